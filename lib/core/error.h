@@ -1,0 +1,44 @@
+// Errors: monet::Error carries one line for the user; MONET_CHECK adds file:line for internal invariants.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace monet {
+
+// Exit codes shared by every command (documented in README).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,       // bad input, unsupported model, failed check
+  kExitInfeasible = 2,  // budget below what any schedule can reach
+};
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+}  // namespace detail
+
+// Throws monet::Error with the message pieces concatenated.
+template <class... Args>
+[[noreturn]] void fail(const Args&... args) {
+  throw Error(detail::concat(args...));
+}
+
+}  // namespace monet
+
+// Internal invariant: a violation is a bug in monet, so the message names the source location.
+#define MONET_CHECK(cond, ...)                                                                  \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
+      ::monet::fail("internal error at ", __FILE__, ":", __LINE__, ": ", #cond, " ", ##__VA_ARGS__); \
+  } while (0)

@@ -1,0 +1,7 @@
+// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
+#include "ops/op.h"
+
+namespace monet::ops {
+extern const std::vector<const OpDef*> gemm_ops;
+const std::vector<const OpDef*> gemm_ops = {};
+}  // namespace monet::ops

@@ -1,0 +1,37 @@
+#include "ops/op.h"
+
+namespace monet {
+
+const Value& InferCtx::in(int i) const {
+  if (i < 0 || i >= num_inputs()) fail("input ", i, " missing (has ", num_inputs(), ")");
+  return g_.values[node_.inputs[i]];
+}
+
+void InferCtx::set_out(int i, Shape shape, DType dtype) {
+  if (i < 0 || i >= num_outputs()) fail("output ", i, " not present (has ", num_outputs(), ")");
+  for (int64_t d : shape)
+    if (d <= 0) fail("output ", i, " would have shape ", shape_str(shape));
+  outs_[i]->shape = std::move(shape);
+  outs_[i]->dtype = dtype;
+}
+
+void InferCtx::expect_inputs(int lo, int hi) const {
+  if (num_inputs() < lo || num_inputs() > hi) fail("expects ", lo, "..", hi, " inputs, has ", num_inputs());
+}
+
+void InferCtx::expect_rank(int i, int lo, int hi) const {
+  int r = static_cast<int>(shape(i).size());
+  if (r < lo || r > hi) fail("input ", i, " has rank ", r, " (shape ", shape_str(shape(i)), "), expects ", lo, "..", hi);
+}
+
+void infer_node(Graph& g, int n) {
+  const Node& node = g.nodes[n];
+  std::vector<Value*> outs;
+  for (int v : node.outputs) outs.push_back(&g.values[v]);
+  const OpDef* def = find_op(node.op);
+  if (!def) fail("node '", node.name, "': unsupported op type '", node.op, "'");
+  InferCtx ctx(g, node, outs);
+  def->infer(ctx);
+}
+
+}  // namespace monet

@@ -1,0 +1,129 @@
+// The operator contract. Each op lives in lib/ops/<op>/ and defines one OpDef: its shape rule, how its gradient
+// is expressed as nodes of the training graph, its workspace, its parameter roles and its CPU kernels.
+// registry.cpp lists every op explicitly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/graph.h"
+
+namespace monet {
+
+// ---------------------------------------------------------------------------------------------- shape inference
+
+// What a shape rule sees: the node's attributes and its input values; it sets every output's shape and dtype.
+class InferCtx {
+ public:
+  InferCtx(const Graph& g, const Node& node, std::vector<Value*> outs) : g_(g), node_(node), outs_(std::move(outs)) {}
+  const Node& node() const { return node_; }
+  const Attrs& attrs() const { return node_.attrs; }
+  int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
+  int num_outputs() const { return static_cast<int>(outs_.size()); }
+  const Value& in(int i) const;
+  const Shape& shape(int i) const { return in(i).shape; }
+  void set_out(int i, Shape shape, DType dtype = DType::f32);
+  // Throws monet::Error naming the node and op: "node 'x' (Conv): <message>".
+  template <class... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    monet::fail("node '", node_.name, "' (", node_.op, "): ", args...);
+  }
+  void expect_inputs(int lo, int hi) const;   // lo <= num_inputs <= hi
+  void expect_rank(int i, int lo, int hi) const;
+
+ private:
+  const Graph& g_;
+  const Node& node_;
+  std::vector<Value*> outs_;
+};
+
+// ---------------------------------------------------------------------------------------------- autodiff
+
+// Builds the backward of one forward node inside the training graph. Values are ids in that graph.
+class GradBuilder {
+ public:
+  virtual ~GradBuilder() = default;
+  virtual const Node& node() const = 0;            // the forward node
+  int in(int i) const { return node().inputs.at(i); }
+  int out(int i) const { return node().outputs.at(i); }
+  virtual const Value& value(int id) const = 0;
+  // Gradient flowing into forward output i, or -1 when none does.
+  virtual int grad_out(int i) const = 0;
+  // Whether forward input i needs a gradient (a param or something computed from one).
+  virtual bool needs_grad(int i) const = 0;
+  // Appends a backward node (shape rule run at once) and returns its output value ids.
+  virtual std::vector<int> emit(const std::string& op, const std::vector<int>& inputs, Attrs attrs = {},
+                                int num_outputs = 1) = 0;
+  int emit1(const std::string& op, const std::vector<int>& inputs, Attrs attrs = {}) {
+    return emit(op, inputs, std::move(attrs), 1)[0];
+  }
+  // Declares the gradient of forward input i (accumulated when several nodes contribute).
+  virtual void set_grad(int i, int grad_value) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------- kernels
+
+struct TensorRef {
+  void* data = nullptr;
+  const Shape* shape = nullptr;
+  DType dtype = DType::f32;
+  int64_t numel() const { return monet::numel(*shape); }
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+// One kernel invocation. The kernel's T (float or double) is the backend's float type for DType::f32 tensors.
+struct CpuCall {
+  const Node& node;
+  std::vector<TensorRef> in;
+  std::vector<TensorRef> out;
+  void* workspace = nullptr;      // workspace_bytes(...) bytes, or null when 0
+  uint64_t seed = 0;              // per (run seed, step, node): random ops draw from it, identically on recompute
+  bool recompute = false;         // true when a schedule runs this forward node again (no side effects twice)
+};
+
+using CpuKernel = void (*)(const CpuCall&);
+
+// Which persistent tensor a graph input of this op is (for seeded initialisation as PyTorch does it).
+enum class ParamRole : uint8_t {
+  none,          // not a parameter slot
+  weight,        // Kaiming-uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1]*prod(shape[2:])
+  weight_kn,     // weight laid out [K, N] (MatMul, Gemm transB=0): fan_in = shape[0]
+  bias,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of the node's weight
+  ones,          // BatchNorm gamma
+  zeros,         // BatchNorm beta
+  running_mean,  // buffer, 0
+  running_var,   // buffer, 1
+};
+
+struct OpDef {
+  std::string_view name;
+  // Shape rule: checks attributes and input shapes, sets outputs. Required.
+  void (*infer)(InferCtx&) = nullptr;
+  // Emits backward nodes; null for ops that are never differentiated (backward ops, loss gradients).
+  void (*backward)(GradBuilder&) = nullptr;
+  // CPU kernels for T = float and T = double.
+  CpuKernel cpu_f32 = nullptr;
+  CpuKernel cpu_f64 = nullptr;
+  // Scratch bytes the CPU kernel needs (0 if null); float_bytes = sizeof(T).
+  int64_t (*cpu_workspace_bytes)(const Graph&, const Node&, int float_bytes) = nullptr;
+  // Inputs that must be constant at import and become attributes: static_inputs[i] names the attribute for
+  // input i ("" = runtime input). The importer moves them out of the runtime inputs.
+  std::vector<std::string_view> static_inputs = {};
+  // Role of each input when it is a graph input without data (params / buffers).
+  std::vector<ParamRole> param_roles = {};
+};
+
+// ---------------------------------------------------------------------------------------------- registry
+
+const OpDef* find_op(std::string_view name);     // null if unknown
+const OpDef& op_def(std::string_view name);      // throws if unknown
+const std::vector<const OpDef*>& all_ops();
+
+// Runs the shape rule of g.nodes[node] and writes its outputs' shapes and dtypes into g.
+void infer_node(Graph& g, int node);
+
+}  // namespace monet

@@ -1,0 +1,36 @@
+// The op test harness: one node built from a description, run on the CPU backend's kernels in double (or float),
+// its forward compared with hand values and its backward (as emitted by autodiff) with central finite differences.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace monet::test {
+
+struct OpCase {
+  std::string op;
+  Attrs attrs;
+  std::vector<Shape> shapes;                      // input shapes
+  std::vector<DType> dtypes = {};                 // default: all f32
+  std::vector<std::vector<double>> data = {};     // input values; missing/empty entries: uniform(-1, 1) from seed
+  std::vector<bool> grad = {};                    // which inputs to differentiate; default: every f32 input
+  int num_outputs = 1;
+  uint64_t seed = 1;
+};
+
+struct OpResult {
+  std::vector<Shape> shapes;                      // output shapes
+  std::vector<std::vector<double>> values;        // output values
+};
+
+// Builds the one-node graph, runs shape inference and the forward kernel. float_bytes: 8 = double, 4 = float.
+OpResult run_forward(const OpCase& c, int float_bytes = 8);
+
+// Max over differentiated inputs of |analytic - numeric| / max(1, |numeric|), element-wise, in double.
+// The loss is sum_o <y_o, w_o> with random w_o over the float outputs.
+double gradient_error(const OpCase& c, double eps = 1e-6);
+
+}  // namespace monet::test
