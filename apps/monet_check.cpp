@@ -1,1 +1,187 @@
-int main() { return 0; }
+// monet-check: one training step of monet's engine against a reference that monet did not write. With
+// --reference torch, scripts/torch_reference.py executes the same ONNX graph node by node with
+// torch.nn.functional (in double) on the same weights, batch, labels and dropout masks, and PyTorch's autograd
+// takes the gradients. Reports the loss difference and each parameter's norm-wise relative gradient error.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common.h"
+#include "core/json_io.h"
+#include "core/npy.h"
+
+using namespace monet;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The values as the fp32 engine holds them (rounded to float), written as float64 for the reference.
+void write_values(const std::string& path, const Value& v, const std::vector<double>& x) {
+  if (v.dtype == DType::f32) {
+    std::vector<double> rounded(x.size());
+    for (size_t i = 0; i < x.size(); ++i) rounded[i] = static_cast<float>(x[i]);
+    npy::write(path, "<f8", v.shape, rounded.data(), static_cast<int64_t>(rounded.size() * 8));
+  } else if (v.dtype == DType::i64) {
+    std::vector<int64_t> ints(x.begin(), x.end());
+    npy::write(path, "<i8", v.shape, ints.data(), static_cast<int64_t>(ints.size() * 8));
+  } else {
+    std::vector<uint8_t> bytes(x.begin(), x.end());
+    npy::write(path, "|u1", v.shape, bytes.data(), static_cast<int64_t>(bytes.size()));
+  }
+}
+
+struct ParamError {
+  std::string name;
+  double rel = 0, max_abs = 0, ref_norm = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"monet-check: compare one training step's loss and gradients with a reference"};
+  app::ModelFlags flags;
+  flags.add_to(app);
+  std::string device = "cpu", reference = "torch", report, python = "/usr/bin/python3", work_dir;
+  std::string script = std::string(MONET_SOURCE_DIR) + "/scripts/torch_reference.py";
+  double tolerance = 1e-4;
+  bool keep = false;
+  app.add_option("--device", device, "cpu (cuda: not yet implemented)");
+  app.add_option("--reference", reference, "torch: PyTorch autograd on the same ONNX graph (default)");
+  app.add_option("--tolerance", tolerance, "max norm-wise relative error of every gradient and of the loss (default 1e-4)");
+  app.add_option("--report", report, "write a JSON report here");
+  app.add_option("--python", python, "Python interpreter with torch and onnx (default /usr/bin/python3)");
+  app.add_option("--reference-script", script, "path of torch_reference.py");
+  app.add_option("--work-dir", work_dir, "exchange directory (default: a fresh temporary directory, removed after)");
+  app.add_flag("--keep", keep, "keep the exchange directory");
+  return app::guarded_main("monet-check", app, argc, argv, [&]() -> int {
+    if (reference != "torch") fail("--reference '", reference, "': only 'torch' is available (store-all needs --schedule, not yet implemented)");
+    if (!(tolerance > 0)) fail("--tolerance must be positive");
+    SessionOptions o = flags.session_options();
+    o.device = device;
+    auto s = open_session(o);
+    const Graph& g = s->tg.graph;
+
+    // One step of our engine, capturing the loss, every parameter gradient and every dropout mask.
+    std::set<int> capture = {s->tg.loss};
+    for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
+    std::vector<std::pair<const Node*, int>> masks;
+    for (int n = 0; n < s->tg.forward_end; ++n)
+      if (g.nodes[n].op == "Dropout") {
+        masks.emplace_back(&g.nodes[n], g.nodes[n].outputs[1]);
+        capture.insert(g.nodes[n].outputs[1]);
+      }
+    auto got = s->executor->step(capture);
+
+    // The exchange directory for the reference.
+    bool temp = work_dir.empty();
+    if (temp) {
+      std::string tmpl = (fs::temp_directory_path() / "monet-check-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) fail("cannot create a temporary directory");
+      work_dir = tmpl;
+    } else {
+      fs::create_directories(work_dir);
+    }
+    struct Cleanup {
+      std::string dir;
+      bool remove;
+      ~Cleanup() {
+        std::error_code ec;
+        if (remove) fs::remove_all(dir, ec);
+      }
+    } cleanup{work_dir, temp && !keep};
+
+    nlohmann::json manifest = {{"model", fs::absolute(o.model_path).string()},
+                               {"dtype", "float64"},
+                               {"loss", loss_name(o.train.loss)},
+                               {"output", g.values[g.outputs[0]].name}};
+    int k = 0;
+    for (int v : resident_values(g)) {
+      const Value& val = g.values[v];
+      if (val.role != Role::input && val.role != Role::param && val.role != Role::buffer) continue;
+      std::string file = "t" + std::to_string(k++) + ".npy";
+      write_values(work_dir + "/" + file, val, s->initial[v]);
+      manifest["tensors"][val.name] = file;
+    }
+    if (s->tg.labels >= 0) {
+      write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels]);
+      manifest["labels"] = "labels.npy";
+    }
+    manifest["dropout_masks"] = nlohmann::json::object();
+    for (size_t i = 0; i < masks.size(); ++i) {
+      std::string file = "mask" + std::to_string(i) + ".npy";
+      write_values(work_dir + "/" + file, g.values[masks[i].second], got.at(masks[i].second));
+      manifest["dropout_masks"][masks[i].first->name] = file;
+    }
+    manifest["grads"] = nlohmann::json::array();
+    for (const ParamSlot& p : s->tg.params) manifest["grads"].push_back(g.values[p.param].name);
+    write_json_atomic(work_dir + "/manifest.json", manifest);
+
+    std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(work_dir);
+    std::printf("reference: %s\n", cmd.c_str());
+    std::fflush(stdout);
+    int rc = std::system(cmd.c_str());
+    if (rc != 0) fail("the reference (", script, ") failed with status ", rc);
+    nlohmann::json result = read_json(work_dir + "/result.json");
+
+    // Compare.
+    const double loss = got.at(s->tg.loss).at(0);
+    const double ref_loss = result.at("loss").get<double>();
+    const double loss_rel = std::abs(loss - ref_loss) / std::max(1e-12, std::abs(ref_loss));
+    std::vector<ParamError> errors;
+    for (const ParamSlot& p : s->tg.params) {
+      const std::string& name = g.values[p.param].name;
+      if (!result["grads"].contains(name)) fail("the reference returned no gradient for '", name, "'");
+      std::vector<double> ref = npy::as_doubles(npy::read(work_dir + "/" + result["grads"][name].get<std::string>()));
+      const std::vector<double>& ours = got.at(p.grad);
+      if (ref.size() != ours.size()) fail("gradient of '", name, "': reference has ", ref.size(), " values, monet ", ours.size());
+      double diff2 = 0, ref2 = 0, max_abs = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        diff2 += (ours[i] - ref[i]) * (ours[i] - ref[i]);
+        ref2 += ref[i] * ref[i];
+        max_abs = std::max(max_abs, std::abs(ours[i] - ref[i]));
+      }
+      // A gradient that is zero in the reference is compared absolutely (relative error is undefined there).
+      double rel = std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-30);
+      if (ref2 == 0) rel = std::sqrt(diff2);
+      errors.push_back({name, rel, max_abs, std::sqrt(ref2)});
+    }
+    std::vector<ParamError> sorted = errors;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rel > b.rel; });
+    std::printf("%-48s %14s %14s %14s\n", "parameter (worst first)", "rel err", "max abs err", "|grad ref|");
+    for (size_t i = 0; i < std::min<size_t>(sorted.size(), 8); ++i)
+      std::printf("%-48s %14.3e %14.3e %14.3e\n", sorted[i].name.c_str(), sorted[i].rel, sorted[i].max_abs,
+                  sorted[i].ref_norm);
+    const double worst = sorted.empty() ? 0 : sorted[0].rel;
+    const bool pass = worst <= tolerance && loss_rel <= tolerance;
+    std::printf("loss: monet %.9g  reference %.9g  rel diff %.3e\n", loss, ref_loss, loss_rel);
+    std::printf("%zu parameter gradients, max norm-wise relative error %.3e (tolerance %.1e): %s\n", errors.size(), worst,
+                tolerance, pass ? "PASS" : "FAIL");
+    if (!report.empty()) {
+      nlohmann::json j = {{"model", g.model_name},
+                          {"batch", g.values[g.data_input].shape[0]},
+                          {"input_shape", g.values[g.data_input].shape},
+                          {"device", s->backend->name()},
+                          {"reference", "torch"},
+                          {"loss", loss},
+                          {"reference_loss", ref_loss},
+                          {"loss_rel_diff", loss_rel},
+                          {"max_rel_error", worst},
+                          {"tolerance", tolerance},
+                          {"pass", pass}};
+      for (const ParamError& e : errors)
+        j["params"][e.name] = {{"rel_error", e.rel}, {"max_abs_error", e.max_abs}, {"ref_norm", e.ref_norm}};
+      write_json_atomic(report, j);
+    }
+    return pass ? kExitOk : kExitCheckFailed;
+  });
+}

@@ -1,1 +1,78 @@
-int main() { return 0; }
+// monet-run: trains K steps of a model on a device and reports median step time, the arena's measured peak and
+// the predicted peak (store-all schedule for now).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "common.h"
+#include "core/json_io.h"
+
+using namespace monet;
+
+int main(int argc, char** argv) {
+  CLI::App app{"monet-run: train a model for a few steps and measure step time and peak memory"};
+  app::ModelFlags flags;
+  flags.add_to(app);
+  std::string device = "cpu", report;
+  int iters = 5, warmup = 1;
+  double lr = 0.01;
+  app.add_option("--device", device, "cpu (cuda: not yet implemented)");
+  app.add_option("--iters", iters, "measured training steps (default 5)");
+  app.add_option("--warmup", warmup, "steps run before measuring (default 1)");
+  app.add_option("--lr", lr, "SGD learning rate (default 0.01; momentum 0.9)");
+  app.add_option("--report", report, "write a JSON report here");
+  return app::guarded_main("monet-run", app, argc, argv, [&] {
+    if (iters <= 0) fail("--iters must be positive, got ", iters);
+    if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
+    SessionOptions o = flags.session_options();
+    o.device = device;
+    o.train.lr = lr;
+    auto s = open_session(o);
+    const Graph& g = s->tg.graph;
+    std::printf("model %s  input %s  device %s  loss %s\n", g.model_name.c_str(),
+                shape_str(g.values[g.data_input].shape).c_str(), s->backend->name().c_str(), loss_name(o.train.loss));
+    std::printf("training graph: %d forward nodes, %zu nodes in all, %zu params\n", s->tg.forward_end, g.nodes.size(),
+                s->tg.params.size());
+    std::printf("predicted peak (store-all): %s bytes\n", app::with_commas(s->predicted.peak_bytes).c_str());
+
+    std::vector<double> ms, losses;
+    for (int i = 0; i < warmup + iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto captured = s->executor->step({s->tg.loss});
+      double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      double loss = captured.at(s->tg.loss).at(0);
+      bool measured = i >= warmup;
+      std::printf("step %d/%d%s: loss %.6f  %.1f ms\n", i + 1, warmup + iters, measured ? "" : " (warm-up)", loss, t);
+      std::fflush(stdout);
+      if (measured) {
+        ms.push_back(t);
+        losses.push_back(loss);
+      }
+    }
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                      : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+    const int64_t peak = s->executor->arena().peak_bytes();
+    std::printf("median step %.1f ms; arena peak %s bytes; predicted %s bytes (%s); reserved %s bytes\n", median,
+                app::with_commas(peak).c_str(), app::with_commas(s->predicted.peak_bytes).c_str(),
+                peak == s->predicted.peak_bytes ? "equal" : "DIFFERENT",
+                app::with_commas(s->executor->reserved_bytes()).c_str());
+    if (!report.empty()) {
+      nlohmann::json j = {{"model", g.model_name},
+                          {"batch", g.values[g.data_input].shape[0]},
+                          {"input_shape", g.values[g.data_input].shape},
+                          {"device", s->backend->name()},
+                          {"schedule", "store-all"},
+                          {"peak_bytes", peak},
+                          {"predicted_peak_bytes", s->predicted.peak_bytes},
+                          {"reserved_bytes", s->executor->reserved_bytes()},
+                          {"step_ms_median", median},
+                          {"step_ms", ms},
+                          {"losses", losses}};
+      write_json_atomic(report, j);
+    }
+    if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
+    return kExitOk;
+  });
+}

@@ -12,6 +12,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitError = 1,       // bad input, unsupported model, failed check
   kExitInfeasible = 2,  // budget below what any schedule can reach
+  kExitCheckFailed = 3, // monet-check: gradients or loss outside the tolerance
 };
 
 class Error : public std::runtime_error {

@@ -40,6 +40,18 @@ enum class Role : uint8_t {
   momentum,    // SGD momentum buffer of a param
 };
 const char* role_name(Role r);
+
+// How a param or buffer without data in the file is initialised from the seed, as PyTorch initialises layers.
+enum class ParamRole : uint8_t {
+  none,          // not a parameter slot
+  weight,        // Kaiming-uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1]*prod(shape[2:])
+  weight_kn,     // weight laid out [K, N] (MatMul, Gemm transB=0): fan_in = shape[0]
+  bias,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of the node's weight
+  ones,          // BatchNorm gamma
+  zeros,         // BatchNorm beta; also float graph inputs read as plain operands
+  running_mean,  // buffer, 0
+  running_var,   // buffer, 1
+};
 bool is_persistent(Role r);  // lives for the whole run (not freed by a schedule)
 
 using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::vector<double>, std::string>;
@@ -67,7 +79,8 @@ struct Value {
   DType dtype = DType::f32;
   Role role = Role::activation;
   int producer = -1;              // node index, -1 for graph inputs
-  std::vector<double> data;       // constants only
+  std::vector<double> data;       // constants, and params/buffers whose initial value the file holds
+  ParamRole init = ParamRole::none;  // params and buffers without data: how to initialise them
   bool requires_grad = false;
 };
 

@@ -87,18 +87,6 @@ struct CpuCall {
 
 using CpuKernel = void (*)(const CpuCall&);
 
-// Which persistent tensor a graph input of this op is (for seeded initialisation as PyTorch does it).
-enum class ParamRole : uint8_t {
-  none,          // not a parameter slot
-  weight,        // Kaiming-uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1]*prod(shape[2:])
-  weight_kn,     // weight laid out [K, N] (MatMul, Gemm transB=0): fan_in = shape[0]
-  bias,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of the node's weight
-  ones,          // BatchNorm gamma
-  zeros,         // BatchNorm beta
-  running_mean,  // buffer, 0
-  running_var,   // buffer, 1
-};
-
 struct OpDef {
   std::string_view name;
   // Shape rule: checks attributes and input shapes, sets outputs. Required.

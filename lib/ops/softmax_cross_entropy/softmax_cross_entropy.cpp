@@ -1,7 +1,99 @@
-// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
+// SoftmaxCrossEntropy(logits (N, C, d...), labels (N, d...) int64) -> loss (): the mean over N and every position
+// d of -log softmax(logits)[label] along dim 1, as torch.nn.functional.cross_entropy computes it.
+// Its gradient recomputes the softmax from the logits, so nothing but the logits is kept for it.
+#include <cmath>
+
 #include "ops/op.h"
 
 namespace monet::ops {
+namespace {
+
+void infer_ce(InferCtx& c) {
+  c.expect_inputs(2, 2);
+  const Shape& x = c.shape(0);
+  if (x.size() < 2) c.fail("logits need rank >= 2 (N, C, ...), got ", shape_str(x));
+  Shape label = x;
+  label.erase(label.begin() + 1);
+  if (c.shape(1) != label || c.in(1).dtype != DType::i64)
+    c.fail("labels must be int64 of shape ", shape_str(label), ", got ", dtype_name(c.in(1).dtype), " ",
+           shape_str(c.shape(1)));
+  c.set_out(0, {});
+}
+
+void backward_ce(GradBuilder& b) {
+  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
+  b.set_grad(0, b.emit1("SoftmaxCrossEntropyGrad", {b.grad_out(0), b.in(0), b.in(1)}));
+}
+
+// Logits viewed as (N, C, P): P = product of the trailing dims.
+struct Layout {
+  int64_t n, c, p;
+  explicit Layout(const Shape& s) : n(s[0]), c(s[1]), p(numel(s) / (s[0] * s[1])) {}
+};
+
+int64_t checked_label(const int64_t* labels, int64_t i, int64_t classes) {
+  int64_t k = labels[i];
+  if (k < 0 || k >= classes) fail("SoftmaxCrossEntropy: label ", k, " out of range [0, ", classes, ")");
+  return k;
+}
+
+template <class T>
+void ce_cpu(const CpuCall& c) {
+  const T* x = c.in[0].as<T>();              // (N, C, P)
+  const int64_t* y = c.in[1].as<int64_t>();  // (N, P)
+  Layout l(*c.in[0].shape);
+  double total = 0;
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t p = 0; p < l.p; ++p) {
+      const T* row = x + n * l.c * l.p + p;  // stride P along C
+      double mx = row[0];
+      for (int64_t k = 1; k < l.c; ++k) mx = std::max<double>(mx, row[k * l.p]);
+      double sum = 0;
+      for (int64_t k = 0; k < l.c; ++k) sum += std::exp(row[k * l.p] - mx);
+      int64_t label = checked_label(y, n * l.p + p, l.c);
+      total += std::log(sum) + mx - row[label * l.p];
+    }
+  c.out[0].as<T>()[0] = static_cast<T>(total / static_cast<double>(l.n * l.p));
+}
+
+void infer_ce_grad(InferCtx& c) {
+  c.expect_inputs(3, 3);
+  c.set_out(0, c.shape(1));
+}
+
+// SoftmaxCrossEntropyGrad(dloss (), logits, labels) -> dlogits = dloss * (softmax(logits) - onehot) / (N * P)
+template <class T>
+void ce_grad_cpu(const CpuCall& c) {
+  const T dloss = c.in[0].as<T>()[0];
+  const T* x = c.in[1].as<T>();              // (N, C, P)
+  const int64_t* y = c.in[2].as<int64_t>();  // (N, P)
+  T* dx = c.out[0].as<T>();                  // (N, C, P)
+  Layout l(*c.in[1].shape);
+  const double scale = static_cast<double>(dloss) / static_cast<double>(l.n * l.p);
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t p = 0; p < l.p; ++p) {
+      const T* row = x + n * l.c * l.p + p;
+      T* drow = dx + n * l.c * l.p + p;
+      double mx = row[0];
+      for (int64_t k = 1; k < l.c; ++k) mx = std::max<double>(mx, row[k * l.p]);
+      double sum = 0;
+      for (int64_t k = 0; k < l.c; ++k) sum += std::exp(row[k * l.p] - mx);
+      int64_t label = checked_label(y, n * l.p + p, l.c);
+      for (int64_t k = 0; k < l.c; ++k) {
+        double s = std::exp(row[k * l.p] - mx) / sum - (k == label ? 1.0 : 0.0);
+        drow[k * l.p] = static_cast<T>(s * scale);
+      }
+    }
+}
+
+const OpDef ce = {.name = "SoftmaxCrossEntropy", .infer = infer_ce, .backward = backward_ce,
+                  .cpu_f32 = ce_cpu<float>, .cpu_f64 = ce_cpu<double>};
+const OpDef ce_grad = {.name = "SoftmaxCrossEntropyGrad", .infer = infer_ce_grad,
+                       .cpu_f32 = ce_grad_cpu<float>, .cpu_f64 = ce_grad_cpu<double>};
+
+}  // namespace
+
 extern const std::vector<const OpDef*> softmax_cross_entropy_ops;
-const std::vector<const OpDef*> softmax_cross_entropy_ops = {};
+const std::vector<const OpDef*> softmax_cross_entropy_ops = {&ce, &ce_grad};
+
 }  // namespace monet::ops

@@ -1,0 +1,79 @@
+// Flag parsing and error mapping shared by the four commands: every error becomes one line on stderr, prefixed
+// by the command's name, and a documented exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "engine/session.h"
+
+namespace monet::app {
+
+// Flags that name a model at a batch: MODEL.onnx --batch N [--input-shape C,H,W] [--seed S] [--loss ce|sum].
+struct ModelFlags {
+  std::string model;
+  std::optional<int64_t> batch;
+  std::string input_shape;
+  uint64_t seed = 0;
+  std::string loss = "ce";
+
+  void add_to(CLI::App& app) {
+    app.add_option("model", model, "ONNX model file")->required();
+    app.add_option("--batch", batch, "batch size (replaces the data input's first dimension)");
+    app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
+    app.add_option("--seed", seed, "seed for parameters, data, labels and dropout masks (default 0)");
+    app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
+  }
+
+  SessionOptions session_options() const {
+    SessionOptions o;
+    o.model_path = model;
+    o.import.batch = batch;
+    if (batch && *batch <= 0) fail("--batch must be a positive integer, got ", *batch);
+    if (!input_shape.empty()) o.import.input_shape = parse_input_shape(input_shape);
+    o.train.loss = parse_loss(loss);
+    o.seed = seed;
+    return o;
+  }
+};
+
+// Runs body() and maps exceptions to one line on stderr and an exit code.
+template <class Body>
+int guarded_main(const char* command, CLI::App& app, int argc, char** argv, Body body) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << command << ": " << e.what() << " (see --help)\n";
+    return kExitError;
+  }
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << command << ": " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << command << ": out of host memory\n";
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::cerr << command << ": unexpected error: " << e.what() << "\n";
+    return kExitError;
+  }
+}
+
+inline std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+}  // namespace monet::app

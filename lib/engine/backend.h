@@ -1,0 +1,36 @@
+// The backend interface: where tensors live and how nodes run. The executor owns scheduling and memory
+// placement; a backend only reserves the arena's one block, moves host data in and out, and runs kernels.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace monet {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int float_bytes() const = 0;  // sizeof the float type used for DType::f32
+  virtual void* reserve(int64_t bytes) = 0;
+  virtual void unreserve(void* block) = 0;
+  virtual int64_t workspace_bytes(const Graph& g, const Node& n) const = 0;
+  // Runs one node. seed: deterministic per (run seed, step, node); recompute: not the node's first run this step.
+  virtual void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+                   void* workspace, uint64_t seed, bool recompute) = 0;
+  // Host values (as double) to and from a tensor, converted to/from its dtype.
+  virtual void upload(const TensorRef& dst, const std::vector<double>& host) = 0;
+  virtual std::vector<double> download(const TensorRef& src) = 0;
+  virtual void synchronize() {}
+};
+
+// float_bytes 4: the fp32 engine; 8: double precision (for tests).
+std::unique_ptr<Backend> make_cpu_backend(int float_bytes = 4);
+
+// "cpu" or "cuda"; throws a one-line error when the device is unavailable in this build or on this machine.
+std::unique_ptr<Backend> make_backend(const std::string& device);
+
+}  // namespace monet

@@ -1,0 +1,81 @@
+// The CPU backend: reference-quality kernels from lib/ops/<op>, in float or double.
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "engine/backend.h"
+
+namespace monet {
+namespace {
+
+template <class T>
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return sizeof(T) == 4 ? "cpu" : "cpu-f64"; }
+  int float_bytes() const override { return sizeof(T); }
+
+  void* reserve(int64_t bytes) override {
+    void* p = std::aligned_alloc(kAlignBytes, static_cast<size_t>(align_up(std::max<int64_t>(bytes, 1))));
+    if (!p) fail("cpu: cannot reserve ", bytes, " bytes of host memory");
+    return p;
+  }
+  void unreserve(void* block) override { std::free(block); }
+
+  int64_t workspace_bytes(const Graph& g, const Node& n) const override {
+    const OpDef& def = op_def(n.op);
+    return def.cpu_workspace_bytes ? def.cpu_workspace_bytes(g, n, sizeof(T)) : 0;
+  }
+
+  void run(const Graph&, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+           void* workspace, uint64_t seed, bool recompute) override {
+    const OpDef& def = op_def(n.op);
+    CpuKernel k = sizeof(T) == 4 ? def.cpu_f32 : def.cpu_f64;
+    if (!k) fail("node '", n.name, "' (", n.op, "): no CPU kernel");
+    k(CpuCall{n, in, out, workspace, seed, recompute});
+  }
+
+  void upload(const TensorRef& dst, const std::vector<double>& host) override {
+    MONET_CHECK(static_cast<int64_t>(host.size()) == dst.numel());
+    for (size_t i = 0; i < host.size(); ++i) {
+      switch (dst.dtype) {
+        case DType::f32: dst.as<T>()[i] = static_cast<T>(host[i]); break;
+        case DType::i64: dst.as<int64_t>()[i] = static_cast<int64_t>(host[i]); break;
+        case DType::u8: dst.as<uint8_t>()[i] = static_cast<uint8_t>(host[i]); break;
+      }
+    }
+  }
+
+  std::vector<double> download(const TensorRef& src) override {
+    std::vector<double> host(static_cast<size_t>(src.numel()));
+    for (size_t i = 0; i < host.size(); ++i) {
+      switch (src.dtype) {
+        case DType::f32: host[i] = src.as<T>()[i]; break;
+        case DType::i64: host[i] = static_cast<double>(src.as<int64_t>()[i]); break;
+        case DType::u8: host[i] = src.as<uint8_t>()[i]; break;
+      }
+    }
+    return host;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int float_bytes) {
+  if (float_bytes == 8) return std::make_unique<CpuBackend<double>>();
+  MONET_CHECK(float_bytes == 4);
+  return std::make_unique<CpuBackend<float>>();
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend(4);
+  if (device == "cuda") {
+#ifdef MONET_HAVE_CUDA
+    fail("--device cuda: the CUDA backend is not implemented yet in this build; use --device cpu");
+#else
+    fail("--device cuda: this build has no CUDA support (nvcc/cuDNN were not found at configure time)");
+#endif
+  }
+  fail("--device '", device, "': expected cpu or cuda");
+}
+
+}  // namespace monet

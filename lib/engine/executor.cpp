@@ -1,0 +1,102 @@
+#include "engine/executor.h"
+
+#include "core/error.h"
+
+namespace monet {
+
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+namespace {
+
+int64_t value_bytes(const Graph& g, int v, int float_bytes) {
+  return tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes);
+}
+
+// Replays the schedule's allocations on an arena: the same calls in the dry run and the real run.
+template <class OnCompute>
+void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Backend& backend,
+            OnCompute on_compute) {
+  const int fb = backend.float_bytes();
+  for (const Step& st : s.steps) {
+    if (st.kind == Step::Kind::compute) {
+      const Node& n = g.nodes[st.id];
+      for (int v : n.outputs) offset[v] = arena.allocate(value_bytes(g, v, fb));
+      int64_t ws_bytes = backend.workspace_bytes(g, n);
+      int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
+      on_compute(st.id, ws);
+      if (ws >= 0) arena.release(ws);
+    } else {
+      arena.release(offset[st.id]);
+      offset[st.id] = -1;
+    }
+  }
+}
+
+}  // namespace
+
+Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t seed)
+    : g_(g), schedule_(std::move(schedule)), backend_(backend), seed_(seed), offset_(g.values.size(), -1) {
+  const int fb = backend.float_bytes();
+  // Validates the schedule (throws naming the step) before anything runs.
+  simulate(g, schedule_, [&](const Node& n) { return backend.workspace_bytes(g, n); }, fb);
+
+  const std::vector<int> resident = resident_values(g);
+  Arena dry(INT64_MAX / 4);
+  std::vector<int64_t> dry_offset(g.values.size(), -1);
+  for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
+  replay(g, schedule_, dry, dry_offset, backend, [](int, int64_t) {});
+
+  reserved_ = dry.high_water_bytes();
+  block_ = static_cast<char*>(backend.reserve(reserved_));
+  arena_ = std::make_unique<Arena>(reserved_);
+  for (int v : resident) offset_[v] = arena_->allocate(value_bytes(g, v, fb));
+}
+
+Executor::~Executor() {
+  if (block_) backend_.unreserve(block_);
+}
+
+TensorRef Executor::ref(int v) {
+  MONET_CHECK(offset_[v] >= 0, "value ", g_.values[v].name, " is not placed");
+  return {block_ + offset_[v], &g_.values[v].shape, g_.values[v].dtype};
+}
+
+void Executor::set_value(int v, const std::vector<double>& host) {
+  if (offset_[v] < 0 || !is_persistent(g_.values[v].role)) fail("set_value: '", g_.values[v].name, "' is not resident");
+  backend_.upload(ref(v), host);
+}
+
+std::vector<double> Executor::get_value(int v) {
+  if (offset_[v] < 0 || !is_persistent(g_.values[v].role)) fail("get_value: '", g_.values[v].name, "' is not resident");
+  backend_.synchronize();
+  return backend_.download(ref(v));
+}
+
+std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture) {
+  std::map<int, std::vector<double>> captured;
+  std::vector<char> computed(g_.nodes.size(), 0);
+  const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
+  replay(g_, schedule_, *arena_, offset_, backend_, [&](int node, int64_t ws) {
+    const Node& n = g_.nodes[node];
+    std::vector<TensorRef> in, out;
+    for (int v : n.inputs) in.push_back(ref(v));
+    for (int v : n.outputs) out.push_back(ref(v));
+    backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
+                 computed[node] != 0);
+    for (int v : n.outputs)
+      if (capture.count(v) && !captured.count(v)) {
+        backend_.synchronize();
+        captured[v] = backend_.download(ref(v));
+      }
+    computed[node] = 1;
+  });
+  backend_.synchronize();
+  return captured;
+}
+
+}  // namespace monet

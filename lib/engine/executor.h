@@ -1,0 +1,51 @@
+// The executor: runs a schedule over a graph on a backend, every tensor and workspace placed in one Arena.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+
+#include "engine/arena.h"
+#include "engine/backend.h"
+#include "schedule/schedule.h"
+
+namespace monet {
+
+class Executor {
+ public:
+  // Plans offsets with a dry run of the schedule, reserves exactly the arena's high-water mark on the backend,
+  // and places the resident values (uninitialised until set_value).
+  Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t seed);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void set_value(int value, const std::vector<double>& host);  // resident values only
+  std::vector<double> get_value(int value);                    // resident values only
+
+  // Runs one training step. Each value in `capture` is copied to the host right after it is computed (the first
+  // time in the step) and returned.
+  std::map<int, std::vector<double>> step(const std::set<int>& capture = {});
+
+  const Arena& arena() const { return *arena_; }
+  int64_t reserved_bytes() const { return reserved_; }
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  TensorRef ref(int value);
+
+  const Graph& g_;
+  Schedule schedule_;
+  Backend& backend_;
+  uint64_t seed_;
+  int64_t step_index_ = 0;
+  std::unique_ptr<Arena> arena_;
+  int64_t reserved_ = 0;
+  char* block_ = nullptr;
+  std::vector<int64_t> offset_;  // per value, -1 when not placed
+};
+
+// Deterministic 64-bit mix (splitmix64 finaliser) used to derive per-step, per-node seeds.
+uint64_t mix_seed(uint64_t a, uint64_t b);
+
+}  // namespace monet

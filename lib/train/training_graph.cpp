@@ -1,0 +1,166 @@
+#include "train/training_graph.h"
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "ops/op.h"
+#include "train/autodiff.h"
+
+namespace monet {
+
+LossKind parse_loss(const std::string& text) {
+  if (text == "ce" || text == "cross-entropy" || text == "cross_entropy") return LossKind::cross_entropy;
+  if (text == "sum") return LossKind::sum;
+  fail("--loss '", text, "': expected 'ce' or 'sum'");
+}
+
+const char* loss_name(LossKind k) { return k == LossKind::sum ? "sum" : "cross_entropy"; }
+
+namespace {
+
+int append_node(Graph& g, const std::string& name, const std::string& op, std::vector<int> inputs, Attrs attrs,
+                std::vector<Value> outputs) {
+  int id = static_cast<int>(g.nodes.size());
+  Node n{name, op, std::move(inputs), {}, std::move(attrs), -1};
+  for (Value& v : outputs) {
+    v.producer = id;
+    n.outputs.push_back(g.add_value(std::move(v)));
+  }
+  g.nodes.push_back(std::move(n));
+  infer_node(g, id);
+  return id;
+}
+
+}  // namespace
+
+TrainingGraph build_training_graph(Graph forward, const TrainOptions& options) {
+  TrainingGraph tg;
+  tg.options = options;
+  Graph& g = tg.graph;
+  g = std::move(forward);
+  tg.forward_end = static_cast<int>(g.nodes.size());
+  if (g.outputs.empty()) fail("model has no output to put a loss on");
+  const int out = g.outputs[0];
+  const Value& y = g.values[out];
+
+  // Loss on the first model output.
+  Value loss;
+  loss.name = "loss";
+  if (options.loss == LossKind::cross_entropy) {
+    if (y.shape.size() < 2) fail("cross-entropy needs an output of rank >= 2 (N, C, ...), output '", y.name, "' is ",
+                                 shape_str(y.shape), "; use --loss sum");
+    Value labels;
+    labels.name = "labels";
+    labels.shape = y.shape;
+    labels.shape.erase(labels.shape.begin() + 1);
+    labels.dtype = DType::i64;
+    labels.role = Role::label;
+    tg.labels = g.add_value(labels);
+    tg.loss_node = append_node(g, "loss", "SoftmaxCrossEntropy", {out, tg.labels}, {}, {loss});
+  } else {
+    tg.loss_node = append_node(g, "loss", "SumLoss", {out}, {}, {loss});
+  }
+  tg.loss = g.nodes[tg.loss_node].outputs[0];
+
+  // d loss / d loss = 1, a constant.
+  Value seed;
+  seed.name = "loss/grad_seed";
+  seed.role = Role::constant;
+  seed.data = {1.0};
+  int seed_id = g.add_value(seed);
+
+  mark_requires_grad(g);
+  std::map<int, int> grads = append_backward(g, tg.loss_node + 1, {{tg.loss, seed_id}});
+
+  Attrs sgd;
+  sgd.set("lr", options.lr);
+  sgd.set("momentum", options.momentum);
+  for (int p : g.values_with_role(Role::param)) {
+    auto it = grads.find(p);
+    if (it == grads.end()) continue;
+    Value m;
+    m.name = g.values[p].name + "/momentum";
+    m.shape = g.values[p].shape;
+    m.role = Role::momentum;
+    int mid = g.add_value(m);
+    append_node(g, g.values[p].name + "/sgd", "SgdUpdate", {p, it->second, mid}, sgd, {});
+    tg.params.push_back({p, it->second, mid});
+  }
+  g.verify();
+  return tg;
+}
+
+namespace {
+
+// fan_in as torch.nn.init._calculate_fan_in_and_fan_out computes it for a weight of this role.
+int64_t fan_in(const Shape& w, ParamRole role) {
+  if (w.empty()) return 1;
+  if (role == ParamRole::weight_kn || w.size() == 1) return w[0];
+  int64_t f = w[1];
+  for (size_t d = 2; d < w.size(); ++d) f *= w[d];
+  return f;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_t seed) {
+  const Graph& g = tg.graph;
+  std::vector<std::vector<double>> out(g.values.size());
+  std::mt19937_64 rng(seed);
+
+  // The weight read by the same node as each bias gives the bias its fan_in.
+  std::vector<int64_t> bias_fan_in(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (int v : n.inputs)
+      if (g.values[v].init == ParamRole::bias)
+        for (int w : n.inputs)
+          if (g.values[w].init == ParamRole::weight || g.values[w].init == ParamRole::weight_kn)
+            bias_fan_in[v] = fan_in(g.values[w].shape, g.values[w].init);
+
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    if (!is_persistent(val.role)) continue;
+    const size_t n = static_cast<size_t>(numel(val.shape));
+    std::vector<double>& x = out[v];
+    if (!val.data.empty()) {
+      x = val.data;
+      continue;
+    }
+    x.assign(n, 0.0);
+    auto uniform = [&](double bound) {
+      std::uniform_real_distribution<double> u(-bound, bound);
+      for (double& e : x) e = u(rng);
+    };
+    switch (val.role) {
+      case Role::input: {
+        std::normal_distribution<double> normal(0.0, 1.0);
+        for (double& e : x) e = normal(rng);
+        break;
+      }
+      case Role::label: {
+        const int64_t classes = g.values[g.outputs[0]].shape[1];
+        std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+        for (double& e : x) e = static_cast<double>(pick(rng));
+        break;
+      }
+      case Role::param:
+      case Role::buffer:
+        switch (val.init) {
+          case ParamRole::weight:
+          case ParamRole::weight_kn: uniform(1.0 / std::sqrt(static_cast<double>(fan_in(val.shape, val.init)))); break;
+          case ParamRole::bias:
+            uniform(bias_fan_in[v] > 0 ? 1.0 / std::sqrt(static_cast<double>(bias_fan_in[v])) : 0.0);
+            break;
+          case ParamRole::ones:
+          case ParamRole::running_var: std::fill(x.begin(), x.end(), 1.0); break;
+          default: break;  // zeros, running_mean
+        }
+        break;
+      default: break;  // momentum starts at 0; constants always carry data
+    }
+  }
+  return out;
+}
+
+}  // namespace monet

@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "ir/onnx_import.h"
+#include "test_paths.h"
+
+using namespace monet;
+using namespace monet::test;
+using Catch::Matchers::Contains;
+
+namespace {
+ImportOptions at(int64_t batch, Shape chw = {}) {
+  ImportOptions o;
+  o.batch = batch;
+  if (!chw.empty()) o.input_shape = chw;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("every model in models/ imports and infers shapes at its batch", "[import]") {
+  struct Case { const char* name; int64_t batch; Shape chw; Shape out; };
+  const Case cases[] = {
+      {"resnet50", 184, {}, {184, 1000}},     {"resnet50", 2, {3, 64, 64}, {2, 1000}},
+      {"googlenet", 320, {}, {320, 1000}},    {"googlenet", 2, {3, 64, 64}, {2, 1000}},
+      {"mobilenet_v2", 272, {}, {272, 1000}}, {"mobilenet_v2", 2, {3, 64, 64}, {2, 1000}},
+      {"vgg16", 176, {}, {176, 1000}},        {"vgg16", 1, {3, 224, 224}, {1, 1000}},
+      {"unet", 11, {}, {11, 1, 416, 608}},    {"unet", 2, {3, 64, 64}, {2, 1, 64, 64}},
+      {"tiny", 2, {}, {2, 5}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name << " batch " << c.batch);
+    Graph g = import_onnx(model_path(c.name), at(c.batch, c.chw));
+    REQUIRE(g.outputs.size() == 1);
+    CHECK(g.values[g.outputs[0]].shape == c.out);
+    CHECK(g.values[g.data_input].shape[0] == c.batch);
+    for (const Value& v : g.values) CHECK(numel(v.shape) > 0);
+  }
+}
+
+TEST_CASE("import classifies params, buffers and folds shape subgraphs", "[import]") {
+  Graph g = import_onnx(model_path("resnet50"), at(2, {3, 64, 64}));
+  CHECK(g.values_with_role(Role::param).size() == 161);   // 53 conv + 2*53 BN + fc weight and bias
+  CHECK(g.values_with_role(Role::buffer).size() == 106);  // BN running mean and var
+  CHECK(g.nodes.size() == 175);
+
+  Graph f = import_onnx(data_path("float_data_init.onnx"), at(5));
+  CHECK(f.values[f.outputs[0]].shape == Shape{5, 3});
+  int w = f.find_value("w");
+  REQUIRE(w >= 0);
+  CHECK(f.values[w].role == Role::param);
+  CHECK(f.values[w].data.at(11) == Approx(1.1));
+  for (const Node& n : f.nodes) CHECK(n.op != "Shape");  // folded
+}
+
+TEST_CASE("a batch fixed in the file is used unless --batch replaces it", "[import]") {
+  CHECK(import_onnx(data_path("static_batch.onnx"), {}).values[0].shape[0] == 2);
+  CHECK(import_onnx(data_path("static_batch.onnx"), at(3)).values[0].shape[0] == 3);
+}
+
+TEST_CASE("bad model files get one clear error", "[import][errors]") {
+  CHECK_THROWS_WITH(import_onnx(data_path("missing.onnx"), at(2)), Contains("missing.onnx: no such file"));
+  CHECK_THROWS_WITH(import_onnx(data_path("empty.onnx"), at(2)), Contains("empty file"));
+  CHECK_THROWS_WITH(import_onnx(data_path("random_bytes.onnx"), at(2)), Contains("not an ONNX model"));
+  CHECK_THROWS_WITH(import_onnx(data_path("truncated.onnx"), at(2)), Contains("truncated.onnx"));
+  CHECK_THROWS_WITH(import_onnx(data_path("unsupported_op.onnx"), at(2)),
+                    Contains("unsupported_op.onnx: node 'act' (Elu): unsupported op type 'Elu'"));
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), {}), Contains("dynamic batch dimension: give --batch"));
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(0)), Contains("--batch must be a positive integer"));
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(-3)), Contains("--batch must be a positive integer"));
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(2, {5, 8, 8})), Contains("node 'conv' (Conv)"));
+  // vgg16's adaptive pooling is exported for 224x224 inputs: other sizes fail at the classifier, by name.
+  CHECK_THROWS_WITH(import_onnx(model_path("vgg16"), at(2, {3, 32, 32})), Contains("(Gemm)"));
+}
+
+TEST_CASE("--input-shape parsing", "[import][errors]") {
+  CHECK(parse_input_shape("3,224,224") == Shape{3, 224, 224});
+  CHECK(parse_input_shape("7") == Shape{7});
+  for (const char* bad : {"", "3,,4", "3,x,4", "-3,4", "3,0,4", "3,4,", "1e3"})
+    CHECK_THROWS_AS(parse_input_shape(bad), Error);
+}
