@@ -1,7 +1,34 @@
-// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
-#include "ops/op.h"
+// Identity: y = x (any dtype: it also forwards integer tensors). The gradient passes through unchanged, as the
+// same value (no copy node, no extra memory).
+#include <cstring>
+
+#include "ops/common/elementwise.h"
 
 namespace monet::ops {
+namespace {
+
+void infer_identity(InferCtx& c) {
+  c.expect_inputs(1, 1);
+  infer_like_input0(c);
+}
+
+void backward_identity(GradBuilder& b) {
+  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
+  b.set_grad(0, b.grad_out(0));
+}
+
+template <class T>
+void identity_cpu(const CpuCall& c) {
+  const int64_t bytes = c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T));
+  std::memcpy(c.out[0].data, c.in[0].data, static_cast<size_t>(bytes));
+}
+
+const OpDef identity = {.name = "Identity", .infer = infer_identity, .backward = backward_identity,
+                        .cpu_f32 = identity_cpu<float>, .cpu_f64 = identity_cpu<double>};
+
+}  // namespace
+
 extern const std::vector<const OpDef*> identity_ops;
-const std::vector<const OpDef*> identity_ops = {};
+const std::vector<const OpDef*> identity_ops = {&identity};
+
 }  // namespace monet::ops
