@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "common.h"
 #include "core/json_io.h"
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   return app::guarded_main("monet-check", app, argc, argv, [&]() -> int {
     if (reference != "torch") fail("--reference '", reference, "': only 'torch' is available (store-all needs --schedule, not yet implemented)");
     if (!(tolerance > 0)) fail("--tolerance must be positive");
+    if (!fs::exists(script)) fail("--reference-script ", script, ": no such file");
+    if (access(python.c_str(), X_OK) != 0) fail("--python ", python, ": not an executable (Debian's python3-torch lives under /usr/bin/python3)");
     SessionOptions o = flags.session_options();
     o.device = device;
     auto s = open_session(o);
@@ -129,8 +132,15 @@ int main(int argc, char** argv) {
     std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(work_dir);
     std::printf("reference: %s\n", cmd.c_str());
     std::fflush(stdout);
-    int rc = std::system(cmd.c_str());
-    if (rc != 0) fail("the reference (", script, ") failed with status ", rc);
+    const std::string err_path = work_dir + "/reference.stderr";
+    int rc = std::system((cmd + " 2> " + shell_quote(err_path)).c_str());
+    if (rc != 0) {
+      std::ifstream err(err_path);
+      std::string line, last;
+      while (std::getline(err, line))
+        if (!line.empty()) last = line;
+      fail("the reference failed (exit status ", WEXITSTATUS(rc), "): ", last);
+    }
     nlohmann::json result = read_json(work_dir + "/result.json");
 
     // Compare.

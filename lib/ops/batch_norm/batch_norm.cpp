@@ -1,7 +1,209 @@
-// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
+// BatchNormalization, always in training mode (monet trains): X (N, C, spatial...) normalised per channel with the
+// batch statistics (biased variance), then scaled and shifted:
+//   y = (x - mean) * invstd * scale + B,   invstd = 1 / sqrt(var + epsilon)
+// The importer normalises the node to 5 inputs (X, scale, B, running_mean, running_var) and 3 outputs
+// (Y, saved_mean (C), saved_invstd (C)). Unless the call is a recomputation, the forward also updates the running
+// statistics in place, with ONNX's momentum and PyTorch's rule (unbiased variance, M = elements per channel):
+//   running_mean = running_mean * momentum + mean * (1 - momentum)
+//   running_var  = running_var * momentum + var * M / (M - 1) * (1 - momentum)
+// Backward BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) -> dX, dScale, dBias (PyTorch's formula).
+// Gradients flowing into saved_mean / saved_invstd (no model reads them; the op test harness does) are handled
+// by BatchNormStatGrad so that the op's gradient is complete.
+#include <cmath>
+
 #include "ops/op.h"
 
 namespace monet::ops {
+namespace {
+
+// X seen as (N, C, S) with S the product of the spatial dims.
+struct NCS {
+  int64_t N, C, S;
+};
+NCS ncs(const Shape& x) { return {x[0], x[1], numel(x) / (x[0] * x[1])}; }
+
+void infer_batch_norm(InferCtx& c) {
+  c.expect_inputs(5, 5);
+  c.expect_rank(0, 2, 64);
+  if (c.num_outputs() != 3)
+    c.fail("expects 3 outputs (Y, saved_mean, saved_invstd) in training mode, has ", c.num_outputs());
+  const Shape& x = c.shape(0);
+  static const char* kNames[] = {"X", "scale", "B", "running_mean", "running_var"};
+  for (int i = 1; i < 5; ++i)
+    if (c.shape(i) != Shape{x[1]})
+      c.fail("input ", kNames[i], " has shape ", shape_str(c.shape(i)), ", expected [", x[1], "] for X ",
+             shape_str(x));
+  if (numel(x) / x[1] < 2) c.fail("expects more than 1 value per channel in training mode, X is ", shape_str(x));
+  const double eps = c.attrs().f("epsilon", 1e-5);
+  const double momentum = c.attrs().f("momentum", 0.9);
+  if (!(eps >= 0)) c.fail("epsilon must be >= 0, got ", eps);
+  if (!(momentum >= 0 && momentum <= 1)) c.fail("momentum must be in [0, 1], got ", momentum);
+  c.set_out(0, x);
+  c.set_out(1, {x[1]});
+  c.set_out(2, {x[1]});
+}
+
+void backward_batch_norm(GradBuilder& b) {
+  if (!b.needs_grad(0) && !b.needs_grad(1) && !b.needs_grad(2)) return;
+  if (b.grad_out(0) >= 0) {
+    std::vector<int> g = b.emit("BatchNormGrad", {b.grad_out(0), b.in(0), b.in(1), b.out(1), b.out(2)}, {}, 3);
+    for (int i = 0; i < 3; ++i) b.set_grad(i, g[i]);
+  }
+  for (int k = 1; k <= 2; ++k)  // the saved statistics depend on X only
+    if (b.grad_out(k) >= 0 && b.needs_grad(0)) {
+      Attrs a;
+      a.set("stat", std::string(k == 1 ? "mean" : "invstd"));
+      b.set_grad(0, b.emit1("BatchNormStatGrad", {b.grad_out(k), b.in(0), b.out(1), b.out(2)}, a));
+    }
+}
+
+template <class T>
+void batch_norm_cpu(const CpuCall& c) {
+  const auto [N, C, S] = ncs(*c.in[0].shape);
+  const double M = static_cast<double>(N * S);   // elements per channel
+  const double eps = c.node.attrs.f("epsilon", 1e-5);
+  const double momentum = c.node.attrs.f("momentum", 0.9);
+  const T* x = c.in[0].as<T>();         // (N, C, S)
+  const T* scale = c.in[1].as<T>();     // (C)
+  const T* bias = c.in[2].as<T>();      // (C)
+  // The running statistics are persistent buffers the op updates in place (inputs, hence const in the call).
+  T* running_mean = const_cast<T*>(c.in[3].as<T>());  // (C)
+  T* running_var = const_cast<T*>(c.in[4].as<T>());   // (C)
+  T* y = c.out[0].as<T>();              // (N, C, S)
+  T* saved_mean = c.out[1].as<T>();     // (C)
+  T* saved_invstd = c.out[2].as<T>();   // (C)
+  for (int64_t ch = 0; ch < C; ++ch) {
+    // Two passes in double: mean, then the centred sum of squares (no cancellation).
+    double sum = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = x + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) sum += xp[s];
+    }
+    const double mean = sum / M;
+    double sq = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = x + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) sq += (xp[s] - mean) * (xp[s] - mean);
+    }
+    const double var = sq / M;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    saved_mean[ch] = static_cast<T>(mean);
+    saved_invstd[ch] = static_cast<T>(invstd);
+    // y = x * alpha + beta, folded per channel as PyTorch does.
+    const T alpha = static_cast<T>(invstd * scale[ch]);
+    const T beta = static_cast<T>(bias[ch] - mean * invstd * scale[ch]);
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = x + (n * C + ch) * S;
+      T* yp = y + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) yp[s] = xp[s] * alpha + beta;
+    }
+    if (!c.recompute) {
+      running_mean[ch] = static_cast<T>(running_mean[ch] * momentum + mean * (1 - momentum));
+      running_var[ch] = static_cast<T>(running_var[ch] * momentum + var * M / (M - 1) * (1 - momentum));
+    }
+  }
+}
+
+// BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) -> dX, dScale, dBias; any attributes are ignored.
+void infer_batch_norm_grad(InferCtx& c) {
+  c.expect_inputs(5, 5);
+  c.expect_rank(1, 2, 64);
+  const Shape& x = c.shape(1);
+  if (c.shape(0) != x) c.fail("dY has shape ", shape_str(c.shape(0)), ", X has ", shape_str(x));
+  for (int i = 2; i < 5; ++i)
+    if (c.shape(i) != Shape{x[1]}) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected [", x[1], "]");
+  if (c.num_outputs() != 3) c.fail("expects 3 outputs (dX, dScale, dBias), has ", c.num_outputs());
+  c.set_out(0, x);
+  c.set_out(1, {x[1]});
+  c.set_out(2, {x[1]});
+}
+
+// With xhat = (x - mean) * invstd, per channel:
+//   dBias = sum(dy),  dScale = sum(dy * xhat),  dx = scale * invstd * (dy - dBias / M - xhat * dScale / M)
+template <class T>
+void batch_norm_grad_cpu(const CpuCall& c) {
+  const auto [N, C, S] = ncs(*c.in[1].shape);
+  const double M = static_cast<double>(N * S);
+  const T* dy = c.in[0].as<T>();          // (N, C, S)
+  const T* x = c.in[1].as<T>();           // (N, C, S)
+  const T* scale = c.in[2].as<T>();       // (C)
+  const T* saved_mean = c.in[3].as<T>();  // (C)
+  const T* saved_invstd = c.in[4].as<T>();  // (C)
+  T* dx = c.out[0].as<T>();               // (N, C, S)
+  T* dscale = c.out[1].as<T>();           // (C)
+  T* dbias = c.out[2].as<T>();            // (C)
+  for (int64_t ch = 0; ch < C; ++ch) {
+    const double mean = saved_mean[ch], invstd = saved_invstd[ch];
+    double sum_dy = 0, dot = 0;  // sum(dy), sum(dy * (x - mean))
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = x + (n * C + ch) * S;
+      const T* dyp = dy + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        sum_dy += dyp[s];
+        dot += dyp[s] * (xp[s] - mean);
+      }
+    }
+    dbias[ch] = static_cast<T>(sum_dy);
+    dscale[ch] = static_cast<T>(dot * invstd);
+    const double k = dot * invstd * invstd / M;  // coefficient of (x - mean)
+    const double mean_dy = sum_dy / M;
+    const double w = invstd * scale[ch];
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = x + (n * C + ch) * S;
+      const T* dyp = dy + (n * C + ch) * S;
+      T* dxp = dx + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) dxp[s] = static_cast<T>((dyp[s] - mean_dy - (xp[s] - mean) * k) * w);
+    }
+  }
+}
+
+// BatchNormStatGrad(dStat, X, saved_mean, saved_invstd) -> dX, attribute stat = "mean" or "invstd":
+//   d mean / d x = 1 / M,   d invstd / d x = -invstd^3 * (x - mean) / M
+void infer_batch_norm_stat_grad(InferCtx& c) {
+  c.expect_inputs(4, 4);
+  c.expect_rank(1, 2, 64);
+  const std::string stat = c.attrs().s("stat");
+  if (stat != "mean" && stat != "invstd") c.fail("stat must be 'mean' or 'invstd', got '", stat, "'");
+  const Shape& x = c.shape(1);
+  for (int i : {0, 2, 3})
+    if (c.shape(i) != Shape{x[1]}) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected [", x[1], "]");
+  c.set_out(0, x);
+}
+
+template <class T>
+void batch_norm_stat_grad_cpu(const CpuCall& c) {
+  const auto [N, C, S] = ncs(*c.in[1].shape);
+  const double M = static_cast<double>(N * S);
+  const bool is_mean = c.node.attrs.s("stat") == "mean";
+  const T* dstat = c.in[0].as<T>();         // (C)
+  const T* x = c.in[1].as<T>();             // (N, C, S)
+  const T* saved_mean = c.in[2].as<T>();    // (C)
+  const T* saved_invstd = c.in[3].as<T>();  // (C)
+  T* dx = c.out[0].as<T>();                 // (N, C, S)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const double mean = saved_mean[ch], invstd = saved_invstd[ch];
+      const double k = is_mean ? 0.0 : -dstat[ch] * invstd * invstd * invstd / M;
+      const double d0 = is_mean ? dstat[ch] / M : 0.0;
+      const T* xp = x + (n * C + ch) * S;
+      T* dxp = dx + (n * C + ch) * S;
+      for (int64_t s = 0; s < S; ++s) dxp[s] = static_cast<T>(d0 + k * (xp[s] - mean));
+    }
+}
+
+const OpDef batch_norm = {.name = "BatchNormalization", .infer = infer_batch_norm, .backward = backward_batch_norm,
+                          .cpu_f32 = batch_norm_cpu<float>, .cpu_f64 = batch_norm_cpu<double>,
+                          .param_roles = {ParamRole::none, ParamRole::ones, ParamRole::zeros, ParamRole::running_mean,
+                                          ParamRole::running_var}};
+const OpDef batch_norm_grad = {.name = "BatchNormGrad", .infer = infer_batch_norm_grad,
+                               .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>};
+const OpDef batch_norm_stat_grad = {.name = "BatchNormStatGrad", .infer = infer_batch_norm_stat_grad,
+                                    .cpu_f32 = batch_norm_stat_grad_cpu<float>,
+                                    .cpu_f64 = batch_norm_stat_grad_cpu<double>};
+
+}  // namespace
+
 extern const std::vector<const OpDef*> batch_norm_ops;
-const std::vector<const OpDef*> batch_norm_ops = {};
+const std::vector<const OpDef*> batch_norm_ops = {&batch_norm, &batch_norm_grad, &batch_norm_stat_grad};
+
 }  // namespace monet::ops
