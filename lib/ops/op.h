@@ -43,13 +43,15 @@ class InferCtx {
 // ---------------------------------------------------------------------------------------------- autodiff
 
 // Builds the backward of one forward node inside the training graph. Values are ids in that graph.
+// node() and value() stay valid across emit() (which grows the graph): node() is a copy held by the builder and
+// value() returns a copy.
 class GradBuilder {
  public:
   virtual ~GradBuilder() = default;
   virtual const Node& node() const = 0;            // the forward node
   int in(int i) const { return node().inputs.at(i); }
   int out(int i) const { return node().outputs.at(i); }
-  virtual const Value& value(int id) const = 0;
+  virtual Value value(int id) const = 0;
   // Gradient flowing into forward output i, or -1 when none does.
   virtual int grad_out(int i) const = 0;
   // Whether forward input i needs a gradient (a param or something computed from one).

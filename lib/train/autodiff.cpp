@@ -19,10 +19,11 @@ namespace {
 
 class Builder final : public GradBuilder {
  public:
-  Builder(Graph& g, std::map<int, int>& grads, int forward_node) : g_(g), grads_(grads), fwd_(forward_node) {}
+  Builder(Graph& g, std::map<int, int>& grads, int forward_node)
+      : g_(g), grads_(grads), fwd_(forward_node), node_(g.nodes[forward_node]) {}
 
-  const Node& node() const override { return g_.nodes[fwd_]; }
-  const Value& value(int id) const override { return g_.values.at(id); }
+  const Node& node() const override { return node_; }
+  Value value(int id) const override { return g_.values.at(id); }
 
   int grad_out(int i) const override {
     auto it = grads_.find(node().outputs.at(i));
@@ -55,10 +56,9 @@ class Builder final : public GradBuilder {
   void set_grad(int i, int grad_value) override {
     int v = node().inputs.at(i);
     if (!g_.values[v].requires_grad) return;
-    const Value& gv = g_.values.at(grad_value);
-    if (gv.shape != g_.values[v].shape)
-      fail("node '", node().name, "' (", node().op, "): gradient of input ", i, " has shape ", shape_str(gv.shape),
-           ", input has ", shape_str(g_.values[v].shape));
+    if (g_.values.at(grad_value).shape != g_.values[v].shape)
+      fail("node '", node().name, "' (", node().op, "): gradient of input ", i, " has shape ",
+           shape_str(g_.values[grad_value].shape), ", input has ", shape_str(g_.values[v].shape));
     auto it = grads_.find(v);
     if (it == grads_.end()) {
       grads_[v] = grad_value;
@@ -71,6 +71,7 @@ class Builder final : public GradBuilder {
   Graph& g_;
   std::map<int, int>& grads_;
   int fwd_;
+  const Node node_;  // a copy: emit() may reallocate g_.nodes
   int emitted_ = 0;
 };
 

@@ -6,6 +6,11 @@
 #include "engine/backend.h"
 
 namespace monet {
+#ifdef MONET_HAVE_CUDA
+namespace cuda {
+std::string probe_device(std::string* description);
+}
+#endif
 namespace {
 
 template <class T>
@@ -70,7 +75,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend(4);
   if (device == "cuda") {
 #ifdef MONET_HAVE_CUDA
-    fail("--device cuda: the CUDA backend is not implemented yet in this build; use --device cpu");
+    std::string description;
+    std::string problem = cuda::probe_device(&description);
+    if (!problem.empty()) fail("--device cuda: ", problem);
+    fail("--device cuda: found ", description, ", but the CUDA engine is not implemented yet; use --device cpu");
 #else
     fail("--device cuda: this build has no CUDA support (nvcc/cuDNN were not found at configure time)");
 #endif

@@ -1,7 +1,43 @@
-// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
+// Flatten(x) with attribute axis (default 1, negative counts from the end): y has shape
+// (prod(x.shape[:axis]), prod(x.shape[axis:])), same elements. Backward: ReshapeGrad (lib/ops/reshape) back to x's
+// shape. Copies the data for now (aliasing comes later); the copy moves bytes, so every dtype works.
+#include <cstring>
+
 #include "ops/op.h"
 
 namespace monet::ops {
+namespace {
+
+void infer_flatten(InferCtx& c) {
+  c.expect_inputs(1, 1);
+  const Shape& xs = c.shape(0);
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  int64_t axis = c.attrs().i("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank) c.fail("axis ", c.attrs().i("axis", 1), " out of range for rank ", rank);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= xs[d];
+  c.set_out(0, {outer, inner}, c.in(0).dtype);
+}
+
+void backward_flatten(GradBuilder& b) {
+  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
+  Attrs a;
+  a.set("shape", b.value(b.in(0)).shape);
+  b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
+}
+
+template <class T>
+void flatten_cpu(const CpuCall& c) {
+  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
+}
+
+const OpDef flatten = {.name = "Flatten", .infer = infer_flatten, .backward = backward_flatten,
+                       .cpu_f32 = flatten_cpu<float>, .cpu_f64 = flatten_cpu<double>};
+
+}  // namespace
+
 extern const std::vector<const OpDef*> flatten_ops;
-const std::vector<const OpDef*> flatten_ops = {};
+const std::vector<const OpDef*> flatten_ops = {&flatten};
+
 }  // namespace monet::ops

@@ -1,7 +1,160 @@
-// Not implemented yet: registers no op, so a model using it is rejected as unsupported.
-#include "ops/op.h"
+// MatMul (ONNX opset 13) with numpy semantics: A (..., n, k) @ B (..., k, m) -> Y (..., n, m), batch dimensions
+// broadcast; a 1-D A is promoted to (1, k) and a 1-D B to (k, 1), and the promoted dimension is removed from Y.
+// Backward ops: MatMulGradA(dY, B) -> dA and MatMulGradB(A, dY) -> dB, each summing over the batch entries that
+// broadcasting replicated its operand to (the ReduceSumTo of the batch dims, folded into the GEMM accumulation).
+// Parameter roles {none, weight_kn}: a MatMul weight is laid out (K, N), as PyTorch exports Linear without Gemm.
+#include <algorithm>
+
+#include "ops/common/blas.h"
+#include "ops/common/broadcast.h"
 
 namespace monet::ops {
+namespace {
+
+// Shapes of one MatMul after promoting 1-D operands: every batch entry is an (n, k) @ (k, m) product.
+struct MatMulDims {
+  Shape batch_a, batch_b, batch;  // batch dims of A, B and their broadcast (Y's)
+  int64_t n = 1, k = 1, m = 1;
+  Shape out;                      // Y's shape
+};
+
+// Throws an unprefixed monet::Error when A and B do not multiply.
+MatMulDims matmul_dims(const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) fail("MatMul operands must have rank >= 1, got ", shape_str(a), " and ", shape_str(b));
+  MatMulDims d;
+  const Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;  // (..., n, k)
+  const Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;  // (..., k, m)
+  d.n = a2[a2.size() - 2], d.k = a2.back(), d.m = b2.back();
+  if (b2[b2.size() - 2] != d.k)
+    fail("A ", shape_str(a), " and B ", shape_str(b), " do not multiply: inner dimensions ", d.k, " and ",
+         b2[b2.size() - 2]);
+  d.batch_a.assign(a2.begin(), a2.end() - 2);
+  d.batch_b.assign(b2.begin(), b2.end() - 2);
+  auto batch = broadcast_shapes(d.batch_a, d.batch_b);
+  if (!batch) fail("batch dimensions of A ", shape_str(a), " and B ", shape_str(b), " do not broadcast");
+  d.batch = *batch;
+  d.out = d.batch;
+  if (a.size() != 1) d.out.push_back(d.n);
+  if (b.size() != 1) d.out.push_back(d.m);
+  return d;
+}
+
+MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
+  try {
+    return matmul_dims(a, b);
+  } catch (const Error& e) {
+    fail("node '", node.name, "' (", node.op, "): ", e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- MatMul
+
+void infer_matmul(InferCtx& c) {
+  c.expect_inputs(2, 2);
+  c.set_out(0, dims_of(c.node(), c.shape(0), c.shape(1)).out);
+}
+
+void backward_matmul(GradBuilder& b) {
+  const int dy = b.grad_out(0);
+  if (dy < 0) return;
+  if (b.needs_grad(0)) {
+    Attrs a;
+    a.set("a_shape", b.value(b.in(0)).shape);
+    b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
+  }
+  if (b.needs_grad(1)) {
+    Attrs a;
+    a.set("b_shape", b.value(b.in(1)).shape);
+    b.set_grad(1, b.emit1("MatMulGradB", {b.in(0), dy}, a));
+  }
+}
+
+template <class T>
+void matmul_cpu(const CpuCall& c) {
+  const MatMulDims d = dims_of(c.node, *c.in[0].shape, *c.in[1].shape);
+  const int64_t n = d.n, k = d.k, m = d.m;
+  const T* a = c.in[0].as<T>();  // (batch_a, n, k)
+  const T* b = c.in[1].as<T>();  // (batch_b, k, m)
+  T* y = c.out[0].as<T>();       // (batch, n, m)
+  if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM
+    blas_gemm(false, false, numel(d.batch) * n, m, k, T(1), a, k, b, m, T(0), y, m);
+    return;
+  }
+  const std::vector<int64_t> ia = broadcast_offsets(d.batch_a, d.batch);  // batch entry of A per entry of Y
+  const std::vector<int64_t> ib = broadcast_offsets(d.batch_b, d.batch);
+  for (size_t i = 0; i < ia.size(); ++i)
+    blas_gemm(false, false, n, m, k, T(1), a + ia[i] * n * k, k, b + ib[i] * k * m, m, T(0), y + i * n * m, m);
+}
+
+// ---------------------------------------------------------------------------------------------- MatMulGradA
+
+// MatMulGradA(dY, B) -> dA, attr a_shape: dA_i += dY_j B_j^T over the batch entries j that read A_i.
+void infer_matmul_grad_a(InferCtx& c) {
+  c.expect_inputs(2, 2);
+  Shape as = c.attrs().ints("a_shape");
+  MatMulDims d = dims_of(c.node(), as, c.shape(1));
+  if (c.shape(0) != d.out) c.fail("dY has shape ", shape_str(c.shape(0)), ", expected ", shape_str(d.out));
+  c.set_out(0, as);
+}
+
+template <class T>
+void matmul_grad_a_cpu(const CpuCall& c) {
+  const MatMulDims d = dims_of(c.node, *c.out[0].shape, *c.in[1].shape);
+  const int64_t n = d.n, k = d.k, m = d.m;
+  const T* dy = c.in[0].as<T>();  // (batch, n, m)
+  const T* b = c.in[1].as<T>();   // (batch_b, k, m)
+  T* da = c.out[0].as<T>();       // (batch_a, n, k)
+  if (numel(d.batch_b) == 1) {    // A is not broadcast then: dA (batch*n, k) = dY (batch*n, m) B^T (m, k)
+    blas_gemm(false, true, numel(d.batch) * n, k, m, T(1), dy, m, b, m, T(0), da, k);
+    return;
+  }
+  std::fill(da, da + c.out[0].numel(), T(0));
+  const std::vector<int64_t> ia = broadcast_offsets(d.batch_a, d.batch);
+  const std::vector<int64_t> ib = broadcast_offsets(d.batch_b, d.batch);
+  for (size_t i = 0; i < ia.size(); ++i)
+    blas_gemm(false, true, n, k, m, T(1), dy + i * n * m, m, b + ib[i] * k * m, m, T(1), da + ia[i] * n * k, k);
+}
+
+// ---------------------------------------------------------------------------------------------- MatMulGradB
+
+// MatMulGradB(A, dY) -> dB, attr b_shape: dB_i += A_j^T dY_j over the batch entries j that read B_i.
+void infer_matmul_grad_b(InferCtx& c) {
+  c.expect_inputs(2, 2);
+  Shape bs = c.attrs().ints("b_shape");
+  MatMulDims d = dims_of(c.node(), c.shape(0), bs);
+  if (c.shape(1) != d.out) c.fail("dY has shape ", shape_str(c.shape(1)), ", expected ", shape_str(d.out));
+  c.set_out(0, bs);
+}
+
+template <class T>
+void matmul_grad_b_cpu(const CpuCall& c) {
+  const MatMulDims d = dims_of(c.node, *c.in[0].shape, *c.out[0].shape);
+  const int64_t n = d.n, k = d.k, m = d.m;
+  const T* a = c.in[0].as<T>();   // (batch_a, n, k)
+  const T* dy = c.in[1].as<T>();  // (batch, n, m)
+  T* db = c.out[0].as<T>();       // (batch_b, k, m)
+  if (numel(d.batch_b) == 1) {    // one B for all: dB (k, m) = A^T (k, batch*n) dY (batch*n, m)
+    blas_gemm(true, false, k, m, numel(d.batch) * n, T(1), a, k, dy, m, T(0), db, m);
+    return;
+  }
+  std::fill(db, db + c.out[0].numel(), T(0));
+  const std::vector<int64_t> ia = broadcast_offsets(d.batch_a, d.batch);
+  const std::vector<int64_t> ib = broadcast_offsets(d.batch_b, d.batch);
+  for (size_t i = 0; i < ib.size(); ++i)
+    blas_gemm(true, false, k, m, n, T(1), a + ia[i] * n * k, k, dy + i * n * m, m, T(1), db + ib[i] * k * m, m);
+}
+
+const OpDef matmul = {.name = "MatMul", .infer = infer_matmul, .backward = backward_matmul,
+                      .cpu_f32 = matmul_cpu<float>, .cpu_f64 = matmul_cpu<double>,
+                      .param_roles = {ParamRole::none, ParamRole::weight_kn}};
+const OpDef matmul_grad_a = {.name = "MatMulGradA", .infer = infer_matmul_grad_a,
+                             .cpu_f32 = matmul_grad_a_cpu<float>, .cpu_f64 = matmul_grad_a_cpu<double>};
+const OpDef matmul_grad_b = {.name = "MatMulGradB", .infer = infer_matmul_grad_b,
+                             .cpu_f32 = matmul_grad_b_cpu<float>, .cpu_f64 = matmul_grad_b_cpu<double>};
+
+}  // namespace
+
 extern const std::vector<const OpDef*> matmul_ops;
-const std::vector<const OpDef*> matmul_ops = {};
+const std::vector<const OpDef*> matmul_ops = {&matmul, &matmul_grad_a, &matmul_grad_b};
+
 }  // namespace monet::ops
