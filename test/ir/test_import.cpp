@@ -72,7 +72,7 @@ TEST_CASE("bad model files get one clear error", "[import][errors]") {
   CHECK_THROWS_WITH(import_onnx(model_path("vgg16"), at(2, {3, 32, 32})), Contains("(Gemm)"));
 }
 
-TEST_CASE("--input-shape parsing", "[import][errors]") {
+TEST_CASE("input shape parsing (--input-shape)", "[import][errors]") {
   CHECK(parse_input_shape("3,224,224") == Shape{3, 224, 224});
   CHECK(parse_input_shape("7") == Shape{7});
   for (const char* bad : {"", "3,,4", "3,x,4", "-3,4", "3,0,4", "3,4,", "1e3"})

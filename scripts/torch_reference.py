@@ -1,0 +1,752 @@
+#!/usr/bin/python3
+"""PyTorch reference for one training step of an ONNX graph, for monet-check.
+
+Usage: /usr/bin/python3 scripts/torch_reference.py DIR
+Runs the graph node by node with torch / torch.nn.functional and lets autograd take the gradients, so no part of
+the reference shares code with monet's engine.
+
+DIR/manifest.json (written by monet):
+  {"model": "/abs/model.onnx", "dtype": "float32" | "float64", "loss": "cross_entropy" | "sum",
+   "output": "<graph output the loss is taken on>",
+   "tensors": {"<graph input>": "<file.npy>", ...},        data input and every parameter / running statistic
+   "labels": "labels.npy",                                   int64, output shape without dim 1 (cross_entropy only)
+   "dropout_masks": {"<Dropout node name>": "<file.npy>"},  uint8, shape of the Dropout input, 1 = kept
+   "grads": ["<graph input>", ...]}                          inputs whose gradients are wanted
+File names are relative to DIR. DIR/result.json (written last, atomically, like every file here):
+  {"loss": <float>, "grads": {"<graph input>": "<file.npy>"}, "output_shape": [...]}
+Exit status: 0 done; 1 an op (or an op's mode) this script does not implement, named on one stderr line;
+2 a manifest or graph it cannot use.
+"""
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import helper, numpy_helper
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class Unsupported(Exception):
+    """An op or an op's mode with no implementation here; exit status 1."""
+
+
+class BadInput(Exception):
+    """A manifest or graph that cannot be run as given; exit status 2."""
+
+
+class Ctx:
+    """What an op needs beyond its inputs and attributes."""
+
+    def __init__(self, node, opset, dtype, masks):
+        self.node = node
+        self.opset = opset
+        self.dtype = dtype  # every floating tensor is computed in this dtype
+        self.masks = masks  # Dropout node name -> uint8 tensor
+
+    def unsupported(self, why):
+        return Unsupported(f"{self.node.op_type} ({why})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Small helpers
+
+def ints(t):
+    return [int(v) for v in t.reshape(-1).tolist()]
+
+
+def floats(t):
+    return [float(v) for v in t.reshape(-1).tolist()]
+
+
+def given(ins, i):
+    """Input i if the node has it and it is not an empty optional input."""
+    return ins[i] if len(ins) > i and ins[i] is not None else None
+
+
+def to_torch(array, dtype):
+    """numpy -> torch; floating arrays take the compute dtype so that float64 runs have no float32 islands."""
+    t = torch.from_numpy(np.array(array, copy=True))
+    return t.to(dtype) if t.is_floating_point() else t
+
+
+def torch_type(onnx_type, compute):
+    T = onnx.TensorProto
+    if onnx_type in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
+        return compute
+    table = {T.INT64: torch.int64, T.INT32: torch.int32, T.INT16: torch.int16, T.INT8: torch.int8,
+             T.UINT8: torch.uint8, T.BOOL: torch.bool}
+    if onnx_type not in table:
+        raise Unsupported(f"Cast (to={onnx.TensorProto.DataType.Name(onnx_type)})")
+    return table[onnx_type]
+
+
+def attrs_of(node):
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [s.decode() for s in v]
+        out[a.name] = v
+    return out
+
+
+def torch_pads(begin, end):
+    """Per-dim (begin, end) lists, first spatial dim first -> F.pad's order, last dim first."""
+    out = []
+    for b, e in zip(reversed(begin), reversed(end)):
+        out += [b, e]
+    return out
+
+
+def window_pads(at, in_sizes, kernel, strides, dilations):
+    """(begin, end) pads per spatial dim for Conv and the pools, auto_pad resolved."""
+    n = len(kernel)
+    auto = at.get("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        pads = list(at.get("pads", [0] * 2 * n))
+        return pads[:n], pads[n:]
+    if auto == "VALID":
+        return [0] * n, [0] * n
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise BadInput(f"auto_pad={auto}")
+    begin, end = [], []
+    for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
+        total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        # SAME_UPPER puts the odd extra pixel at the end.
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return begin, end
+
+
+def fits_torch_padding(begin, end, kernel, dilations):
+    """torch's pools take only symmetric pads of at most half the effective kernel."""
+    return begin == end and all(p <= ((k - 1) * d + 1) // 2 for p, k, d in zip(begin, kernel, dilations))
+
+
+CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+
+
+def by_rank(table, n, ctx):
+    if n not in table:
+        raise ctx.unsupported(f"{n} spatial dims")
+    return table[n]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ops: fn(ctx, ins, at) -> tensor or list of tensors (one per node output; extra outputs may be left off)
+
+def op_conv(ctx, ins, at):
+    x, w, b = ins[0], ins[1], given(ins, 2)
+    kernel = list(w.shape[2:])
+    n = len(kernel)
+    strides, dilations = at.get("strides", [1] * n), at.get("dilations", [1] * n)
+    begin, end = window_pads(at, x.shape[2:], kernel, strides, dilations)
+    if begin != end:
+        x = F.pad(x, torch_pads(begin, end))
+        begin = [0] * n
+    return by_rank(CONV, n, ctx)(x, w, b, strides, begin, dilations, at.get("group", 1))
+
+
+def op_conv_transpose(ctx, ins, at):
+    x, w, b = ins[0], ins[1], given(ins, 2)
+    kernel = list(w.shape[2:])
+    n = len(kernel)
+    strides, dilations = at.get("strides", [1] * n), at.get("dilations", [1] * n)
+    out_pad = at.get("output_padding", [0] * n)
+    auto = at.get("auto_pad", "NOTSET")
+    full = [s * (i - 1) + op + (k - 1) * d + 1
+            for i, s, op, k, d in zip(x.shape[2:], strides, out_pad, kernel, dilations)]
+    if "output_shape" in at or auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = at.get("output_shape", [i * s for i, s in zip(x.shape[2:], strides)])[-n:]
+        totals = [f - t for f, t in zip(full, target)]
+        if auto == "SAME_LOWER":
+            begin, end = [t - t // 2 for t in totals], [t // 2 for t in totals]
+        else:
+            begin, end = [t // 2 for t in totals], [t - t // 2 for t in totals]
+    elif auto == "VALID":
+        begin, end = [0] * n, [0] * n
+    else:
+        pads = list(at.get("pads", [0] * 2 * n))
+        begin, end = pads[:n], pads[n:]
+    # Transposed conv without padding, then output_padding as zeros at the end and ONNX pads as crops; the bias
+    # goes on last so that the output_padding rows hold it too, as in ONNX and torch.
+    y = by_rank(CONV_T, n, ctx)(x, w, None, strides, 0, 0, at.get("group", 1), dilations)
+    y = F.pad(y, torch_pads([-p for p in begin], [op - p for op, p in zip(out_pad, end)]))
+    if b is not None:
+        y = y + b.reshape([1, -1] + [1] * n)
+    return y
+
+
+def op_batch_norm(ctx, ins, at):
+    x, scale, bias, mean, var = ins[:5]
+    # monet trains the graph, so batch statistics unless the node explicitly asks for inference (opset 14+).
+    training = bool(at.get("training_mode", 1))
+    momentum = at.get("momentum", 0.9)
+    running_mean, running_var = mean.detach().clone(), var.detach().clone()
+    # ONNX: running = running * m + batch * (1 - m); torch weighs the batch by its momentum, hence 1 - m.
+    y = F.batch_norm(x, running_mean, running_var, scale, bias, training=training, momentum=1.0 - momentum,
+                     eps=at.get("epsilon", 1e-5))
+    return [y, running_mean, running_var]
+
+
+def op_max_pool(ctx, ins, at):
+    x = ins[0]
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        raise ctx.unsupported("Indices output")
+    kernel = list(at["kernel_shape"])
+    n = len(kernel)
+    strides, dilations = at.get("strides", [1] * n), at.get("dilations", [1] * n)
+    begin, end = window_pads(at, x.shape[2:], kernel, strides, dilations)
+    ceil = bool(at.get("ceil_mode", 0))
+    if not fits_torch_padding(begin, end, kernel, dilations):
+        x = F.pad(x, torch_pads(begin, end), value=-math.inf)
+        begin = [0] * n
+    return by_rank(MAX_POOL, n, ctx)(x, kernel, strides, begin, dilations, ceil_mode=ceil)
+
+
+def op_average_pool(ctx, ins, at):
+    x = ins[0]
+    kernel = list(at["kernel_shape"])
+    n = len(kernel)
+    strides = at.get("strides", [1] * n)
+    if any(d != 1 for d in at.get("dilations", [1] * n)):
+        raise ctx.unsupported("dilations")
+    begin, end = window_pads(at, x.shape[2:], kernel, strides, [1] * n)
+    ceil, include_pad = bool(at.get("ceil_mode", 0)), bool(at.get("count_include_pad", 0))
+    pool = by_rank(AVG_POOL, n, ctx)
+    if fits_torch_padding(begin, end, kernel, [1] * n):
+        return pool(x, kernel, strides, begin, ceil, include_pad)
+    # Pads torch cannot take: average over the zero-padded map; without count_include_pad, divide by the share of
+    # real pixels in each window.
+    pads = torch_pads(begin, end)
+    padded_mean = pool(F.pad(x, pads), kernel, strides, 0, ceil, True)
+    if include_pad:
+        return padded_mean
+    ones = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
+    return padded_mean / pool(F.pad(ones, pads), kernel, strides, 0, ceil, True)
+
+
+def op_global_average_pool(ctx, ins, at):
+    x = ins[0]
+    return x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
+
+
+def op_global_max_pool(ctx, ins, at):
+    x = ins[0]
+    return x.flatten(2).max(dim=2).values.reshape(x.shape[:2] + (1,) * (x.dim() - 2))
+
+
+def op_clip(ctx, ins, at):
+    if ctx.opset < 11:
+        lo, hi = at.get("min"), at.get("max")
+    else:
+        lo, hi = given(ins, 1), given(ins, 2)
+        lo, hi = (None if lo is None else lo.item()), (None if hi is None else hi.item())
+    return ins[0] if lo is None and hi is None else torch.clamp(ins[0], min=lo, max=hi)
+
+
+def op_hard_sigmoid(ctx, ins, at):
+    return torch.clamp(at.get("alpha", 0.2) * ins[0] + at.get("beta", 0.5), 0.0, 1.0)
+
+
+def op_leaky_relu(ctx, ins, at):
+    return F.leaky_relu(ins[0], at.get("alpha", 0.01))
+
+
+def op_div(ctx, ins, at):
+    a, b = ins
+    if a.is_floating_point():
+        return a / b
+    return torch.div(a, b, rounding_mode="trunc")  # ONNX integer division truncates
+
+
+def op_concat(ctx, ins, at):
+    return torch.cat([t for t in ins if t is not None], dim=at["axis"])
+
+
+def op_split(ctx, ins, at):
+    x, axis = ins[0], at.get("axis", 0)
+    parts = len(ctx.node.output)
+    if given(ins, 1) is not None:
+        sizes = ints(ins[1])
+    elif "split" in at:
+        sizes = list(at["split"])
+    else:
+        # Equal parts, the last one smaller if the dim does not divide (opset 18's num_outputs rule).
+        dim = x.shape[axis]
+        chunk = math.ceil(dim / parts)
+        sizes = [chunk] * (parts - 1) + [dim - chunk * (parts - 1)]
+    return list(torch.split(x, sizes, dim=axis))
+
+
+def slice_range(start, end, step, dim):
+    """ONNX Slice's clamping (it differs from Python's for negative steps)."""
+    if step == 0:
+        raise BadInput("Slice step 0")
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
+def op_slice(ctx, ins, at):
+    x = ins[0]
+    if ctx.opset < 10:
+        starts, ends = list(at["starts"]), list(at["ends"])
+        axes, steps = at.get("axes"), None
+    else:
+        starts, ends = ints(ins[1]), ints(ins[2])
+        axes = ints(ins[3]) if given(ins, 3) is not None else None
+        steps = ints(ins[4]) if given(ins, 4) is not None else None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis %= x.dim()
+        start, end = slice_range(start, end, step, x.shape[axis])
+        if step > 0:
+            x = x[(slice(None),) * axis + (slice(start, end, step),)]
+        else:  # torch views take no negative steps
+            x = x.index_select(axis, torch.arange(start, end, step, dtype=torch.int64))
+    return x
+
+
+def op_flatten(ctx, ins, at):
+    x, axis = ins[0], at.get("axis", 1)
+    axis = axis + x.dim() if axis < 0 else axis
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def op_reshape(ctx, ins, at):
+    x, shape = ins[0], ints(ins[1])
+    if not at.get("allowzero", 0):
+        shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]  # 0 copies the input dim
+    return x.reshape(shape)
+
+
+def op_transpose(ctx, ins, at):
+    x = ins[0]
+    return x.permute(at.get("perm", list(reversed(range(x.dim())))))
+
+
+PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+
+
+def op_pad(ctx, ins, at):
+    x, rank = ins[0], ins[0].dim()
+    mode = at.get("mode", "constant")
+    if mode not in PAD_MODES:
+        raise ctx.unsupported(f"mode={mode}")
+    if ctx.opset < 11:
+        pads, value, axes = list(at["pads"]), at.get("value", 0.0), list(range(rank))
+    else:
+        pads = ints(ins[1])
+        value = ins[2].item() if given(ins, 2) is not None and ins[2].numel() else 0.0
+        axes = [a % rank for a in ints(ins[3])] if given(ins, 3) is not None else list(range(rank))
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    if mode == "constant":
+        return F.pad(x, torch_pads(begin, end), value=value)
+    # torch pads only the spatial dims of an (N, C, ...) tensor in the other modes.
+    if any(begin[:2]) or any(end[:2]) or not 3 <= rank <= 5:
+        raise ctx.unsupported(f"mode={mode} on a non-spatial dim or rank {rank}")
+    return F.pad(x, torch_pads(begin[2:], end[2:]), mode=PAD_MODES[mode])
+
+
+def source_coords(ctm, out_index, scale, size_in, size_out):
+    """ONNX Resize's coordinate_transformation_mode: output pixel -> input coordinate."""
+    if ctm == "half_pixel":
+        return (out_index + 0.5) / scale - 0.5
+    if ctm == "pytorch_half_pixel":
+        return (out_index + 0.5) / scale - 0.5 if size_out > 1 else np.zeros_like(out_index)
+    if ctm == "align_corners":
+        return out_index * ((size_in - 1) / (size_out - 1)) if size_out > 1 else np.zeros_like(out_index)
+    if ctm == "asymmetric":
+        return out_index / scale
+    if ctm == "tf_half_pixel_for_nn":
+        return (out_index + 0.5) / scale
+    return None
+
+
+NEAREST = {"round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+           "floor": np.floor, "ceil": np.ceil}
+LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+def op_resize(ctx, ins, at):
+    x = ins[0]
+    n = x.dim() - 2
+    if ctx.opset < 11:
+        raise ctx.unsupported("opset 10 semantics")
+    if "axes" in at:
+        raise ctx.unsupported("axes")
+    scales, sizes = given(ins, 2), given(ins, 3)
+    scales = floats(scales) if scales is not None and scales.numel() else None
+    sizes = ints(sizes) if sizes is not None and sizes.numel() else None
+    if (scales is not None and scales[:2] != [1.0, 1.0]) or (sizes is not None and sizes[:2] != list(x.shape[:2])):
+        raise ctx.unsupported("resizing batch or channel dims")
+    size_in = list(x.shape[2:])
+    size_out = sizes[2:] if sizes is not None else [math.floor(i * s) for i, s in zip(size_in, scales[2:])]
+    scale = scales[2:] if scales is not None else [o / i for o, i in zip(size_out, size_in)]
+    mode, ctm = at.get("mode", "nearest"), at.get("coordinate_transformation_mode", "half_pixel")
+    # Given scales are passed on as scale_factor: torch then maps pixels with 1/scale, as ONNX does.
+    resize = dict(size=None, scale_factor=scale) if sizes is None else dict(size=size_out)
+    if mode == "nearest":
+        nearest_mode = at.get("nearest_mode", "round_prefer_floor")
+        if ctm == "asymmetric" and nearest_mode == "floor":  # what torch's 'nearest' exports to
+            return F.interpolate(x, mode="nearest", **resize)
+        if nearest_mode not in NEAREST:
+            raise ctx.unsupported(f"nearest_mode={nearest_mode}")
+        for axis in range(n):
+            coords = source_coords(ctm, np.arange(size_out[axis], dtype=np.float64), scale[axis], size_in[axis],
+                                   size_out[axis])
+            if coords is None:
+                raise ctx.unsupported(f"coordinate_transformation_mode={ctm}")
+            index = np.clip(NEAREST[nearest_mode](coords), 0, size_in[axis] - 1).astype(np.int64)
+            x = x.index_select(2 + axis, torch.from_numpy(index))
+        return x
+    if mode == "linear":
+        if ctm not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+            raise ctx.unsupported(f"linear with coordinate_transformation_mode={ctm}")
+        return F.interpolate(x, mode=by_rank(LINEAR, n, ctx), align_corners=(ctm == "align_corners"), **resize)
+    raise ctx.unsupported(f"mode={mode}")
+
+
+def op_gemm(ctx, ins, at):
+    a, b, c = ins[0], ins[1], given(ins, 2)
+    a = a.t() if at.get("transA", 0) else a
+    b = b.t() if at.get("transB", 0) else b
+    alpha, beta = at.get("alpha", 1.0), at.get("beta", 1.0)
+    if c is None:
+        return alpha * (a @ b) if alpha != 1.0 else a @ b
+    return torch.addmm(c, a, b, beta=beta, alpha=alpha)  # what nn.Linear runs
+
+
+def op_dropout(ctx, ins, at):
+    x, name = ins[0], ctx.node.name
+    ratio = ins[1].item() if given(ins, 1) is not None else at.get("ratio", 0.5)
+    # Before opset 12 there is no training_mode input; a mask in the manifest then says it is training.
+    training = bool(ins[2].item()) if given(ins, 2) is not None else name in ctx.masks
+    if not training:
+        return [x, torch.ones_like(x, dtype=torch.bool)]
+    if name not in ctx.masks:
+        raise BadInput(f"Dropout node '{name}' trains but the manifest has no mask for it")
+    mask = ctx.masks[name]
+    if tuple(mask.shape) != tuple(x.shape):
+        raise BadInput(f"dropout mask for '{name}' has shape {list(mask.shape)}, input is {list(x.shape)}")
+    keep = mask.to(x.dtype)
+    y = x * keep / (1.0 - ratio) if ratio < 1.0 else x * 0.0
+    return [y, mask.bool()]
+
+
+def op_softmax(ctx, ins, at, fn=F.softmax):
+    x = ins[0]
+    if ctx.opset >= 13:
+        return fn(x, dim=at.get("axis", -1))
+    # Before opset 13 the op works on the input flattened to 2-D at axis.
+    axis = at.get("axis", 1) % x.dim()
+    return fn(x.reshape(math.prod(x.shape[:axis]), -1), dim=1).reshape(x.shape)
+
+
+def op_log_softmax(ctx, ins, at):
+    return op_softmax(ctx, ins, at, fn=F.log_softmax)
+
+
+def reduce_axes(ctx, ins, at, axes_input_since):
+    """Axes of a Reduce* op (attribute, or input from the opset given); None means leave the input as is."""
+    if ctx.opset >= axes_input_since:
+        axes = ints(ins[1]) if given(ins, 1) is not None else []
+    else:
+        axes = list(at.get("axes", []))
+    if not axes:
+        return None if at.get("noop_with_empty_axes", 0) else list(range(ins[0].dim()))
+    return axes
+
+
+def op_reduce_mean(ctx, ins, at):
+    axes = reduce_axes(ctx, ins, at, 18)
+    return ins[0] if axes is None else ins[0].mean(dim=axes, keepdim=bool(at.get("keepdims", 1)))
+
+
+def op_reduce_sum(ctx, ins, at):
+    axes = reduce_axes(ctx, ins, at, 13)
+    return ins[0] if axes is None else ins[0].sum(dim=axes, keepdim=bool(at.get("keepdims", 1)))
+
+
+def op_reduce_max(ctx, ins, at):
+    axes = reduce_axes(ctx, ins, at, 18)
+    return ins[0] if axes is None else torch.amax(ins[0], dim=axes, keepdim=bool(at.get("keepdims", 1)))
+
+
+# Shape-computing ops: evaluated eagerly like the rest, on int64 tensors.
+
+def op_constant(ctx, ins, at):
+    if "value" in at:
+        return to_torch(at["value"], ctx.dtype)
+    for key, make in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                      ("value_ints", np.int64)):
+        if key in at:
+            return to_torch(np.array(at[key], dtype=make), ctx.dtype)
+    raise ctx.unsupported(f"attribute {', '.join(at) or 'none'}")
+
+
+def op_shape(ctx, ins, at):
+    dims = list(ins[0].shape)
+    start, end = at.get("start", 0), at.get("end", len(dims))
+    return torch.tensor(dims[start:end], dtype=torch.int64)
+
+
+def op_gather(ctx, ins, at):
+    x, index = ins
+    axis = at.get("axis", 0) % x.dim()
+    index = torch.where(index < 0, index + x.shape[axis], index).to(torch.int64)
+    picked = x.index_select(axis, index.reshape(-1))
+    return picked.reshape(x.shape[:axis] + index.shape + x.shape[axis + 1:])
+
+
+def op_unsqueeze(ctx, ins, at):
+    x = ins[0]
+    axes = ints(ins[1]) if ctx.opset >= 13 else list(at["axes"])
+    rank = x.dim() + len(axes)
+    for axis in sorted(a % rank for a in axes):
+        x = x.unsqueeze(axis)
+    return x
+
+
+def op_squeeze(ctx, ins, at):
+    x = ins[0]
+    axes = (ints(ins[1]) if given(ins, 1) is not None else None) if ctx.opset >= 13 else at.get("axes")
+    if axes is None:
+        return x.squeeze()
+    for axis in sorted((a % x.dim() for a in axes), reverse=True):
+        x = x.squeeze(axis)
+    return x
+
+
+def op_cast(ctx, ins, at):
+    return ins[0].to(torch_type(at["to"], ctx.dtype))
+
+
+def op_constant_of_shape(ctx, ins, at):
+    value = to_torch(at.get("value", np.zeros(1, dtype=np.float32)), ctx.dtype).reshape(-1)
+    return torch.full(ints(ins[0]), value[0].item(), dtype=value.dtype)
+
+
+def op_expand(ctx, ins, at):
+    x = ins[0]
+    return x.expand(torch.broadcast_shapes(x.shape, tuple(ints(ins[1]))))
+
+
+def unary(fn):
+    return lambda ctx, ins, at: fn(ins[0])
+
+
+def binary(fn):
+    return lambda ctx, ins, at: fn(ins[0], ins[1])
+
+
+OPS = {
+    "Conv": op_conv,
+    "ConvTranspose": op_conv_transpose,
+    "BatchNormalization": op_batch_norm,
+    "MaxPool": op_max_pool,
+    "AveragePool": op_average_pool,
+    "GlobalAveragePool": op_global_average_pool,
+    "GlobalMaxPool": op_global_max_pool,
+    "Relu": unary(F.relu),
+    "Sigmoid": unary(torch.sigmoid),
+    "Tanh": unary(torch.tanh),
+    "HardSigmoid": op_hard_sigmoid,
+    "HardSwish": unary(F.hardswish),
+    "LeakyRelu": op_leaky_relu,
+    "Clip": op_clip,
+    "Exp": unary(torch.exp),
+    "Log": unary(torch.log),
+    "Sqrt": unary(torch.sqrt),
+    "Neg": unary(torch.neg),
+    "Abs": unary(torch.abs),
+    "Reciprocal": unary(torch.reciprocal),
+    "Identity": unary(lambda x: x),
+    "Add": binary(torch.add),
+    "Sub": binary(torch.sub),
+    "Mul": binary(torch.mul),
+    "Div": op_div,
+    "Pow": binary(torch.pow),
+    "Gemm": op_gemm,
+    "MatMul": binary(torch.matmul),
+    "Concat": op_concat,
+    "Split": op_split,
+    "Slice": op_slice,
+    "Flatten": op_flatten,
+    "Reshape": op_reshape,
+    "Transpose": op_transpose,
+    "Pad": op_pad,
+    "Resize": op_resize,
+    "Dropout": op_dropout,
+    "Softmax": op_softmax,
+    "LogSoftmax": op_log_softmax,
+    "ReduceMean": op_reduce_mean,
+    "ReduceSum": op_reduce_sum,
+    "ReduceMax": op_reduce_max,
+    "Constant": op_constant,
+    "Shape": op_shape,
+    "Gather": op_gather,
+    "Unsqueeze": op_unsqueeze,
+    "Squeeze": op_squeeze,
+    "Cast": op_cast,
+    "ConstantOfShape": op_constant_of_shape,
+    "Expand": op_expand,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Graph execution
+
+def node_label(node):
+    return node.name or (node.output[0] if node.output else "?")
+
+
+def run_graph(model, feeds, masks, dtype, wanted):
+    """Runs every node in order (ONNX graphs are stored topologically sorted); returns the tensor named wanted."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    values = dict(feeds)
+    for init in model.graph.initializer:
+        values.setdefault(init.name, to_torch(numpy_helper.to_array(init), dtype))
+    # Drop each value after its last reader so that memory stays near what the module itself would hold.
+    last_read = {}
+    for i, node in enumerate(model.graph.node):
+        for name in node.input:
+            last_read[name] = i
+    for i, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+            op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+            raise Unsupported(f"{op} in node '{node_label(node)}'")
+        ins = []
+        for name in node.input:
+            if name and name not in values:
+                raise BadInput(f"node '{node_label(node)}' reads '{name}', which neither the manifest nor an "
+                               "earlier node provides")
+            ins.append(values[name] if name else None)
+        try:
+            outs = OPS[node.op_type](Ctx(node, opset, dtype, masks), ins, attrs_of(node))
+        except Unsupported as e:
+            raise Unsupported(f"{e} in node '{node_label(node)}'") from None
+        except (RuntimeError, ValueError, IndexError, KeyError, TypeError) as e:
+            raise BadInput(f"{node.op_type} node '{node_label(node)}': {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        outs = [outs] if isinstance(outs, torch.Tensor) else outs
+        for name, t in zip(node.output, outs):
+            if name:
+                values[name] = t
+        for name in node.input:
+            if last_read.get(name) == i and name != wanted:
+                values.pop(name, None)
+    if wanted not in values:
+        raise BadInput(f"no value named '{wanted}' after running the graph")
+    return values[wanted]
+
+
+def load_manifest(dir_path):
+    with open(os.path.join(dir_path, "manifest.json")) as f:
+        manifest = json.load(f)
+    for key in ("model", "tensors", "output"):
+        if key not in manifest:
+            raise BadInput(f"manifest.json has no '{key}'")
+    if manifest.get("dtype", "float32") not in DTYPES:
+        raise BadInput(f"dtype '{manifest['dtype']}' is not one of {sorted(DTYPES)}")
+    if manifest.get("loss", "cross_entropy") not in ("cross_entropy", "sum"):
+        raise BadInput(f"loss '{manifest['loss']}' is not cross_entropy or sum")
+    return manifest
+
+
+def step(dir_path, manifest):
+    """One forward and backward pass as the manifest describes; returns (loss, {name: grad}, output shape)."""
+    dtype = DTYPES[manifest.get("dtype", "float32")]
+    model = onnx.load(os.path.join(dir_path, manifest["model"]))
+    known = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    wanted = set(manifest.get("grads", []))
+    feeds = {}
+    for name, file in manifest["tensors"].items():
+        if name not in known:
+            raise BadInput(f"manifest tensor '{name}' is not a graph input of {manifest['model']}")
+        feeds[name] = to_torch(np.load(os.path.join(dir_path, file)), dtype)
+        if name in wanted:
+            if not feeds[name].is_floating_point():
+                raise BadInput(f"gradient wanted for non-float input '{name}'")
+            feeds[name].requires_grad_(True)
+    if wanted - set(feeds):
+        raise BadInput(f"gradients wanted for inputs the manifest does not give: {sorted(wanted - set(feeds))}")
+    masks = {node: torch.from_numpy(np.load(os.path.join(dir_path, file)))
+             for node, file in manifest.get("dropout_masks", {}).items()}
+
+    output = run_graph(model, feeds, masks, dtype, manifest["output"])
+    if manifest.get("loss", "cross_entropy") == "cross_entropy":
+        if "labels" not in manifest:
+            raise BadInput("cross_entropy loss needs 'labels'")
+        labels = torch.from_numpy(np.load(os.path.join(dir_path, manifest["labels"])).astype(np.int64))
+        loss = F.cross_entropy(output, labels)
+    else:
+        loss = output.sum()
+    loss.backward()
+    grads = {name: (feeds[name].grad if feeds[name].grad is not None else torch.zeros_like(feeds[name]))
+             for name in manifest.get("grads", [])}
+    return loss.item(), grads, list(output.shape)
+
+
+def save_atomic(path, write):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+def write_result(dir_path, loss, grads, output_shape, dtype_name):
+    files, taken = {}, set()
+    for name, grad in grads.items():
+        stem = "grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        file, k = stem + ".npy", 1
+        while file in taken:  # two names that sanitize alike
+            file, k = f"{stem}_{k}.npy", k + 1
+        taken.add(file)
+        array = grad.detach().numpy().astype(dtype_name)
+        save_atomic(os.path.join(dir_path, file), lambda f, a=array: np.save(f, a))
+        files[name] = file
+    result = {"loss": loss, "grads": files, "output_shape": output_shape}
+    save_atomic(os.path.join(dir_path, "result.json"), lambda f: f.write(json.dumps(result, indent=1).encode()))
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(f"usage: {argv[0]} DIR", file=sys.stderr)
+        return 2
+    dir_path = argv[1]
+    try:
+        manifest = load_manifest(dir_path)
+        loss, grads, output_shape = step(dir_path, manifest)
+        write_result(dir_path, loss, grads, output_shape, manifest.get("dtype", "float32"))
+    except Unsupported as e:
+        print(f"torch_reference: unsupported op {e}", file=sys.stderr)
+        return 1
+    except (BadInput, OSError, ValueError) as e:  # JSONDecodeError is a ValueError
+        print(f"torch_reference: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
