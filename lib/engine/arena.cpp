@@ -11,9 +11,17 @@ Arena::Arena(int64_t capacity_bytes) : capacity_(capacity_bytes) {
 
 int64_t Arena::allocate(int64_t bytes) {
   bytes = align_up(std::max<int64_t>(bytes, 1));
+  // Best fit among the interior holes; the tail hole (which ends at the capacity) only when none fits, so that
+  // the placement does not depend on the capacity: a dry run in a huge arena predicts the real one exactly.
   auto best = holes_.end();
-  for (auto it = holes_.begin(); it != holes_.end(); ++it)
+  for (auto it = holes_.begin(); it != holes_.end(); ++it) {
+    if (it->first + it->second == capacity_) continue;
     if (it->second >= bytes && (best == holes_.end() || it->second < best->second)) best = it;
+  }
+  if (best == holes_.end() && !holes_.empty()) {
+    auto tail = std::prev(holes_.end());
+    if (tail->first + tail->second == capacity_ && tail->second >= bytes) best = tail;
+  }
   if (best == holes_.end())
     fail("arena: no room for ", bytes, " bytes (", in_use_, " of ", capacity_, " bytes in use)");
   int64_t offset = best->first, hole = best->second;

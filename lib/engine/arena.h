@@ -10,8 +10,9 @@ namespace monet {
 class Arena {
  public:
   explicit Arena(int64_t capacity_bytes);
-  // Best-fit placement (smallest hole that fits, lowest offset on ties); deterministic, so a dry run with the same
-  // sequence of calls yields the same offsets. Sizes are rounded up to kAlignBytes. Throws if nothing fits.
+  // Best-fit placement (smallest interior hole that fits, lowest offset on ties; the free tail last). The offsets
+  // depend only on the sequence of calls, not on the capacity: a dry run in a large arena gives the high-water
+  // mark and the same offsets as the real run. Sizes are rounded up to kAlignBytes. Throws if nothing fits.
   int64_t allocate(int64_t bytes);
   void release(int64_t offset);
 

@@ -22,3 +22,28 @@ TEST_CASE("arena places, frees, coalesces and counts the peak", "[arena]") {
   CHECK(a.allocate(7 * kAlignBytes) >= 0);   // holes merged around the 2-unit block
   CHECK(a.high_water_bytes() <= 10 * kAlignBytes);
 }
+
+TEST_CASE("arena offsets do not depend on its capacity", "[arena]") {
+  // A random sequence of allocations and releases, replayed in a huge arena and in one sized to the high-water.
+  auto replay = [](Arena& a) {
+    std::vector<int64_t> offsets, live;
+    uint64_t state = 12345;
+    auto next = [&] { state = state * 6364136223846793005ULL + 1442695040888963407ULL; return state >> 33; };
+    for (int i = 0; i < 2000; ++i) {
+      if (!live.empty() && next() % 3 == 0) {
+        size_t k = next() % live.size();
+        a.release(live[k]);
+        live.erase(live.begin() + static_cast<long>(k));
+      } else {
+        live.push_back(a.allocate(static_cast<int64_t>(1 + next() % 50) * kAlignBytes));
+        offsets.push_back(live.back());
+      }
+    }
+    return offsets;
+  };
+  Arena big(int64_t{1} << 40);
+  std::vector<int64_t> expected = replay(big);
+  Arena exact(big.high_water_bytes());
+  CHECK(replay(exact) == expected);
+  CHECK(exact.peak_bytes() == big.peak_bytes());
+}
