@@ -41,6 +41,22 @@ TEST_CASE("arena offsets do not depend on its capacity", "[arena]") {
     }
     return offsets;
   };
+  // A case where the free tail of an exactly-sized arena is a tighter fit than an interior hole.
+  auto tight = [](Arena& a) {
+    const int64_t u = kAlignBytes;
+    int64_t x = a.allocate(10 * u);
+    a.allocate(1 * u);
+    a.release(a.allocate(5 * u));
+    a.release(x);
+    int64_t d = a.allocate(5 * u);
+    int64_t e = a.allocate(4 * u);
+    return std::vector<int64_t>{d, e};
+  };
+  Arena huge(int64_t{1} << 40);
+  std::vector<int64_t> want = tight(huge);
+  Arena sized(huge.high_water_bytes());
+  CHECK(tight(sized) == want);
+
   Arena big(int64_t{1} << 40);
   std::vector<int64_t> expected = replay(big);
   Arena exact(big.high_water_bytes());
