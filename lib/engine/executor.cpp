@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <chrono>
+
 #include "core/error.h"
 
 namespace monet {
@@ -77,7 +79,8 @@ std::vector<double> Executor::get_value(int v) {
   return backend_.download(ref(v));
 }
 
-std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture) {
+std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, std::vector<double>* node_ms,
+                                                  const std::function<void(int)>& on_node) {
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
@@ -86,8 +89,14 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture) 
     std::vector<TensorRef> in, out;
     for (int v : n.inputs) in.push_back(ref(v));
     for (int v : n.outputs) out.push_back(ref(v));
+    const auto t0 = std::chrono::steady_clock::now();
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
                  computed[node] != 0);
+    if (node_ms) {
+      backend_.synchronize();
+      (*node_ms)[node] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (on_node) on_node(node);
     for (int v : n.outputs)
       if (capture.count(v) && !captured.count(v)) {
         backend_.synchronize();

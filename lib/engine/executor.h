@@ -1,6 +1,7 @@
 // The executor: runs a schedule over a graph on a backend, every tensor and workspace placed in one Arena.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,8 +25,10 @@ class Executor {
   std::vector<double> get_value(int value);                    // resident values only
 
   // Runs one training step. Each value in `capture` is copied to the host right after it is computed (the first
-  // time in the step) and returned.
-  std::map<int, std::vector<double>> step(const std::set<int>& capture = {});
+  // time in the step) and returned. With node_ms, each compute step's wall time (backend synchronised) is added
+  // to node_ms[node] and on_node(node) is called after it (profiling and progress).
+  std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,
+                                          const std::function<void(int)>& on_node = nullptr);
 
   const Arena& arena() const { return *arena_; }
   int64_t reserved_bytes() const { return reserved_; }

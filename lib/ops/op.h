@@ -105,6 +105,8 @@ struct OpDef {
   std::vector<std::string_view> static_inputs = {};
   // Role of each input when it is a graph input without data (params / buffers).
   std::vector<ParamRole> param_roles = {};
+  // Floating-point operations of one run, for estimated profiles; null = one per output element.
+  double (*flops)(const Graph&, const Node&) = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------- registry

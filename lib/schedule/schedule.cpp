@@ -14,20 +14,40 @@ std::vector<int> resident_values(const Graph& g) {
   return out;
 }
 
-Schedule store_all_schedule(const Graph& g) {
-  std::vector<int> last_use(g.values.size(), -1);
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (int v : g.nodes[n].outputs) last_use[v] = static_cast<int>(n);
-    for (int v : g.nodes[n].inputs) last_use[v] = static_cast<int>(n);
+PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& workspace_bytes, int float_bytes) {
+  PlanGraph p;
+  std::vector<char> resident(g.values.size(), 0);
+  for (int v : resident_values(g)) resident[v] = 1;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    p.values.push_back({val.name, tensor_bytes(val.shape, val.dtype, float_bytes), resident[v] != 0, val.producer});
+  }
+  for (const Node& n : g.nodes) {
+    PlanNode pn;
+    pn.name = n.name;
+    pn.op = n.op;
+    pn.inputs = n.inputs;
+    pn.outputs = n.outputs;
+    pn.workspace_bytes = workspace_bytes ? workspace_bytes(n) : 0;
+    p.nodes.push_back(std::move(pn));
+  }
+  return p;
+}
+
+Schedule store_all_schedule(const PlanGraph& p) {
+  std::vector<int> last_use(p.values.size(), -1);
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    for (int v : p.nodes[n].outputs) last_use[v] = static_cast<int>(n);
+    for (int v : p.nodes[n].inputs) last_use[v] = static_cast<int>(n);
   }
   Schedule s;
   s.mode = "store-all";
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
     s.steps.push_back({Step::Kind::compute, static_cast<int>(n)});
-    std::vector<int> touched = g.nodes[n].inputs;
-    touched.insert(touched.end(), g.nodes[n].outputs.begin(), g.nodes[n].outputs.end());
+    std::vector<int> touched = p.nodes[n].inputs;
+    touched.insert(touched.end(), p.nodes[n].outputs.begin(), p.nodes[n].outputs.end());
     for (int v : touched) {
-      if (is_persistent(g.values[v].role) || last_use[v] != static_cast<int>(n)) continue;
+      if (p.values[v].resident || last_use[v] != static_cast<int>(n)) continue;
       last_use[v] = -2;  // freed once even if the node reads it twice
       s.steps.push_back({Step::Kind::free, v});
     }
@@ -35,49 +55,62 @@ Schedule store_all_schedule(const Graph& g) {
   return s;
 }
 
-SimResult simulate(const Graph& g, const Schedule& s, const WorkspaceFn& workspace_bytes, int float_bytes) {
+Schedule store_all_schedule(const Graph& g) { return store_all_schedule(plan_of(g, nullptr, 4)); }
+
+SimResult simulate(const PlanGraph& p, const Schedule& s) {
   enum State : uint8_t { absent, live, freed, resident };
-  std::vector<State> state(g.values.size(), absent);
+  std::vector<State> state(p.values.size(), absent);
+  std::vector<int> runs(p.nodes.size(), 0);
   SimResult r;
-  for (int v : resident_values(g)) {
-    state[v] = resident;
-    r.resident_bytes += tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes);
-  }
+  for (size_t v = 0; v < p.values.size(); ++v)
+    if (p.values[v].resident) {
+      state[v] = resident;
+      r.resident_bytes += p.values[v].bytes;
+    }
   int64_t live_bytes = r.resident_bytes;
   r.peak_bytes = live_bytes;
-  auto bytes = [&](int v) { return tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes); };
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
     if (st.kind == Step::Kind::compute) {
-      if (st.id < 0 || st.id >= static_cast<int>(g.nodes.size())) fail("schedule step ", i, ": unknown node ", st.id);
-      const Node& n = g.nodes[st.id];
+      if (st.id < 0 || st.id >= static_cast<int>(p.nodes.size())) fail("schedule step ", i, ": unknown node ", st.id);
+      const PlanNode& n = p.nodes[st.id];
+      if (runs[st.id] > 0 && (n.stage == Stage::backward || n.stage == Stage::update || n.stage == Stage::loss))
+        fail("schedule step ", i, ": ", stage_name(n.stage), " node '", n.name, "' runs a second time");
       for (int v : n.inputs)
         if (state[v] != live && state[v] != resident)
-          fail("schedule step ", i, ": node '", n.name, "' reads '", g.values[v].name, "', which is ",
+          fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "', which is ",
                state[v] == freed ? "already freed" : "not computed");
       for (int v : n.outputs) {
-        if (state[v] == live) fail("schedule step ", i, ": node '", n.name, "' recomputes '", g.values[v].name,
-                                   "' while it is still live");
+        if (state[v] == live)
+          fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still live");
         state[v] = live;
-        live_bytes += bytes(v);
+        live_bytes += p.values[v].bytes;
       }
-      int64_t step_peak = live_bytes + align_up(workspace_bytes(n));
+      const int64_t step_peak = live_bytes + align_up(n.workspace_bytes);
       if (step_peak > r.peak_bytes) {
         r.peak_bytes = step_peak;
         r.peak_step = static_cast<int>(i);
       }
+      r.time_ms += n.time_ms;
+      if (runs[st.id]++ > 0) ++r.recomputations;
     } else {
-      if (st.id < 0 || st.id >= static_cast<int>(g.values.size())) fail("schedule step ", i, ": unknown value ", st.id);
+      if (st.id < 0 || st.id >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", st.id);
       if (state[st.id] != live)
-        fail("schedule step ", i, ": frees '", g.values[st.id].name, "', which is ",
+        fail("schedule step ", i, ": frees '", p.values[st.id].name, "', which is ",
              state[st.id] == resident ? "resident (never freed)" : state[st.id] == freed ? "already freed" : "not computed");
       state[st.id] = freed;
-      live_bytes -= bytes(st.id);
+      live_bytes -= p.values[st.id].bytes;
     }
   }
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (state[v] == live) fail("schedule: '", g.values[v].name, "' is never freed");
+  for (size_t v = 0; v < p.values.size(); ++v)
+    if (state[v] == live) fail("schedule: '", p.values[v].name, "' is never freed");
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (runs[n] == 0) fail("schedule: node '", p.nodes[n].name, "' is never computed");
   return r;
+}
+
+SimResult simulate(const Graph& g, const Schedule& s, const WorkspaceFn& workspace_bytes, int float_bytes) {
+  return simulate(plan_of(g, workspace_bytes, float_bytes), s);
 }
 
 }  // namespace monet

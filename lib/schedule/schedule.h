@@ -1,5 +1,5 @@
 // A schedule is data: an ordered list of steps over the training graph (compute a node, free a value). Any
-// schedule runs through the same executor and the same simulator.
+// schedule runs through the same executor and the same simulator, and can be checked without a device.
 #pragma once
 
 #include <functional>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/plan.h"
 
 namespace monet {
 
@@ -14,6 +15,7 @@ struct Step {
   enum class Kind : uint8_t { compute, free };
   Kind kind = Kind::compute;
   int id = -1;  // node id for compute, value id for free
+  bool operator==(const Step&) const = default;
 };
 
 struct Schedule {
@@ -25,21 +27,29 @@ struct Schedule {
 // that some node reads. They are allocated before the first step and never freed by a schedule.
 std::vector<int> resident_values(const Graph& g);
 
-// Every node once in graph order; each transient value freed right after its last reader (or its producer, when
+// The plan graph of a bare graph (no stages, no times, no fingerprint): what the executor checks schedules on.
+PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& workspace_bytes, int float_bytes);
+
+// Every node once in order; each transient value freed right after its last reader (or its producer, when
 // nothing reads it). Keeps whatever backward needs: the baseline every other schedule is compared with.
+Schedule store_all_schedule(const PlanGraph& p);
 Schedule store_all_schedule(const Graph& g);
 
 struct SimResult {
-  int64_t peak_bytes = 0;        // resident + live transients + the running step's outputs and workspace
+  int64_t peak_bytes = 0;      // resident + live transients + the running step's outputs and workspace
   int64_t resident_bytes = 0;
-  int peak_step = -1;            // index into Schedule::steps where the peak occurs
+  int peak_step = -1;          // index into Schedule::steps where the peak occurs
+  double time_ms = 0;          // sum of the computed nodes' times
+  int recomputations = 0;      // compute steps of a node already computed earlier in the schedule
 };
 
-using WorkspaceFn = std::function<int64_t(const Node&)>;
+// Replays the schedule counting bytes: at a compute step the outputs and the workspace are added to what is live,
+// then the workspace is dropped. Throws monet::Error naming the step number if a node or value is unknown, an
+// input is not live, a value is freed twice or never produced, a backward/update node runs twice, or a transient
+// is still live at the end (every node but recomputed forward nodes runs exactly once).
+SimResult simulate(const PlanGraph& p, const Schedule& s);
 
-// Replays the schedule counting bytes with tensor_bytes(): at a compute step the outputs and the workspace are
-// added to what is live, then the workspace is dropped. Throws monet::Error naming the step number if an input is
-// not live, a value is freed twice or never produced, or a transient is still live at the end.
+using WorkspaceFn = std::function<int64_t(const Node&)>;
 SimResult simulate(const Graph& g, const Schedule& s, const WorkspaceFn& workspace_bytes, int float_bytes = 4);
 
 }  // namespace monet

@@ -1,0 +1,114 @@
+#include "schedule/plan.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "schedule/schedule.h"
+
+namespace monet {
+
+const char* stage_name(Stage s) {
+  switch (s) {
+    case Stage::forward: return "forward";
+    case Stage::loss: return "loss";
+    case Stage::backward: return "backward";
+    case Stage::update: return "update";
+  }
+  return "?";
+}
+
+Stage parse_stage(const std::string& s) {
+  for (Stage st : {Stage::forward, Stage::loss, Stage::backward, Stage::update})
+    if (s == stage_name(st)) return st;
+  fail("unknown stage '", s, "'");
+}
+
+int64_t PlanGraph::resident_bytes() const {
+  int64_t total = 0;
+  for (const PlanValue& v : values)
+    if (v.resident) total += v.bytes;
+  return total;
+}
+
+int PlanGraph::find_node(const std::string& name) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int PlanGraph::find_value(const std::string& name) const {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+// FNV-1a, 64 bit: stable across platforms and runs.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+void print_attr(std::ostream& out, const AttrValue& a) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
+          for (auto x : v) out << x << ',';
+        } else {
+          out << v;
+        }
+      },
+      a);
+}
+
+}  // namespace
+
+std::string fingerprint(const TrainingGraph& tg) {
+  const Graph& g = tg.graph;
+  std::ostringstream out;
+  out.precision(17);
+  out << "monet-fp-1|" << loss_name(tg.options.loss) << '|';
+  for (const Value& v : g.values)
+    out << v.name << ':' << shape_str(v.shape) << ':' << dtype_name(v.dtype) << ':' << role_name(v.role) << '|';
+  for (const Node& n : g.nodes) {
+    out << n.name << ':' << n.op << '(';
+    for (int v : n.inputs) out << v << ',';
+    out << ")->(";
+    for (int v : n.outputs) out << v << ',';
+    out << ')';
+    for (const auto& [k, a] : n.attrs.all()) {
+      out << k << '=';
+      print_attr(out, a);
+      out << ';';
+    }
+    out << '|';
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(out.str())));
+  return hex;
+}
+
+PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&)>& workspace_bytes,
+                          int float_bytes, const std::function<double(const Node&)>& time_ms) {
+  const Graph& g = tg.graph;
+  PlanGraph p = plan_of(g, workspace_bytes, float_bytes);
+  p.fingerprint = fingerprint(tg);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const int i = static_cast<int>(n);
+    PlanNode& pn = p.nodes[n];
+    pn.stage = i < tg.forward_end ? Stage::forward
+               : i == tg.loss_node ? Stage::loss
+               : g.nodes[n].op == "SgdUpdate" ? Stage::update
+                                              : Stage::backward;
+    pn.time_ms = time_ms ? time_ms(g.nodes[n]) : 0.0;
+  }
+  return p;
+}
+
+}  // namespace monet

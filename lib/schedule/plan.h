@@ -1,0 +1,52 @@
+// The planning problem as the solver, the simulator and the schedule files see it: values with their exact bytes
+// and nodes with their inputs, outputs, time and workspace - nothing about ops or backends. A profile carries one;
+// a model at a batch on a backend yields one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "train/training_graph.h"
+
+namespace monet {
+
+struct PlanValue {
+  std::string name;
+  int64_t bytes = 0;      // tensor_bytes(): aligned, exact
+  bool resident = false;  // allocated for the whole run (params, buffers, momentum, constants, batch, labels)
+  int producer = -1;      // node index, -1 for resident values
+};
+
+enum class Stage : uint8_t { forward, loss, backward, update };
+const char* stage_name(Stage s);
+Stage parse_stage(const std::string& s);
+
+struct PlanNode {
+  std::string name;
+  std::string op;
+  Stage stage = Stage::forward;
+  std::vector<int> inputs, outputs;  // value ids
+  double time_ms = 0;
+  int64_t workspace_bytes = 0;
+};
+
+struct PlanGraph {
+  std::string fingerprint;
+  std::vector<PlanValue> values;
+  std::vector<PlanNode> nodes;  // forward nodes, the loss node, backward nodes, update nodes, in execution order
+  int64_t resident_bytes() const;
+  int find_node(const std::string& name) const;   // -1 if absent
+  int find_value(const std::string& name) const;  // -1 if absent
+};
+
+// Hash of everything that fixes sizes and dependencies: every node's op, attributes, inputs and outputs, every
+// value's name, shape, dtype and role. Profiles and schedules carry it; a model at another batch differs.
+std::string fingerprint(const TrainingGraph& tg);
+
+// The plan graph of a training graph; time_ms(node) may be null (all times 0).
+PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&)>& workspace_bytes,
+                          int float_bytes, const std::function<double(const Node&)>& time_ms = nullptr);
+
+}  // namespace monet

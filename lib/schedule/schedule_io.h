@@ -1,0 +1,33 @@
+// Schedule files (versioned JSON): fingerprint, budget, solver summary, predicted figures and the ordered steps,
+// each naming its node or value, so a file reads on its own and survives re-import of the model.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "schedule/schedule.h"
+
+namespace monet {
+
+inline constexpr int kScheduleVersion = 1;
+
+struct ScheduleFile {
+  std::string fingerprint;
+  std::string model;
+  int64_t batch = 0;
+  Shape input_shape;
+  int64_t budget_bytes = 0;      // 0: none (store-all without a budget)
+  nlohmann::json solver;         // status, gap, bound, times, sizes (free-form; what monet-solve reports)
+  nlohmann::json predicted;      // peak_bytes, step_ms, store-all figures, overhead
+  Schedule schedule;
+};
+
+nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p);
+// Resolves step names against the plan graph; throws naming the file and the step on an unknown node or value.
+// Does not check the fingerprint (callers compare it with the model's to say which of model/batch differs).
+ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, const std::string& path);
+
+void write_schedule(const std::string& path, const ScheduleFile& f, const PlanGraph& p);
+ScheduleFile read_schedule(const std::string& path, const PlanGraph& p);
+
+}  // namespace monet
