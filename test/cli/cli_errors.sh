@@ -7,6 +7,7 @@ build=$1
 src=$2
 run="$build/apps/monet-run"
 check="$build/apps/monet-check"
+profile="$build/apps/monet-profile"
 data="$src/test/data"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -53,6 +54,16 @@ expect 1 "loss 'hinge'" -- $run "$data/conv_relu.onnx" --batch 2 --loss hinge $r
 expect 1 "no such file" -- $check "$data/missing.onnx" --batch 2 $r
 expect 1 "reference 'tensorflow'" -- $check "$data/conv_relu.onnx" --batch 2 --reference tensorflow $r
 expect 1 "reference" -- $check "$data/conv_relu.onnx" --batch 2 --loss sum --reference-script "$data/missing.py" $r
+o="-o $tmp/r.json"
+expect 1 "output is required" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate
+expect 1 "device 'bogus'" -- $profile "$data/conv_relu.onnx" --batch 2 --device bogus $o
+expect 1 "device cuda" -- $profile "$data/conv_relu.onnx" --batch 2 --device cuda $o
+expect 1 "batch must be a positive integer" -- $profile "$data/conv_relu.onnx" --batch 0 --device estimate $o
+expect 1 "no such file" -- $profile "$data/missing.onnx" --batch 2 --device estimate $o
+expect 1 "repeats must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --repeats 0 $o
+expect 1 "gpu-tflops applies to --device estimate only" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --gpu-tflops 100 $o
+expect 1 "gpu-tflops must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --gpu-tflops 0 $o
+expect 1 "cannot open for writing" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate -o "$tmp/no/such/dir/p.json"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"

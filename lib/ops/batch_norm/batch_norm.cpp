@@ -191,12 +191,25 @@ void batch_norm_stat_grad_cpu(const CpuCall& c) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------- flops
+
+// Per element: forward ~5 (statistics, normalise, scale, shift), backward ~8 (two reductions and dx).
+double batch_norm_flops(const Graph& gr, const Node& node) {
+  return 5.0 * numel(gr.values[node.inputs[0]].shape);
+}
+
+double batch_norm_grad_flops(const Graph& gr, const Node& node) {
+  return 8.0 * numel(gr.values[node.inputs[1]].shape);
+}
+
 const OpDef batch_norm = {.name = "BatchNormalization", .infer = infer_batch_norm, .backward = backward_batch_norm,
                           .cpu_f32 = batch_norm_cpu<float>, .cpu_f64 = batch_norm_cpu<double>,
                           .param_roles = {ParamRole::none, ParamRole::ones, ParamRole::zeros, ParamRole::running_mean,
-                                          ParamRole::running_var}};
+                                          ParamRole::running_var},
+                          .flops = batch_norm_flops};
 const OpDef batch_norm_grad = {.name = "BatchNormGrad", .infer = infer_batch_norm_grad,
-                               .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>};
+                               .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>,
+                               .flops = batch_norm_grad_flops};
 const OpDef batch_norm_stat_grad = {.name = "BatchNormStatGrad", .infer = infer_batch_norm_stat_grad,
                                     .cpu_f32 = batch_norm_stat_grad_cpu<float>,
                                     .cpu_f64 = batch_norm_stat_grad_cpu<double>};

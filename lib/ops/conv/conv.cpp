@@ -176,18 +176,44 @@ void conv_grad_bias_cpu(const CpuCall& c) {
   channel_sum(c.in[0].as<T>(), *c.in[0].shape, c.out[0].as<T>());  // (N, M, ...) -> (M)
 }
 
+// ---------------------------------------------------------------------------------------------- flops
+
+// Conv and both its gradients are GEMMs of the same size: 2 * N * M * oH * oW * (C/group) * kH * kW (2 per MAC).
+double conv_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, gr.values[node.inputs[0]].shape, gr.values[node.inputs[1]].shape);
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
+double conv_grad_data_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, node.attrs.ints("x_shape"), gr.values[node.inputs[1]].shape);
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
+double conv_grad_weight_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, gr.values[node.inputs[1]].shape, node.attrs.ints("w_shape"));
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
+// One add per element of dY.
+double conv_grad_bias_flops(const Graph& gr, const Node& node) {
+  return static_cast<double>(numel(gr.values[node.inputs[0]].shape));
+}
+
 const OpDef conv = {.name = "Conv", .infer = infer_conv, .backward = backward_conv,
                     .cpu_f32 = conv_cpu<float>, .cpu_f64 = conv_cpu<double>,
                     .cpu_workspace_bytes = conv_workspace,
-                    .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias}};
+                    .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias},
+                    .flops = conv_flops};
 const OpDef conv_grad_data = {.name = "ConvGradData", .infer = infer_conv_grad_data,
                               .cpu_f32 = conv_grad_data_cpu<float>, .cpu_f64 = conv_grad_data_cpu<double>,
-                              .cpu_workspace_bytes = conv_grad_data_workspace};
+                              .cpu_workspace_bytes = conv_grad_data_workspace, .flops = conv_grad_data_flops};
 const OpDef conv_grad_weight = {.name = "ConvGradWeight", .infer = infer_conv_grad_weight,
                                 .cpu_f32 = conv_grad_weight_cpu<float>, .cpu_f64 = conv_grad_weight_cpu<double>,
-                                .cpu_workspace_bytes = conv_grad_weight_workspace};
+                                .cpu_workspace_bytes = conv_grad_weight_workspace,
+                                .flops = conv_grad_weight_flops};
 const OpDef conv_grad_bias = {.name = "ConvGradBias", .infer = infer_conv_grad_bias,
-                              .cpu_f32 = conv_grad_bias_cpu<float>, .cpu_f64 = conv_grad_bias_cpu<double>};
+                              .cpu_f32 = conv_grad_bias_cpu<float>, .cpu_f64 = conv_grad_bias_cpu<double>,
+                              .flops = conv_grad_bias_flops};
 
 }  // namespace
 

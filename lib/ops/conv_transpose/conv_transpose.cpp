@@ -185,19 +185,38 @@ void conv_transpose_grad_weight_cpu(const CpuCall& c) {
   conv2d_backward_weight(g, x, dy, dw, static_cast<T*>(c.workspace));
 }
 
+// ---------------------------------------------------------------------------------------------- flops
+
+// All three are GEMMs the size of the adjoint conv: 2 * N * C * H * W * (M/group) * kH * kW (2 per MAC).
+double conv_transpose_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, gr.values[node.inputs[0]].shape, gr.values[node.inputs[1]].shape);
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
+double conv_transpose_grad_data_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, node.attrs.ints("x_shape"), gr.values[node.inputs[1]].shape);
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
+double conv_transpose_grad_weight_flops(const Graph& gr, const Node& node) {
+  ConvGeom g = geom_of(node, gr.values[node.inputs[1]].shape, node.attrs.ints("w_shape"));
+  return 2.0 * g.N * g.M * g.P() * g.K();
+}
+
 const OpDef conv_transpose = {.name = "ConvTranspose", .infer = infer_conv_transpose,
                               .backward = backward_conv_transpose,
                               .cpu_f32 = conv_transpose_cpu<float>, .cpu_f64 = conv_transpose_cpu<double>,
                               .cpu_workspace_bytes = conv_transpose_workspace,
-                              .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias}};
+                              .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias},
+                              .flops = conv_transpose_flops};
 const OpDef conv_transpose_grad_data = {
     .name = "ConvTransposeGradData", .infer = infer_conv_transpose_grad_data,
     .cpu_f32 = conv_transpose_grad_data_cpu<float>, .cpu_f64 = conv_transpose_grad_data_cpu<double>,
-    .cpu_workspace_bytes = conv_transpose_grad_data_workspace};
+    .cpu_workspace_bytes = conv_transpose_grad_data_workspace, .flops = conv_transpose_grad_data_flops};
 const OpDef conv_transpose_grad_weight = {
     .name = "ConvTransposeGradWeight", .infer = infer_conv_transpose_grad_weight,
     .cpu_f32 = conv_transpose_grad_weight_cpu<float>, .cpu_f64 = conv_transpose_grad_weight_cpu<double>,
-    .cpu_workspace_bytes = conv_transpose_grad_weight_workspace};
+    .cpu_workspace_bytes = conv_transpose_grad_weight_workspace, .flops = conv_transpose_grad_weight_flops};
 
 }  // namespace
 

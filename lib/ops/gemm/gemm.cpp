@@ -179,15 +179,48 @@ void gemm_grad_c_cpu(const CpuCall& c) {
   for (int64_t e = 0; e < c.out[0].numel(); ++e) dc[e] *= beta;
 }
 
+// ---------------------------------------------------------------------------------------------- flops
+
+// Gemm and its two operand gradients are one (M, K) x (K, N) product each: 2 * M * N * K.
+double gemm_flops(const Graph& gr, const Node& node) {
+  const Shape& a = gr.values[node.inputs[0]].shape;
+  const Shape& y = gr.values[node.outputs[0]].shape;  // (M, N)
+  const int64_t K = node.attrs.i("transA", 0) != 0 ? a[0] : a[1];
+  return 2.0 * y[0] * y[1] * K;
+}
+
+double gemm_grad_a_flops(const Graph& gr, const Node& node) {
+  const Shape& dy = gr.values[node.inputs[0]].shape;  // (M, N)
+  const Shape& b = gr.values[node.inputs[1]].shape;
+  const int64_t K = node.attrs.i("transB") != 0 ? b[1] : b[0];
+  return 2.0 * dy[0] * dy[1] * K;
+}
+
+double gemm_grad_b_flops(const Graph& gr, const Node& node) {
+  const Shape& a = gr.values[node.inputs[0]].shape;
+  const Shape& dy = gr.values[node.inputs[1]].shape;  // (M, N)
+  const int64_t K = node.attrs.i("transA") != 0 ? a[0] : a[1];
+  return 2.0 * dy[0] * dy[1] * K;
+}
+
+// One add (and a scale) per element of dY.
+double gemm_grad_c_flops(const Graph& gr, const Node& node) {
+  return static_cast<double>(numel(gr.values[node.inputs[0]].shape));
+}
+
 const OpDef gemm = {.name = "Gemm", .infer = infer_gemm, .backward = backward_gemm,
                     .cpu_f32 = gemm_cpu<float>, .cpu_f64 = gemm_cpu<double>,
-                    .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias}};
+                    .param_roles = {ParamRole::none, ParamRole::weight, ParamRole::bias},
+                    .flops = gemm_flops};
 const OpDef gemm_grad_a = {.name = "GemmGradA", .infer = infer_gemm_grad_a,
-                           .cpu_f32 = gemm_grad_a_cpu<float>, .cpu_f64 = gemm_grad_a_cpu<double>};
+                           .cpu_f32 = gemm_grad_a_cpu<float>, .cpu_f64 = gemm_grad_a_cpu<double>,
+                           .flops = gemm_grad_a_flops};
 const OpDef gemm_grad_b = {.name = "GemmGradB", .infer = infer_gemm_grad_b,
-                           .cpu_f32 = gemm_grad_b_cpu<float>, .cpu_f64 = gemm_grad_b_cpu<double>};
+                           .cpu_f32 = gemm_grad_b_cpu<float>, .cpu_f64 = gemm_grad_b_cpu<double>,
+                           .flops = gemm_grad_b_flops};
 const OpDef gemm_grad_c = {.name = "GemmGradC", .infer = infer_gemm_grad_c,
-                           .cpu_f32 = gemm_grad_c_cpu<float>, .cpu_f64 = gemm_grad_c_cpu<double>};
+                           .cpu_f32 = gemm_grad_c_cpu<float>, .cpu_f64 = gemm_grad_c_cpu<double>,
+                           .flops = gemm_grad_c_flops};
 
 }  // namespace
 

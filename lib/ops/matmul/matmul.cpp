@@ -144,13 +144,33 @@ void matmul_grad_b_cpu(const CpuCall& c) {
     blas_gemm(true, false, k, m, n, T(1), a + ia[i] * n * k, k, dy + i * n * m, m, T(1), db + ib[i] * k * m, m);
 }
 
+// ---------------------------------------------------------------------------------------------- flops
+
+// MatMul and both gradients: one (n, k) x (k, m) product per broadcast batch entry, 2 * batch * n * k * m.
+double matmul_flops(const Graph& gr, const Node& node) {
+  const MatMulDims d = dims_of(node, gr.values[node.inputs[0]].shape, gr.values[node.inputs[1]].shape);
+  return 2.0 * numel(d.batch) * d.n * d.k * d.m;
+}
+
+double matmul_grad_a_flops(const Graph& gr, const Node& node) {
+  const MatMulDims d = dims_of(node, node.attrs.ints("a_shape"), gr.values[node.inputs[1]].shape);
+  return 2.0 * numel(d.batch) * d.n * d.k * d.m;
+}
+
+double matmul_grad_b_flops(const Graph& gr, const Node& node) {
+  const MatMulDims d = dims_of(node, gr.values[node.inputs[0]].shape, node.attrs.ints("b_shape"));
+  return 2.0 * numel(d.batch) * d.n * d.k * d.m;
+}
+
 const OpDef matmul = {.name = "MatMul", .infer = infer_matmul, .backward = backward_matmul,
                       .cpu_f32 = matmul_cpu<float>, .cpu_f64 = matmul_cpu<double>,
-                      .param_roles = {ParamRole::none, ParamRole::weight_kn}};
+                      .param_roles = {ParamRole::none, ParamRole::weight_kn}, .flops = matmul_flops};
 const OpDef matmul_grad_a = {.name = "MatMulGradA", .infer = infer_matmul_grad_a,
-                             .cpu_f32 = matmul_grad_a_cpu<float>, .cpu_f64 = matmul_grad_a_cpu<double>};
+                             .cpu_f32 = matmul_grad_a_cpu<float>, .cpu_f64 = matmul_grad_a_cpu<double>,
+                             .flops = matmul_grad_a_flops};
 const OpDef matmul_grad_b = {.name = "MatMulGradB", .infer = infer_matmul_grad_b,
-                             .cpu_f32 = matmul_grad_b_cpu<float>, .cpu_f64 = matmul_grad_b_cpu<double>};
+                             .cpu_f32 = matmul_grad_b_cpu<float>, .cpu_f64 = matmul_grad_b_cpu<double>,
+                             .flops = matmul_grad_b_flops};
 
 }  // namespace
 

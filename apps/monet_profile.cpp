@@ -1,0 +1,91 @@
+// monet-profile: writes the profile the planner reads - every value's bytes and every node's time and workspace
+// for a model at a batch - either estimated from the op formulas on a roofline (--device estimate, no hardware)
+// or measured on the CPU engine (--device cpu). --device cuda answers why it cannot run yet.
+#include <chrono>
+#include <cstdio>
+
+#include "common.h"
+#include "profile/profile.h"
+
+using namespace monet;
+
+int main(int argc, char** argv) {
+  CLI::App app{"monet-profile: estimate or measure per-node time and memory of a model's training step"};
+  app::ModelFlags flags;
+  flags.add_to(app);
+  std::string device, output;
+  Roofline roofline;
+  int warmup = 1, repeats = 3;
+  app.add_option("--device", device, "estimate (roofline, no hardware), cpu (measured) or cuda")->required();
+  app.add_option("-o,--output", output, "profile file to write (JSON)")->required();
+  auto* tflops = app.add_option("--gpu-tflops", roofline.fp32_tflops, "estimate: peak TFLOPS (default 60, H100 fp32)");
+  auto* bandwidth =
+      app.add_option("--gpu-bandwidth-gbs", roofline.bandwidth_gbs, "estimate: memory bandwidth in GB/s (default 3350)");
+  auto* overhead = app.add_option("--gpu-overhead-us", roofline.kernel_overhead_us,
+                                  "estimate: fixed cost per kernel in microseconds (default 5)");
+  auto* gpu_name = app.add_option("--gpu-name", roofline.name, "estimate: device name recorded (default H100-SXM)");
+  auto* warmup_opt = app.add_option("--warmup", warmup, "cpu: untimed steps first (default 1)");
+  auto* repeats_opt = app.add_option("--repeats", repeats, "cpu: timed steps; each node's time is the median (default 3)");
+  return app::guarded_main("monet-profile", app, argc, argv, [&] {
+    if (device != "estimate" && device != "cpu" && device != "cuda")
+      fail("--device '", device, "': expected estimate, cpu or cuda");
+    if (device == "cuda") make_backend("cuda");  // throws the reason: no GPU, or the engine is not written yet
+    if (device != "estimate")
+      for (auto* o : {tflops, bandwidth, overhead, gpu_name})
+        if (o->count()) fail(o->get_name(), " applies to --device estimate only");
+    if (device != "cpu")
+      for (auto* o : {warmup_opt, repeats_opt})
+        if (o->count()) fail(o->get_name(), " applies to --device cpu only");
+    if (!(roofline.fp32_tflops > 0)) fail("--gpu-tflops must be positive, got ", roofline.fp32_tflops);
+    if (!(roofline.bandwidth_gbs > 0)) fail("--gpu-bandwidth-gbs must be positive, got ", roofline.bandwidth_gbs);
+    if (!(roofline.kernel_overhead_us >= 0)) fail("--gpu-overhead-us must be >= 0, got ", roofline.kernel_overhead_us);
+    if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
+    if (repeats <= 0) fail("--repeats must be positive, got ", repeats);
+
+    const SessionOptions o = flags.session_options();
+    const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
+    const Graph& g = tg.graph;
+    std::printf("model %s  input %s  loss %s  device %s\n", g.model_name.c_str(),
+                shape_str(g.values[g.data_input].shape).c_str(), loss_name(o.train.loss), device.c_str());
+    std::fflush(stdout);
+
+    Profile p;
+    if (device == "estimate") {
+      p = estimate_profile(tg, roofline);
+    } else {
+      using clock = std::chrono::steady_clock;
+      auto last_print = clock::now();
+      p = measure_profile_cpu(
+          tg, warmup, repeats,
+          [&](const ProfileProgress& at) {
+            const auto now = clock::now();
+            if (!at.step_done && now - last_print < std::chrono::seconds(2)) return;
+            last_print = now;
+            std::printf("profile: step %d/%d%s, node %d/%d", at.step, at.steps, at.warmup ? " (warm-up)" : "", at.node,
+                        at.nodes);
+            if (at.step_done)
+              std::printf(", step done in %.1f ms", at.step_ms);
+            std::printf("\n");
+            std::fflush(stdout);
+          },
+          o.seed);
+    }
+    p.model_path = o.model_path;
+
+    const ProfileTotals t = profile_totals(p);
+    int counts[4] = {0, 0, 0, 0};
+    for (const PlanNode& n : p.plan.nodes) ++counts[static_cast<int>(n.stage)];
+    if (device == "estimate")
+      std::printf("roofline %s: %g TFLOPS, %g GB/s, %g us per kernel\n", roofline.name.c_str(), roofline.fp32_tflops,
+                  roofline.bandwidth_gbs, roofline.kernel_overhead_us);
+    std::printf("nodes: %zu (%d forward, %d loss, %d backward, %d update)\n", p.plan.nodes.size(), counts[0],
+                counts[1], counts[2], counts[3]);
+    std::printf("time: forward %.3f ms (with the loss), backward %.3f ms, update %.3f ms, step %.3f ms\n", t.forward_ms,
+                t.backward_ms, t.update_ms, t.step_ms);
+    std::printf("store-all peak %s bytes (resident %s bytes)\n", app::with_commas(t.store_all_peak_bytes).c_str(),
+                app::with_commas(t.resident_bytes).c_str());
+    write_profile(output, p);
+    std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
+    return kExitOk;
+  });
+}

@@ -1,0 +1,349 @@
+#include "profile/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/json_io.h"
+#include "engine/executor.h"
+#include "ops/op.h"
+#include "schedule/schedule.h"
+
+namespace monet {
+
+// ---------------------------------------------------------------------------------------------- cost formulas
+
+std::vector<NodeCost> node_costs(const Graph& g) {
+  auto traffic = [&](int v) { return numel(g.values[v].shape) * element_bytes(g.values[v].dtype, 4); };
+  std::vector<NodeCost> costs;
+  costs.reserve(g.nodes.size());
+  for (const Node& n : g.nodes) {
+    NodeCost c;
+    for (int v : n.inputs) c.bytes_moved += traffic(v);
+    for (int v : n.outputs) c.bytes_moved += traffic(v);
+    const OpDef& def = op_def(n.op);
+    if (def.flops) {
+      c.flops = def.flops(g, n);
+    } else {
+      for (int v : n.outputs) c.flops += static_cast<double>(numel(g.values[v].shape));
+      // In-place ops (SgdUpdate) have no outputs: count the elements they update.
+      if (n.outputs.empty() && !n.inputs.empty()) c.flops = static_cast<double>(numel(g.values[n.inputs[0]].shape));
+    }
+    costs.push_back(c);
+  }
+  return costs;
+}
+
+namespace {
+
+void fill_metadata(Profile& p, const TrainingGraph& tg) {
+  const Graph& g = tg.graph;
+  p.model = g.model_name;
+  p.input_shape = g.values[g.data_input].shape;
+  p.batch = p.input_shape.empty() ? 0 : p.input_shape[0];
+  p.loss = loss_name(tg.options.loss);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- estimate
+
+Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
+  if (!(roofline.fp32_tflops > 0)) fail("roofline: fp32 TFLOPS must be positive, got ", roofline.fp32_tflops);
+  if (!(roofline.bandwidth_gbs > 0)) fail("roofline: bandwidth must be positive, got ", roofline.bandwidth_gbs, " GB/s");
+  if (!(roofline.kernel_overhead_us >= 0))
+    fail("roofline: kernel overhead must be >= 0, got ", roofline.kernel_overhead_us, " us");
+  const Graph& g = tg.graph;
+  Profile p;
+  fill_metadata(p, tg);
+  p.device = "estimate";
+  p.device_info = {{"name", roofline.name},
+                   {"fp32_tflops", roofline.fp32_tflops},
+                   {"bandwidth_gbs", roofline.bandwidth_gbs},
+                   {"kernel_overhead_us", roofline.kernel_overhead_us},
+                   {"time_model", "max(flops / peak, bytes_moved / bandwidth) + overhead"},
+                   {"workspace", "CPU engine (im2col); the CUDA engine will give cuDNN's"}};
+  p.costs = node_costs(g);
+  auto backend = make_cpu_backend(4);
+  p.plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(g, n); }, 4);
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    const double compute_s = p.costs[i].flops / (roofline.fp32_tflops * 1e12);
+    const double memory_s = static_cast<double>(p.costs[i].bytes_moved) / (roofline.bandwidth_gbs * 1e9);
+    p.plan.nodes[i].time_ms = std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3;
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------- CPU measurement
+
+Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, const ProgressFn& progress,
+                            uint64_t seed) {
+  if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
+  if (repeats <= 0) fail("--repeats must be positive, got ", repeats);
+  const Graph& g = tg.graph;
+  auto backend = make_cpu_backend(4);
+  auto workspace = [&](const Node& n) { return backend->workspace_bytes(g, n); };
+  Executor executor(g, store_all_schedule(g), *backend, seed);
+  const std::vector<std::vector<double>> initial = initial_values(tg, seed);
+  for (int v : resident_values(g)) executor.set_value(v, initial[v]);
+
+  const int nodes = static_cast<int>(g.nodes.size()), steps = warmup + repeats;
+  std::vector<std::vector<double>> samples(g.nodes.size());  // per node, one time per measured step
+  for (int s = 1; s <= steps; ++s) {
+    ProfileProgress at{s, steps, s <= warmup, 0, nodes, false};
+    std::vector<double> node_ms(g.nodes.size(), 0.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    executor.step({}, &node_ms, [&](int) {
+      ++at.node;
+      if (progress) progress(at);
+    });
+    at.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s > warmup)
+      for (size_t n = 0; n < g.nodes.size(); ++n) samples[n].push_back(node_ms[n]);
+    at.step_done = true;
+    if (progress) progress(at);
+  }
+
+  Profile p;
+  fill_metadata(p, tg);
+  p.device = "cpu";
+  p.device_info = {{"name", backend->name()},
+                   {"cpu", cpu_model_name()},
+                   {"hardware_threads", std::thread::hardware_concurrency()},
+                   {"warmup", warmup},
+                   {"repeats", repeats},
+                   {"time", "median over the repeats of each node's wall time in a store-all step"}};
+  p.costs = node_costs(g);
+  p.plan = make_plan_graph(tg, workspace, 4);
+  for (size_t n = 0; n < g.nodes.size(); ++n) p.plan.nodes[n].time_ms = median(samples[n]);
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------- totals
+
+ProfileTotals profile_totals(const Profile& p) {
+  ProfileTotals t;
+  for (const PlanNode& n : p.plan.nodes) {
+    switch (n.stage) {
+      case Stage::forward:
+      case Stage::loss: t.forward_ms += n.time_ms; break;
+      case Stage::backward: t.backward_ms += n.time_ms; break;
+      case Stage::update: t.update_ms += n.time_ms; break;
+    }
+    t.step_ms += n.time_ms;
+  }
+  const SimResult sim = simulate(p.plan, store_all_schedule(p.plan));
+  t.resident_bytes = sim.resident_bytes;
+  t.store_all_peak_bytes = sim.peak_bytes;
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------- json
+
+nlohmann::json profile_to_json(const Profile& p) {
+  using nlohmann::json;
+  MONET_CHECK(p.costs.size() == p.plan.nodes.size(), "costs for ", p.costs.size(), " of ", p.plan.nodes.size(),
+              " nodes");
+  json values = json::array(), nodes = json::array();
+  for (const PlanValue& v : p.plan.values)
+    values.push_back({{"name", v.name}, {"bytes", v.bytes}, {"resident", v.resident}, {"producer", v.producer}});
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    const PlanNode& n = p.plan.nodes[i];
+    nodes.push_back({{"name", n.name},
+                     {"op", n.op},
+                     {"stage", stage_name(n.stage)},
+                     {"inputs", n.inputs},
+                     {"outputs", n.outputs},
+                     {"time_ms", n.time_ms},
+                     {"workspace_bytes", n.workspace_bytes},
+                     {"flops", p.costs[i].flops},
+                     {"bytes_moved", p.costs[i].bytes_moved}});
+  }
+  const ProfileTotals t = profile_totals(p);
+  return {{"format", "monet-profile"},
+          {"version", p.version},
+          {"fingerprint", p.plan.fingerprint},
+          {"model", p.model},
+          {"model_path", p.model_path},
+          {"batch", p.batch},
+          {"input_shape", p.input_shape},
+          {"loss", p.loss},
+          {"device", p.device},
+          {"device_info", p.device_info.is_null() ? json::object() : p.device_info},
+          {"totals",
+           {{"forward_ms", t.forward_ms},
+            {"backward_ms", t.backward_ms},
+            {"update_ms", t.update_ms},
+            {"step_ms", t.step_ms},
+            {"resident_bytes", t.resident_bytes},
+            {"store_all_peak_bytes", t.store_all_peak_bytes}}},
+          {"values", values},
+          {"nodes", nodes}};
+}
+
+namespace {
+
+// Typed access to a profile file's fields; every failure names the file and the field ("nodes[3].inputs[1]").
+class FieldReader {
+ public:
+  explicit FieldReader(const std::string& path) : path_(path) {}
+
+  template <class... Args>
+  [[noreturn]] void bad(const std::string& where, const Args&... args) const {
+    fail(path_, ": ", where, ": ", args...);
+  }
+
+  const nlohmann::json& field(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    if (!obj.is_object()) bad(where.empty() ? "top level" : where, "expected an object");
+    auto it = obj.find(key);
+    if (it == obj.end()) bad(join(where, key), "missing");
+    return *it;
+  }
+  std::string str(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    const auto& f = field(obj, where, key);
+    if (!f.is_string()) bad(join(where, key), "expected a string, got ", f.dump());
+    return f.get<std::string>();
+  }
+  int64_t integer(const nlohmann::json& obj, const std::string& where, const char* key, int64_t lo = INT64_MIN) const {
+    const auto& f = field(obj, where, key);
+    if (!f.is_number_integer()) bad(join(where, key), "expected an integer, got ", f.dump());
+    const int64_t v = f.get<int64_t>();
+    if (v < lo) bad(join(where, key), "must be >= ", lo, ", got ", v);
+    return v;
+  }
+  double number(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    const auto& f = field(obj, where, key);
+    if (!f.is_number()) bad(join(where, key), "expected a number, got ", f.dump());
+    const double v = f.get<double>();
+    if (!(v >= 0)) bad(join(where, key), "must be >= 0, got ", v);
+    return v;
+  }
+  bool boolean(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    const auto& f = field(obj, where, key);
+    if (!f.is_boolean()) bad(join(where, key), "expected true or false, got ", f.dump());
+    return f.get<bool>();
+  }
+  const nlohmann::json& array(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    const auto& f = field(obj, where, key);
+    if (!f.is_array()) bad(join(where, key), "expected an array");
+    return f;
+  }
+  // Ids into a table of `count` entries named `table` ("values", "nodes").
+  std::vector<int> ids(const nlohmann::json& obj, const std::string& where, const char* key, size_t count,
+                       const char* table) const {
+    const auto& a = array(obj, where, key);
+    std::vector<int> out;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string at = join(where, key) + "[" + std::to_string(i) + "]";
+      if (!a[i].is_number_integer()) bad(at, "expected an integer id, got ", a[i].dump());
+      const int64_t id = a[i].get<int64_t>();
+      if (id < 0 || id >= static_cast<int64_t>(count))
+        bad(at, "id ", id, " out of range (", count, " ", table, ")");
+      out.push_back(static_cast<int>(id));
+    }
+    return out;
+  }
+
+  static std::string join(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
+
+ private:
+  const std::string& path_;
+};
+
+}  // namespace
+
+Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
+  const FieldReader r(path);
+  if (!j.is_object()) fail(path, ": not a monet profile (expected a JSON object)");
+  if (!j.contains("format") || j["format"] != "monet-profile")
+    fail(path, ": not a monet profile (format is ", j.contains("format") ? j["format"].dump() : "missing",
+         ", expected \"monet-profile\")");
+  Profile p;
+  p.version = static_cast<int>(r.integer(j, "", "version"));
+  if (p.version != kProfileVersion)
+    fail(path, ": profile version ", p.version, ", this monet reads version ", kProfileVersion);
+  p.plan.fingerprint = r.str(j, "", "fingerprint");
+  p.model = r.str(j, "", "model");
+  p.model_path = r.str(j, "", "model_path");
+  p.batch = r.integer(j, "", "batch", 1);
+  const auto& shape = r.array(j, "", "input_shape");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!shape[i].is_number_integer() || shape[i].get<int64_t>() <= 0)
+      r.bad("input_shape[" + std::to_string(i) + "]", "expected a positive integer, got ", shape[i].dump());
+    p.input_shape.push_back(shape[i].get<int64_t>());
+  }
+  p.loss = r.str(j, "", "loss");
+  p.device = r.str(j, "", "device");
+  p.device_info = r.field(j, "", "device_info");
+  if (!p.device_info.is_object()) r.bad("device_info", "expected an object");
+
+  const auto& values = r.array(j, "", "values");
+  const auto& nodes = r.array(j, "", "nodes");
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string at = "values[" + std::to_string(i) + "]";
+    PlanValue v;
+    v.name = r.str(values[i], at, "name");
+    v.bytes = r.integer(values[i], at, "bytes", 0);
+    v.resident = r.boolean(values[i], at, "resident");
+    v.producer = static_cast<int>(r.integer(values[i], at, "producer", -1));
+    if (v.producer >= static_cast<int64_t>(nodes.size()))
+      r.bad(at + ".producer", "id ", v.producer, " out of range (", nodes.size(), " nodes)");
+    p.plan.values.push_back(std::move(v));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string at = "nodes[" + std::to_string(i) + "]";
+    PlanNode n;
+    n.name = r.str(nodes[i], at, "name");
+    n.op = r.str(nodes[i], at, "op");
+    const std::string stage = r.str(nodes[i], at, "stage");
+    try {
+      n.stage = parse_stage(stage);
+    } catch (const Error&) {
+      r.bad(at + ".stage", "unknown stage '", stage, "' (forward, loss, backward, update)");
+    }
+    n.inputs = r.ids(nodes[i], at, "inputs", values.size(), "values");
+    n.outputs = r.ids(nodes[i], at, "outputs", values.size(), "values");
+    for (int v : n.outputs)
+      if (p.plan.values[v].producer != static_cast<int>(i))
+        r.bad(at + ".outputs", "value ", v, " ('", p.plan.values[v].name, "') names producer ",
+              p.plan.values[v].producer, ", not this node");
+    n.time_ms = r.number(nodes[i], at, "time_ms");
+    n.workspace_bytes = r.integer(nodes[i], at, "workspace_bytes", 0);
+    NodeCost c;
+    c.flops = r.number(nodes[i], at, "flops");
+    c.bytes_moved = r.integer(nodes[i], at, "bytes_moved", 0);
+    p.plan.nodes.push_back(std::move(n));
+    p.costs.push_back(c);
+  }
+  return p;
+}
+
+void write_profile(const std::string& path, const Profile& p) { write_json_atomic(path, profile_to_json(p)); }
+
+Profile read_profile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path, ": no such file");
+  return profile_from_json(read_json(path), path);
+}
+
+}  // namespace monet

@@ -1,0 +1,91 @@
+// Profiles: what the planner knows about a model at a batch on a device - the plan graph (every value's exact
+// bytes, every node's inputs, outputs, time and workspace) plus the metadata that says where the times came from.
+// Two sources: an estimate from each op's flop and byte formulas on a roofline (no hardware needed), and a
+// measurement of store-all training steps on the CPU engine. (The CUDA engine will measure on the GPU.)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "schedule/plan.h"
+#include "train/training_graph.h"
+
+namespace monet {
+
+inline constexpr int kProfileVersion = 1;
+
+// Cost-model figures of one node, kept beside the plan (which holds only what the planner needs).
+struct NodeCost {
+  double flops = 0;         // OpDef::flops, else one per output element (per input element when it has no outputs)
+  int64_t bytes_moved = 0;  // the node's input and output tensors (fp32, unpadded): what a kernel reads and writes
+};
+
+struct Profile {
+  int version = kProfileVersion;
+  std::string model;        // the model's name (file stem)
+  std::string model_path;   // as given on the command line; informative only
+  int64_t batch = 0;
+  Shape input_shape;        // the data input's full shape (batch first)
+  std::string loss;         // "ce" | "sum"
+  std::string device;       // "estimate" | "cpu" | "cuda"
+  nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
+  PlanGraph plan;           // plan.fingerprint identifies model, batch and loss
+  std::vector<NodeCost> costs;  // per plan node
+};
+
+// The roofline of an estimated profile: time_ms = max(flops / peak, bytes_moved / bandwidth) + overhead.
+// Defaults: an H100 SXM in plain fp32 (cuDNN with TF32 is faster; raise fp32_tflops to model it).
+struct Roofline {
+  std::string name = "H100-SXM";
+  double fp32_tflops = 60;
+  double bandwidth_gbs = 3350;
+  double kernel_overhead_us = 5;
+};
+
+// Per-node flops and bytes from the op formulas (nodes in graph order).
+std::vector<NodeCost> node_costs(const Graph& g);
+
+// Estimated profile. Workspace is the CPU backend's (im2col buffers); the CUDA engine will replace it with the
+// workspace of the cuDNN algorithm it picks.
+Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline);
+
+struct ProfileProgress {
+  int step = 0;        // 1-based, warm-up steps included
+  int steps = 0;       // warm-up + repeats
+  bool warmup = false; // this step is not measured
+  int node = 0;        // nodes done in this step
+  int nodes = 0;
+  bool step_done = false;
+  double step_ms = 0;  // when step_done: the step's wall time
+};
+using ProgressFn = std::function<void(const ProfileProgress&)>;
+
+// Measured profile on the CPU engine (fp32): `warmup` untimed then `repeats` timed store-all training steps, each
+// node's time the median over the repeats. progress (may be null) is called after every node.
+Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, const ProgressFn& progress = nullptr,
+                            uint64_t seed = 0);
+
+// Sums per stage (forward includes the loss node) and the simulated store-all peak.
+struct ProfileTotals {
+  double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
+  int64_t resident_bytes = 0;
+  int64_t store_all_peak_bytes = 0;
+};
+ProfileTotals profile_totals(const Profile& p);
+
+// JSON: {"format": "monet-profile", "version": 1, "fingerprint", model metadata, "device", "device_info",
+// "values": [{name, bytes, resident, producer}], "nodes": [{name, op, stage, inputs, outputs, time_ms,
+// workspace_bytes, flops, bytes_moved}], "totals"}. Ids are indices into values / nodes. "totals" is derived
+// (written for readers, ignored on reading).
+nlohmann::json profile_to_json(const Profile& p);
+// Validates (format, version, every field's type, every id in range, producers matching outputs); throws one
+// monet::Error naming the file and the field.
+Profile profile_from_json(const nlohmann::json& j, const std::string& path);
+
+void write_profile(const std::string& path, const Profile& p);  // atomic
+Profile read_profile(const std::string& path);
+
+}  // namespace monet

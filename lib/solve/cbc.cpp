@@ -1,0 +1,149 @@
+// The one file with COIN-OR headers.
+#include "solve/cbc.h"
+
+#include <CbcEventHandler.hpp>
+#include <CbcModel.hpp>
+#include <CbcSolver.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <OsiClpSolverInterface.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+
+namespace monet {
+
+const char* status_name(CbcResult::Status s) {
+  switch (s) {
+    case CbcResult::Status::optimal: return "optimal";
+    case CbcResult::Status::feasible: return "feasible";
+    case CbcResult::Status::infeasible: return "infeasible";
+    case CbcResult::Status::no_solution: return "no solution found";
+  }
+  return "?";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the event handler (running inside CBC, possibly in a clone) shares with the progress thread.
+struct Shared {
+  Clock::time_point start = Clock::now();
+  std::atomic<double> incumbent{-1}, bound{-1}, first_feasible_s{-1};
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
+};
+
+class ProgressHandler : public CbcEventHandler {
+ public:
+  explicit ProgressHandler(std::shared_ptr<Shared> s) : shared_(std::move(s)) {}
+  ProgressHandler(const ProgressHandler& o) : CbcEventHandler(o), shared_(o.shared_) {}
+  CbcEventHandler* clone() const override { return new ProgressHandler(*this); }
+
+  CbcAction event(CbcEvent e) override {
+    if (!model_) return noAction;
+    if (model_->bestSolution()) {
+      shared_->incumbent = model_->getObjValue();
+      if (shared_->first_feasible_s < 0) shared_->first_feasible_s = shared_->elapsed();
+    }
+    if (e == node || e == treeStatus || e == endSearch) shared_->bound = model_->getBestPossibleObjValue();
+    return noAction;
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace
+
+CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start) {
+  const int n = static_cast<int>(lp.col_names.size());
+  CoinPackedMatrix matrix(false, 0, 0);  // row ordered
+  matrix.setDimensions(0, n);
+  std::vector<double> row_lo, row_hi;
+  for (const LinearProgram::Row& r : lp.rows) {
+    matrix.appendRow(static_cast<int>(r.cols.size()), r.cols.data(), r.coefs.data());
+    row_lo.push_back(r.lo <= -1e29 ? -COIN_DBL_MAX : r.lo);
+    row_hi.push_back(r.hi >= 1e29 ? COIN_DBL_MAX : r.hi);
+  }
+  OsiClpSolverInterface solver;
+  solver.loadProblem(matrix, lp.col_lo.data(), lp.col_hi.data(), lp.objective.data(), row_lo.data(), row_hi.data());
+  for (int j = 0; j < n; ++j) {
+    if (lp.integer[j]) solver.setInteger(j);
+    solver.setColName(j, lp.col_names[j]);
+  }
+  for (size_t i = 0; i < lp.rows.size(); ++i) solver.setRowName(static_cast<int>(i), lp.rows[i].name);
+  if (const char* dump = std::getenv("MONET_WRITE_LP")) solver.writeLp(dump);
+  solver.messageHandler()->setLogLevel(0);
+
+  CbcModel model(solver);
+  auto shared = std::make_shared<Shared>();
+  ProgressHandler handler(shared);
+  model.passInEventHandler(&handler);
+  CbcSolverUsefulData data;
+  CbcMain0(model, data);
+  model.messageHandler()->setLogLevel(0);
+  if (warm_start) {
+    std::vector<std::pair<std::string, double>> start;
+    for (int j = 0; j < n; ++j)
+      if (lp.integer[j]) start.emplace_back(lp.col_names[j], (*warm_start)[j]);
+    model.setMIPStart(start);
+  }
+
+  // Progress lines from a thread of our own: CBC's root node can run for minutes without an event.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread reporter([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, std::chrono::duration<double>(options.progress_every_s), [&] { return done; }))
+      if (options.progress) options.progress({shared->elapsed(), shared->incumbent, shared->bound});
+  });
+
+  const std::string sec = std::to_string(options.time_limit_s), threads = std::to_string(options.threads),
+                    gap = std::to_string(options.relative_gap);
+  std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-ratioGap", gap.c_str(),
+                                   "-log", "0", "-slog", "0"};
+  if (options.threads > 1) {
+    argv.push_back("-threads");
+    argv.push_back(threads.c_str());
+  }
+  if (!options.preprocess) {
+    argv.push_back("-preprocess");
+    argv.push_back("off");
+  }
+  argv.push_back("-solve");
+  argv.push_back("-quit");
+  shared->start = Clock::now();
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  reporter.join();
+
+  CbcResult r;
+  r.solve_s = shared->elapsed();
+  r.time_limit_reached = model.isSecondsLimitReached();
+  r.bound = model.getBestPossibleObjValue();
+  if (model.bestSolution()) {
+    r.x.assign(model.bestSolution(), model.bestSolution() + n);
+    r.objective = model.getObjValue();
+    r.status = model.isProvenOptimal() ? CbcResult::Status::optimal : CbcResult::Status::feasible;
+    r.first_feasible_s = shared->first_feasible_s >= 0 ? shared->first_feasible_s.load() : r.solve_s;
+    if (warm_start && r.first_feasible_s > 0 && shared->first_feasible_s < 0) r.first_feasible_s = 0;
+  } else {
+    r.status = model.isProvenInfeasible() ? CbcResult::Status::infeasible : CbcResult::Status::no_solution;
+  }
+  return r;
+}
+
+}  // namespace monet

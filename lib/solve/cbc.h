@@ -1,0 +1,42 @@
+// The CBC adapter: solves a LinearProgram with COIN-OR CBC's stand-alone defaults (cuts and heuristics on),
+// an elapsed-time limit, threads and an optional warm start, reporting progress while it runs.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "solve/milp.h"
+
+namespace monet {
+
+struct CbcProgress {
+  double elapsed_s = 0;
+  double incumbent = -1;  // objective of the best solution so far, < 0 when none
+  double bound = -1;      // best proven lower bound, < 0 when not known yet
+};
+
+struct CbcOptions {
+  double time_limit_s = 600;
+  int threads = 1;
+  double relative_gap = 1e-4;  // stop when (incumbent - bound) / incumbent falls below this
+  bool preprocess = false;     // CBC 2.10's preprocessing rejects warm starts (NOTES-solver.md)
+  double progress_every_s = 10;
+  std::function<void(const CbcProgress&)> progress;  // called at least every progress_every_s
+};
+
+struct CbcResult {
+  enum class Status { optimal, feasible, infeasible, no_solution };
+  Status status = Status::no_solution;
+  std::vector<double> x;
+  double objective = 0;
+  double bound = 0;
+  double first_feasible_s = -1;  // elapsed time of the first solution (0 for an accepted warm start)
+  double solve_s = 0;
+  bool time_limit_reached = false;
+};
+
+const char* status_name(CbcResult::Status s);
+
+CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start);
+
+}  // namespace monet

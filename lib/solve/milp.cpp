@@ -1,0 +1,191 @@
+#include "solve/milp.h"
+
+#include "core/error.h"
+
+namespace monet {
+
+int LinearProgram::add_col(std::string name, double lo, double hi, double obj, bool is_integer) {
+  col_names.push_back(std::move(name));
+  col_lo.push_back(lo);
+  col_hi.push_back(hi);
+  objective.push_back(obj);
+  integer.push_back(is_integer);
+  return static_cast<int>(col_names.size()) - 1;
+}
+
+void LinearProgram::add_row(std::string name, std::vector<int> cols, std::vector<double> coefs, double lo, double hi) {
+  rows.push_back({std::move(name), std::move(cols), std::move(coefs), lo, hi});
+}
+
+int64_t LinearProgram::nonzeros() const {
+  int64_t n = 0;
+  for (const Row& r : rows) n += static_cast<int64_t>(r.cols.size());
+  return n;
+}
+
+namespace {
+
+constexpr double kMiB = 1048576.0;
+constexpr double kInf = 1e30;
+double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
+std::string idx(const char* sym, int t, int i) { return std::string(sym) + "_" + std::to_string(t) + "_" + std::to_string(i); }
+
+struct Builder {
+  const CheckpointProblem& p;
+  double budget;  // MiB
+  LinearProgram lp;
+  MilpLayout m;
+
+  // Variables. S[t][f] in {0,1} for t <= last_use(f); R[t][k] in {0,1} for k in candidates(t), cost = time of k.
+  void variables() {
+    const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    m.S.assign(T, std::vector<int>(nf, -1));
+    m.R.assign(T, std::vector<int>(p.num_fwd(), -1));
+    for (int t = 0; t < T; ++t) {
+      for (int f = 0; f < nf; ++f)
+        if (p.has_s(t, f)) m.S[t][f] = lp.add_col(idx("S", t, f), 0, 1, 0, true);
+      for (int k : p.candidates[t]) m.R[t][k] = lp.add_col(idx("R", t, k), 0, 1, p.time_ms(k), true);
+    }
+  }
+
+  // present(t, f) = S[t][f] + R[t][producer(f)], the terms available for a value at step t.
+  void add_present(int t, int f, std::vector<int>& cols, std::vector<double>& coefs) const {
+    if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(1); }
+    const int r = m.R[t][p.producer[f]];
+    if (r >= 0) { cols.push_back(r); coefs.push_back(1); }
+  }
+
+  // need_t_f:   S[t][f] + R[t][producer(f)] >= 1          for every forward value f read by step t
+  void needs() {
+    for (int t = 0; t < p.num_steps(); ++t)
+      for (int f : p.needs[t]) {
+        std::vector<int> cols;
+        std::vector<double> coefs;
+        add_present(t, f, cols, coefs);
+        lp.add_row(idx("need", t, f), cols, coefs, 1, kInf);
+      }
+  }
+
+  // rin_t_k_f:  S[t][f] + R[t][producer(f)] - R[t][k] >= 0  for every input f of a recomputed node k
+  void recompute_inputs() {
+    for (int t = 0; t < p.num_steps(); ++t)
+      for (int k : p.candidates[t])
+        for (int f : p.fwd_inputs[k]) {
+          std::vector<int> cols;
+          std::vector<double> coefs;
+          add_present(t, f, cols, coefs);
+          cols.push_back(m.R[t][k]);
+          coefs.push_back(-1);
+          lp.add_row("rin_" + std::to_string(t) + "_" + std::to_string(k) + "_" + std::to_string(f), cols, coefs, 0, kInf);
+        }
+  }
+
+  // keep_t_f:   S[t][f] - S[t-1][f] - R[t-1][producer(f)] <= 0   (a value stays only if it was there)
+  void keeps() {
+    for (int t = 1; t < p.num_steps(); ++t)
+      for (size_t f = 0; f < p.fvals.size(); ++f) {
+        if (m.S[t][f] < 0) continue;
+        std::vector<int> cols = {m.S[t][f]};
+        std::vector<double> coefs = {1};
+        if (m.S[t - 1][f] >= 0) { cols.push_back(m.S[t - 1][f]); coefs.push_back(-1); }
+        const int r = m.R[t - 1][p.producer[f]];
+        if (r >= 0) { cols.push_back(r); coefs.push_back(-1); }
+        lp.add_row(idx("keep", t, static_cast<int>(f)), cols, coefs, -kInf, 0);
+      }
+  }
+
+  // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f];
+  //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
+  void forward_memory() {
+    if (p.num_steps() == 0) return;
+    int prev = -1;
+    for (int k = 0; k <= p.num_fwd(); ++k) {
+      const int K = lp.add_col("K_" + std::to_string(k), 0, budget - mib(p.fwd_fixed[k]), 0, false);
+      if (lp.col_hi[K] < 0) lp.col_hi[K] = -1;  // infeasible whatever is kept; CBC proves it at once
+      std::vector<int> cols = {K};
+      std::vector<double> coefs = {1};
+      if (prev >= 0) {
+        cols.push_back(prev);
+        coefs.push_back(-1);
+        for (int f : p.fwd_released[k - 1])
+          if (m.S[0][f] >= 0) { cols.push_back(m.S[0][f]); coefs.push_back(-mib(p.bytes(f))); }
+      }
+      lp.add_row("Ksum_" + std::to_string(k), cols, coefs, 0, 0);
+      prev = K;
+    }
+  }
+
+  // Step t: L_t = sum_f a_f S[t][f] + sum_k out_k R[t][k];
+  //   L_t <= budget - bwd_fixed[t]                       (the step's node runs with all of it live)
+  //   L_t + ws_k R[t][k] <= budget - bwd_base[t]         (a recomputation's workspace on top)
+  void step_memory() {
+    for (int t = 0; t < p.num_steps(); ++t) {
+      std::vector<int> cols;
+      std::vector<double> coefs;
+      for (size_t f = 0; f < p.fvals.size(); ++f)
+        if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(-mib(p.bytes(static_cast<int>(f)))); }
+      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-mib(p.out_bytes[k])); }
+      if (cols.empty() && p.bwd_fixed[t] <= 0) continue;
+      double hi = budget - mib(p.bwd_fixed[t]);
+      const int L = lp.add_col("L_" + std::to_string(t), 0, hi < 0 ? -1 : hi, 0, false);
+      cols.push_back(L);
+      coefs.push_back(1);
+      lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
+      for (int k : p.candidates[t])
+        if (p.fwd_ws[k] > 0)
+          lp.add_row(idx("ws", t, k), {L, m.R[t][k]}, {1, mib(p.fwd_ws[k])}, -kInf, budget - mib(p.bwd_base[t]));
+    }
+  }
+};
+
+}  // namespace
+
+LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout) {
+  Builder b{p, mib(budget_bytes) - 1.0 / 1024, {}, {}};
+  b.variables();
+  b.needs();
+  b.recompute_inputs();
+  b.keeps();
+  b.forward_memory();
+  b.step_memory();
+  if (layout) *layout = b.m;
+  return std::move(b.lp);
+}
+
+std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, const LinearProgram& lp,
+                               const Assignment& a) {
+  std::vector<double> x(lp.col_names.size(), 0.0);
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (m.S[t][f] >= 0) x[m.S[t][f]] = a.S[t][f];
+    for (int k = 0; k < p.num_fwd(); ++k)
+      if (m.R[t][k] >= 0) x[m.R[t][k]] = a.R[t][k];
+  }
+  // Continuous running sums follow from the binaries: evaluate the equality rows in order.
+  for (const LinearProgram::Row& r : lp.rows) {
+    if (r.lo != 0 || r.hi != 0) continue;
+    // The defined column is the one with coefficient +1 that is continuous and appears first.
+    int defined = -1;
+    double rest = 0;
+    for (size_t i = 0; i < r.cols.size(); ++i)
+      if (!lp.integer[r.cols[i]] && r.coefs[i] == 1 && defined < 0) defined = r.cols[i];
+    MONET_CHECK(defined >= 0, "row ", r.name);
+    for (size_t i = 0; i < r.cols.size(); ++i)
+      if (r.cols[i] != defined) rest += r.coefs[i] * x[r.cols[i]];
+    x[defined] = -rest;
+  }
+  return x;
+}
+
+Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const std::vector<double>& x) {
+  Assignment a = empty_assignment(p);
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (m.S[t][f] >= 0) a.S[t][f] = x[m.S[t][f]] > 0.5;
+    for (int k = 0; k < p.num_fwd(); ++k)
+      if (m.R[t][k] >= 0) a.R[t][k] = x[m.R[t][k]] > 0.5;
+  }
+  return a;
+}
+
+}  // namespace monet

@@ -1,0 +1,43 @@
+// The MILP as plain data (columns, rows, names after the paper's symbols), and the checkpointing formulation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "solve/problem.h"
+
+namespace monet {
+
+struct LinearProgram {
+  struct Row {
+    std::string name;
+    std::vector<int> cols;
+    std::vector<double> coefs;
+    double lo, hi;
+  };
+  std::vector<std::string> col_names;
+  std::vector<double> col_lo, col_hi, objective;
+  std::vector<char> integer;
+  std::vector<Row> rows;
+
+  int add_col(std::string name, double lo, double hi, double obj, bool is_integer);
+  void add_row(std::string name, std::vector<int> cols, std::vector<double> coefs, double lo, double hi);
+  int64_t nonzeros() const;
+};
+
+// Where each decision lives in the LinearProgram (-1 where the variable does not exist).
+struct MilpLayout {
+  std::vector<std::vector<int>> S;  // [t][fval]
+  std::vector<std::vector<int>> R;  // [t][forward position]
+};
+
+// Memory is in MiB in the rows (bytes / 2^20) for numerical sanity; the budget is lowered by one KiB so that
+// solutions within CBC's tolerances still meet it in exact bytes.
+LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout);
+
+// Column values of an assignment (for a warm start), and back (rounding binaries at 0.5).
+std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& layout, const LinearProgram& lp,
+                               const Assignment& a);
+Assignment from_columns(const CheckpointProblem& p, const MilpLayout& layout, const std::vector<double>& x);
+
+}  // namespace monet

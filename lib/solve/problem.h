@@ -1,0 +1,74 @@
+// The checkpointing problem of a plan graph, in MONeT's structure: stage 0 runs the whole forward pass (and the
+// loss); then every backward (and update) node runs once, in order, as step t = 0..T-1. Decisions:
+//   S[t][v] = 1  forward value v is kept in memory entering step t (S[0][v]: kept when the forward pass ends),
+//   R[t][k] = 1  forward node k is recomputed during step t, before the step's node runs.
+// Memory is counted from exact bytes; within a step, every recomputed output is counted as live until the step
+// ends (a conservative bound the extracted schedule never exceeds). Variables exist only where they can matter:
+// S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
+// forward nodes before the earliest of them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace monet {
+
+struct CheckpointProblem {
+  const PlanGraph* plan = nullptr;
+  int window = 0;
+  std::vector<int> fwd_nodes;     // plan node ids of the forward nodes, in order (position k = 0..F-1)
+  int loss_node = -1;             // plan node id, run after the forward nodes in stage 0 (position F)
+  std::vector<int> steps;         // plan node ids of the backward and update nodes (t = 0..T-1)
+
+  std::vector<int> fvals;         // transient outputs of forward nodes (plan value ids)
+  std::vector<int> fval_of;       // plan value id -> index into fvals, or -1
+  std::vector<int> producer;      // fval -> forward position of its producer
+  std::vector<int> last_fwd;      // fval -> last stage-0 position reading it (its producer's if none)
+  std::vector<int> last_use;      // fval -> last step that may use it (read, or input of a candidate), -1 if none
+  std::vector<std::vector<int>> needs;       // t -> fvals read by step t
+  std::vector<std::vector<int>> candidates;  // t -> forward positions that may be recomputed in step t (ascending)
+  std::vector<std::vector<int>> fwd_inputs;  // forward position -> fvals it reads
+  std::vector<int64_t> out_bytes;            // forward position -> bytes of its outputs
+
+  // Memory that no decision changes. fwd_fixed[k]: at stage-0 position k (k = F is the loss node): resident +
+  // values still needed by later stage-0 nodes + outputs and workspace of k. bwd_fixed[t]: at step t's node:
+  // resident + live gradients + its outputs and workspace. bwd_base[t]: resident + live gradients (recomputation).
+  std::vector<int64_t> fwd_fixed, bwd_fixed, bwd_base;
+  std::vector<std::vector<int>> fwd_released;  // position k -> fvals whose last stage-0 reader is k
+  std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes
+  double base_ms = 0;                          // every node once
+
+  int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
+  int num_steps() const { return static_cast<int>(steps.size()); }
+  int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
+  double time_ms(int pos) const { return plan->nodes[fwd_nodes[pos]].time_ms; }
+  bool has_s(int t, int f) const { return t <= last_use[f]; }
+  // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
+  int64_t lower_bound_bytes() const;
+};
+
+// window <= 0: no window (every ancestor may be recomputed).
+CheckpointProblem make_problem(const PlanGraph& plan, int window);
+
+struct Assignment {
+  std::vector<std::vector<char>> S;  // [t][fval]
+  std::vector<std::vector<char>> R;  // [t][forward position]
+};
+Assignment empty_assignment(const CheckpointProblem& p);
+
+struct Evaluation {
+  bool feasible = false;
+  std::string violation;     // the first constraint broken, when infeasible
+  int64_t peak_bytes = 0;    // the conservative peak the MILP counts
+  double recompute_ms = 0;
+};
+
+// Checks every constraint procedurally (independently of the MILP's rows) and counts the conservative peak.
+Evaluation evaluate(const CheckpointProblem& p, const Assignment& a);
+
+// The schedule of an assignment: stage 0, then per step the recomputations, the step's node and the frees.
+Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const std::string& mode);
+
+}  // namespace monet

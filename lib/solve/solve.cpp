@@ -1,0 +1,108 @@
+#include "solve/solve.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "solve/heuristics.h"
+#include "solve/milp.h"
+
+namespace monet {
+
+namespace {
+
+// The lowest conservative peak among the heuristic schedules: a budget that is certainly feasible.
+int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
+  int64_t best = evaluate(p, store_all_assignment(p)).peak_bytes;
+  for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment)
+    if (auto a = segment_assignment(p, segment)) {
+      Evaluation e = evaluate(p, *a);
+      if (e.feasible) best = std::min(best, e.peak_bytes);
+    }
+  return best;
+}
+
+void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p, const Assignment& a,
+            const std::string& mode, int64_t budget) {
+  Evaluation e = evaluate(p, a);
+  MONET_CHECK(e.feasible, "solution violates: ", e.violation);
+  out.schedule = extract_schedule(p, a, mode);
+  out.predicted = simulate(plan, out.schedule);
+  MONET_CHECK(out.predicted.peak_bytes <= e.peak_bytes, "simulated peak above the formulation's bound");
+  out.objective_ms = out.predicted.time_ms;
+  out.fits = budget <= 0 || out.predicted.peak_bytes <= budget;
+}
+
+}  // namespace
+
+SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  SolveOutcome out;
+  out.store_all = simulate(plan, store_all_schedule(plan));
+  CheckpointProblem p = make_problem(plan, o.mode == "checkpoint" ? o.window : 0);
+  out.lower_bound_bytes = p.lower_bound_bytes();
+  out.smallest_found_bytes = smallest_heuristic_peak(p);
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+
+  if (o.mode == "store-all") {
+    out.schedule = store_all_schedule(plan);
+    out.schedule.mode = "store-all";
+    out.predicted = out.store_all;
+    out.objective_ms = out.bound_ms = out.predicted.time_ms;
+    out.fits = o.budget_bytes <= 0 || out.predicted.peak_bytes <= o.budget_bytes;
+    out.status = out.fits ? "optimal" : "infeasible";
+  } else if (o.mode == "sqrtn") {
+    std::optional<Assignment> a = sqrtn_assignment(p);
+    MONET_CHECK(a.has_value(), "sqrt(n) without a window cannot fail");
+    finish(out, plan, p, *a, "sqrtn", o.budget_bytes);
+    out.bound_ms = out.objective_ms;
+    out.status = out.fits ? "feasible" : "infeasible";
+  } else if (o.mode == "checkpoint") {
+    if (o.budget_bytes < out.lower_bound_bytes) {
+      out.status = "infeasible";
+    } else {
+      MilpLayout layout;
+      LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
+      out.columns = static_cast<int64_t>(lp.col_names.size());
+      out.rows = static_cast<int64_t>(lp.rows.size());
+      out.nonzeros = lp.nonzeros();
+      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes);
+      std::vector<double> x0;
+      if (warm) x0 = to_columns(p, layout, lp, *warm);
+      out.warm_start = warm.has_value();
+      CbcOptions cbc;
+      cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
+      cbc.threads = o.threads;
+      cbc.progress = o.progress;
+      CbcResult r = solve_with_cbc(lp, cbc, warm ? &x0 : nullptr);
+      out.first_feasible_s = r.first_feasible_s;
+      std::optional<Assignment> chosen;
+      if (!r.x.empty()) chosen = from_columns(p, layout, r.x);
+      // CBC may stop before accepting the warm start; never return worse than what we handed it.
+      if (warm && (!chosen || evaluate(p, *warm).recompute_ms < evaluate(p, *chosen).recompute_ms - 1e-9)) {
+        chosen = warm;
+        if (out.first_feasible_s < 0) out.first_feasible_s = 0;
+      }
+      if (chosen) {
+        finish(out, plan, p, *chosen, "checkpoint", o.budget_bytes);
+        out.bound_ms = p.base_ms + std::max(0.0, r.bound);
+        out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
+      } else {
+        out.status = status_name(r.status);
+      }
+    }
+  } else if (o.mode == "full") {
+    fail("--mode full: implementation choices (algorithms, in-place, saved-tensor variants) are not implemented "
+         "yet; use --mode checkpoint");
+  } else {
+    fail("--mode '", o.mode, "': expected checkpoint, store-all, sqrtn or full");
+  }
+  if (out.fits && out.objective_ms > 0) {
+    out.bound_ms = std::min(out.bound_ms, out.objective_ms);
+    out.gap = (out.objective_ms - out.bound_ms) / out.objective_ms;
+  }
+  out.solve_s = seconds();
+  return out;
+}
+
+}  // namespace monet

@@ -1,0 +1,40 @@
+// monet-solve's library side: from a plan graph and a budget to a verified schedule and its figures.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "schedule/schedule.h"
+#include "solve/cbc.h"
+
+namespace monet {
+
+struct SolveOptions {
+  int64_t budget_bytes = 0;
+  std::string mode = "checkpoint";   // checkpoint | store-all | sqrtn   (full: not yet implemented)
+  double time_limit_s = 600;
+  int threads = 2;
+  int window = 30;                   // recomputation window W (forward nodes before a step's earliest need)
+  std::function<void(const CbcProgress&)> progress;
+};
+
+struct SolveOutcome {
+  std::string status;                // optimal | feasible | infeasible | no solution found
+  bool fits = false;                 // a schedule within the budget exists in `schedule`
+  Schedule schedule;
+  SimResult predicted;               // the simulator on the schedule
+  SimResult store_all;               // the simulator on store-all
+  double objective_ms = 0;           // predicted step time (every node once + recomputations)
+  double bound_ms = 0;               // proven lower bound on the step time (MILP modes)
+  double gap = 0;                    // (objective - bound) / objective
+  double first_feasible_s = -1;
+  double solve_s = 0;
+  int64_t columns = 0, rows = 0, nonzeros = 0;
+  int64_t lower_bound_bytes = 0;     // no schedule needs less
+  int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
+  bool warm_start = false;
+};
+
+SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);
+
+}  // namespace monet

@@ -1,0 +1,223 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/json_io.h"
+#include "engine/backend.h"
+#include "ir/onnx_import.h"
+#include "ops/op.h"
+#include "profile/profile.h"
+#include "schedule/schedule.h"
+#include "test_paths.h"
+
+using namespace monet;
+using namespace monet::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+TrainingGraph training_graph(const std::string& name, int64_t batch, std::optional<Shape> input_shape = {}) {
+  ImportOptions o;
+  o.batch = batch;
+  o.input_shape = input_shape;
+  return build_training_graph(import_onnx(model_path(name), o), TrainOptions{});
+}
+
+// A scratch file name under the build tree, removed when the test ends.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& name) : path(std::string(MONET_BINARY_DIR) + "/test_profile_" + name) {}
+  ~TempFile() { std::remove(path.c_str()); }
+  void write(const std::string& text) const { std::ofstream(path) << text; }
+};
+
+std::string read_error(const std::string& path) {
+  try {
+    read_profile(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("conv flops: 2 * N * M * oH * oW * C * kH * kW, the same for both gradients", "[profile]") {
+  // X (1, 3, 10, 10) * W (4, 3, 3, 3) -> Y (1, 4, 8, 8)
+  Graph g;
+  const int x = g.add_value({.name = "x", .shape = {1, 3, 10, 10}});
+  const int w = g.add_value({.name = "w", .shape = {4, 3, 3, 3}});
+  const int y = g.add_value({.name = "y", .shape = {1, 4, 8, 8}});
+  const int dx = g.add_value({.name = "dx", .shape = {1, 3, 10, 10}});
+  const int dw = g.add_value({.name = "dw", .shape = {4, 3, 3, 3}});
+  Node conv{.name = "conv", .op = "Conv", .inputs = {x, w}, .outputs = {y}};
+  Node grad_data{.name = "gd", .op = "ConvGradData", .inputs = {y, w}, .outputs = {dx}};
+  grad_data.attrs.set("x_shape", Shape{1, 3, 10, 10});
+  Node grad_weight{.name = "gw", .op = "ConvGradWeight", .inputs = {y, x}, .outputs = {dw}};
+  grad_weight.attrs.set("w_shape", Shape{4, 3, 3, 3});
+  const double expected = 2.0 * 1 * 4 * 8 * 8 * 3 * 3 * 3;
+  CHECK(op_def("Conv").flops(g, conv) == expected);
+  CHECK(op_def("ConvGradData").flops(g, grad_data) == expected);
+  CHECK(op_def("ConvGradWeight").flops(g, grad_weight) == expected);
+
+  // Gemm as nn.Linear exports it: A (2, 5), B (3, 5) with transB -> (2, 3): 2 * 2 * 3 * 5.
+  const int a = g.add_value({.name = "a", .shape = {2, 5}});
+  const int b = g.add_value({.name = "b", .shape = {3, 5}});
+  const int out = g.add_value({.name = "out", .shape = {2, 3}});
+  Node gemm{.name = "fc", .op = "Gemm", .inputs = {a, b}, .outputs = {out}};
+  gemm.attrs.set("transB", int64_t{1});
+  CHECK(op_def("Gemm").flops(g, gemm) == 2.0 * 2 * 3 * 5);
+
+  // ConvTranspose is the data gradient of Y's conv: X (1, 4, 8, 8), W (4, 3, 3, 3) -> (1, 3, 10, 10), the same
+  // MACs as the conv example above.
+  const int t = g.add_value({.name = "t", .shape = {1, 3, 10, 10}});
+  Node deconv{.name = "deconv", .op = "ConvTranspose", .inputs = {y, w}, .outputs = {t}};
+  CHECK(op_def("ConvTranspose").flops(g, deconv) == expected);
+
+  // MatMul with a broadcast batch: (2, 3, 4) @ (4, 5) -> (2, 3, 5): 2 * 2 * 3 * 4 * 5.
+  const int ma = g.add_value({.name = "ma", .shape = {2, 3, 4}});
+  const int mb = g.add_value({.name = "mb", .shape = {4, 5}});
+  const int my = g.add_value({.name = "my", .shape = {2, 3, 5}});
+  Node matmul{.name = "mm", .op = "MatMul", .inputs = {ma, mb}, .outputs = {my}};
+  CHECK(op_def("MatMul").flops(g, matmul) == 2.0 * 2 * 3 * 4 * 5);
+}
+
+TEST_CASE("estimated profiles: every node timed, formulas applied, stages in order", "[profile]") {
+  struct Case {
+    const char* model;
+    int64_t batch;
+    std::optional<Shape> input_shape;
+  };
+  for (const Case& c : {Case{"tiny", 4, {}}, Case{"resnet50", 2, Shape{3, 64, 64}}}) {
+    INFO(c.model);
+    const TrainingGraph tg = training_graph(c.model, c.batch, c.input_shape);
+    const Roofline roofline;
+    const Profile p = estimate_profile(tg, roofline);
+    REQUIRE(p.plan.nodes.size() == tg.graph.nodes.size());
+    REQUIRE(p.costs.size() == p.plan.nodes.size());
+    CHECK(p.device == "estimate");
+    CHECK(p.batch == c.batch);
+    CHECK(p.plan.fingerprint == fingerprint(tg));
+    for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+      const PlanNode& n = p.plan.nodes[i];
+      INFO(n.name << " (" << n.op << ")");
+      CHECK(n.time_ms > 0);
+      CHECK(n.time_ms >= roofline.kernel_overhead_us * 1e-3);
+      CHECK(p.costs[i].bytes_moved > 0);
+      // time = max(flops / peak, bytes / bandwidth) + overhead
+      const double expected = std::max(p.costs[i].flops / (roofline.fp32_tflops * 1e9),
+                                       p.costs[i].bytes_moved / (roofline.bandwidth_gbs * 1e6)) +
+                              roofline.kernel_overhead_us * 1e-3;
+      CHECK(n.time_ms == Approx(expected));
+      if (n.op == "Conv") CHECK(p.costs[i].flops > numel(tg.graph.values[n.outputs[0]].shape));
+    }
+    const ProfileTotals t = profile_totals(p);
+    CHECK(t.forward_ms > 0);
+    CHECK(t.backward_ms > t.forward_ms * 0.5);
+    CHECK(t.step_ms == Approx(t.forward_ms + t.backward_ms + t.update_ms));
+    // The store-all peak is the engine's: simulate the bare graph with the CPU backend's workspace.
+    auto backend = make_cpu_backend(4);
+    const Graph& g = tg.graph;
+    const SimResult sim = simulate(g, store_all_schedule(g), [&](const Node& n) { return backend->workspace_bytes(g, n); });
+    CHECK(t.store_all_peak_bytes == sim.peak_bytes);
+  }
+}
+
+TEST_CASE("profile json: round trip equal, fingerprint kept, totals written", "[profile]") {
+  const TrainingGraph tg = training_graph("tiny", 4);
+  Profile p = estimate_profile(tg, Roofline{});
+  p.model_path = "models/tiny.onnx";
+  TempFile f("roundtrip.json");
+  write_profile(f.path, p);
+  CHECK_FALSE(std::filesystem::exists(f.path + ".tmp"));
+  const Profile q = read_profile(f.path);
+  CHECK(q.plan.fingerprint == fingerprint(tg));
+  CHECK(q.model == "tiny");
+  CHECK(q.model_path == "models/tiny.onnx");
+  CHECK(q.input_shape == p.input_shape);
+  CHECK(q.plan.nodes.size() == p.plan.nodes.size());
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    CHECK(q.plan.nodes[i].time_ms == p.plan.nodes[i].time_ms);  // exact: doubles survive the text
+    CHECK(q.plan.nodes[i].stage == p.plan.nodes[i].stage);
+    CHECK(q.plan.nodes[i].inputs == p.plan.nodes[i].inputs);
+    CHECK(q.costs[i].flops == p.costs[i].flops);
+  }
+  CHECK(profile_to_json(q) == profile_to_json(p));
+  const nlohmann::json j = read_json(f.path);
+  CHECK(j.at("format") == "monet-profile");
+  CHECK(j.at("totals").at("store_all_peak_bytes").get<int64_t>() == profile_totals(p).store_all_peak_bytes);
+}
+
+TEST_CASE("read_profile rejects bad files with one line naming the file and the field", "[profile]") {
+  const Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
+  const nlohmann::json good = profile_to_json(p);
+  TempFile f("bad.json");
+
+  CHECK_THAT(read_error(f.path + ".missing"), Contains("bad.json.missing: no such file"));
+
+  f.write("this is not json");
+  CHECK_THAT(read_error(f.path), Contains("bad.json: invalid JSON"));
+
+  nlohmann::json j = good;
+  j["format"] = "monet-schedule";
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("bad.json: not a monet profile") && Contains("monet-schedule"));
+
+  j = good;
+  j["version"] = 2;
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("profile version 2"));
+
+  j = good;
+  j["nodes"][3]["inputs"][0] = 100000;
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("bad.json: nodes[3].inputs[0]: id 100000 out of range"));
+
+  j = good;
+  j["values"][5]["producer"] = 100000;
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("values[5].producer: id 100000 out of range"));
+
+  j = good;
+  j["nodes"][1].erase("time_ms");
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("nodes[1].time_ms: missing"));
+
+  j = good;
+  j["nodes"][0]["stage"] = "sideways";
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("nodes[0].stage: unknown stage 'sideways'"));
+
+  j = good;
+  j["nodes"][2]["workspace_bytes"] = "lots";
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("nodes[2].workspace_bytes: expected an integer"));
+}
+
+TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile]") {
+  const TrainingGraph tg = training_graph("tiny", 4);
+  int calls = 0, step_ends = 0;
+  const Profile p = measure_profile_cpu(tg, 1, 2, [&](const ProfileProgress& at) {
+    ++calls;
+    if (at.step_done) {
+      ++step_ends;
+      CHECK(at.node == at.nodes);
+    }
+  });
+  CHECK(step_ends == 3);
+  CHECK(calls == 3 * (static_cast<int>(tg.graph.nodes.size()) + 1));
+  CHECK(p.device == "cpu");
+  CHECK(p.device_info.at("repeats") == 2);
+  CHECK(p.plan.fingerprint == fingerprint(tg));
+  for (const PlanNode& n : p.plan.nodes) {
+    INFO(n.name);
+    CHECK(n.time_ms > 0);
+  }
+  // Same graph, same sizes as the estimate: only the times differ.
+  const Profile e = estimate_profile(tg, Roofline{});
+  CHECK(profile_totals(p).store_all_peak_bytes == profile_totals(e).store_all_peak_bytes);
+  CHECK_THROWS_WITH(measure_profile_cpu(tg, 0, 0), Contains("--repeats must be positive"));
+}
