@@ -1,5 +1,6 @@
 // A training session: model imported at a batch, training graph built, persistent tensors initialised from the
-// seed, a schedule placed in the arena of a backend. What monet-run and monet-check share.
+// seed, a schedule (store-all, or one read from a schedule file) placed in the arena of a backend. What monet-run
+// and monet-check share.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "engine/executor.h"
 #include "ir/onnx_import.h"
+#include "schedule/schedule_io.h"
 #include "train/training_graph.h"
 
 namespace monet {
@@ -18,18 +20,36 @@ struct SessionOptions {
   TrainOptions train;
   std::string device = "cpu";
   uint64_t seed = 0;
-  int float_bytes = 4;  // cpu only: 8 runs the CPU backend in double
+  int float_bytes = 4;        // cpu only: 8 runs the CPU backend in double
+  std::string schedule_path;  // a SCHEDULE.json to run instead of store-all; its batch and input shape apply
 };
+
+// A model with the schedule it will run, checked without running anything.
+struct ScheduledModel {
+  TrainingGraph tg;
+  PlanGraph plan;      // on the backend: its workspace and float bytes
+  ScheduleFile file;   // without a schedule path: store-all, budget 0, the model's own fingerprint
+  SimResult predicted; // the simulator on file.schedule
+};
+
+// Imports the model (at the schedule's batch and input shape when there is a schedule), builds the training and
+// plan graphs, reads and resolves the schedule and simulates it. Throws one monet::Error line: --batch or
+// --input-shape that differ from the schedule's, a fingerprint mismatch (saying what differs - model, input
+// shape, loss - when it can tell), an unknown node or value, or the simulator's complaint naming the step.
+ScheduledModel load_scheduled_model(const SessionOptions& options, const Backend& backend);
 
 struct Session {
   TrainingGraph tg;
+  PlanGraph plan;
+  ScheduleFile schedule;                     // what runs: mode, budget (0: none), the file's predicted figures
   std::vector<std::vector<double>> initial;  // per value id, persistent values only
   std::unique_ptr<Backend> backend;
-  SimResult predicted;                       // the simulator's figures for the schedule
+  SimResult predicted;                       // the simulator's figures for the schedule on this backend
   std::unique_ptr<Executor> executor;
 };
 
-// Imports, builds, initialises and places everything for the store-all schedule. Throws monet::Error.
+// Imports, builds, initialises and places everything for the schedule (store-all without one). Throws
+// monet::Error.
 std::unique_ptr<Session> open_session(const SessionOptions& options);
 
 }  // namespace monet

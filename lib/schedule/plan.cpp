@@ -82,6 +82,12 @@ std::string fingerprint(const TrainingGraph& tg) {
     out << ")->(";
     for (int v : n.outputs) out << v << ',';
     out << ')';
+    // The optimizer's hyperparameters (lr, momentum) change neither sizes nor dependencies: one schedule serves
+    // every learning rate.
+    if (n.op == "SgdUpdate") {
+      out << '|';
+      continue;
+    }
     for (const auto& [k, a] : n.attrs.all()) {
       out << k << '=';
       print_attr(out, a);

@@ -42,7 +42,8 @@ struct PlanGraph {
 };
 
 // Hash of everything that fixes sizes and dependencies: every node's op, attributes, inputs and outputs, every
-// value's name, shape, dtype and role. Profiles and schedules carry it; a model at another batch differs.
+// value's name, shape, dtype and role, and the loss. Profiles and schedules carry it; a model at another batch
+// differs. The optimizer's lr and momentum are left out (they fix nothing a schedule depends on).
 std::string fingerprint(const TrainingGraph& tg);
 
 // The plan graph of a training graph; time_ms(node) may be null (all times 0).

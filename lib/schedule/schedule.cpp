@@ -29,6 +29,7 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
     pn.inputs = n.inputs;
     pn.outputs = n.outputs;
     pn.workspace_bytes = workspace_bytes ? workspace_bytes(n) : 0;
+    if (n.op == "SgdUpdate") pn.stage = Stage::update;  // the rest is stage-less here (make_plan_graph knows)
     p.nodes.push_back(std::move(pn));
   }
   return p;
@@ -61,6 +62,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
   enum State : uint8_t { absent, live, freed, resident };
   std::vector<State> state(p.values.size(), absent);
   std::vector<int> runs(p.nodes.size(), 0);
+  std::vector<int> updated_by(p.values.size(), -1);  // resident value -> the update node that changed it in place
   SimResult r;
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].resident) {
@@ -77,6 +79,10 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
       if (runs[st.id] > 0 && (n.stage == Stage::backward || n.stage == Stage::update || n.stage == Stage::loss))
         fail("schedule step ", i, ": ", stage_name(n.stage), " node '", n.name, "' runs a second time");
       for (int v : n.inputs)
+        if (updated_by[v] >= 0 && updated_by[v] != st.id)
+          fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "' after '",
+               p.nodes[updated_by[v]].name, "' updated it in place");
+      for (int v : n.inputs)
         if (state[v] != live && state[v] != resident)
           fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "', which is ",
                state[v] == freed ? "already freed" : "not computed");
@@ -91,6 +97,11 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
         r.peak_bytes = step_peak;
         r.peak_step = static_cast<int>(i);
       }
+      // An update writes its resident inputs (parameter, momentum) in place: a later reader, such as a
+      // recomputation of a forward node, would see the new weights.
+      if (n.stage == Stage::update)
+        for (int v : n.inputs)
+          if (state[v] == resident) updated_by[v] = st.id;
       r.time_ms += n.time_ms;
       if (runs[st.id]++ > 0) ++r.recomputations;
     } else {

@@ -27,7 +27,8 @@ struct Schedule {
 // that some node reads. They are allocated before the first step and never freed by a schedule.
 std::vector<int> resident_values(const Graph& g);
 
-// The plan graph of a bare graph (no stages, no times, no fingerprint): what the executor checks schedules on.
+// The plan graph of a bare graph (no times, no fingerprint; stages only for SgdUpdate nodes, which update their
+// parameter in place): what the executor checks schedules on.
 PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& workspace_bytes, int float_bytes);
 
 // Every node once in order; each transient value freed right after its last reader (or its producer, when
@@ -45,8 +46,9 @@ struct SimResult {
 
 // Replays the schedule counting bytes: at a compute step the outputs and the workspace are added to what is live,
 // then the workspace is dropped. Throws monet::Error naming the step number if a node or value is unknown, an
-// input is not live, a value is freed twice or never produced, a backward/update node runs twice, or a transient
-// is still live at the end (every node but recomputed forward nodes runs exactly once).
+// input is not live, a value is freed twice or never produced, a backward/update node runs twice, a node reads a
+// parameter after its update changed it in place, or a transient is still live at the end (every node but
+// recomputed forward nodes runs exactly once).
 SimResult simulate(const PlanGraph& p, const Schedule& s);
 
 using WorkspaceFn = std::function<int64_t(const Node&)>;

@@ -1,5 +1,7 @@
 #include "schedule/schedule_io.h"
 
+#include <filesystem>
+#include <fstream>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -28,7 +30,7 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
           {"steps", steps}};
 }
 
-ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, const std::string& path) {
+ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::string& path) {
   try {
     if (!j.is_object() || j.value("format", "") != "monet-schedule") fail(path, ": not a monet schedule file");
     if (j.at("version").get<int>() != kScheduleVersion)
@@ -42,13 +44,30 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
     f.solver = j.value("solver", nlohmann::json::object());
     f.predicted = j.value("predicted", nlohmann::json::object());
     f.schedule.mode = j.at("mode").get<std::string>();
+    if (f.batch <= 0) fail(path, ": batch must be positive, got ", f.batch);
+    if (f.input_shape.empty() || f.input_shape[0] != f.batch)
+      fail(path, ": input_shape ", shape_str(f.input_shape), " does not start with the batch ", f.batch);
+    for (int64_t d : f.input_shape)
+      if (d <= 0) fail(path, ": input_shape ", shape_str(f.input_shape), " has a non-positive dimension");
+    if (f.budget_bytes < 0) fail(path, ": budget_bytes must be >= 0, got ", f.budget_bytes);
+    if (!j.at("steps").is_array()) fail(path, ": steps is not an array");
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": malformed schedule: ", e.what());
+  }
+}
+
+ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, const std::string& path) {
+  ScheduleFile f = schedule_header_from_json(j, path);
+  try {
     std::unordered_map<std::string, int> nodes, values;
     for (size_t i = 0; i < p.nodes.size(); ++i) nodes[p.nodes[i].name] = static_cast<int>(i);
     for (size_t i = 0; i < p.values.size(); ++i) values[p.values[i].name] = static_cast<int>(i);
     const auto& steps = j.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& s = steps[i];
-      if (!s.is_array() || s.size() != 2) fail(path, ": step ", i, " is not [\"compute\"|\"free\", name]");
+      if (!s.is_array() || s.size() != 2 || !s[0].is_string() || !s[1].is_string())
+        fail(path, ": step ", i, " is not [\"compute\"|\"free\", name]");
       const std::string kind = s[0].get<std::string>(), name = s[1].get<std::string>();
       if (kind == "compute") {
         auto it = nodes.find(name);
@@ -72,8 +91,20 @@ void write_schedule(const std::string& path, const ScheduleFile& f, const PlanGr
   write_json_atomic(path, schedule_to_json(f, p));
 }
 
+nlohmann::json read_schedule_json(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path, ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    fail(path, ": not a monet schedule file (not JSON)");
+  }
+}
+
 ScheduleFile read_schedule(const std::string& path, const PlanGraph& p) {
-  return schedule_from_json(read_json(path), p, path);
+  return schedule_from_json(read_schedule_json(path), p, path);
 }
 
 }  // namespace monet

@@ -23,11 +23,16 @@ struct ScheduleFile {
 };
 
 nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p);
+// Everything but the steps (format and version checked): what a caller needs before it has a plan graph - the
+// model, batch and input shape to import at, and the fingerprint to compare.
+ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::string& path);
 // Resolves step names against the plan graph; throws naming the file and the step on an unknown node or value.
 // Does not check the fingerprint (callers compare it with the model's to say which of model/batch differs).
 ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, const std::string& path);
 
 void write_schedule(const std::string& path, const ScheduleFile& f, const PlanGraph& p);
+// The file's JSON; a file that is not JSON is "not a monet schedule file".
+nlohmann::json read_schedule_json(const std::string& path);
 ScheduleFile read_schedule(const std::string& path, const PlanGraph& p);
 
 }  // namespace monet

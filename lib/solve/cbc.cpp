@@ -63,7 +63,9 @@ class ProgressHandler : public CbcEventHandler {
 
 }  // namespace
 
-CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start) {
+namespace {
+
+void load(const LinearProgram& lp, OsiClpSolverInterface& solver) {
   const int n = static_cast<int>(lp.col_names.size());
   CoinPackedMatrix matrix(false, 0, 0);  // row ordered
   matrix.setDimensions(0, n);
@@ -73,15 +75,32 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     row_lo.push_back(r.lo <= -1e29 ? -COIN_DBL_MAX : r.lo);
     row_hi.push_back(r.hi >= 1e29 ? COIN_DBL_MAX : r.hi);
   }
-  OsiClpSolverInterface solver;
   solver.loadProblem(matrix, lp.col_lo.data(), lp.col_hi.data(), lp.objective.data(), row_lo.data(), row_hi.data());
+  solver.messageHandler()->setLogLevel(0);
+}
+
+}  // namespace
+
+std::vector<double> solve_lp_relaxation(const LinearProgram& lp, double* objective) {
+  OsiClpSolverInterface solver;
+  load(lp, solver);
+  solver.initialSolve();
+  if (!solver.isProvenOptimal()) return {};
+  if (objective) *objective = solver.getObjValue();
+  const double* x = solver.getColSolution();
+  return {x, x + lp.col_names.size()};
+}
+
+CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start) {
+  const int n = static_cast<int>(lp.col_names.size());
+  OsiClpSolverInterface solver;
+  load(lp, solver);
   for (int j = 0; j < n; ++j) {
     if (lp.integer[j]) solver.setInteger(j);
     solver.setColName(j, lp.col_names[j]);
   }
   for (size_t i = 0; i < lp.rows.size(); ++i) solver.setRowName(static_cast<int>(i), lp.rows[i].name);
   if (const char* dump = std::getenv("MONET_WRITE_LP")) solver.writeLp(dump);
-  solver.messageHandler()->setLogLevel(0);
 
   CbcModel model(solver);
   auto shared = std::make_shared<Shared>();
@@ -119,6 +138,21 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     argv.push_back("-preprocess");
     argv.push_back("off");
   }
+  // Extra CBC options for experiments (space-separated), e.g. MONET_CBC_ARGS="-proximity on".
+  std::vector<std::string> extra;
+  if (const char* env = std::getenv("MONET_CBC_ARGS")) {
+    std::string word;
+    for (const char* c = env;; ++c) {
+      if (*c == ' ' || *c == '\0') {
+        if (!word.empty()) extra.push_back(word);
+        word.clear();
+        if (*c == '\0') break;
+      } else {
+        word += *c;
+      }
+    }
+  }
+  for (const std::string& w : extra) argv.push_back(w.c_str());
   argv.push_back("-solve");
   argv.push_back("-quit");
   shared->start = Clock::now();

@@ -37,6 +37,9 @@ struct CbcResult {
 
 const char* status_name(CbcResult::Status s);
 
+// The LP relaxation (Clp): column values, or empty if it has no solution.
+std::vector<double> solve_lp_relaxation(const LinearProgram& lp, double* objective);
+
 CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start);
 
 }  // namespace monet

@@ -1,6 +1,9 @@
 #include "solve/heuristics.h"
 
+#include "core/error.h"
+
 #include <cmath>
+#include <algorithm>
 #include <functional>
 
 namespace monet {
@@ -23,7 +26,8 @@ Assignment store_all_assignment(const CheckpointProblem& p) {
   return a;
 }
 
-std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, const std::vector<char>& checkpoints) {
+std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, const std::vector<char>& checkpoints,
+                                                bool keep_recomputed, int* missing) {
   Assignment a = empty_assignment(p);
   const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   if (T == 0) return a;
@@ -35,7 +39,7 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
     if (t > 0)
       for (int f = 0; f < nf; ++f) {
         // Checkpoints stay while they may serve a recomputation; recomputed values while backward still reads them.
-        const bool keep = present[f] && (checkpoints[f] ? p.has_s(t, f) : last[f] >= t);
+        const bool keep = present[f] && (checkpoints[f] ? p.has_s(t, f) : keep_recomputed && last[f] >= t);
         present[f] = a.S[t][f] = keep ? 1 : 0;
       }
     bool ok = true;
@@ -44,6 +48,7 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
       const int k = p.producer[f];
       if (!std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k)) {
         ok = false;
+        if (missing) *missing = f;
         return;
       }
       for (int in : p.fwd_inputs[k]) ensure(in);
@@ -54,7 +59,17 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
     for (int f : p.needs[t]) ensure(f);
     if (!ok) return std::nullopt;
   }
+  trim(p, a);
   return a;
+}
+
+Assignment repaired_assignment(const CheckpointProblem& p, std::vector<char> checkpoints, bool keep_recomputed) {
+  for (;;) {
+    int missing = -1;
+    if (auto a = checkpoint_assignment(p, checkpoints, keep_recomputed, &missing)) return *a;
+    MONET_CHECK(missing >= 0 && !checkpoints[missing], "repair made no progress");
+    checkpoints[missing] = 1;  // a stage-0 value is always present at step 0 if kept, so this converges
+  }
 }
 
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment) {
@@ -67,7 +82,53 @@ std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p) {
   return segment_assignment(p, std::max(1, static_cast<int>(std::lround(std::sqrt(p.num_fwd())))));
 }
 
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes) {
+std::vector<double> cost_per_byte_scores(const CheckpointProblem& p) {
+  std::vector<double> score(p.fvals.size());
+  for (size_t f = 0; f < p.fvals.size(); ++f)
+    score[f] = (p.time_ms(p.producer[f]) + 1e-6) / static_cast<double>(std::max<int64_t>(p.bytes(static_cast<int>(f)), 1));
+  return score;
+}
+
+namespace {
+
+template <class Consider>
+void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, Consider consider) {
+  const int nf = static_cast<int>(p.fvals.size());
+  std::vector<int> order(nf);
+  for (int f = 0; f < nf; ++f) order[f] = f;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+  // Prefixes of the ranking: about 60 sizes, denser where few values are kept.
+  std::vector<int> sizes;
+  for (int n = 0; n <= nf; n += std::max(1, nf / 60)) sizes.push_back(n);
+  sizes.push_back(nf);
+  for (int n : sizes) {
+    std::vector<char> keep(nf, 0);
+    for (int i = 0; i < n; ++i) keep[order[i]] = 1;
+    consider(repaired_assignment(p, keep, true));
+    consider(repaired_assignment(p, keep, false));
+  }
+}
+
+}  // namespace
+
+std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t budget_bytes,
+                                            const std::vector<double>& score) {
+  std::optional<Assignment> best;
+  double best_ms = 0;
+  try_ranked(p, score, [&](std::optional<Assignment> a) {
+    if (!a) return;
+    Evaluation e = evaluate(p, *a);
+    if (!e.feasible || e.peak_bytes > budget_bytes) return;
+    if (!best || e.recompute_ms < best_ms) {
+      best = std::move(a);
+      best_ms = e.recompute_ms;
+    }
+  });
+  return best;
+}
+
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
+                                         const std::vector<double>& lp_scores) {
   std::optional<Assignment> best;
   double best_ms = 0;
   auto consider = [&](std::optional<Assignment> a) {
@@ -81,6 +142,8 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
   };
   consider(store_all_assignment(p));
   for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment) consider(segment_assignment(p, segment));
+  consider(ranked_assignment(p, budget_bytes, cost_per_byte_scores(p)));
+  if (!lp_scores.empty()) consider(ranked_assignment(p, budget_bytes, lp_scores));
   return best;
 }
 

@@ -15,7 +15,21 @@ Assignment store_all_assignment(const CheckpointProblem& p);
 // Keeps the forward values in `checkpoints` after the forward pass (until their last use); every other value a
 // step reads is recomputed on demand from what is present, then kept until its last backward reader.
 // nullopt when a needed recomputation falls outside the problem's window.
-std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, const std::vector<char>& checkpoints);
+// keep_recomputed = false: a recomputed value is dropped when its step ends (recomputed again if read again).
+// On failure, *missing (if given) names the forward value whose recomputation fell outside the window.
+std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, const std::vector<char>& checkpoints,
+                                                bool keep_recomputed = true, int* missing = nullptr);
+
+// checkpoint_assignment, repaired: every value that falls outside the window becomes a checkpoint too, until
+// the policy succeeds (it always does once enough is kept).
+Assignment repaired_assignment(const CheckpointProblem& p, std::vector<char> checkpoints, bool keep_recomputed);
+
+// Ranks the forward values by a score (higher = keep first) and tries checkpoint sets made of the best-ranked
+// prefixes: returns the cheapest assignment that fits the budget. With LP scores (S[0][v] of the relaxation)
+// this is LP-guided rounding; with recompute-time-per-byte scores a greedy that drops cheap, large values first.
+std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t budget_bytes,
+                                            const std::vector<double>& score);
+std::vector<double> cost_per_byte_scores(const CheckpointProblem& p);
 
 // Checkpoints = the outputs of every `segment`-th forward node (positions segment-1, 2*segment-1, ...).
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment);
@@ -23,7 +37,9 @@ std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int seg
 // Chen et al.'s sqrt(n) baseline: segments of round(sqrt(F)) forward nodes.
 std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p);
 
-// The cheapest of store-all and every segment length that fits the budget (conservative peak), if any.
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes);
+// The cheapest of store-all, every segment length and the cost-per-byte ranking that fits the budget
+// (conservative peak), if any; lp_scores (may be empty) adds LP-guided rounding.
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
+                                         const std::vector<double>& lp_scores = {});
 
 }  // namespace monet

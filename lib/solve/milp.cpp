@@ -25,9 +25,10 @@ int64_t LinearProgram::nonzeros() const {
 
 namespace {
 
-constexpr double kMiB = 1048576.0;
 constexpr double kInf = 1e30;
-double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
+// Memory in the rows is counted in units of kAlignBytes: every tensor size is a multiple of it, so every
+// coefficient is an exact integer and the budget rounds down without any tolerance games.
+double units(int64_t bytes) { return static_cast<double>(bytes / kAlignBytes); }
 std::string idx(const char* sym, int t, int i) { return std::string(sym) + "_" + std::to_string(t) + "_" + std::to_string(i); }
 
 struct Builder {
@@ -100,7 +101,7 @@ struct Builder {
     if (p.num_steps() == 0) return;
     int prev = -1;
     for (int k = 0; k <= p.num_fwd(); ++k) {
-      const int K = lp.add_col("K_" + std::to_string(k), 0, budget - mib(p.fwd_fixed[k]), 0, false);
+      const int K = lp.add_col("K_" + std::to_string(k), 0, budget - units(p.fwd_fixed[k]), 0, false);
       if (lp.col_hi[K] < 0) lp.col_hi[K] = -1;  // infeasible whatever is kept; CBC proves it at once
       std::vector<int> cols = {K};
       std::vector<double> coefs = {1};
@@ -108,7 +109,7 @@ struct Builder {
         cols.push_back(prev);
         coefs.push_back(-1);
         for (int f : p.fwd_released[k - 1])
-          if (m.S[0][f] >= 0) { cols.push_back(m.S[0][f]); coefs.push_back(-mib(p.bytes(f))); }
+          if (m.S[0][f] >= 0) { cols.push_back(m.S[0][f]); coefs.push_back(-units(p.bytes(f))); }
       }
       lp.add_row("Ksum_" + std::to_string(k), cols, coefs, 0, 0);
       prev = K;
@@ -123,17 +124,17 @@ struct Builder {
       std::vector<int> cols;
       std::vector<double> coefs;
       for (size_t f = 0; f < p.fvals.size(); ++f)
-        if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(-mib(p.bytes(static_cast<int>(f)))); }
-      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-mib(p.out_bytes[k])); }
+        if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(-units(p.bytes(static_cast<int>(f)))); }
+      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-units(p.out_bytes[k])); }
       if (cols.empty() && p.bwd_fixed[t] <= 0) continue;
-      double hi = budget - mib(p.bwd_fixed[t]);
+      double hi = budget - units(p.bwd_fixed[t]);
       const int L = lp.add_col("L_" + std::to_string(t), 0, hi < 0 ? -1 : hi, 0, false);
       cols.push_back(L);
       coefs.push_back(1);
       lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
       for (int k : p.candidates[t])
         if (p.fwd_ws[k] > 0)
-          lp.add_row(idx("ws", t, k), {L, m.R[t][k]}, {1, mib(p.fwd_ws[k])}, -kInf, budget - mib(p.bwd_base[t]));
+          lp.add_row(idx("ws", t, k), {L, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, budget - units(p.bwd_base[t]));
     }
   }
 };
@@ -141,7 +142,7 @@ struct Builder {
 }  // namespace
 
 LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout) {
-  Builder b{p, mib(budget_bytes) - 1.0 / 1024, {}, {}};
+  Builder b{p, units(budget_bytes), {}, {}};
   b.variables();
   b.needs();
   b.recompute_inputs();

@@ -31,8 +31,7 @@ struct MilpLayout {
   std::vector<std::vector<int>> R;  // [t][forward position]
 };
 
-// Memory is in MiB in the rows (bytes / 2^20) for numerical sanity; the budget is lowered by one KiB so that
-// solutions within CBC's tolerances still meet it in exact bytes.
+// Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.
 LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout);
 
 // Column values of an assignment (for a warm start), and back (rounding binaries at 0.5).

@@ -149,6 +149,19 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   return a;
 }
 
+void trim(const CheckpointProblem& p, Assignment& a) {
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  std::vector<int> last(nf, -1);
+  for (int t = 0; t < T; ++t) {
+    for (int f : p.needs[t]) last[f] = t;
+    for (int k : p.candidates[t])
+      if (a.R[t][k])
+        for (int f : p.fwd_inputs[k]) last[f] = t;
+  }
+  for (int f = 0; f < nf; ++f)
+    for (int t = last[f] + 1; t < T; ++t) a.S[t][f] = 0;
+}
+
 Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   Evaluation e;
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());

@@ -58,6 +58,10 @@ struct Assignment {
 };
 Assignment empty_assignment(const CheckpointProblem& p);
 
+// Drops kept values after their last actual use (read by a step, or input of a recomputation): never changes
+// feasibility or time, only lowers memory.
+void trim(const CheckpointProblem& p, Assignment& a);
+
 struct Evaluation {
   bool feasible = false;
   std::string violation;     // the first constraint broken, when infeasible

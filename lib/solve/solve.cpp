@@ -1,5 +1,6 @@
 #include "solve/solve.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -66,10 +67,22 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       out.columns = static_cast<int64_t>(lp.col_names.size());
       out.rows = static_cast<int64_t>(lp.rows.size());
       out.nonzeros = lp.nonzeros();
-      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes);
+      // Warm start: the best heuristic, LP-guided rounding included (S[0][v] of the relaxation as scores).
+      double lp_obj = 0;
+      std::vector<double> relaxed = solve_lp_relaxation(lp, &lp_obj);
+      std::vector<double> scores;
+      if (!relaxed.empty()) {
+        scores = cost_per_byte_scores(p);
+        double top = *std::max_element(scores.begin(), scores.end());
+        for (size_t f = 0; f < p.fvals.size(); ++f)
+          scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * scores[f] / std::max(top, 1e-30);
+      }
+      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, scores);
+      out.lp_bound_ms = relaxed.empty() ? 0 : p.base_ms + lp_obj;
       std::vector<double> x0;
       if (warm) x0 = to_columns(p, layout, lp, *warm);
       out.warm_start = warm.has_value();
+      if (warm) out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
       CbcOptions cbc;
       cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
       cbc.threads = o.threads;

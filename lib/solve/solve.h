@@ -33,6 +33,8 @@ struct SolveOutcome {
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
   bool warm_start = false;
+  double warm_start_ms = 0;          // predicted step time of the warm start
+  double lp_bound_ms = 0;            // the LP relaxation's step time
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);

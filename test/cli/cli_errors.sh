@@ -8,6 +8,7 @@ src=$2
 run="$build/apps/monet-run"
 check="$build/apps/monet-check"
 profile="$build/apps/monet-profile"
+solve="$build/apps/monet-solve"
 data="$src/test/data"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -64,6 +65,45 @@ expect 1 "repeats must be positive" -- $profile "$data/conv_relu.onnx" --batch 2
 expect 1 "gpu-tflops applies to --device estimate only" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --gpu-tflops 100 $o
 expect 1 "gpu-tflops must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --gpu-tflops 0 $o
 expect 1 "cannot open for writing" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate -o "$tmp/no/such/dir/p.json"
+
+# Schedules: fixtures made here from tiny (batch 2) with monet-profile and monet-solve, then edited.
+py=/usr/bin/python3
+tiny="$src/models/tiny.onnx"
+# edit IN OUT PYTHON-STATEMENTS: loads IN as j, runs the statements, writes OUT.
+edit() {
+  $py -c "import json, sys; j = json.load(open(sys.argv[1])); $3; json.dump(j, open(sys.argv[2], 'w'))" "$1" "$2"
+}
+s="$tmp/s.json"
+if ! { $profile "$tiny" --batch 2 --device estimate -o "$tmp/p.json" &&
+       $solve "$tmp/p.json" --budget 1MB --mode sqrtn -o "$s" &&
+       $profile "$tiny" --batch 2 --loss sum --device estimate -o "$tmp/p_sum.json" &&
+       $solve "$tmp/p_sum.json" --budget 1MB --mode sqrtn -o "$tmp/s_sum.json" &&
+       $profile "$data/conv_relu.onnx" --batch 2 --device estimate -o "$tmp/p_conv.json" &&
+       $solve "$tmp/p_conv.json" --budget 1MB --mode store-all -o "$tmp/s_conv.json"; } >"$tmp/fixtures.log" 2>&1; then
+  echo "FAIL: could not make the schedule fixtures:"
+  cat "$tmp/fixtures.log"
+  exit 1
+fi
+edit "$s" "$tmp/s_relabel.json" "j['batch'] = 4; j['input_shape'][0] = 4"
+edit "$s" "$tmp/s_early_free.json" "i = next(i for i, st in enumerate(j['steps']) if st[0] == 'free'); j['steps'].insert(0, j['steps'].pop(i))"
+edit "$s" "$tmp/s_small_budget.json" "j['budget_bytes'] = 1000"
+edit "$s" "$tmp/s_unknown.json" "j['steps'][next(i for i, st in enumerate(j['steps']) if st == ['compute', '/conv1/Conv'])][1] = '/conv9/Conv'"
+expect 1 "batch 4 differs from the schedule's batch 2" -- $run "$tiny" --batch 4 --schedule "$s" $r
+expect 1 "input-shape 3,32,32 differs from the schedule's 3,16,16" -- $run "$tiny" --input-shape 3,32,32 --schedule "$s" $r
+expect 1 "fingerprint mismatch" -- $run "$tiny" --schedule "$tmp/s_relabel.json" $r
+expect 1 "solved with --loss sum, this run uses --loss ce" -- $run "$tiny" --schedule "$tmp/s_sum.json" $r
+expect 1 "schedule is for model 'conv_relu', this is 'tiny'" -- $run "$tiny" --schedule "$tmp/s_conv.json" $r
+expect 1 "schedule step 0: frees '.*', which is not computed" -- $run "$tiny" --schedule "$tmp/s_early_free.json" $r
+expect 1 "unknown node '/conv9/Conv'" -- $run "$tiny" --schedule "$tmp/s_unknown.json" $r
+expect 1 "not a monet schedule file" -- $run "$tiny" --schedule "$tmp/p.json" $r
+expect 1 "not a monet schedule file (not JSON)" -- $run "$tiny" --schedule "$tiny" $r
+expect 1 "missing.json: no such file" -- $run "$tiny" --schedule "$tmp/missing.json" $r
+expect 1 "exceeds the schedule's budget 1000 bytes" -- $run "$tiny" --schedule "$tmp/s_small_budget.json" $r
+expect 1 "schedule step 0: frees" -- $check "$tiny" --schedule "$tmp/s_early_free.json" --simulate $r
+expect 1 "exceeds the schedule's budget 1000 bytes" -- $check "$tiny" --schedule "$tmp/s_small_budget.json" --simulate $r
+expect 1 "batch 4 differs from the schedule's batch 2" -- $check "$tiny" --batch 4 --schedule "$s" --reference store-all $r
+expect 1 "give --schedule" -- $check "$tiny" --batch 2 --reference store-all $r
+expect 1 "give --schedule" -- $check "$tiny" --batch 2 --simulate $r
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"

@@ -1,0 +1,160 @@
+// The checkpointing MILP against brute force on tiny random graphs: enumerating every assignment of its
+// variables (checked procedurally by evaluate(), not by the MILP's rows) must give the same optimum as CBC, and
+// every schedule extracted must pass the simulator within the budget.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "solve/cbc.h"
+#include "solve/heuristics.h"
+#include "solve/milp.h"
+#include "solve/solve.h"
+
+using namespace monet;
+
+namespace {
+
+// A random training graph shape: n forward nodes (each reads one or two earlier values, or the input), a loss,
+// one backward node per forward node in reverse order (reads the running gradient and some of the node's inputs
+// and output), and one update node.
+PlanGraph random_plan(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  PlanGraph p;
+  auto value = [&](const std::string& name, int units, bool resident, int producer) {
+    p.values.push_back({name, units * kAlignBytes, resident, producer});
+    return static_cast<int>(p.values.size()) - 1;
+  };
+  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
+    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+  };
+  const int x = value("x", 2, true, -1);
+  const int w = value("w", 1, true, -1);
+  std::vector<int> outs, ins0;
+  std::vector<std::vector<int>> ins(n);
+  for (int i = 0; i < n; ++i) {
+    ins[i].push_back(i == 0 ? x : outs[pick(std::max(0, i - 2), i - 1)]);
+    if (i >= 2 && pick(0, 2) == 0) ins[i].push_back(outs[pick(0, i - 2)]);
+    const int y = value("a" + std::to_string(i), pick(1, 6), false, static_cast<int>(p.nodes.size()));
+    node("f" + std::to_string(i), Stage::forward, ins[i], {y}, pick(1, 9), pick(0, 1) * pick(1, 3));
+    outs.push_back(y);
+  }
+  const int loss = value("loss", 1, false, static_cast<int>(p.nodes.size()));
+  node("loss", Stage::loss, {outs.back()}, {loss}, 1, 0);
+  int grad = value("g_out", outs.empty() ? 1 : 2, false, static_cast<int>(p.nodes.size()));
+  node("loss_grad", Stage::backward, {outs.back()}, {grad}, 1, 0);
+  for (int i = n - 1; i >= 0; --i) {
+    std::vector<int> in = {grad};
+    for (int v : ins[i])
+      if (v != x && pick(0, 1)) in.push_back(v);
+    if (pick(0, 1)) in.push_back(outs[i]);
+    const int g = value("g" + std::to_string(i), pick(1, 4), false, static_cast<int>(p.nodes.size()));
+    node("b" + std::to_string(i), Stage::backward, in, {g}, pick(1, 9), pick(0, 1));
+    grad = g;
+  }
+  node("update", Stage::update, {w, grad}, {}, 1, 0);
+  return p;
+}
+
+// Brute force over every binary assignment of the variables the problem defines.
+double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
+  std::vector<std::pair<char*, int>> vars;
+  Assignment a = empty_assignment(p);
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (p.has_s(t, static_cast<int>(f))) vars.push_back({&a.S[t][f], 0});
+    for (int k : p.candidates[t]) vars.push_back({&a.R[t][k], 0});
+  }
+  REQUIRE(vars.size() <= 24);
+  double best = 1e300;
+  *found = false;
+  for (uint64_t mask = 0; mask < (uint64_t{1} << vars.size()); ++mask) {
+    for (size_t i = 0; i < vars.size(); ++i) *vars[i].first = (mask >> i) & 1;
+    Evaluation e = evaluate(p, a);
+    if (e.feasible && e.peak_bytes <= budget && e.recompute_ms < best) {
+      best = e.recompute_ms;
+      *found = true;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
+  int compared = 0;
+  for (uint64_t seed = 1; seed <= 40 && compared < 12; ++seed) {
+    PlanGraph plan = random_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 0);
+    size_t vars = 0;
+    for (int t = 0; t < p.num_steps(); ++t) {
+      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
+      vars += p.candidates[t].size();
+    }
+    if (vars > 20) continue;
+    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+    const int64_t lb = p.lower_bound_bytes();
+    for (int64_t budget : {lb, (lb + store_all) / 2, store_all}) {
+      INFO("seed " << seed << " budget " << budget << " (lower bound " << lb << ", store-all " << store_all << ")");
+      bool found = false;
+      const double brute = brute_force_ms(p, budget, &found);
+      MilpLayout layout;
+      LinearProgram lp = checkpoint_milp(p, budget, &layout);
+      CbcOptions o;
+      o.time_limit_s = 20;
+      o.relative_gap = 0;
+      CbcResult r = solve_with_cbc(lp, o, nullptr);
+      if (!found) {
+        CHECK((r.status == CbcResult::Status::infeasible || r.status == CbcResult::Status::no_solution));
+        continue;
+      }
+      REQUIRE(r.status == CbcResult::Status::optimal);
+      CHECK(r.objective == Approx(brute).margin(1e-6));
+      Assignment a = from_columns(p, layout, r.x);
+      Evaluation e = evaluate(p, a);
+      CHECK(e.feasible);
+      CHECK(e.peak_bytes <= budget);
+      SimResult sim = simulate(plan, extract_schedule(p, a, "checkpoint"));
+      CHECK(sim.peak_bytes <= e.peak_bytes);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 12);
+}
+
+TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    PlanGraph plan = random_plan(10, seed);
+    const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+    for (const char* mode : {"store-all", "sqrtn", "checkpoint"}) {
+      for (double frac : {0.6, 0.8, 1.0}) {
+        SolveOptions o;
+        o.mode = mode;
+        o.budget_bytes = static_cast<int64_t>(frac * static_cast<double>(store_all));
+        o.time_limit_s = 10;
+        o.threads = 1;
+        o.window = 0;
+        SolveOutcome r = solve(plan, o);
+        INFO("seed " << seed << " mode " << mode << " budget " << o.budget_bytes << " status " << r.status);
+        if (!r.fits) continue;
+        CHECK(simulate(plan, r.schedule).peak_bytes <= o.budget_bytes);
+        if (std::string(mode) == "checkpoint") {
+          CheckpointProblem p = make_problem(plan, 0);
+          if (auto h = best_heuristic(p, o.budget_bytes)) CHECK(r.objective_ms <= p.base_ms + evaluate(p, *h).recompute_ms + 1e-9);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a budget below the lower bound is infeasible", "[solve]") {
+  PlanGraph plan = random_plan(6, 3);
+  CheckpointProblem p = make_problem(plan, 0);
+  SolveOptions o;
+  o.budget_bytes = p.lower_bound_bytes() - 1;
+  o.time_limit_s = 5;
+  SolveOutcome r = solve(plan, o);
+  CHECK_FALSE(r.fits);
+  CHECK(r.status == "infeasible");
+  CHECK(r.smallest_found_bytes >= r.lower_bound_bytes);
+}
