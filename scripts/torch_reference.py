@@ -552,6 +552,17 @@ def op_expand(ctx, ins, at):
     return x.expand(torch.broadcast_shapes(x.shape, tuple(ints(ins[1]))))
 
 
+def op_mod(ctx, ins, at):
+    a, b = ins
+    # fmod=1: the dividend's sign (C fmod); fmod=0 (integers only): the divisor's sign, as Python's %.
+    return torch.fmod(a, b) if at.get("fmod", 0) else torch.remainder(a, b)
+
+
+def op_range(ctx, ins, at):
+    start, limit, delta = (t.item() for t in ins)
+    return torch.arange(start, limit, delta, dtype=ins[0].dtype)
+
+
 def unary(fn):
     return lambda ctx, ins, at: fn(ins[0])
 
@@ -578,6 +589,7 @@ OPS = {
     "Exp": unary(torch.exp),
     "Log": unary(torch.log),
     "Sqrt": unary(torch.sqrt),
+    "Erf": unary(torch.erf),
     "Neg": unary(torch.neg),
     "Abs": unary(torch.abs),
     "Reciprocal": unary(torch.reciprocal),
@@ -611,6 +623,11 @@ OPS = {
     "Cast": op_cast,
     "ConstantOfShape": op_constant_of_shape,
     "Expand": op_expand,
+    "Equal": binary(torch.eq),
+    "Not": unary(torch.logical_not),
+    "Where": lambda ctx, ins, at: torch.where(ins[0].bool(), ins[1], ins[2]),
+    "Mod": op_mod,
+    "Range": op_range,
 }
 
 

@@ -46,11 +46,14 @@ enum class ParamRole : uint8_t {
   none,          // not a parameter slot
   weight,        // Kaiming-uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1]*prod(shape[2:])
   weight_kn,     // weight laid out [K, N] (MatMul, Gemm transB=0): fan_in = shape[0]
-  bias,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of the node's weight
+  bias,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of the node's weight (or of the MatMul whose
+                 // output it is added to); zeros when there is none
   ones,          // BatchNorm gamma
-  zeros,         // BatchNorm beta; also float graph inputs read as plain operands
+  zeros,         // BatchNorm beta
   running_mean,  // buffer, 0
   running_var,   // buffer, 1
+  small_normal,  // N(0, 0.02^2), as PyTorch's ViT draws its position embedding; a graph input read as a plain
+                 // operand that no rule of the importer's plain_operand_role() recognises
 };
 bool is_persistent(Role r);  // lives for the whole run (not freed by a schedule)
 

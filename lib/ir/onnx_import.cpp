@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "ops/common/broadcast.h"
 #include "ops/op.h"
 
 namespace monet {
@@ -81,6 +83,243 @@ AttrValue convert_attr(const onnx::AttributeProto& a, const std::string& where) 
     case onnx::AttributeProto::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
     default: fail(where, ": attribute '", a.name(), "' has an unsupported type (", a.type(), ")");
   }
+}
+
+// ------------------------------------------------------------------------------------------- constant folding
+//
+// Shapes are fixed at import, so the subgraphs that compute shapes (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape; torch's x.expand(n, -1, -1) as Reshape -> ConstantOfShape -> Equal -> Where) evaluate to constants.
+// Each foldable op has one evaluator; it runs when every given input is a constant and returns the node's single
+// output, or nullopt when it cannot fold that case (the node then becomes a runtime node, if monet has the op).
+
+// One node to fold: its inputs as constants and its attributes.
+struct FoldCall {
+  const onnx::NodeProto& n;
+  const std::string& where;
+  std::vector<ConstTensor> in;  // an omitted optional input is empty and has given[i] = false
+  std::vector<bool> given;
+
+  bool has(size_t i) const { return i < in.size() && given[i]; }
+  const onnx::AttributeProto* attr(const char* name) const {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  int64_t attr_i(const char* name, int64_t dflt) const {
+    const onnx::AttributeProto* a = attr(name);
+    return a ? static_cast<int64_t>(a->i()) : dflt;
+  }
+  std::vector<int64_t> attr_ints(const char* name) const {
+    const onnx::AttributeProto* a = attr(name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+  }
+};
+
+using Folder = std::optional<ConstTensor> (*)(const FoldCall&);
+
+std::vector<int64_t> ints_of(const ConstTensor& t) {
+  std::vector<int64_t> out;
+  for (double d : t.data) out.push_back(to_int(d));
+  return out;
+}
+
+// out[i] = f(x_0[..], x_1[..], ...) over the numpy broadcast of the operands' shapes.
+template <class F>
+std::optional<ConstTensor> fold_broadcast(const std::vector<const ConstTensor*>& xs, bool is_float, F f) {
+  Shape shape;
+  for (const ConstTensor* x : xs) {
+    auto b = ops::broadcast_shapes(shape, x->shape);
+    if (!b) return std::nullopt;
+    shape = *b;
+  }
+  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(numel(shape)))};
+  std::vector<std::vector<int64_t>> offsets;
+  for (const ConstTensor* x : xs) offsets.push_back(ops::broadcast_offsets(x->shape, shape));
+  std::vector<double> args(xs.size());
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    for (size_t k = 0; k < xs.size(); ++k) args[k] = xs[k]->data[offsets[k][i]];
+    out.data[i] = f(args);
+  }
+  return out;
+}
+
+// Shape(x) with optional start and end (opset 15), clamped like Python slices.
+ConstTensor fold_shape(const FoldCall& c, const Shape& s) {
+  const int64_t r = static_cast<int64_t>(s.size());
+  int64_t start = c.attr_i("start", 0), end = c.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  ConstTensor out{{end - start}, false, {}};
+  for (int64_t i = start; i < end; ++i) out.data.push_back(static_cast<double>(s[i]));
+  return out;
+}
+
+std::optional<ConstTensor> fold_constant(const FoldCall& c) {
+  for (const auto& a : c.n.attribute()) {
+    if (a.name() == "value") return read_tensor(a.t(), c.where);
+    if (a.name() == "value_float") return ConstTensor{{}, true, {a.f()}};
+    if (a.name() == "value_int") return ConstTensor{{}, false, {static_cast<double>(a.i())}};
+    if (a.name() == "value_floats") return ConstTensor{{a.floats_size()}, true, {a.floats().begin(), a.floats().end()}};
+    if (a.name() == "value_ints") return ConstTensor{{a.ints_size()}, false, {a.ints().begin(), a.ints().end()}};
+  }
+  fail(c.where, ": Constant without a supported value attribute");
+}
+
+std::optional<ConstTensor> fold_identity(const FoldCall& c) { return c.in.at(0); }
+
+std::optional<ConstTensor> fold_cast(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  x.is_float = is_float_type(static_cast<int>(c.attr_i("to", onnx::TensorProto::FLOAT)));
+  if (!x.is_float)
+    for (double& d : x.data) d = std::trunc(d);
+  return x;
+}
+
+// Unsqueeze and Squeeze: axes from input 1 (opset 13) or the attribute (earlier).
+std::vector<int64_t> fold_axes(const FoldCall& c) { return c.has(1) ? ints_of(c.in[1]) : c.attr_ints("axes"); }
+
+std::optional<ConstTensor> fold_unsqueeze(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  std::vector<int64_t> axes = fold_axes(c);
+  const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
+  for (int64_t& a : axes) a = a < 0 ? a + r : a;
+  std::sort(axes.begin(), axes.end());
+  for (int64_t a : axes)
+    x.shape.insert(x.shape.begin() + std::clamp<int64_t>(a, 0, static_cast<int64_t>(x.shape.size())), 1);
+  return x;
+}
+
+std::optional<ConstTensor> fold_squeeze(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  const std::vector<int64_t> axes = fold_axes(c);
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  Shape out;
+  for (int64_t d = 0; d < r; ++d) {
+    bool drop = axes.empty() && x.shape[d] == 1;
+    for (int64_t a : axes) drop = drop || (a < 0 ? a + r : a) == d;
+    if (!drop) out.push_back(x.shape[d]);
+  }
+  x.shape = out;
+  return x;
+}
+
+// Gather from a 1-D constant (a shape): out has the indices' shape.
+std::optional<ConstTensor> fold_gather(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& idx = c.in.at(1);
+  if (x.shape.size() != 1) return std::nullopt;
+  ConstTensor out{idx.shape, x.is_float, {}};
+  for (double d : idx.data) {
+    int64_t i = to_int(d);
+    if (i < 0) i += x.shape[0];
+    if (i < 0 || i >= x.shape[0]) fail(c.where, ": Gather index ", d, " out of range");
+    out.data.push_back(x.data[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
+// Concat of 1-D (or scalar) constants.
+std::optional<ConstTensor> fold_concat(const FoldCall& c) {
+  ConstTensor out{{0}, c.in.at(0).is_float, {}};
+  for (const ConstTensor& p : c.in) {
+    if (p.shape.size() > 1) return std::nullopt;
+    out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+  }
+  out.shape = {static_cast<int64_t>(out.data.size())};
+  return out;
+}
+
+std::optional<ConstTensor> fold_constant_of_shape(const FoldCall& c) {
+  ConstTensor out{{}, true, {}};
+  for (double d : c.in.at(0).data) out.shape.push_back(to_int(d));
+  double fill = 0;
+  if (const onnx::AttributeProto* a = c.attr("value")) {
+    ConstTensor v = read_tensor(a->t(), c.where);
+    fill = v.data.empty() ? 0 : v.data[0];
+    out.is_float = v.is_float;
+  }
+  out.data.assign(static_cast<size_t>(numel(out.shape)), fill);
+  return out;
+}
+
+// Reshape of a constant: 0 copies the input's dim (unless allowzero), one -1 is inferred.
+std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  const std::vector<int64_t> spec = ints_of(c.in.at(1));
+  const bool allowzero = c.attr_i("allowzero", 0) != 0;
+  Shape out(spec.size());
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    out[i] = spec[i] == 0 && !allowzero && i < x.shape.size() ? x.shape[i] : spec[i];
+    if (out[i] == -1) infer_at = static_cast<int64_t>(i);
+    else known *= out[i];
+  }
+  const int64_t n = numel(x.shape);
+  if (infer_at >= 0 && known > 0) out[infer_at] = n / known;
+  if (numel(out) != n) fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
+  x.shape = out;
+  return x;
+}
+
+// Add, Sub, Mul, Div, Mod, Equal on two broadcasting constants.
+template <char kOp>
+std::optional<ConstTensor> fold_arith(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& y = c.in.at(1);
+  const bool is_float = x.is_float || y.is_float;
+  const bool fmod = c.attr_i("fmod", 0) != 0;
+  return fold_broadcast({&x, &y}, kOp == '=' ? false : is_float, [&](const std::vector<double>& v) {
+    const double a = v[0], b = v[1];
+    switch (kOp) {
+      case '+': return a + b;
+      case '-': return a - b;
+      case '*': return a * b;
+      case '/': return is_float ? a / b : std::trunc(a / b);       // ONNX integer division truncates
+      case '%': return fmod ? std::fmod(a, b) : a - std::floor(a / b) * b;  // fmod=0: the divisor's sign
+      default: return a == b ? 1.0 : 0.0;                          // '=': Equal, a bool tensor
+    }
+  });
+}
+
+std::optional<ConstTensor> fold_not(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  for (double& d : x.data) d = d == 0 ? 1.0 : 0.0;
+  x.is_float = false;
+  return x;
+}
+
+// Where(cond, x, y): x where cond holds, else y, all three broadcast.
+std::optional<ConstTensor> fold_where(const FoldCall& c) {
+  const ConstTensor &cond = c.in.at(0), &x = c.in.at(1), &y = c.in.at(2);
+  return fold_broadcast({&cond, &x, &y}, x.is_float || y.is_float,
+                        [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
+}
+
+// Range(start, limit, delta) of scalars: max(ceil((limit - start) / delta), 0) elements.
+std::optional<ConstTensor> fold_range(const FoldCall& c) {
+  const ConstTensor &start = c.in.at(0), &limit = c.in.at(1), &delta = c.in.at(2);
+  if (start.data.size() != 1 || limit.data.size() != 1 || delta.data.size() != 1) return std::nullopt;
+  const double s = start.data[0], d = delta.data[0];
+  if (d == 0) fail(c.where, ": Range with delta 0");
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit.data[0] - s) / d)), 0);
+  ConstTensor out{{n}, start.is_float, {}};
+  for (int64_t i = 0; i < n; ++i) out.data.push_back(s + static_cast<double>(i) * d);
+  return out;
+}
+
+const std::unordered_map<std::string, Folder>& folders() {
+  static const std::unordered_map<std::string, Folder> table = {
+      {"Constant", fold_constant},   {"Identity", fold_identity},   {"Cast", fold_cast},
+      {"Unsqueeze", fold_unsqueeze}, {"Squeeze", fold_squeeze},     {"Gather", fold_gather},
+      {"Concat", fold_concat},       {"ConstantOfShape", fold_constant_of_shape},
+      {"Reshape", fold_reshape},     {"Add", fold_arith<'+'>},      {"Sub", fold_arith<'-'>},
+      {"Mul", fold_arith<'*'>},      {"Div", fold_arith<'/'>},      {"Mod", fold_arith<'%'>},
+      {"Equal", fold_arith<'='>},    {"Not", fold_not},             {"Where", fold_where},
+      {"Range", fold_range},
+  };
+  return table;
 }
 
 // ------------------------------------------------------------------------------------------- the converter
@@ -218,128 +457,33 @@ class Importer {
     add(std::move(v));
   }
 
-  // Evaluates a node whose result is a constant; returns false if the node is not foldable here.
+  // Evaluates a node whose result is a constant (see the folding table above); returns false if the node is not
+  // foldable here, and it becomes a runtime node.
   bool fold(const onnx::NodeProto& n, const std::string& where) {
-    const std::string& op = n.op_type();
-    auto attr_i = [&](const char* name, int64_t dflt) {
-      for (const auto& a : n.attribute()) if (a.name() == name) return static_cast<int64_t>(a.i());
-      return dflt;
-    };
-    auto attr_ints = [&](const char* name) {
-      std::vector<int64_t> out;
-      for (const auto& a : n.attribute()) if (a.name() == name) out.assign(a.ints().begin(), a.ints().end());
-      return out;
-    };
-    if (op == "Constant") {
-      for (const auto& a : n.attribute()) {
-        if (a.name() == "value") { add_const(n.output(0), read_tensor(a.t(), where)); return true; }
-        if (a.name() == "value_float") { add_const(n.output(0), {{}, true, {a.f()}}); return true; }
-        if (a.name() == "value_int") { add_const(n.output(0), {{}, false, {static_cast<double>(a.i())}}); return true; }
-        if (a.name() == "value_floats") { add_const(n.output(0), {{a.floats_size()}, true, {a.floats().begin(), a.floats().end()}}); return true; }
-        if (a.name() == "value_ints") { add_const(n.output(0), {{a.ints_size()}, false, {a.ints().begin(), a.ints().end()}}); return true; }
-      }
-      fail(where, ": Constant without a supported value attribute");
-    }
-    if (op == "Shape") {
+    if (n.op_type() == "Shape") {  // the one fold that reads a runtime value: its shape, fixed at import
       if (n.input_size() < 1 || !by_name_.count(n.input(0))) return false;
       const Shape& s = g_.values[by_name_[n.input(0)]].shape;
-      int64_t r = static_cast<int64_t>(s.size());
-      int64_t start = attr_i("start", 0), end = attr_i("end", r);
-      if (start < 0) start += r;
-      if (end < 0) end += r;
-      start = std::clamp<int64_t>(start, 0, r);
-      end = std::clamp<int64_t>(end, start, r);
-      ConstTensor c{{end - start}, false, {}};
-      for (int64_t i = start; i < end; ++i) c.data.push_back(static_cast<double>(s[i]));
-      add_const(n.output(0), c);
+      FoldCall call{n, where, {}, {}};
+      add_const(n.output(0), fold_shape(call, s));
       return true;
     }
-    for (const auto& in : n.input())
-      if (!in.empty() && !is_const(in)) return false;
-    if (n.input_size() == 0) return false;
-    ConstTensor x = const_of(n.input(0));
-    if (op == "Identity") { add_const(n.output(0), x); return true; }
-    if (op == "Cast") {
-      int64_t to = attr_i("to", 1);
-      x.is_float = is_float_type(static_cast<int>(to));
-      if (!x.is_float) for (double& d : x.data) d = std::trunc(d);
-      add_const(n.output(0), x);
-      return true;
-    }
-    if (op == "Unsqueeze" || op == "Squeeze") {
-      std::vector<int64_t> axes = n.input_size() > 1 ? std::vector<int64_t>() : attr_ints("axes");
-      if (n.input_size() > 1) for (double d : const_of(n.input(1)).data) axes.push_back(to_int(d));
-      Shape s = x.shape;
-      if (op == "Unsqueeze") {
-        int64_t r = static_cast<int64_t>(s.size() + axes.size());
-        for (int64_t& a : axes) a = a < 0 ? a + r : a;
-        std::sort(axes.begin(), axes.end());
-        for (int64_t a : axes) s.insert(s.begin() + std::clamp<int64_t>(a, 0, static_cast<int64_t>(s.size())), 1);
-      } else {
-        Shape out;
-        for (size_t d = 0; d < s.size(); ++d) {
-          bool drop = axes.empty() ? s[d] == 1 : false;
-          for (int64_t a : axes) drop = drop || (a < 0 ? a + static_cast<int64_t>(s.size()) : a) == static_cast<int64_t>(d);
-          if (!drop) out.push_back(s[d]);
-        }
-        s = out;
+    auto it = folders().find(n.op_type());
+    if (it == folders().end()) return false;
+    FoldCall call{n, where, {}, {}};
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        call.in.emplace_back();  // an omitted optional input
+        call.given.push_back(false);
+        continue;
       }
-      x.shape = s;
-      add_const(n.output(0), x);
-      return true;
+      if (!is_const(in)) return false;
+      call.in.push_back(const_of(in));
+      call.given.push_back(true);
     }
-    if (op == "Gather") {
-      ConstTensor idx = const_of(n.input(1));
-      if (x.shape.size() != 1) return false;
-      ConstTensor out{idx.shape, x.is_float, {}};
-      for (double d : idx.data) {
-        int64_t i = to_int(d);
-        if (i < 0) i += x.shape[0];
-        if (i < 0 || i >= x.shape[0]) fail(where, ": Gather index ", d, " out of range");
-        out.data.push_back(x.data[static_cast<size_t>(i)]);
-      }
-      add_const(n.output(0), out);
-      return true;
-    }
-    if (op == "Concat") {
-      ConstTensor out{{0}, x.is_float, {}};
-      for (const auto& in : n.input()) {
-        ConstTensor p = const_of(in);
-        if (p.shape.size() > 1) return false;
-        out.data.insert(out.data.end(), p.data.begin(), p.data.end());
-      }
-      out.shape = {static_cast<int64_t>(out.data.size())};
-      add_const(n.output(0), out);
-      return true;
-    }
-    if (op == "ConstantOfShape") {
-      ConstTensor out{{}, true, {}};
-      for (double d : x.data) out.shape.push_back(to_int(d));
-      double fill = 0;
-      for (const auto& a : n.attribute())
-        if (a.name() == "value") {
-          ConstTensor v = read_tensor(a.t(), where);
-          fill = v.data.empty() ? 0 : v.data[0];
-          out.is_float = v.is_float;
-        }
-      out.data.assign(static_cast<size_t>(numel(out.shape)), fill);
-      add_const(n.output(0), out);
-      return true;
-    }
-    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
-      ConstTensor y = const_of(n.input(1));
-      if (x.data.size() != y.data.size() && y.data.size() != 1 && x.data.size() != 1) return false;
-      ConstTensor out = x.data.size() >= y.data.size() ? x : y;
-      out.is_float = x.is_float || y.is_float;
-      for (size_t i = 0; i < out.data.size(); ++i) {
-        double a = x.data[x.data.size() == 1 ? 0 : i], b = y.data[y.data.size() == 1 ? 0 : i];
-        double r = op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b;
-        out.data[i] = (!out.is_float && op == "Div") ? std::trunc(r) : r;
-      }
-      add_const(n.output(0), out);
-      return true;
-    }
-    return false;
+    std::optional<ConstTensor> out = it->second(call);
+    if (!out) return false;
+    add_const(n.output(0), std::move(*out));
+    return true;
   }
 
   // ---- conversion of a runtime node
@@ -365,11 +509,9 @@ class Importer {
         if (!is_const(in)) fail(where, ": input ", i, " ('", in, "') must be a constant (it sets '", static_name, "')");
         ConstTensor c = const_of(in);
         if (c.is_float) node.attrs.set(std::string(static_name), c.data);
-        else {
-          std::vector<int64_t> ints;
-          for (double d : c.data) ints.push_back(to_int(d));
-          node.attrs.set(std::string(static_name), ints);
-        }
+        else node.attrs.set(std::string(static_name), ints_of(c));
+        // The values are stored flat; a rank other than 1 is kept beside them (Gather's scalar index drops a dim).
+        if (c.shape.size() != 1) node.attrs.set(std::string(static_name) + "_shape", c.shape);
         continue;
       }
       if (in.empty()) {
@@ -424,6 +566,7 @@ class Importer {
   }
 
   // Graph inputs and initializers read in a parameter slot become params (or buffers for running stats).
+  // A float graph input read as a plain operand is a param too; plain_operand_role() picks its initialisation.
   void decide_param_roles() {
     std::vector<ParamRole> role(g_.values.size(), ParamRole::none);
     for (const Node& node : g_.nodes) {
@@ -439,23 +582,47 @@ class Importer {
       for (int v : node.inputs)
         if (dropped_.count(g_.values[v].name))
           fail(path_, ": node '", node.name, "' reads '", g_.values[v].name, "', an optional output monet does not produce");
+    const std::vector<std::vector<int>> consumers = g_.consumers();
     for (size_t v = 0; v < g_.values.size(); ++v) {
       Value& val = g_.values[v];
       if (val.role != Role::param && val.role != Role::constant) continue;
       if (val.role == Role::constant && !float_const_.count(val.name)) continue;  // folded constants stay
       ParamRole r = role[v];
       if (r == ParamRole::none) {
-        // A float graph input read as a plain operand is trained too, initialised to zeros (no layer tells its
-        // PyTorch init); an initializer there stays a constant.
+        // An initializer read as a plain operand stays a constant (it may be an epsilon or a scale).
         if (val.role == Role::param) {
           if (val.dtype != DType::f32) fail(path_, ": graph input '", val.name, "' is neither the data input nor a parameter");
-          val.init = ParamRole::zeros;
+          val.init = plain_operand_role(static_cast<int>(v), role, consumers);
         }
         continue;
       }
       val.role = (r == ParamRole::running_mean || r == ParamRole::running_var) ? Role::buffer : Role::param;
       val.init = r;
     }
+  }
+
+  // How to initialise a param no op slot names, from its first reader that tells (transformers export Linear
+  // and LayerNorm as plain ops):
+  //   Transpose (2-D) into a weight slot  -> the slot's role, transposed: Linear's W (out, in) read as
+  //                                          MatMul(x, W^T) is a `weight` with fan_in = in, as in PyTorch
+  //   Mul by a vector (one dim > 1)       -> ones (LayerNorm gamma, ConvNeXt's layer scale)
+  //   Add/Sub of a vector                 -> bias (U(+-1/sqrt(fan_in)) after a MatMul, else zeros: LayerNorm beta)
+  //   anything else                       -> small_normal (ViT's class token and position embedding)
+  ParamRole plain_operand_role(int v, const std::vector<ParamRole>& slot_role,
+                               const std::vector<std::vector<int>>& consumers) const {
+    const Shape& shape = g_.values[v].shape;
+    const bool vector_like = std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d > 1; }) <= 1;
+    for (int n : consumers[v]) {
+      const Node& node = g_.nodes[n];
+      if (node.op == "Transpose" && shape.size() == 2) {
+        const ParamRole r = slot_role[node.outputs[0]];
+        if (r == ParamRole::weight_kn) return ParamRole::weight;
+        if (r == ParamRole::weight) return ParamRole::weight_kn;
+      }
+      if (node.op == "Mul" && vector_like) return ParamRole::ones;
+      if ((node.op == "Add" || node.op == "Sub") && vector_like) return ParamRole::bias;
+    }
+    return ParamRole::small_normal;
   }
 
  private:

@@ -101,7 +101,8 @@ struct OpDef {
   // Scratch bytes the CPU kernel needs (0 if null); float_bytes = sizeof(T).
   int64_t (*cpu_workspace_bytes)(const Graph&, const Node&, int float_bytes) = nullptr;
   // Inputs that must be constant at import and become attributes: static_inputs[i] names the attribute for
-  // input i ("" = runtime input). The importer moves them out of the runtime inputs.
+  // input i ("" = runtime input). The importer moves them out of the runtime inputs. The attribute holds the values
+  // flat; when the constant is not 1-D its shape goes to attribute "<name>_shape" too (a scalar: []).
   std::vector<std::string_view> static_inputs = {};
   // Role of each input when it is a graph input without data (params / buffers).
   std::vector<ParamRole> param_roles = {};

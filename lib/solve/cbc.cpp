@@ -37,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 // What the event handler (running inside CBC, possibly in a clone) shares with the progress thread.
 struct Shared {
   Clock::time_point start = Clock::now();
+  double time_limit_s = 1e30;
   std::atomic<double> incumbent{-1}, bound{-1}, first_feasible_s{-1};
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
@@ -54,7 +55,8 @@ class ProgressHandler : public CbcEventHandler {
       if (shared_->first_feasible_s < 0) shared_->first_feasible_s = shared_->elapsed();
     }
     if (e == node || e == treeStatus || e == endSearch) shared_->bound = model_->getBestPossibleObjValue();
-    return noAction;
+    // CBC checks its own limit only between phases; stop at the first event past it.
+    return shared_->elapsed() > shared_->time_limit_s ? stop : noAction;
   }
 
  private:
@@ -156,6 +158,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   argv.push_back("-solve");
   argv.push_back("-quit");
   shared->start = Clock::now();
+  shared->time_limit_s = options.time_limit_s;
   CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -89,6 +89,48 @@ std::vector<double> cost_per_byte_scores(const CheckpointProblem& p) {
   return score;
 }
 
+std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
+  const int nf = static_cast<int>(p.fvals.size());
+  const std::vector<int> last = last_read(p);
+  std::vector<char> kept(nf, 0);
+  for (int f = 0; f < nf; ++f) kept[f] = last[f] >= 0;
+  // Cost to recompute f from what is kept: its producer plus, recursively, every input not kept.
+  auto chain_ms = [&](int f) {
+    std::vector<char> seen(p.num_fwd(), 0);
+    double ms = 0;
+    std::vector<int> stack = {p.producer[f]};
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      if (seen[k]) continue;
+      seen[k] = 1;
+      ms += p.time_ms(k);
+      for (int in : p.fwd_inputs[k])
+        if (!kept[in]) stack.push_back(p.producer[in]);
+    }
+    return ms;
+  };
+  std::vector<double> score(nf, -1.0);  // values backward never reads rank last
+  int rank = 0, remaining = 0;
+  for (int f = 0; f < nf; ++f) remaining += kept[f];
+  while (remaining > 0) {
+    int best = -1;
+    double best_ratio = 0;
+    for (int f = 0; f < nf; ++f) {
+      if (!kept[f]) continue;
+      const double ratio = (chain_ms(f) + 1e-9) / static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
+      if (best < 0 || ratio < best_ratio) {
+        best = f;
+        best_ratio = ratio;
+      }
+    }
+    kept[best] = 0;
+    --remaining;
+    score[best] = rank++;  // dropped early = low score
+  }
+  return score;
+}
+
 namespace {
 
 template <class Consider>
@@ -143,6 +185,7 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
   consider(store_all_assignment(p));
   for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment) consider(segment_assignment(p, segment));
   consider(ranked_assignment(p, budget_bytes, cost_per_byte_scores(p)));
+  consider(ranked_assignment(p, budget_bytes, greedy_chain_scores(p)));
   if (!lp_scores.empty()) consider(ranked_assignment(p, budget_bytes, lp_scores));
   return best;
 }

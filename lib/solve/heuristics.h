@@ -31,6 +31,11 @@ std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t 
                                             const std::vector<double>& score);
 std::vector<double> cost_per_byte_scores(const CheckpointProblem& p);
 
+// Greedy drop order: starting from every value backward reads, repeatedly drop the one whose recomputation
+// chain (its producer plus every dropped ancestor back to kept or resident values) costs least per byte freed.
+// Returns scores for ranked_assignment (kept first = dropped last).
+std::vector<double> greedy_chain_scores(const CheckpointProblem& p);
+
 // Checkpoints = the outputs of every `segment`-th forward node (positions segment-1, 2*segment-1, ...).
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment);
 

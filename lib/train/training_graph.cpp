@@ -102,6 +102,26 @@ int64_t fan_in(const Shape& w, ParamRole role) {
   return f;
 }
 
+bool is_weight(const Value& v) { return v.init == ParamRole::weight || v.init == ParamRole::weight_kn; }
+
+// The weight whose fan_in a bias read by node n takes: one n reads itself (Conv, Gemm), else the weight of a
+// MatMul whose output n adds the bias to, read directly or through a Transpose (torch's Linear without Gemm,
+// y = x W^T + b). -1 when there is none (LayerNorm's beta).
+int weight_for_bias(const Graph& g, const Node& n) {
+  for (int w : n.inputs)
+    if (is_weight(g.values[w])) return w;
+  if (n.op != "Add") return -1;
+  for (int x : n.inputs) {
+    const int mm = g.values[x].producer;
+    if (mm < 0 || g.nodes[mm].op != "MatMul") continue;
+    int w = g.nodes[mm].inputs[1];
+    const int t = g.values[w].producer;
+    if (t >= 0 && g.nodes[t].op == "Transpose") w = g.nodes[t].inputs[0];
+    if (is_weight(g.values[w])) return w;
+  }
+  return -1;
+}
+
 }  // namespace
 
 std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_t seed) {
@@ -109,14 +129,12 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
   std::vector<std::vector<double>> out(g.values.size());
   std::mt19937_64 rng(seed);
 
-  // The weight read by the same node as each bias gives the bias its fan_in.
+  // Each bias takes the fan_in of its weight (weight_for_bias); 0 = none, the bias starts at zeros.
   std::vector<int64_t> bias_fan_in(g.values.size(), 0);
   for (const Node& n : g.nodes)
     for (int v : n.inputs)
       if (g.values[v].init == ParamRole::bias)
-        for (int w : n.inputs)
-          if (g.values[w].init == ParamRole::weight || g.values[w].init == ParamRole::weight_kn)
-            bias_fan_in[v] = fan_in(g.values[w].shape, g.values[w].init);
+        if (int w = weight_for_bias(g, n); w >= 0) bias_fan_in[v] = fan_in(g.values[w].shape, g.values[w].init);
 
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
@@ -150,10 +168,15 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
           case ParamRole::weight:
           case ParamRole::weight_kn: uniform(1.0 / std::sqrt(static_cast<double>(fan_in(val.shape, val.init)))); break;
           case ParamRole::bias:
-            uniform(bias_fan_in[v] > 0 ? 1.0 / std::sqrt(static_cast<double>(bias_fan_in[v])) : 0.0);
+            if (bias_fan_in[v] > 0) uniform(1.0 / std::sqrt(static_cast<double>(bias_fan_in[v])));
             break;
           case ParamRole::ones:
           case ParamRole::running_var: std::fill(x.begin(), x.end(), 1.0); break;
+          case ParamRole::small_normal: {
+            std::normal_distribution<double> normal(0.0, 0.02);
+            for (double& e : x) e = normal(rng);
+            break;
+          }
           default: break;  // zeros, running_mean
         }
         break;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Solver benchmark: estimated profiles of the zoo models at MONeT's batch sizes, solved at 1/3, 1/2 and 2/3 of
+# each store-all peak; writes schedules/<model>_<batch>/ (profile, schedules, reports) and schedules/SOLVER.md.
+# Usage: scripts/bench_solver.sh [--time-limit S] [--threads N] [--mode checkpoint] [models...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time_limit=600
+threads=2
+mode=checkpoint
+models=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --time-limit) time_limit=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    *) models+=("$1"); shift ;;
+  esac
+done
+[ ${#models[@]} -gt 0 ] || models=(resnet50:184 googlenet:320 unet:11 mobilenet_v2:272 vgg16:176)
+bin=build/apps
+[ -x $bin/monet-solve ] || bash scripts/build.sh
+
+for entry in "${models[@]}"; do
+  model=${entry%%:*}
+  batch=${entry##*:}
+  dir=schedules/${model}_${batch}
+  mkdir -p "$dir"
+  loss=ce
+  [ "$model" = unet ] && loss=sum
+  profile=$dir/profile_estimate.json
+  [ -f "$profile" ] || $bin/monet-profile models/$model.onnx --batch "$batch" --loss $loss --device estimate -o "$profile" >/dev/null
+  peak=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes'])" "$profile")
+  for frac in 1/3 1/2 2/3; do
+    budget=$(/usr/bin/python3 -c "from fractions import Fraction as F; print(int(F('$frac') * $peak))")
+    tag=${frac/\//_}
+    echo "== $model b$batch budget $frac of $peak = $budget bytes ($mode, ${time_limit}s, $threads threads)"
+    set +e
+    $bin/monet-solve "$profile" --budget "$budget" --mode "$mode" --time-limit "$time_limit" --threads "$threads" \
+      -o "$dir/schedule_${mode}_${tag}.json" --report "$dir/report_${mode}_${tag}.json" | tail -3
+    set -e
+  done
+done
+/usr/bin/python3 scripts/solver_table.py --time-limit "$time_limit" --threads "$threads" > schedules/SOLVER.md.tmp
+mv schedules/SOLVER.md.tmp schedules/SOLVER.md
+echo "wrote schedules/SOLVER.md"
