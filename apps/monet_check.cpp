@@ -1,10 +1,13 @@
-// monet-check: one training step of monet's engine against a reference that monet did not write. With
-// --reference torch, scripts/torch_reference.py executes the same ONNX graph node by node with
-// torch.nn.functional (in double) on the same weights, batch, labels and dropout masks, and PyTorch's autograd
-// takes the gradients. Reports the loss difference and each parameter's norm-wise relative gradient error.
+// monet-check: one training step of monet's engine against a reference. With --reference torch,
+// scripts/torch_reference.py executes the same ONNX graph node by node with torch.nn.functional (in double) on the
+// same weights, batch, labels and dropout masks, and PyTorch's autograd takes the gradients. With --schedule S
+// --reference store-all, the scheduled step is compared with a store-all step from the same initial state: same
+// kernels in the same order, so loss, gradients and BatchNorm statistics must be bitwise equal. With --schedule S
+// --simulate, nothing runs: the schedule is replayed by the simulator against the model.
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -83,173 +86,353 @@ double max_error(const std::vector<ParamError>& errors) {
   return worst;
 }
 
+// Bitwise equality of two host copies (doubles converted exactly from the engine's floats): -0 and +0 differ.
+bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<uint64_t>(a[i]) != std::bit_cast<uint64_t>(b[i])) return false;
+  return true;
+}
+
+struct Flags {
+  app::ModelFlags model;
+  std::string device = "cpu", reference = "torch", report, python = "/usr/bin/python3", work_dir;
+  std::string script = std::string(MONET_SOURCE_DIR) + "/scripts/torch_reference.py";
+  std::string schedule;
+  double tolerance = 1e-4;
+  bool keep = false, simulate = false;
+  std::string precision = "f32";
+};
+
+// --simulate: the schedule replayed against the model by the simulator; nothing is placed or run.
+int check_by_simulation(const Flags& f, const SessionOptions& o) {
+  auto backend = o.device == "cpu" ? make_cpu_backend(o.float_bytes) : make_backend(o.device);
+  const ScheduledModel m = load_scheduled_model(o, *backend);  // throws the simulator's message, naming the step
+  const ScheduleFile& sf = m.file;
+  const Graph& g = m.tg.graph;
+  std::printf("model %s  input %s  loss %s; schedule %s: mode %s, %zu steps, %d recomputations\n",
+              g.model_name.c_str(), shape_str(g.values[g.data_input].shape).c_str(), loss_name(o.train.loss),
+              f.schedule.c_str(), sf.schedule.mode.c_str(), sf.schedule.steps.size(), m.predicted.recomputations);
+  // The plan graph built here has no times (they come from a profile): the time is the file's prediction.
+  const double step_ms = sf.predicted.value("step_ms", 0.0);
+  std::printf("valid; predicted peak %s bytes (resident %s) at step %d; predicted step %.3f ms (from the file)\n",
+              app::with_commas(m.predicted.peak_bytes).c_str(), app::with_commas(m.predicted.resident_bytes).c_str(),
+              m.predicted.peak_step, step_ms);
+  const bool fits = sf.budget_bytes <= 0 || m.predicted.peak_bytes <= sf.budget_bytes;
+  if (!fits)
+    fail(f.schedule, ": predicted peak ", m.predicted.peak_bytes, " bytes (step ", m.predicted.peak_step,
+         ") exceeds the schedule's budget ", sf.budget_bytes, " bytes");
+  std::printf("budget %s bytes: %s\n", sf.budget_bytes > 0 ? app::with_commas(sf.budget_bytes).c_str() : "none",
+              sf.budget_bytes > 0 ? "fits" : "not set");
+  if (!f.report.empty())
+    write_json_atomic(f.report, {{"model", g.model_name},
+                                 {"batch", sf.batch},
+                                 {"input_shape", sf.input_shape},
+                                 {"schedule", sf.schedule.mode},
+                                 {"budget_bytes", sf.budget_bytes},
+                                 {"predicted_peak_bytes", m.predicted.peak_bytes},
+                                 {"peak_step", m.predicted.peak_step},
+                                 {"recomputations", m.predicted.recomputations},
+                                 {"predicted_step_ms", step_ms},
+                                 {"pass", true}});
+  return kExitOk;
+}
+
+// --reference store-all: the scheduled step against a store-all step of a second session from the same seed.
+int check_against_store_all(const Flags& f, const SessionOptions& o) {
+  // One session at a time: the scheduled step runs and its arena is released before store-all's is reserved.
+  auto s = open_session(o);
+  const Graph& g = s->tg.graph;
+  const std::string mode = s->schedule.schedule.mode;
+  const bool want_bitwise = mode == "checkpoint" || mode == "sqrtn" || mode == "store-all";
+  std::printf("model %s  input %s  device %s  loss %s\n", g.model_name.c_str(),
+              shape_str(g.values[g.data_input].shape).c_str(), s->backend->name().c_str(), loss_name(o.train.loss));
+  std::set<int> capture = {s->tg.loss};
+  for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
+  // The state the step leaves behind: BatchNorm running statistics (a recomputation must not update them a second
+  // time), and the updated parameters and momentum.
+  std::vector<int> state;
+  int buffers = 0;
+  for (int v : resident_values(g)) {
+    const Role role = g.values[v].role;
+    if (role != Role::buffer && role != Role::param && role != Role::momentum) continue;
+    state.push_back(v);
+    if (role == Role::buffer) ++buffers;
+  }
+  auto one_step = [&](Session& session) {
+    auto values = session.executor->step(capture);
+    for (int v : state) values[v] = session.executor->get_value(v);
+    session.executor.reset();  // gives the arena back
+    return values;
+  };
+  const auto got = one_step(*s);
+
+  SessionOptions plain = o;
+  plain.schedule_path.clear();
+  plain.import.batch = s->schedule.batch;
+  plain.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
+  auto r = open_session(plain);
+  std::printf("schedule %s: mode %s, %zu steps, %d recomputations, peak %s bytes; store-all peak %s bytes\n",
+              f.schedule.c_str(), mode.c_str(), s->schedule.schedule.steps.size(), s->predicted.recomputations,
+              app::with_commas(s->predicted.peak_bytes).c_str(), app::with_commas(r->predicted.peak_bytes).c_str());
+  const auto ref = one_step(*r);
+
+  Gradients ours, theirs;
+  ours.loss = got.at(s->tg.loss).at(0);
+  theirs.loss = ref.at(s->tg.loss).at(0);
+  bool grads_bitwise = std::bit_cast<uint64_t>(ours.loss) == std::bit_cast<uint64_t>(theirs.loss);
+  for (const ParamSlot& p : s->tg.params) {
+    ours.grads.push_back(got.at(p.grad));
+    theirs.grads.push_back(ref.at(p.grad));
+    grads_bitwise = grads_bitwise && bitwise_equal(ours.grads.back(), theirs.grads.back());
+  }
+  std::vector<ParamError> errors = compare(ours, theirs);
+  for (size_t i = 0; i < errors.size(); ++i) errors[i].name = g.values[s->tg.params[i].param].name;
+  const double worst_rel = max_error(errors);
+  double worst_abs = 0;
+  for (const ParamError& e : errors) worst_abs = std::max(worst_abs, e.max_abs);
+  const double loss_abs = std::abs(ours.loss - theirs.loss);
+  const double loss_rel = loss_abs / std::max(1e-12, std::abs(theirs.loss));
+  std::vector<std::string> state_diffs;
+  for (int v : state)
+    if (!bitwise_equal(got.at(v), ref.at(v))) state_diffs.push_back(g.values[v].name);
+
+  std::vector<ParamError> sorted = errors;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rel > b.rel; });
+  std::printf("%-48s %14s %14s %14s\n", "parameter (worst first)", "rel diff", "max abs diff", "|grad store-all|");
+  for (size_t i = 0; i < std::min<size_t>(sorted.size(), 8); ++i)
+    std::printf("%-48s %14.3e %14.3e %14.3e\n", sorted[i].name.c_str(), sorted[i].rel, sorted[i].max_abs,
+                sorted[i].ref_norm);
+  std::printf("loss: scheduled %.9g  store-all %.9g  abs diff %.3e\n", ours.loss, theirs.loss, loss_abs);
+  std::printf("%zu parameter gradients: max abs diff %.3e, max rel diff %.3e\n", errors.size(), worst_abs, worst_rel);
+  std::printf("state after the step (%zu values, %d BatchNorm statistics): %s\n", state.size(), buffers,
+              state_diffs.empty() ? "bitwise equal" : ("DIFFERENT: " + state_diffs.front()).c_str());
+  bool pass;
+  if (want_bitwise) {
+    pass = grads_bitwise && state_diffs.empty();
+    std::printf("mode %s computes every value with the same kernel as store-all: %s\n", mode.c_str(),
+                pass ? "bitwise equal, PASS" : "NOT bitwise equal, FAIL");
+  } else {
+    pass = worst_rel <= f.tolerance && loss_rel <= f.tolerance;
+    std::printf("mode %s: %s within the tolerance %.3e: %s\n", mode.c_str(), grads_bitwise ? "bitwise equal," : "",
+                f.tolerance, pass ? "PASS" : "FAIL");
+  }
+  if (!f.report.empty()) {
+    nlohmann::json j = {{"model", g.model_name},
+                        {"batch", s->schedule.batch},
+                        {"input_shape", s->schedule.input_shape},
+                        {"device", s->backend->name()},
+                        {"reference", "store-all"},
+                        {"schedule", mode},
+                        {"budget_bytes", s->schedule.budget_bytes},
+                        {"recomputations", s->predicted.recomputations},
+                        {"loss", ours.loss},
+                        {"reference_loss", theirs.loss},
+                        {"loss_abs_diff", loss_abs},
+                        {"max_abs_diff", worst_abs},
+                        {"max_rel_diff", worst_rel},
+                        {"bitwise_equal", grads_bitwise && state_diffs.empty()},
+                        {"bitwise_required", want_bitwise},
+                        {"state_differs", state_diffs},
+                        {"tolerance", f.tolerance},
+                        {"pass", pass}};
+    for (const ParamError& e : sorted) j["params"][e.name] = {{"rel_diff", e.rel}, {"max_abs_diff", e.max_abs}};
+    write_json_atomic(f.report, j);
+  }
+  return pass ? kExitOk : kExitCheckFailed;
+}
+
+// --reference torch: the (scheduled) step against PyTorch autograd on the same ONNX graph.
+int check_against_torch(const Flags& f, const SessionOptions& o) {
+  if (!fs::exists(f.script)) fail("--reference-script ", f.script, ": no such file");
+  if (access(f.python.c_str(), X_OK) != 0) fail("--python ", f.python, ": not an executable (Debian's python3-torch lives under /usr/bin/python3)");
+  const double tolerance = f.tolerance;
+  const std::string& python = f.python;
+  const std::string& script = f.script;
+  const std::string& report = f.report;
+  const bool keep = f.keep;
+  std::string work_dir = f.work_dir;
+  auto s = open_session(o);
+  const Graph& g = s->tg.graph;
+  if (!f.schedule.empty())
+    std::printf("schedule %s: mode %s, %zu steps, %d recomputations\n", f.schedule.c_str(),
+                s->schedule.schedule.mode.c_str(), s->schedule.schedule.steps.size(), s->predicted.recomputations);
+
+  // One step of our engine, capturing the loss, every parameter gradient and every dropout mask.
+  std::set<int> capture = {s->tg.loss};
+  for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
+  std::vector<std::pair<const Node*, int>> masks;
+  for (int n = 0; n < s->tg.forward_end; ++n)
+    if (g.nodes[n].op == "Dropout") {
+      masks.emplace_back(&g.nodes[n], g.nodes[n].outputs[1]);
+      capture.insert(g.nodes[n].outputs[1]);
+    }
+  auto got = s->executor->step(capture);
+
+  // The exchange directory for the reference.
+  bool temp = work_dir.empty();
+  if (temp) {
+    std::string tmpl = (fs::temp_directory_path() / "monet-check-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) fail("cannot create a temporary directory");
+    work_dir = tmpl;
+  } else {
+    fs::create_directories(work_dir);
+  }
+  struct Cleanup {
+    std::string dir;
+    bool remove;
+    ~Cleanup() {
+      std::error_code ec;
+      if (remove) fs::remove_all(dir, ec);
+    }
+  } cleanup{work_dir, temp && !keep};
+
+  nlohmann::json manifest = {{"model", fs::absolute(o.model_path).string()},
+                             {"dtype", "float64"},
+                             {"loss", loss_name(o.train.loss)},
+                             {"output", g.values[g.outputs[0]].name}};
+  int k = 0;
+  for (int v : resident_values(g)) {
+    const Value& val = g.values[v];
+    if (val.role != Role::input && val.role != Role::param && val.role != Role::buffer) continue;
+    std::string file = "t" + std::to_string(k++) + ".npy";
+    write_values(work_dir + "/" + file, val, s->initial[v], o.float_bytes);
+    manifest["tensors"][val.name] = file;
+  }
+  if (s->tg.labels >= 0) {
+    write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels], o.float_bytes);
+    manifest["labels"] = "labels.npy";
+  }
+  manifest["dropout_masks"] = nlohmann::json::object();
+  for (size_t i = 0; i < masks.size(); ++i) {
+    std::string file = "mask" + std::to_string(i) + ".npy";
+    write_values(work_dir + "/" + file, g.values[masks[i].second], got.at(masks[i].second), o.float_bytes);
+    manifest["dropout_masks"][masks[i].first->name] = file;
+  }
+  manifest["grads"] = nlohmann::json::array();
+  for (const ParamSlot& p : s->tg.params) manifest["grads"].push_back(g.values[p.param].name);
+
+  // The reference in float64 is the truth; with the fp32 engine it also runs in float32, and PyTorch's own
+  // float32 deviation from float64 measures how much rounding this model and input amplify.
+  auto run_reference = [&](const char* dtype) {
+    manifest["dtype"] = dtype;
+    write_json_atomic(work_dir + "/manifest.json", manifest);
+    std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(work_dir);
+    std::printf("reference (%s): %s\n", dtype, cmd.c_str());
+    std::fflush(stdout);
+    const std::string err_path = work_dir + "/reference.stderr";
+    int rc = std::system((cmd + " 2> " + shell_quote(err_path)).c_str());
+    if (rc != 0) {
+      std::ifstream err(err_path);
+      std::string line, last;
+      while (std::getline(err, line))
+        if (!line.empty()) last = line;
+      fail("the reference failed (exit status ", WEXITSTATUS(rc), "): ", last);
+    }
+    nlohmann::json result = read_json(work_dir + "/result.json");
+    Gradients out;
+    out.loss = result.at("loss").get<double>();
+    for (const ParamSlot& p : s->tg.params) {
+      const std::string& name = g.values[p.param].name;
+      if (!result["grads"].contains(name)) fail("the reference returned no gradient for '", name, "'");
+      out.grads.push_back(npy::as_doubles(npy::read(work_dir + "/" + result["grads"][name].get<std::string>())));
+      if (out.grads.back().size() != got.at(p.grad).size())
+        fail("gradient of '", name, "': reference has ", out.grads.back().size(), " values, monet ", got.at(p.grad).size());
+    }
+    return out;
+  };
+  const bool fp32 = o.float_bytes == 4;
+  Gradients ref32;
+  if (fp32) ref32 = run_reference("float32");
+  const Gradients ref = run_reference("float64");
+  Gradients ours;
+  ours.loss = got.at(s->tg.loss).at(0);
+  for (const ParamSlot& p : s->tg.params) ours.grads.push_back(got.at(p.grad));
+
+  const std::vector<ParamError> errors = compare(ours, ref);
+  const double worst = max_error(errors);
+  const double loss_rel = std::abs(ours.loss - ref.loss) / std::max(1e-12, std::abs(ref.loss));
+  double noise = 0, noise_loss = 0;
+  if (fp32) {
+    noise = max_error(compare(ref32, ref));
+    noise_loss = std::abs(ref32.loss - ref.loss) / std::max(1e-12, std::abs(ref.loss));
+  }
+  const double allowed = std::max(tolerance, kNoiseFactor * noise);
+  const double allowed_loss = std::max(tolerance, kNoiseFactor * noise_loss);
+
+  std::vector<ParamError> sorted = errors;
+  for (size_t i = 0; i < sorted.size(); ++i) sorted[i].name = g.values[s->tg.params[i].param].name;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rel > b.rel; });
+  std::printf("%-48s %14s %14s %14s\n", "parameter (worst first)", "rel err", "max abs err", "|grad ref|");
+  for (size_t i = 0; i < std::min<size_t>(sorted.size(), 8); ++i)
+    std::printf("%-48s %14.3e %14.3e %14.3e\n", sorted[i].name.c_str(), sorted[i].rel, sorted[i].max_abs,
+                sorted[i].ref_norm);
+  const bool pass = worst <= allowed && loss_rel <= allowed_loss;
+  std::printf("loss: monet %.9g  reference (float64) %.9g  rel diff %.3e\n", ours.loss, ref.loss, loss_rel);
+  if (fp32)
+    std::printf("PyTorch's own float32 run vs float64: gradient error %.3e, loss %.3e -> allowed %.3e\n", noise,
+                noise_loss, allowed);
+  std::printf("%zu parameter gradients, max relative error %.3e (allowed %.3e): %s\n", errors.size(), worst, allowed,
+              pass ? "PASS" : "FAIL");
+  if (!report.empty()) {
+    nlohmann::json j = {{"model", g.model_name},
+                        {"batch", g.values[g.data_input].shape[0]},
+                        {"input_shape", g.values[g.data_input].shape},
+                        {"device", s->backend->name()},
+                        {"reference", "torch"},
+                        {"schedule", s->schedule.schedule.mode},
+                        {"budget_bytes", s->schedule.budget_bytes},
+                        {"loss", ours.loss},
+                        {"reference_loss", ref.loss},
+                        {"loss_rel_diff", loss_rel},
+                        {"max_rel_error", worst},
+                        {"torch_fp32_rel_error", noise},
+                        {"tolerance", tolerance},
+                        {"allowed", allowed},
+                        {"pass", pass}};
+    for (const ParamError& e : sorted)
+      j["params"][e.name] = {{"rel_error", e.rel}, {"max_abs_error", e.max_abs}, {"ref_norm", e.ref_norm}};
+    write_json_atomic(report, j);
+  }
+  return pass ? kExitOk : kExitCheckFailed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"monet-check: compare one training step's loss and gradients with a reference"};
-  app::ModelFlags flags;
-  flags.add_to(app);
-  std::string device = "cpu", reference = "torch", report, python = "/usr/bin/python3", work_dir;
-  std::string script = std::string(MONET_SOURCE_DIR) + "/scripts/torch_reference.py";
-  double tolerance = 1e-4;
-  bool keep = false;
-  std::string precision = "f32";
-  app.add_option("--device", device, "cpu (cuda: not yet implemented)");
-  app.add_option("--reference", reference, "torch: PyTorch autograd on the same ONNX graph (default)");
-  app.add_option("--tolerance", tolerance, "max norm-wise relative error of every gradient and of the loss (default 1e-4)");
-  app.add_option("--report", report, "write a JSON report here");
-  app.add_option("--python", python, "Python interpreter with torch and onnx (default /usr/bin/python3)");
-  app.add_option("--reference-script", script, "path of torch_reference.py");
-  app.add_option("--work-dir", work_dir, "exchange directory (default: a fresh temporary directory, removed after)");
-  app.add_flag("--keep", keep, "keep the exchange directory");
-  app.add_option("--precision", precision, "f32 (the engine as it trains, default) or f64 (CPU backend in double)");
+  Flags f;
+  f.model.add_to(app);
+  app.add_option("--device", f.device, "cpu (cuda: not yet implemented)");
+  app.add_option("--reference", f.reference,
+                 "torch: PyTorch autograd on the same ONNX graph (default); store-all: the --schedule against a "
+                 "store-all step, bitwise");
+  app.add_option("--schedule", f.schedule, "SCHEDULE.json from monet-solve to run (its batch and input shape apply)");
+  app.add_flag("--simulate", f.simulate, "with --schedule: replay it in the simulator only (valid, within its budget)");
+  app.add_option("--tolerance", f.tolerance,
+                 "torch: max norm-wise relative error of every gradient and of the loss (default 1e-4); store-all: "
+                 "the same for modes that are not bitwise");
+  app.add_option("--report", f.report, "write a JSON report here");
+  app.add_option("--python", f.python, "Python interpreter with torch and onnx (default /usr/bin/python3)");
+  app.add_option("--reference-script", f.script, "path of torch_reference.py");
+  app.add_option("--work-dir", f.work_dir, "exchange directory (default: a fresh temporary directory, removed after)");
+  app.add_flag("--keep", f.keep, "keep the exchange directory");
+  app.add_option("--precision", f.precision, "f32 (the engine as it trains, default) or f64 (CPU backend in double)");
   return app::guarded_main("monet-check", app, argc, argv, [&]() -> int {
-    if (reference != "torch") fail("--reference '", reference, "': only 'torch' is available (store-all needs --schedule, not yet implemented)");
-    if (!(tolerance > 0)) fail("--tolerance must be positive");
-    if (!fs::exists(script)) fail("--reference-script ", script, ": no such file");
-    if (access(python.c_str(), X_OK) != 0) fail("--python ", python, ": not an executable (Debian's python3-torch lives under /usr/bin/python3)");
-    SessionOptions o = flags.session_options();
-    o.device = device;
-    if (precision != "f32" && precision != "f64") fail("--precision '", precision, "': expected f32 or f64");
-    if (precision == "f64" && device != "cpu") fail("--precision f64 runs only on --device cpu");
-    o.float_bytes = precision == "f64" ? 8 : 4;
-    auto s = open_session(o);
-    const Graph& g = s->tg.graph;
-
-    // One step of our engine, capturing the loss, every parameter gradient and every dropout mask.
-    std::set<int> capture = {s->tg.loss};
-    for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
-    std::vector<std::pair<const Node*, int>> masks;
-    for (int n = 0; n < s->tg.forward_end; ++n)
-      if (g.nodes[n].op == "Dropout") {
-        masks.emplace_back(&g.nodes[n], g.nodes[n].outputs[1]);
-        capture.insert(g.nodes[n].outputs[1]);
-      }
-    auto got = s->executor->step(capture);
-
-    // The exchange directory for the reference.
-    bool temp = work_dir.empty();
-    if (temp) {
-      std::string tmpl = (fs::temp_directory_path() / "monet-check-XXXXXX").string();
-      if (!mkdtemp(tmpl.data())) fail("cannot create a temporary directory");
-      work_dir = tmpl;
-    } else {
-      fs::create_directories(work_dir);
-    }
-    struct Cleanup {
-      std::string dir;
-      bool remove;
-      ~Cleanup() {
-        std::error_code ec;
-        if (remove) fs::remove_all(dir, ec);
-      }
-    } cleanup{work_dir, temp && !keep};
-
-    nlohmann::json manifest = {{"model", fs::absolute(o.model_path).string()},
-                               {"dtype", "float64"},
-                               {"loss", loss_name(o.train.loss)},
-                               {"output", g.values[g.outputs[0]].name}};
-    int k = 0;
-    for (int v : resident_values(g)) {
-      const Value& val = g.values[v];
-      if (val.role != Role::input && val.role != Role::param && val.role != Role::buffer) continue;
-      std::string file = "t" + std::to_string(k++) + ".npy";
-      write_values(work_dir + "/" + file, val, s->initial[v], o.float_bytes);
-      manifest["tensors"][val.name] = file;
-    }
-    if (s->tg.labels >= 0) {
-      write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels], o.float_bytes);
-      manifest["labels"] = "labels.npy";
-    }
-    manifest["dropout_masks"] = nlohmann::json::object();
-    for (size_t i = 0; i < masks.size(); ++i) {
-      std::string file = "mask" + std::to_string(i) + ".npy";
-      write_values(work_dir + "/" + file, g.values[masks[i].second], got.at(masks[i].second), o.float_bytes);
-      manifest["dropout_masks"][masks[i].first->name] = file;
-    }
-    manifest["grads"] = nlohmann::json::array();
-    for (const ParamSlot& p : s->tg.params) manifest["grads"].push_back(g.values[p.param].name);
-
-    // The reference in float64 is the truth; with the fp32 engine it also runs in float32, and PyTorch's own
-    // float32 deviation from float64 measures how much rounding this model and input amplify.
-    auto run_reference = [&](const char* dtype) {
-      manifest["dtype"] = dtype;
-      write_json_atomic(work_dir + "/manifest.json", manifest);
-      std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(work_dir);
-      std::printf("reference (%s): %s\n", dtype, cmd.c_str());
-      std::fflush(stdout);
-      const std::string err_path = work_dir + "/reference.stderr";
-      int rc = std::system((cmd + " 2> " + shell_quote(err_path)).c_str());
-      if (rc != 0) {
-        std::ifstream err(err_path);
-        std::string line, last;
-        while (std::getline(err, line))
-          if (!line.empty()) last = line;
-        fail("the reference failed (exit status ", WEXITSTATUS(rc), "): ", last);
-      }
-      nlohmann::json result = read_json(work_dir + "/result.json");
-      Gradients out;
-      out.loss = result.at("loss").get<double>();
-      for (const ParamSlot& p : s->tg.params) {
-        const std::string& name = g.values[p.param].name;
-        if (!result["grads"].contains(name)) fail("the reference returned no gradient for '", name, "'");
-        out.grads.push_back(npy::as_doubles(npy::read(work_dir + "/" + result["grads"][name].get<std::string>())));
-        if (out.grads.back().size() != got.at(p.grad).size())
-          fail("gradient of '", name, "': reference has ", out.grads.back().size(), " values, monet ", got.at(p.grad).size());
-      }
-      return out;
-    };
-    const bool fp32 = o.float_bytes == 4;
-    Gradients ref32;
-    if (fp32) ref32 = run_reference("float32");
-    const Gradients ref = run_reference("float64");
-    Gradients ours;
-    ours.loss = got.at(s->tg.loss).at(0);
-    for (const ParamSlot& p : s->tg.params) ours.grads.push_back(got.at(p.grad));
-
-    const std::vector<ParamError> errors = compare(ours, ref);
-    const double worst = max_error(errors);
-    const double loss_rel = std::abs(ours.loss - ref.loss) / std::max(1e-12, std::abs(ref.loss));
-    double noise = 0, noise_loss = 0;
-    if (fp32) {
-      noise = max_error(compare(ref32, ref));
-      noise_loss = std::abs(ref32.loss - ref.loss) / std::max(1e-12, std::abs(ref.loss));
-    }
-    const double allowed = std::max(tolerance, kNoiseFactor * noise);
-    const double allowed_loss = std::max(tolerance, kNoiseFactor * noise_loss);
-
-    std::vector<ParamError> sorted = errors;
-    for (size_t i = 0; i < sorted.size(); ++i) sorted[i].name = g.values[s->tg.params[i].param].name;
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rel > b.rel; });
-    std::printf("%-48s %14s %14s %14s\n", "parameter (worst first)", "rel err", "max abs err", "|grad ref|");
-    for (size_t i = 0; i < std::min<size_t>(sorted.size(), 8); ++i)
-      std::printf("%-48s %14.3e %14.3e %14.3e\n", sorted[i].name.c_str(), sorted[i].rel, sorted[i].max_abs,
-                  sorted[i].ref_norm);
-    const bool pass = worst <= allowed && loss_rel <= allowed_loss;
-    std::printf("loss: monet %.9g  reference (float64) %.9g  rel diff %.3e\n", ours.loss, ref.loss, loss_rel);
-    if (fp32)
-      std::printf("PyTorch's own float32 run vs float64: gradient error %.3e, loss %.3e -> allowed %.3e\n", noise,
-                  noise_loss, allowed);
-    std::printf("%zu parameter gradients, max relative error %.3e (allowed %.3e): %s\n", errors.size(), worst, allowed,
-                pass ? "PASS" : "FAIL");
-    if (!report.empty()) {
-      nlohmann::json j = {{"model", g.model_name},
-                          {"batch", g.values[g.data_input].shape[0]},
-                          {"input_shape", g.values[g.data_input].shape},
-                          {"device", s->backend->name()},
-                          {"reference", "torch"},
-                          {"loss", ours.loss},
-                          {"reference_loss", ref.loss},
-                          {"loss_rel_diff", loss_rel},
-                          {"max_rel_error", worst},
-                          {"torch_fp32_rel_error", noise},
-                          {"tolerance", tolerance},
-                          {"allowed", allowed},
-                          {"pass", pass}};
-      for (const ParamError& e : sorted)
-        j["params"][e.name] = {{"rel_error", e.rel}, {"max_abs_error", e.max_abs}, {"ref_norm", e.ref_norm}};
-      write_json_atomic(report, j);
-    }
-    return pass ? kExitOk : kExitCheckFailed;
+    if (f.reference != "torch" && f.reference != "store-all")
+      fail("--reference '", f.reference, "': expected torch or store-all");
+    if (!(f.tolerance > 0)) fail("--tolerance must be positive");
+    if (f.simulate && f.schedule.empty()) fail("--simulate checks a schedule: give --schedule");
+    if (f.reference == "store-all" && f.schedule.empty() && !f.simulate)
+      fail("--reference store-all compares a schedule with store-all: give --schedule");
+    SessionOptions o = f.model.session_options();
+    o.device = f.device;
+    o.schedule_path = f.schedule;
+    if (f.precision != "f32" && f.precision != "f64") fail("--precision '", f.precision, "': expected f32 or f64");
+    if (f.precision == "f64" && f.device != "cpu") fail("--precision f64 runs only on --device cpu");
+    o.float_bytes = f.precision == "f64" ? 8 : 4;
+    if (f.simulate) return check_by_simulation(f, o);
+    if (f.reference == "store-all") return check_against_store_all(f, o);
+    return check_against_torch(f, o);
   });
 }

@@ -1,5 +1,6 @@
-// monet-run: trains K steps of a model on a device and reports median step time, the arena's measured peak and
-// the predicted peak (store-all schedule for now).
+// monet-run: trains K steps of a model on a device with a schedule (store-all, or --schedule S from monet-solve)
+// and reports median step time, the arena's measured peak and the simulator's predicted peak, which must be equal
+// and within the schedule's budget.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"monet-run: train a model for a few steps and measure step time and peak memory"};
   app::ModelFlags flags;
   flags.add_to(app);
-  std::string device = "cpu", report;
+  std::string device = "cpu", report, schedule;
   int iters = 5, warmup = 1;
   double lr = 0.01;
   app.add_option("--device", device, "cpu (cuda: not yet implemented)");
@@ -21,19 +22,27 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "steps run before measuring (default 1)");
   app.add_option("--lr", lr, "SGD learning rate (default 0.01; momentum 0.9)");
   app.add_option("--report", report, "write a JSON report here");
+  app.add_option("--schedule", schedule, "SCHEDULE.json from monet-solve (default: store-all); its batch and input shape apply");
   return app::guarded_main("monet-run", app, argc, argv, [&] {
     if (iters <= 0) fail("--iters must be positive, got ", iters);
     if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
     SessionOptions o = flags.session_options();
     o.device = device;
     o.train.lr = lr;
+    o.schedule_path = schedule;
     auto s = open_session(o);
     const Graph& g = s->tg.graph;
     std::printf("model %s  input %s  device %s  loss %s\n", g.model_name.c_str(),
                 shape_str(g.values[g.data_input].shape).c_str(), s->backend->name().c_str(), loss_name(o.train.loss));
     std::printf("training graph: %d forward nodes, %zu nodes in all, %zu params\n", s->tg.forward_end, g.nodes.size(),
                 s->tg.params.size());
-    std::printf("predicted peak (store-all): %s bytes\n", app::with_commas(s->predicted.peak_bytes).c_str());
+    const ScheduleFile& sf = s->schedule;
+    const std::string& mode = sf.schedule.mode;
+    if (!schedule.empty())
+      std::printf("schedule %s: mode %s, budget %s bytes, %zu steps, %d recomputations\n", schedule.c_str(),
+                  mode.c_str(), sf.budget_bytes > 0 ? app::with_commas(sf.budget_bytes).c_str() : "none",
+                  sf.schedule.steps.size(), s->predicted.recomputations);
+    std::printf("predicted peak (%s): %s bytes\n", mode.c_str(), app::with_commas(s->predicted.peak_bytes).c_str());
 
     std::vector<double> ms, losses;
     for (int i = 0; i < warmup + iters; ++i) {
@@ -58,12 +67,16 @@ int main(int argc, char** argv) {
                 app::with_commas(peak).c_str(), app::with_commas(s->predicted.peak_bytes).c_str(),
                 peak == s->predicted.peak_bytes ? "equal" : "DIFFERENT",
                 app::with_commas(s->executor->reserved_bytes()).c_str());
+    if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
+    if (sf.budget_bytes > 0 && peak > sf.budget_bytes)
+      fail("arena peak ", peak, " bytes exceeds the schedule's budget ", sf.budget_bytes, " bytes (", schedule, ")");
     if (!report.empty()) {
       nlohmann::json j = {{"model", g.model_name},
                           {"batch", g.values[g.data_input].shape[0]},
                           {"input_shape", g.values[g.data_input].shape},
                           {"device", s->backend->name()},
-                          {"schedule", "store-all"},
+                          {"schedule", mode},
+                          {"budget_bytes", sf.budget_bytes},
                           {"peak_bytes", peak},
                           {"predicted_peak_bytes", s->predicted.peak_bytes},
                           {"reserved_bytes", s->executor->reserved_bytes()},
@@ -72,7 +85,6 @@ int main(int argc, char** argv) {
                           {"losses", losses}};
       write_json_atomic(report, j);
     }
-    if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
     return kExitOk;
   });
 }

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
                         {"mode", mode},
                         {"budget_bytes", budget},
                         {"status", r.status},
+                        {"why_none", r.why_none},
                         {"fits", r.fits},
                         {"gap", r.gap},
                         {"bound_ms", r.bound_ms},
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
                         {"time_to_first_feasible_s", r.first_feasible_s},
                         {"solve_s", r.solve_s},
                         {"warm_start", r.warm_start},
+                        {"warm_start_ms", r.warm_start_ms},
+                        {"lp_bound_ms", r.lp_bound_ms},
                         {"columns", r.columns},
                         {"rows", r.rows},
                         {"nonzeros", r.nonzeros},
@@ -85,12 +88,27 @@ int main(int argc, char** argv) {
                 format_bytes(r.store_all.peak_bytes).c_str(), r.store_all.time_ms);
     if (!r.fits) {
       if (!report.empty()) write_json_atomic(report, j);
-      std::fprintf(stderr,
-                   "monet-solve: budget %s is below what any schedule reaches: at least %s is needed (lower bound); "
-                   "the smallest schedule found needs %s\n",
-                   format_bytes(budget).c_str(), format_bytes(r.lower_bound_bytes).c_str(),
-                   format_bytes(r.smallest_found_bytes).c_str());
-      return kExitInfeasible;
+      const std::string lb = format_bytes(r.lower_bound_bytes), found = format_bytes(r.smallest_found_bytes);
+      if (r.why_none == "below_lower_bound") {
+        std::fprintf(stderr, "monet-solve: budget %s is below what any schedule reaches: the smallest feasible budget is "
+                     "at least %s (the schedules found need %s)\n", format_bytes(budget).c_str(), lb.c_str(), found.c_str());
+        return kExitInfeasible;
+      }
+      if (r.why_none == "mode") {
+        std::fprintf(stderr, "monet-solve: the %s schedule needs %s, above the budget %s\n", mode.c_str(),
+                     format_bytes(r.predicted.peak_bytes).c_str(), format_bytes(budget).c_str());
+        return kExitInfeasible;
+      }
+      if (r.why_none == "infeasible") {
+        std::fprintf(stderr, "monet-solve: no schedule with recomputation windows of %d nodes fits %s (proven); the "
+                     "smallest feasible budget is between %s and %s; try --window 0\n", window,
+                     format_bytes(budget).c_str(), lb.c_str(), found.c_str());
+        return kExitInfeasible;
+      }
+      std::fprintf(stderr, "monet-solve: no schedule within %s found in %.0f s (not proven infeasible); the smallest "
+                   "feasible budget is between %s and %s; give more --time-limit or a larger budget\n",
+                   format_bytes(budget).c_str(), time_limit, lb.c_str(), found.c_str());
+      return kExitNotFound;
     }
     std::printf("predicted: peak %s, step %.3f ms (overhead %+.2f%% vs store-all), %d recomputations; bound %.3f ms, "
                 "gap %.3f%%\n",

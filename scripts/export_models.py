@@ -2,6 +2,7 @@
 """Writes the weight-free ONNX models of models/ (opset 13, training mode) from Debian's torch/torchvision.
 
 Usage: /usr/bin/python3 scripts/export_models.py [--out models] [names...]
+(names default to the files of models/; vit_b_16 and convnext_tiny are written only when named.)
 Parameters and BatchNorm running statistics become shaped graph inputs (export_params=False); monet initialises
 them from a seed. The UNet is defined here: milesial's Pytorch-UNet layout with a halved bottleneck, as measured
 in the MONeT paper.
@@ -97,6 +98,11 @@ def build(name):
         return UNet(), (3, 416, 608)
     if name == "tiny":
         return TinyNet(), (3, 16, 16)
+    # Transformers, exported on request only (not in models/: too big for the tests; see README, "Models").
+    if name == "vit_b_16":
+        return tv.vit_b_16(), (3, 224, 224)
+    if name == "convnext_tiny":
+        return tv.convnext_tiny(stochastic_depth_prob=0.0), (3, 224, 224)
     raise SystemExit(f"export_models.py: unknown model '{name}'")
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the small hand-built ONNX files the tests use (test/data/): bad inputs and edge cases.
+"""Writes the small hand-built ONNX files the tests use (test/data/): bad inputs, edge cases, a tiny transformer.
 
 Usage: /usr/bin/python3 scripts/make_test_models.py
 """
@@ -27,6 +27,103 @@ def conv_relu(op="Relu", batch="N", name="g"):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def tiny_transformer():
+    """A one-block ViT as torch 1.13 exports one (opset 13, training mode, export_params=False), with 8 channels.
+
+    Patch embedding (Conv 4x4/4, Reshape, Transpose), the class token through the lowering of
+    class_token.expand(n, -1, -1) (Shape, Reshape, ConstantOfShape, Mul, Equal, Where, Expand: folded at import
+    but the Expand), position embedding, LayerNorm decomposed (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add),
+    two-head softmax attention (Linear as Transpose + MatMul + Add, Slice into q/k/v, out projection as Gemm),
+    exact GELU (Div, Erf, Add, Mul), x[:, 0] (Gather with a scalar index), runtime Unsqueeze/Squeeze, the head.
+    Every parameter is a graph input, so the importer's initialisation rules all apply.
+    """
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    nodes, consts = [], {}
+
+    def const(value, dtype=i64, shape=None):
+        """Name of a Constant node output holding value (a scalar unless shape or a list is given)."""
+        name = f"c{len(consts)}"
+        values = value if isinstance(value, list) else [value]
+        dims = shape if shape is not None else ([len(values)] if isinstance(value, list) else [])
+        nodes.append(helper.make_node("Constant", [], [name], name=name,
+                                      value=helper.make_tensor(name, dtype, dims, values)))
+        consts[name] = value
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def layer_norm(x, g, b, tag):
+        mean = node("ReduceMean", [x], f"{tag}_mean", axes=[-1])
+        d = node("Sub", [x, mean], f"{tag}_sub")
+        var = node("ReduceMean", [node("Pow", [d, const(2.0, f32)], f"{tag}_pow")], f"{tag}_var", axes=[-1])
+        sd = node("Sqrt", [node("Add", [var, const(1e-6, f32)], f"{tag}_add_eps")], f"{tag}_sqrt")
+        return node("Add", [node("Mul", [node("Div", [d, sd], f"{tag}_div"), g], f"{tag}_mul"), b], tag)
+
+    def linear(x, w, b, tag):  # torch's Linear on a 3-D input: x @ W^T + b
+        wt = node("Transpose", [w], f"{tag}_wt", perm=[1, 0])
+        return node("Add", [b, node("MatMul", [x, wt], f"{tag}_matmul")], tag)
+
+    # Patch embedding: (N, 3, 8, 8) -> (N, 8, 2, 2) -> (N, 8, 4) -> tokens (N, 4, 8).
+    conv = node("Conv", ["x", "conv_w", "conv_b"], "conv", kernel_shape=[4, 4], strides=[4, 4])
+    n = node("Gather", [node("Shape", ["x"], "shape_x"), const(0)], "batch", axis=0)
+    flat_shape = node("Concat", [node("Unsqueeze", [n, const([0])], "n_1d"),
+                                 node("Unsqueeze", [const(8), const([0])], "c_1d"),
+                                 node("Unsqueeze", [const(4), const([0])], "p_1d")], "flat_shape", axis=0)
+    tokens = node("Transpose", [node("Reshape", [conv, flat_shape], "flat")], "tokens", perm=[0, 2, 1])
+    # class_token.expand(n, -1, -1) as torch lowers it.
+    n2 = node("Gather", [node("Shape", [tokens], "shape_t"), const(0)], "batch_t", axis=0)
+    minus_one = const(-1)
+    spec = node("Concat", [node("Unsqueeze", [n2, const([0])], "n2_1d"),
+                           node("Unsqueeze", [minus_one, const([0])], "m1_1d"),
+                           node("Unsqueeze", [minus_one, const([0])], "m2_1d")], "expand_spec", axis=0)
+    spec = node("Reshape", [spec, const([-1])], "expand_spec_flat")
+    ones = node("ConstantOfShape", [node("Shape", [spec], "spec_shape")], "spec_ones",
+                value=helper.make_tensor("one", i64, [1], [1]))
+    is_minus = node("Equal", [spec, node("Mul", [ones, const(-1)], "spec_minus")], "spec_is_minus")
+    target = node("Where", [is_minus, ones, spec], "expand_target")
+    cls = node("Expand", ["class_token", target], "cls_expanded")
+    h0 = node("Add", [node("Concat", [cls, tokens], "with_cls", axis=1), "pos_embedding"], "h0")  # (N, 5, 8)
+
+    # Two-head self-attention.
+    h1 = layer_norm(h0, "ln1_g", "ln1_b", "ln1")
+    qkv = linear(h1, "qkv_w", "qkv_b", "qkv")  # (N, 5, 24)
+    heads = []
+    for k, part in enumerate("qkv"):
+        s = node("Slice", [qkv, const([8 * k]), const([8 * k + 8]), const([-1])], f"{part}_slice")
+        r = node("Reshape", [s, const([0, 0, 2, 4])], f"{part}_heads")
+        heads.append(node("Transpose", [r], f"{part}_t", perm=[0, 2, 1, 3] if part != "k" else [0, 2, 3, 1]))
+    q, kt, v = heads
+    scores = node("MatMul", [node("Div", [q, const(2.0, f32)], "q_scaled"), kt], "scores")  # (N, 2, 5, 5)
+    attn = node("MatMul", [node("Softmax", [scores], "attn", axis=-1), v], "attn_v")  # (N, 2, 5, 4)
+    merged = node("Reshape", [node("Transpose", [attn], "attn_t", perm=[0, 2, 1, 3]), const([-1, 8])], "merged")
+    out = node("Gemm", [merged, "out_w", "out_b"], "out_proj", transB=1)
+    h2 = node("Add", [node("Reshape", [out, const([-1, 5, 8])], "out_3d"), h0], "h2")
+
+    # MLP with exact GELU.
+    h3 = layer_norm(h2, "ln2_g", "ln2_b", "ln2")
+    f = linear(h3, "fc1_w", "fc1_b", "fc1")
+    erf = node("Erf", [node("Div", [f, const(1.4142135381698608, f32)], "gelu_div")], "gelu_erf")
+    gelu = node("Mul", [node("Mul", [f, node("Add", [erf, const(1.0, f32)], "gelu_add")], "gelu_mul"),
+                        const(0.5, f32)], "gelu")
+    h4 = node("Add", [h2, linear(gelu, "fc2_w", "fc2_b", "fc2")], "h4")
+
+    # x[:, 0], a no-op Unsqueeze/Squeeze pair at runtime, the head.
+    first = node("Gather", [h4, const(0)], "cls_out", axis=1)  # (N, 8)
+    first = node("Squeeze", [node("Unsqueeze", [first, const([1])], "cls_3d"), const([1])], "cls_2d")
+    node("Gemm", [first, "head_w", "head_b"], "y", transB=1)
+
+    params = {"conv_w": [8, 3, 4, 4], "conv_b": [8], "class_token": [1, 1, 8], "pos_embedding": [1, 5, 8],
+              "ln1_g": [8], "ln1_b": [8], "qkv_w": [24, 8], "qkv_b": [24], "out_w": [8, 8], "out_b": [8],
+              "ln2_g": [8], "ln2_b": [8], "fc1_w": [16, 8], "fc1_b": [16], "fc2_w": [8, 16], "fc2_b": [8],
+              "head_w": [5, 8], "head_b": [5]}
+    inputs = [helper.make_tensor_value_info("x", f32, ["N", 3, 8, 8])]
+    inputs += [helper.make_tensor_value_info(name, f32, shape) for name, shape in params.items()]
+    g = helper.make_graph(nodes, "tiny_transformer", inputs, [helper.make_tensor_value_info("y", f32, ["N", 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -46,6 +143,7 @@ def main():
              helper.make_node("Reshape", ["h", "newshape"], ["y"], name="reshape")]
     g = helper.make_graph(nodes, "init", [x], [y], initializer=[w, b])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "float_data_init.onnx")
+    save(tiny_transformer(), "tiny_transformer.onnx")
 
 
 if __name__ == "__main__":

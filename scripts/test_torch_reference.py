@@ -229,6 +229,86 @@ def case_shape_net():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Case 4: transformer pieces: class token through torch's expand(n, -1, -1) lowering (Reshape, ConstantOfShape,
+#         Equal, Where, Expand), a token permutation from Range + Mod (Gather), a mask from Not + Where, LayerNorm
+#         decomposed (Pow, Sqrt), softmax attention, exact GELU (Erf), x[:, 0] (Gather, scalar index), cross-entropy
+
+def case_transformer_net():
+    f32 = np.float32
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        const("zero", 0),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="batch", axis=0),
+        const("axis0", [0]),
+        helper.make_node("Unsqueeze", ["n", "axis0"], ["n_1d"], name="n_1d"),
+        const("minus_ones", [-1, -1]),
+        helper.make_node("Concat", ["n_1d", "minus_ones"], ["spec"], name="spec", axis=0),
+        const("flat", [-1]),
+        helper.make_node("Reshape", ["spec", "flat"], ["spec_flat"], name="spec_flat"),
+        helper.make_node("Shape", ["spec_flat"], ["spec_shape"], name="spec_shape"),
+        helper.make_node("ConstantOfShape", ["spec_shape"], ["ones"], name="ones",
+                         value=numpy_helper.from_array(np.array([1], dtype=np.int64))),
+        const("minus_one", -1),
+        helper.make_node("Mul", ["ones", "minus_one"], ["minus"], name="minus"),
+        helper.make_node("Equal", ["spec_flat", "minus"], ["is_minus"], name="is_minus"),
+        helper.make_node("Where", ["is_minus", "ones", "spec_flat"], ["target"], name="target"),
+        helper.make_node("Expand", ["cls", "target"], ["cls_n"], name="expand"),  # (2,1,4)
+        helper.make_node("Concat", ["cls_n", "x"], ["tokens"], name="with_cls", axis=1),  # (2,4,4)
+        # Tokens permuted by Range(0, 4, 1) mod 3 = [0, 1, 2, 0]; tokens where the index is odd scaled by 2.
+        const("start", 0), const("limit", 4), const("delta", 1), const("three", 3), const("two", 2),
+        helper.make_node("Range", ["start", "limit", "delta"], ["range"], name="range"),
+        helper.make_node("Mod", ["range", "three"], ["perm"], name="mod"),
+        helper.make_node("Gather", ["tokens", "perm"], ["permuted"], name="permute", axis=1),
+        helper.make_node("Mod", ["range", "two"], ["parity"], name="parity"),
+        helper.make_node("Equal", ["parity", "zero"], ["even"], name="even"),
+        helper.make_node("Not", ["even"], ["odd"], name="odd"),
+        const("two_f", [2.0] * 4, f32), const("one_f", [1.0] * 4, f32),
+        helper.make_node("Where", ["odd", "two_f", "one_f"], ["scale_1d"], name="scale"),
+        const("axes_01", [0, 2]),
+        helper.make_node("Unsqueeze", ["scale_1d", "axes_01"], ["scale"], name="scale_3d"),  # (1,4,1)
+        helper.make_node("Mul", ["permuted", "scale"], ["h0"], name="scaled"),
+        # LayerNorm over the last axis.
+        helper.make_node("ReduceMean", ["h0"], ["mu"], name="mu", axes=[-1]),
+        helper.make_node("Sub", ["h0", "mu"], ["d"], name="d"),
+        const("p2", 2.0, f32),
+        helper.make_node("Pow", ["d", "p2"], ["d2"], name="pow"),
+        helper.make_node("ReduceMean", ["d2"], ["var"], name="var", axes=[-1]),
+        const("eps", 1e-5, f32),
+        helper.make_node("Add", ["var", "eps"], ["var_eps"], name="var_eps"),
+        helper.make_node("Sqrt", ["var_eps"], ["sd"], name="sqrt"),
+        helper.make_node("Div", ["d", "sd"], ["normed"], name="normed"),
+        helper.make_node("Mul", ["normed", "g"], ["scaled_ln"], name="gamma"),
+        helper.make_node("Add", ["scaled_ln", "b"], ["h1"], name="beta"),
+        # Attention with q = k = v = h1, then exact GELU.
+        helper.make_node("Transpose", ["h1"], ["h1_t"], name="keys", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["h1", "h1_t"], ["scores"], name="scores"),
+        helper.make_node("Softmax", ["scores"], ["attn"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["attn", "h1"], ["mixed"], name="mix"),
+        const("sqrt2", 1.4142135381698608, f32),
+        helper.make_node("Div", ["mixed", "sqrt2"], ["u"], name="gelu_div"),
+        helper.make_node("Erf", ["u"], ["erf"], name="erf"),
+        const("one", 1.0, f32), const("half", 0.5, f32),
+        helper.make_node("Add", ["erf", "one"], ["erf1"], name="gelu_add"),
+        helper.make_node("Mul", ["mixed", "erf1"], ["gm"], name="gelu_mul"),
+        helper.make_node("Mul", ["gm", "half"], ["gelu"], name="gelu"),
+        helper.make_node("Gather", ["gelu", "zero"], ["first"], name="first", axis=1),  # (2,4)
+        helper.make_node("Gemm", ["first", "w", "bias"], ["out"], name="head", transB=1),
+    ]
+    shapes = {"x": [2, 3, 4], "cls": [1, 1, 4], "g": [4], "b": [4], "w": [3, 4], "bias": [3]}
+
+    def by_hand(t):
+        y = torch.cat([t["cls"].expand(2, -1, -1), t["x"]], dim=1)
+        y = y[:, [0, 1, 2, 0]] * torch.tensor([1.0, 2.0, 1.0, 2.0], dtype=y.dtype).reshape(1, 4, 1)
+        y = F.layer_norm(y, (4,), t["g"], t["b"], eps=float(np.float32(1e-5)))
+        y = torch.softmax(y @ y.transpose(1, 2), dim=-1) @ y
+        y = 0.5 * y * (1 + torch.erf(y / float(np.float32(2 ** 0.5))))  # F.gelu, with the exported float32 sqrt(2)
+        return F.linear(y[:, 0], t["w"], t["bias"])
+
+    labels = np.array([2, 0], dtype=np.int64)
+    return make_model(nodes, shapes, "out", [2, 3]), shapes, by_hand, {}, labels
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Harness
 
 def write_case(dir_path, model, shapes, masks, labels, dtype):
@@ -312,7 +392,8 @@ def check_errors():
     return failures
 
 
-CASES = {"conv_net": case_conv_net, "resize_net": case_resize_net, "shape_net": case_shape_net}
+CASES = {"conv_net": case_conv_net, "resize_net": case_resize_net, "shape_net": case_shape_net,
+         "transformer": case_transformer_net}
 
 
 def main():

@@ -13,6 +13,7 @@ enum ExitCode : int {
   kExitError = 1,       // bad input, unsupported model, failed check
   kExitInfeasible = 2,  // budget below what any schedule can reach
   kExitCheckFailed = 3, // monet-check: gradients or loss outside the tolerance
+  kExitNotFound = 4,    // monet-solve: no schedule found within the time limit (not proven infeasible)
 };
 
 class Error : public std::runtime_error {

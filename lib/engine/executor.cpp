@@ -90,7 +90,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
     for (int v : n.inputs) in.push_back(ref(v));
     for (int v : n.outputs) out.push_back(ref(v));
     const auto t0 = std::chrono::steady_clock::now();
-    backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node) + computed[node]),
+    backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
                  computed[node] != 0);
     if (node_ms) {
       backend_.synchronize();

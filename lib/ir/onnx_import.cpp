@@ -522,7 +522,7 @@ class Importer {
     }
     int id = static_cast<int>(g_.nodes.size());
     std::vector<std::string> outs(n.output().begin(), n.output().end());
-    normalise_outputs(node.op, outs, where);
+    normalise_outputs(node.op, outs);
     for (const std::string& out : outs) {
       Value v;
       v.name = out;
@@ -545,24 +545,27 @@ class Importer {
            op != "SoftmaxCrossEntropy" && op != "SumLoss" && op != "SgdUpdate";
   }
 
-  // Our nodes have a fixed output list per op where ONNX has optional outputs.
-  void normalise_outputs(const std::string& op, std::vector<std::string>& outs, const std::string& where) {
-    auto require_unused = [&](size_t from) {
+  // Our nodes have a fixed output list per op where ONNX has optional outputs. Dropped outputs are remembered:
+  // a node that reads one is rejected in decide_param_roles().
+  void normalise_outputs(const std::string& op, std::vector<std::string>& outs) {
+    auto drop_from = [&](size_t from) {
       for (size_t k = from; k < outs.size(); ++k)
         if (!outs[k].empty()) dropped_.insert(outs[k]);
       outs.resize(std::min(outs.size(), from));
     };
     if (op == "BatchNormalization") {
       // Y, saved_mean, saved_invstd; ONNX's running-stat outputs are updated in place by our kernel.
-      require_unused(1);
+      drop_from(1);
       outs.push_back(outs[0] + "/saved_mean");
       outs.push_back(outs[0] + "/saved_invstd");
     } else if (op == "Dropout") {
-      if (outs.size() < 2 || outs[1].empty()) outs.resize(1), outs.push_back(outs[0] + "/mask");
+      if (outs.size() < 2 || outs[1].empty()) {
+        outs.resize(1);
+        outs.push_back(outs[0] + "/mask");
+      }
     } else if (op == "MaxPool") {
-      require_unused(1);
+      drop_from(1);  // Indices
     }
-    (void)where;
   }
 
   // Graph inputs and initializers read in a parameter slot become params (or buffers for running stats).

@@ -52,15 +52,18 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     out.objective_ms = out.bound_ms = out.predicted.time_ms;
     out.fits = o.budget_bytes <= 0 || out.predicted.peak_bytes <= o.budget_bytes;
     out.status = out.fits ? "optimal" : "infeasible";
+    if (!out.fits) out.why_none = "mode";
   } else if (o.mode == "sqrtn") {
     std::optional<Assignment> a = sqrtn_assignment(p);
     MONET_CHECK(a.has_value(), "sqrt(n) without a window cannot fail");
     finish(out, plan, p, *a, "sqrtn", o.budget_bytes);
     out.bound_ms = out.objective_ms;
     out.status = out.fits ? "feasible" : "infeasible";
+    if (!out.fits) out.why_none = "mode";
   } else if (o.mode == "checkpoint") {
     if (o.budget_bytes < out.lower_bound_bytes) {
       out.status = "infeasible";
+      out.why_none = "below_lower_bound";
     } else {
       MilpLayout layout;
       LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
@@ -102,6 +105,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
       } else {
         out.status = status_name(r.status);
+        out.why_none = r.status == CbcResult::Status::infeasible ? "infeasible" : "not_found";
       }
     }
   } else if (o.mode == "full") {

@@ -32,6 +32,9 @@ struct SolveOutcome {
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
+  // Why no schedule fits, when none does: "below_lower_bound" (proven for every schedule), "infeasible" (proven
+  // for this formulation and window), "not_found" (nothing found within the time limit; not proven).
+  std::string why_none;
   bool warm_start = false;
   double warm_start_ms = 0;          // predicted step time of the warm start
   double lp_bound_ms = 0;            // the LP relaxation's step time

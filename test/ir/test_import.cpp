@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "core/error.h"
 #include "ir/onnx_import.h"
 #include "test_paths.h"
@@ -50,6 +52,34 @@ TEST_CASE("import classifies params, buffers and folds shape subgraphs", "[impor
   CHECK(f.values[w].role == Role::param);
   CHECK(f.values[w].data.at(11) == Approx(1.1));
   for (const Node& n : f.nodes) CHECK(n.op != "Shape");  // folded
+}
+
+TEST_CASE("transformer export: shape subgraphs fold, plain-operand params get roles from their readers", "[import]") {
+  Graph g = import_onnx(data_path("tiny_transformer.onnx"), at(3));
+  CHECK(g.values[g.outputs[0]].shape == Shape{3, 5});
+  std::map<std::string, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  // class_token.expand(n, -1, -1): Reshape/Equal/Where fold to the target [3, 1, 1]; only the Expand runs.
+  for (const char* folded : {"Shape", "Equal", "Where", "ConstantOfShape", "Constant"}) CHECK(ops[folded] == 0);
+  CHECK(ops["Expand"] == 1);
+  CHECK(ops["Gather"] == 1);  // x[:, 0] on the activation
+  for (const Node& n : g.nodes)
+    if (n.op == "Expand") CHECK(n.attrs.ints("shape") == std::vector<int64_t>{3, 1, 1});
+  auto init = [&](const char* name) {
+    int v = g.find_value(name);
+    REQUIRE(v >= 0);
+    CHECK(g.values[v].role == Role::param);
+    return g.values[v].init;
+  };
+  CHECK(init("conv_w") == ParamRole::weight);        // a Conv slot, as before
+  CHECK(init("qkv_w") == ParamRole::weight);         // Transpose -> MatMul B (weight_kn) = Linear's (out, in)
+  CHECK(init("fc2_w") == ParamRole::weight);
+  CHECK(init("out_w") == ParamRole::weight);         // Gemm transB=1
+  CHECK(init("qkv_b") == ParamRole::bias);           // added to a MatMul output
+  CHECK(init("ln1_g") == ParamRole::ones);           // multiplied
+  CHECK(init("ln1_b") == ParamRole::bias);           // added after a Mul: zeros (no fan_in)
+  CHECK(init("class_token") == ParamRole::small_normal);
+  CHECK(init("pos_embedding") == ParamRole::small_normal);
 }
 
 TEST_CASE("a batch fixed in the file is used unless --batch replaces it", "[import]") {

@@ -1,0 +1,117 @@
+// Ops that transformer exports need (vit_b_16, convnext_tiny): Pow, Sqrt, Erf (LayerNorm decomposition, exact
+// GELU), Expand (class token), Gather on an activation (x[:, 0]), runtime Unsqueeze and Squeeze.
+// Forward on hand values, backward against finite differences, bad attributes rejected.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "op_harness.h"
+
+using namespace monet;
+using namespace monet::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+using Doubles = std::vector<double>;
+
+Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> kv) {
+  Attrs a;
+  for (auto& [k, v] : kv) a.set(k, v);
+  return a;
+}
+
+void check_near(const Doubles& got, const Doubles& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12).margin(1e-15));
+}
+
+}  // namespace
+
+TEST_CASE("Pow with a constant scalar exponent", "[ops][pow]") {
+  OpCase c{.op = "Pow", .attrs = attrs({{"exponent", Doubles{2.0}}}), .shapes = {{4}}, .data = {{-2, 0.5, 3, 0}}};
+  check_near(run_forward(c).values[0], {4, 0.25, 9, 0});
+  c.attrs = attrs({{"exponent", Ints{3}}});  // an integer constant arrives as ints
+  check_near(run_forward(c).values[0], {-8, 0.125, 27, 0});
+  CHECK(gradient_error({.op = "Pow", .attrs = attrs({{"exponent", Doubles{2.0}}}), .shapes = {{2, 3, 4}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Pow", .attrs = attrs({{"exponent", Doubles{3.0}}}), .shapes = {{5}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Pow", .attrs = attrs({{"exponent", Doubles{-1.5}}}), .shapes = {{4}},
+                        .data = {{0.5, 1.0, 2.0, 3.5}}}) < 1e-6);
+  CHECK_THROWS_AS(run_forward({.op = "Pow", .shapes = {{3}}}), Error);
+  CHECK_THROWS_AS(run_forward({.op = "Pow", .attrs = attrs({{"exponent", Doubles{2, 3}}}), .shapes = {{2}}}), Error);
+}
+
+TEST_CASE("Sqrt forward and output-activated backward", "[ops][sqrt]") {
+  OpCase c{.op = "Sqrt", .shapes = {{3}}, .data = {{0.25, 4, 9}}};
+  check_near(run_forward(c).values[0], {0.5, 2, 3});
+  CHECK(gradient_error({.op = "Sqrt", .shapes = {{2, 3}}, .data = {{0.1, 0.5, 1, 2, 3.5, 9}}}) < 1e-6);
+}
+
+TEST_CASE("Erf forward and backward", "[ops][erf]") {
+  OpCase c{.op = "Erf", .shapes = {{3}}, .data = {{0, 1, -0.5}}};
+  check_near(run_forward(c).values[0], {0, 0.8427007929497149, -0.5204998778130465});
+  CHECK(gradient_error({.op = "Erf", .shapes = {{3, 4, 5}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Erf", .shapes = {{4}}, .data = {{-2.5, -0.1, 0.7, 3}}}) < 1e-6);
+}
+
+TEST_CASE("Expand broadcasts to a constant shape, both ways", "[ops][expand]") {
+  // torch's class_token.expand(n, -1, -1) exports as shape [n, 1, 1] against (1, 1, C).
+  OpCase c{.op = "Expand", .attrs = attrs({{"shape", Ints{2, 1, 1}}}), .shapes = {{1, 1, 3}}, .data = {{1, 2, 3}}};
+  OpResult r = run_forward(c);
+  CHECK(r.shapes[0] == Shape{2, 1, 3});
+  CHECK(r.values[0] == Doubles{1, 2, 3, 1, 2, 3});
+  OpCase d{.op = "Expand", .attrs = attrs({{"shape", Ints{2, 1, 2}}}), .shapes = {{3, 1}}, .data = {{1, 2, 3}}};
+  r = run_forward(d);
+  CHECK(r.shapes[0] == Shape{2, 3, 2});
+  CHECK(r.values[0] == Doubles{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 1, 1}}}), .shapes = {{1, 1, 4}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 3, 4}}}), .shapes = {{3, 1}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 3}}}), .shapes = {{2, 3}}}) < 1e-6);
+  CHECK_THROWS_AS(run_forward({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 4}}}), .shapes = {{2, 3}}}), Error);
+}
+
+TEST_CASE("Gather with constant indices on an activation", "[ops][gather]") {
+  // x[:, 0] on (2, 3, 2): a scalar index (indices_shape []) drops the axis.
+  const Doubles x = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  OpCase c{.op = "Gather", .attrs = attrs({{"axis", int64_t{1}}, {"indices", Ints{0}}, {"indices_shape", Ints{}}}),
+           .shapes = {{2, 3, 2}}, .data = {x}};
+  OpResult r = run_forward(c);
+  CHECK(r.shapes[0] == Shape{2, 2});
+  CHECK(r.values[0] == Doubles{0, 1, 6, 7});
+  // 1-D indices keep the axis; negative indices count from the end; repeats are allowed.
+  OpCase d{.op = "Gather", .attrs = attrs({{"axis", int64_t{-2}}, {"indices", Ints{-1, 0, 2}}}), .shapes = {{2, 3, 2}},
+           .data = {x}};
+  r = run_forward(d);
+  CHECK(r.shapes[0] == Shape{2, 3, 2});
+  CHECK(r.values[0] == Doubles{4, 5, 0, 1, 4, 5, 10, 11, 6, 7, 10, 11});
+  CHECK(gradient_error(c) < 1e-6);
+  CHECK(gradient_error(d) < 1e-6);  // index 2 twice: its gradient is the sum of both
+  CHECK(gradient_error({.op = "Gather", .attrs = attrs({{"axis", int64_t{0}}, {"indices", Ints{1, 1, 0, 2}},
+                                                         {"indices_shape", Ints{2, 2}}}),
+                        .shapes = {{3, 4}}}) < 1e-6);
+  CHECK_THROWS_AS(run_forward({.op = "Gather", .attrs = attrs({{"axis", int64_t{1}}, {"indices", Ints{3}}}),
+                               .shapes = {{2, 3}}}), Error);
+  CHECK_THROWS_AS(run_forward({.op = "Gather", .attrs = attrs({{"axis", int64_t{2}}, {"indices", Ints{0}}}),
+                               .shapes = {{2, 3}}}), Error);
+  CHECK_THROWS_AS(run_forward({.op = "Gather", .shapes = {{2, 3}}}), Error);
+}
+
+TEST_CASE("Unsqueeze and Squeeze at runtime", "[ops][unsqueeze][squeeze]") {
+  const Doubles x = {1, 2, 3, 4, 5, 6};
+  OpResult r = run_forward({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{0, -1}}}), .shapes = {{2, 3}}, .data = {x}});
+  CHECK(r.shapes[0] == Shape{1, 2, 3, 1});
+  CHECK(r.values[0] == x);
+  r = run_forward({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{1}}}), .shapes = {{2, 3}}, .data = {x}});
+  CHECK(r.shapes[0] == Shape{2, 1, 3});
+  r = run_forward({.op = "Squeeze", .shapes = {{1, 3, 1, 2}}, .data = {x}});
+  CHECK(r.shapes[0] == Shape{3, 2});
+  CHECK(r.values[0] == x);
+  r = run_forward({.op = "Squeeze", .attrs = attrs({{"axes", Ints{-2}}}), .shapes = {{1, 3, 1, 2}}, .data = {x}});
+  CHECK(r.shapes[0] == Shape{1, 3, 2});
+  CHECK(gradient_error({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{2}}}), .shapes = {{2, 3}}}) < 1e-6);
+  CHECK(gradient_error({.op = "Squeeze", .attrs = attrs({{"axes", Ints{0}}}), .shapes = {{1, 4}}}) < 1e-6);
+  CHECK_THROWS_AS(run_forward({.op = "Squeeze", .attrs = attrs({{"axes", Ints{1}}}), .shapes = {{1, 3}}}), Error);
+  CHECK_THROWS_AS(run_forward({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{1, 1}}}), .shapes = {{3}}}), Error);
+  CHECK_THROWS_AS(run_forward({.op = "Unsqueeze", .shapes = {{3}}}), Error);
+}
