@@ -105,6 +105,24 @@ expect 1 "batch 4 differs from the schedule's batch 2" -- $check "$tiny" --batch
 expect 1 "give --schedule" -- $check "$tiny" --batch 2 --reference store-all $r
 expect 1 "give --schedule" -- $check "$tiny" --batch 2 --simulate $r
 
+# monet-solve: budgets, modes, limits, profiles.
+so="-o $tmp/out.json --report $tmp/r.json"
+expect 1 "budget 'abc': expected a number" -- $solve "$tmp/p.json" --budget abc $so
+expect 1 "budget '-1GB': must be positive" -- $solve "$tmp/p.json" --budget -1GB $so
+expect 1 "budget '0': must be positive" -- $solve "$tmp/p.json" --budget 0 $so
+expect 1 "budget '5.5XB': unknown unit" -- $solve "$tmp/p.json" --budget 5.5XB $so
+expect 1 "budget '1.5': plain bytes must be a whole number" -- $solve "$tmp/p.json" --budget 1.5 $so
+expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --time-limit 0 $so
+expect 1 "mode full: implementation choices" -- $solve "$tmp/p.json" --budget 1MB --mode full $so
+expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
+expect 1 "missing.json: no such file" -- $solve "$tmp/missing.json" --budget 1MB $so
+expect 1 "not a monet profile" -- $solve "$s" --budget 1MB $so
+expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
+if [ -e "$tmp/out.json" ]; then
+  echo "FAIL: monet-solve left a schedule for an infeasible budget"
+  failures=$((failures + 1))
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   exit 1
