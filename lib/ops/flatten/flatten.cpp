@@ -3,7 +3,7 @@
 // shape. Copies the data for now (aliasing comes later); the copy moves bytes, so every dtype works.
 #include <cstring>
 
-#include "ops/op.h"
+#include "ops/common/view.h"
 
 namespace monet::ops {
 namespace {
@@ -20,20 +20,8 @@ void infer_flatten(InferCtx& c) {
   c.set_out(0, {outer, inner}, c.in(0).dtype);
 }
 
-void backward_flatten(GradBuilder& b) {
-  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  Attrs a;
-  a.set("shape", b.value(b.in(0)).shape);
-  b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
-}
-
-template <class T>
-void flatten_cpu(const CpuCall& c) {
-  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
-}
-
-const OpDef flatten = {.name = "Flatten", .infer = infer_flatten, .backward = backward_flatten,
-                       .cpu_f32 = flatten_cpu<float>, .cpu_f64 = flatten_cpu<double>};
+const OpDef flatten = {.name = "Flatten", .infer = infer_flatten, .backward = backward_as_reshape,
+                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>};
 
 }  // namespace
 

@@ -4,7 +4,7 @@
 // Both copy the data for now (aliasing comes later); the copy moves bytes, so every dtype works.
 #include <cstring>
 
-#include "ops/op.h"
+#include "ops/common/view.h"
 
 namespace monet::ops {
 namespace {
@@ -42,19 +42,6 @@ void infer_reshape(InferCtx& c) {
   c.set_out(0, out, c.in(0).dtype);
 }
 
-// dx = dy viewed with x's shape.
-void backward_reshape(GradBuilder& b) {
-  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  Attrs a;
-  a.set("shape", b.value(b.in(0)).shape);
-  b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
-}
-
-template <class T>
-void copy_cpu(const CpuCall& c) {
-  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
-}
-
 void infer_reshape_grad(InferCtx& c) {
   c.expect_inputs(1, 1);
   const Shape out = c.attrs().ints("shape");
@@ -62,9 +49,9 @@ void infer_reshape_grad(InferCtx& c) {
   c.set_out(0, out, c.in(0).dtype);
 }
 
-const OpDef reshape = {.name = "Reshape", .infer = infer_reshape, .backward = backward_reshape,
+const OpDef reshape = {.name = "Reshape", .infer = infer_reshape, .backward = backward_as_reshape,
                        .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "shape"}};
-const OpDef reshape_grad = {.name = "ReshapeGrad", .infer = infer_reshape_grad, .backward = backward_reshape,
+const OpDef reshape_grad = {.name = "ReshapeGrad", .infer = infer_reshape_grad, .backward = backward_as_reshape,
                           .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>};
 
 }  // namespace

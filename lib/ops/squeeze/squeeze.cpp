@@ -4,7 +4,7 @@
 // dtype works. Shape-computing Squeezes on constants never get here: the importer folds them.
 #include <cstring>
 
-#include "ops/op.h"
+#include "ops/common/view.h"
 
 namespace monet::ops {
 namespace {
@@ -28,19 +28,7 @@ void infer_squeeze(InferCtx& c) {
   c.set_out(0, out, c.in(0).dtype);
 }
 
-void backward_squeeze(GradBuilder& b) {
-  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  Attrs a;
-  a.set("shape", b.value(b.in(0)).shape);
-  b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
-}
-
-template <class T>
-void copy_cpu(const CpuCall& c) {
-  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
-}
-
-const OpDef squeeze = {.name = "Squeeze", .infer = infer_squeeze, .backward = backward_squeeze,
+const OpDef squeeze = {.name = "Squeeze", .infer = infer_squeeze, .backward = backward_as_reshape,
                        .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"}};
 
 }  // namespace

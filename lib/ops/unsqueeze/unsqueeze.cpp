@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/op.h"
+#include "ops/common/view.h"
 
 namespace monet::ops {
 namespace {
@@ -29,19 +29,7 @@ void infer_unsqueeze(InferCtx& c) {
   c.set_out(0, out, c.in(0).dtype);
 }
 
-void backward_unsqueeze(GradBuilder& b) {
-  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  Attrs a;
-  a.set("shape", b.value(b.in(0)).shape);
-  b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
-}
-
-template <class T>
-void copy_cpu(const CpuCall& c) {
-  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
-}
-
-const OpDef unsqueeze = {.name = "Unsqueeze", .infer = infer_unsqueeze, .backward = backward_unsqueeze,
+const OpDef unsqueeze = {.name = "Unsqueeze", .infer = infer_unsqueeze, .backward = backward_as_reshape,
                          .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"}};
 
 }  // namespace
