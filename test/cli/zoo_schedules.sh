@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every schedule committed under schedules/ must still replay against its model (fingerprint, names, simulator,
+# budget): a change to import or training-graph construction that alters a fingerprint shows up here.
+# Usage: zoo_schedules.sh BUILD_DIR SOURCE_DIR
+set -u
+build=$1
+src=$2
+failures=0
+count=0
+for s in "$src"/schedules/*/schedule_*.json; do
+  [ -e "$s" ] || continue
+  dir=$(basename "$(dirname "$s")")
+  model=${dir%_*}
+  loss=ce
+  [ "$model" = unet ] && loss=sum
+  count=$((count + 1))
+  if ! out=$("$build/apps/monet-check" "$src/models/$model.onnx" --schedule "$s" --simulate --loss $loss 2>&1); then
+    echo "FAIL: $s: $out"
+    failures=$((failures + 1))
+  fi
+done
+echo "$count schedules checked, $failures failed"
+[ "$count" -gt 0 ] && [ "$failures" -eq 0 ]
