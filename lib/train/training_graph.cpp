@@ -32,6 +32,47 @@ int append_node(Graph& g, const std::string& name, const std::string& op, std::v
   return id;
 }
 
+// Moves each SgdUpdate (appended at the end) to right after the last node that reads its parameter or produces
+// its gradient. The update changes the parameter in place, so nothing may read it afterwards; with every update
+// at the end (PyTorch's order) all parameter gradients would be live at once, a floor no schedule can go under.
+// Backward runs in reverse forward order, so no later step recomputes a node that reads an updated parameter;
+// the simulator refuses any schedule that would.
+void place_updates_early(Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> last_touch(g.values.size(), -1);
+  std::vector<int> updates;
+  for (int i = 0; i < n; ++i) {
+    if (g.nodes[i].op == "SgdUpdate") {
+      updates.push_back(i);
+      continue;
+    }
+    for (int v : g.nodes[i].inputs) last_touch[v] = i;
+    for (int v : g.nodes[i].outputs) last_touch[v] = i;
+  }
+  std::vector<std::vector<int>> after(n);  // node -> updates placed right after it
+  for (int u : updates) {
+    const Node& node = g.nodes[u];
+    after[std::max(last_touch[node.inputs[0]], last_touch[node.inputs[1]])].push_back(u);
+  }
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) {
+    if (g.nodes[i].op == "SgdUpdate") continue;
+    order.push_back(i);
+    order.insert(order.end(), after[i].begin(), after[i].end());
+  }
+  std::vector<int> new_index(n);
+  std::vector<Node> nodes;
+  for (int i : order) {
+    new_index[i] = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(g.nodes[i]));
+  }
+  for (Value& v : g.values)
+    if (v.producer >= 0) v.producer = new_index[v.producer];
+  for (Node& node : nodes)
+    if (node.forward_node >= 0) node.forward_node = new_index[node.forward_node];
+  g.nodes = std::move(nodes);
+}
+
 }  // namespace
 
 TrainingGraph build_training_graph(Graph forward, const TrainOptions& options) {
@@ -87,6 +128,7 @@ TrainingGraph build_training_graph(Graph forward, const TrainOptions& options) {
     append_node(g, g.values[p].name + "/sgd", "SgdUpdate", {p, it->second, mid}, sgd, {});
     tg.params.push_back({p, it->second, mid});
   }
+  place_updates_early(g);
   g.verify();
   return tg;
 }
