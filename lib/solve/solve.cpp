@@ -89,7 +89,12 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       CbcOptions cbc;
       cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
       cbc.threads = o.threads;
-      cbc.progress = o.progress;
+      // Progress in step-time terms (the MILP's objective is the recomputation time alone).
+      if (o.progress)
+        cbc.progress = [&](const CbcProgress& pr) {
+          o.progress({pr.elapsed_s, pr.incumbent >= 0 ? pr.incumbent + p.base_ms : -1.0,
+                      pr.bound >= 0 ? pr.bound + p.base_ms : -1.0});
+        };
       CbcResult r = solve_with_cbc(lp, cbc, warm ? &x0 : nullptr);
       out.first_feasible_s = r.first_feasible_s;
       std::optional<Assignment> chosen;

@@ -15,7 +15,7 @@ struct SolveOptions {
   double time_limit_s = 600;
   int threads = 2;
   int window = 30;                   // recomputation window W (forward nodes before a step's earliest need)
-  std::function<void(const CbcProgress&)> progress;
+  std::function<void(const CbcProgress&)> progress;  // incumbent and bound as predicted step times (ms)
 };
 
 struct SolveOutcome {
