@@ -133,6 +133,24 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
 
 namespace {
 
+// Keeps the cheapest feasible assignment whose (conservative) peak fits the budget.
+struct CheapestWithin {
+  const CheckpointProblem& p;
+  int64_t budget_bytes;
+  std::optional<Assignment> best = std::nullopt;
+  double best_ms = 0;
+
+  void consider(std::optional<Assignment> a) {
+    if (!a) return;
+    const Evaluation e = evaluate(p, *a);
+    if (!e.feasible || e.peak_bytes > budget_bytes) return;
+    if (!best || e.recompute_ms < best_ms) {
+      best = std::move(a);
+      best_ms = e.recompute_ms;
+    }
+  }
+};
+
 template <class Consider>
 void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, Consider consider) {
   const int nf = static_cast<int>(p.fvals.size());
@@ -155,39 +173,20 @@ void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, Co
 
 std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t budget_bytes,
                                             const std::vector<double>& score) {
-  std::optional<Assignment> best;
-  double best_ms = 0;
-  try_ranked(p, score, [&](std::optional<Assignment> a) {
-    if (!a) return;
-    Evaluation e = evaluate(p, *a);
-    if (!e.feasible || e.peak_bytes > budget_bytes) return;
-    if (!best || e.recompute_ms < best_ms) {
-      best = std::move(a);
-      best_ms = e.recompute_ms;
-    }
-  });
-  return best;
+  CheapestWithin best{p, budget_bytes};
+  try_ranked(p, score, [&](std::optional<Assignment> a) { best.consider(std::move(a)); });
+  return std::move(best.best);
 }
 
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
                                          const std::vector<double>& lp_scores) {
-  std::optional<Assignment> best;
-  double best_ms = 0;
-  auto consider = [&](std::optional<Assignment> a) {
-    if (!a) return;
-    Evaluation e = evaluate(p, *a);
-    if (!e.feasible || e.peak_bytes > budget_bytes) return;
-    if (!best || e.recompute_ms < best_ms) {
-      best = std::move(a);
-      best_ms = e.recompute_ms;
-    }
-  };
-  consider(store_all_assignment(p));
-  for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment) consider(segment_assignment(p, segment));
-  consider(ranked_assignment(p, budget_bytes, cost_per_byte_scores(p)));
-  consider(ranked_assignment(p, budget_bytes, greedy_chain_scores(p)));
-  if (!lp_scores.empty()) consider(ranked_assignment(p, budget_bytes, lp_scores));
-  return best;
+  CheapestWithin best{p, budget_bytes};
+  best.consider(store_all_assignment(p));
+  for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment) best.consider(segment_assignment(p, segment));
+  best.consider(ranked_assignment(p, budget_bytes, cost_per_byte_scores(p)));
+  best.consider(ranked_assignment(p, budget_bytes, greedy_chain_scores(p)));
+  if (!lp_scores.empty()) best.consider(ranked_assignment(p, budget_bytes, lp_scores));
+  return std::move(best.best);
 }
 
 }  // namespace monet
