@@ -133,6 +133,21 @@ std::vector<std::vector<double>> forward_outputs(const Built& b, const std::vect
 
 }  // namespace
 
+std::vector<double> random_values(const Shape& s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::vector<double> v(static_cast<size_t>(numel(s)));
+  for (double& e : v) e = uni(rng);
+  return v;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  MONET_CHECK(a.size() == b.size(), a.size(), " vs ", b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
 OpResult run_forward(const OpCase& c, int float_bytes) {
   Built b = build(c);
   HostRunner r(b.g, float_bytes);

@@ -29,6 +29,12 @@ struct OpResult {
 // Builds the one-node graph, runs shape inference and the forward kernel. float_bytes: 8 = double, 4 = float.
 OpResult run_forward(const OpCase& c, int float_bytes = 8);
 
+// uniform(-1, 1) values for a tensor of this shape, from the seed (for reference computations in tests).
+std::vector<double> random_values(const Shape& s, uint64_t seed);
+
+// max_i |a[i] - b[i]|; the sizes must agree.
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
 // Max over differentiated inputs of |analytic - numeric| / max(1, |numeric|), element-wise, in double.
 // The loss is sum_o <y_o, w_o> with random w_o over the float outputs.
 double gradient_error(const OpCase& c, double eps = 1e-6);

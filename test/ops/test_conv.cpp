@@ -40,14 +40,6 @@ OpCase case_of(const ConvCfg& k, bool transpose, uint64_t seed = 1) {
   return c;
 }
 
-std::vector<double> random_values(const Shape& s, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::vector<double> v(static_cast<size_t>(numel(s)));
-  for (double& e : v) e = uni(rng);
-  return v;
-}
-
 // Direct-loop convolution: y[n, m, oy, ox] = b[m] + sum_{c, ky, kx} x[n, g*Cg + c, iy, ix] * w[m, c, ky, kx].
 std::vector<double> naive_conv(const ConvCfg& k, const std::vector<double>& x, const std::vector<double>& w,
                                const std::vector<double>& b, Shape& y_shape) {
@@ -104,13 +96,6 @@ std::vector<double> naive_conv_transpose(const ConvCfg& k, const std::vector<dou
               }
         }
   return y;
-}
-
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
-  return d;
 }
 
 // Runs the op on random inputs and compares with the naive loop.

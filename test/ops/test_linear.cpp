@@ -13,21 +13,6 @@ using namespace monet::test;
 
 namespace {
 
-std::vector<double> random_values(const Shape& s, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::vector<double> v(static_cast<size_t>(numel(s)));
-  for (double& e : v) e = uni(rng);
-  return v;
-}
-
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
-  return d;
-}
-
 OpCase gemm_case(int64_t M, int64_t K, int64_t N, bool ta, bool tb, double alpha, double beta,
                  std::optional<Shape> c_shape) {
   Attrs a;
