@@ -13,13 +13,15 @@ using namespace monet;
 
 int main(int argc, char** argv) {
   CLI::App app{"monet-solve: the fastest schedule of a profiled model that fits a memory budget"};
-  std::string profile_path, budget_text, out_path, report, mode = "checkpoint";
+  std::string profile_path, budget_text, out_path, report, mode = "full";
   double time_limit = 600;
   int threads = 2, window = 30;
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")->required();
   app.add_option("-o,--output", out_path, "SCHEDULE.json to write")->required();
-  app.add_option("--mode", mode, "checkpoint (MILP: keep/recompute, default), store-all, sqrtn (baselines), full (not yet)");
+  app.add_option("--mode", mode,
+                 "full (MILP: keep/recompute + each backward node's implementation, default), checkpoint (MILP: "
+                 "keep/recompute only), store-all, sqrtn (baselines)");
   app.add_option("--time-limit", time_limit, "solver time limit in seconds, elapsed (default 600)");
   app.add_option("--threads", threads, "CBC threads (default 2)");
   app.add_option("--window", window, "recomputation window in forward nodes, 0 = none (default 30)");
@@ -75,12 +77,15 @@ int main(int argc, char** argv) {
                         {"smallest_found_bytes", r.smallest_found_bytes},
                         {"time_to_first_feasible_s", r.first_feasible_s},
                         {"solve_s", r.solve_s},
+                        {"phases_s", {{"setup", r.setup_s}, {"lp_relaxation", r.lp_s}, {"heuristics", r.warm_start_s},
+                                      {"cbc", r.cbc_s}}},
                         {"warm_start", r.warm_start},
                         {"warm_start_ms", r.warm_start_ms},
                         {"lp_bound_ms", r.lp_bound_ms},
                         {"columns", r.columns},
                         {"rows", r.rows},
                         {"nonzeros", r.nonzeros},
+                        {"implementations", r.implementations},
                         {"window", window},
                         {"time_limit_s", time_limit},
                         {"threads", threads}};
@@ -114,10 +119,16 @@ int main(int argc, char** argv) {
                 "gap %.3f%%\n",
                 format_bytes(r.predicted.peak_bytes).c_str(), r.objective_ms, 100 * overhead, r.predicted.recomputations,
                 r.bound_ms, 100 * r.gap);
+    if (!r.implementations.empty()) {
+      std::printf("implementations other than the default:");
+      for (const auto& [name, count] : r.implementations) std::printf(" %s x%d", name.c_str(), count);
+      std::printf("\n");
+    }
     if (r.columns > 0)
-      std::printf("MILP: %lld columns, %lld rows, %lld nonzeros; first feasible %.1f s, solved in %.1f s\n",
+      std::printf("MILP: %lld columns, %lld rows, %lld nonzeros; first feasible %.1f s, solved in %.1f s (setup %.1f, "
+                  "LP relaxation %.1f, heuristics %.1f, CBC %.1f)\n",
                   static_cast<long long>(r.columns), static_cast<long long>(r.rows), static_cast<long long>(r.nonzeros),
-                  r.first_feasible_s, r.solve_s);
+                  r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s, r.cbc_s);
     ScheduleFile f;
     f.fingerprint = plan.fingerprint;
     f.model = profile.model;

@@ -30,11 +30,16 @@ class HostRunner {
     return out;
   }
 
-  void run(int n) {
+  void run(int n, int impl = 0) {
     const Node& node = g_.nodes[n];
     const OpDef& def = op_def(node.op);
-    CpuCall call{node, {}, {}, nullptr, 12345, false};
-    for (int v : node.inputs) call.in.push_back(ref(v));
+    CpuCall call{node, {}, {}, nullptr, 12345, false, impl};
+    const ImplDef reads = impls_of(node).at(impl);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      TensorRef r = ref(node.inputs[i]);
+      if (!reads.reads_input(static_cast<int>(i))) r.data = nullptr;  // as the executor passes it
+      call.in.push_back(r);
+    }
     for (int v : node.outputs) {
       alloc(v);
       call.out.push_back(ref(v));
@@ -152,7 +157,7 @@ OpResult run_forward(const OpCase& c, int float_bytes) {
   Built b = build(c);
   HostRunner r(b.g, float_bytes);
   for (size_t i = 0; i < b.inputs.size(); ++i) r.set(b.g.nodes[0].inputs[i], b.inputs[i]);
-  r.run(0);
+  r.run(0, c.impl);
   OpResult res;
   for (int v : b.g.nodes[0].outputs) {
     res.shapes.push_back(b.g.values[v].shape);

@@ -19,6 +19,7 @@ struct OpCase {
   std::vector<bool> grad = {};                    // which inputs to differentiate; default: every f32 input
   int num_outputs = 1;
   uint64_t seed = 1;
+  int impl = 0;                                   // run_forward: the implementation (unread inputs get no data)
 };
 
 struct OpResult {

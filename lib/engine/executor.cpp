@@ -30,7 +30,7 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
       for (int v : n.outputs) offset[v] = arena.allocate(value_bytes(g, v, fb));
       int64_t ws_bytes = backend.workspace_bytes(g, n);
       int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
-      on_compute(st.id, ws);
+      on_compute(st, ws);
       if (ws >= 0) arena.release(ws);
     } else {
       arena.release(offset[st.id]);
@@ -51,7 +51,7 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   Arena dry(INT64_MAX / 4);
   std::vector<int64_t> dry_offset(g.values.size(), -1);
   for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
-  replay(g, schedule_, dry, dry_offset, backend, [](int, int64_t) {});
+  replay(g, schedule_, dry, dry_offset, backend, [](const Step&, int64_t) {});
 
   reserved_ = dry.high_water_bytes();
   block_ = static_cast<char*>(backend.reserve(reserved_));
@@ -84,14 +84,20 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
-  replay(g_, schedule_, *arena_, offset_, backend_, [&](int node, int64_t ws) {
+  replay(g_, schedule_, *arena_, offset_, backend_, [&](const Step& st, int64_t ws) {
+    const int node = st.id;
     const Node& n = g_.nodes[node];
+    const ImplDef impl = impls_of(n).at(st.impl);
     std::vector<TensorRef> in, out;
-    for (int v : n.inputs) in.push_back(ref(v));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int v = n.inputs[i];
+      // An input the implementation does not read may not be live: it is passed without data.
+      in.push_back(impl.reads_input(static_cast<int>(i)) ? ref(v) : TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype});
+    }
     for (int v : n.outputs) out.push_back(ref(v));
     const auto t0 = std::chrono::steady_clock::now();
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
-                 computed[node] != 0);
+                 computed[node] != 0, st.impl);
     if (node_ms) {
       backend_.synchronize();
       (*node_ms)[node] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -34,4 +34,10 @@ void infer_node(Graph& g, int n) {
   def->infer(ctx);
 }
 
+std::vector<ImplDef> impls_of(const Node& n) {
+  const OpDef& def = op_def(n.op);
+  if (def.impls.empty()) return {ImplDef{"default"}};
+  return def.impls;
+}
+
 }  // namespace monet

@@ -85,9 +85,19 @@ struct CpuCall {
   void* workspace = nullptr;      // workspace_bytes(...) bytes, or null when 0
   uint64_t seed = 0;              // per (run seed, step, node): random ops draw from it, identically on recompute
   bool recompute = false;         // true when a schedule runs this forward node again (no side effects twice)
+  int impl = 0;                   // index into OpDef::impls; inputs the implementation does not read have data null
 };
 
 using CpuKernel = void (*)(const CpuCall&);
+
+// One implementation of a node: which of its inputs it reads. Implementations of one op compute the same outputs
+// from different saved tensors (MONeT's input- vs output-activated backward); the planner picks one per run, and
+// a tensor only some implementation reads need not be kept for the others.
+struct ImplDef {
+  std::string_view name;
+  uint32_t reads = ~0u;  // bit i set: reads input i
+  bool reads_input(int i) const { return (reads >> i) & 1u; }
+};
 
 struct OpDef {
   std::string_view name;
@@ -108,7 +118,12 @@ struct OpDef {
   std::vector<ParamRole> param_roles = {};
   // Floating-point operations of one run, for estimated profiles; null = one per output element.
   double (*flops)(const Graph&, const Node&) = nullptr;
+  // Implementations, the default first; empty = one implementation that reads every input.
+  std::vector<ImplDef> impls = {};
 };
+
+// The implementations of a node's op (at least one: the default).
+std::vector<ImplDef> impls_of(const Node& n);
 
 // ---------------------------------------------------------------------------------------------- registry
 

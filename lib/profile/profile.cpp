@@ -16,14 +16,27 @@ namespace monet {
 
 // ---------------------------------------------------------------------------------------------- cost formulas
 
-std::vector<NodeCost> node_costs(const Graph& g) {
+namespace {
+
+// Bytes a kernel running implementation `impl` of n reads and writes (fp32, unpadded).
+int64_t impl_bytes_moved(const Graph& g, const Node& n, int impl) {
   auto traffic = [&](int v) { return numel(g.values[v].shape) * element_bytes(g.values[v].dtype, 4); };
+  const ImplDef def = impls_of(n).at(impl);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (def.reads_input(static_cast<int>(i))) bytes += traffic(n.inputs[i]);
+  for (int v : n.outputs) bytes += traffic(v);
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<NodeCost> node_costs(const Graph& g) {
   std::vector<NodeCost> costs;
   costs.reserve(g.nodes.size());
   for (const Node& n : g.nodes) {
     NodeCost c;
-    for (int v : n.inputs) c.bytes_moved += traffic(v);
-    for (int v : n.outputs) c.bytes_moved += traffic(v);
+    c.bytes_moved = impl_bytes_moved(g, n, 0);
     const OpDef& def = op_def(n.op);
     if (def.flops) {
       c.flops = def.flops(g, n);
@@ -87,9 +100,14 @@ Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
   auto backend = make_cpu_backend(4);
   p.plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(g, n); }, 4);
   for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
-    const double compute_s = p.costs[i].flops / (roofline.fp32_tflops * 1e12);
-    const double memory_s = static_cast<double>(p.costs[i].bytes_moved) / (roofline.bandwidth_gbs * 1e9);
-    p.plan.nodes[i].time_ms = std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3;
+    PlanNode& n = p.plan.nodes[i];
+    // Implementations share the flops; they differ in the bytes they read.
+    for (int impl = 0; impl < n.num_impls(); ++impl) {
+      const double compute_s = p.costs[i].flops / (roofline.fp32_tflops * 1e12);
+      const double bytes = static_cast<double>(impl_bytes_moved(g, g.nodes[i], impl));
+      const double memory_s = bytes / (roofline.bandwidth_gbs * 1e9);
+      n.set_impl_ms(impl, std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3);
+    }
   }
   return p;
 }
@@ -103,25 +121,37 @@ Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, co
   const Graph& g = tg.graph;
   auto backend = make_cpu_backend(4);
   auto workspace = [&](const Node& n) { return backend->workspace_bytes(g, n); };
-  Executor executor(g, store_all_schedule(g), *backend, seed);
+  PlanGraph plan = make_plan_graph(tg, workspace, 4);
   const std::vector<std::vector<double>> initial = initial_values(tg, seed);
-  for (int v : resident_values(g)) executor.set_value(v, initial[v]);
+  int max_impls = 1;
+  for (const PlanNode& n : plan.nodes) max_impls = std::max(max_impls, n.num_impls());
 
-  const int nodes = static_cast<int>(g.nodes.size()), steps = warmup + repeats;
-  std::vector<std::vector<double>> samples(g.nodes.size());  // per node, one time per measured step
-  for (int s = 1; s <= steps; ++s) {
-    ProfileProgress at{s, steps, s <= warmup, 0, nodes, false};
-    std::vector<double> node_ms(g.nodes.size(), 0.0);
-    const auto t0 = std::chrono::steady_clock::now();
-    executor.step({}, &node_ms, [&](int) {
-      ++at.node;
+  // Pass i runs store-all steps with implementation i wherever a node has one (the default elsewhere); each
+  // node's samples come from the passes that ran each of its implementations.
+  const int nodes = static_cast<int>(g.nodes.size()), steps = max_impls * (warmup + repeats);
+  std::vector<std::vector<std::vector<double>>> samples(g.nodes.size(), std::vector<std::vector<double>>(max_impls));
+  int s = 0;
+  for (int pass = 0; pass < max_impls; ++pass) {
+    std::vector<int> impl(g.nodes.size(), 0);
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (pass < plan.nodes[n].num_impls()) impl[n] = pass;
+    Executor executor(g, store_all_schedule(plan, impl), *backend, seed);
+    for (int v : resident_values(g)) executor.set_value(v, initial[v]);
+    for (int r = 1; r <= warmup + repeats; ++r) {
+      ++s;
+      ProfileProgress at{s, steps, r <= warmup, 0, nodes, false};
+      std::vector<double> node_ms(g.nodes.size(), 0.0);
+      const auto t0 = std::chrono::steady_clock::now();
+      executor.step({}, &node_ms, [&](int) {
+        ++at.node;
+        if (progress) progress(at);
+      });
+      at.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r > warmup)
+        for (size_t n = 0; n < g.nodes.size(); ++n) samples[n][impl[n]].push_back(node_ms[n]);
+      at.step_done = true;
       if (progress) progress(at);
-    });
-    at.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (s > warmup)
-      for (size_t n = 0; n < g.nodes.size(); ++n) samples[n].push_back(node_ms[n]);
-    at.step_done = true;
-    if (progress) progress(at);
+    }
   }
 
   Profile p;
@@ -132,10 +162,12 @@ Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, co
                    {"hardware_threads", std::thread::hardware_concurrency()},
                    {"warmup", warmup},
                    {"repeats", repeats},
-                   {"time", "median over the repeats of each node's wall time in a store-all step"}};
+                   {"time", "median over the repeats of each node's wall time in a store-all step (one pass of "
+                            "store-all steps per implementation index)"}};
   p.costs = node_costs(g);
-  p.plan = make_plan_graph(tg, workspace, 4);
-  for (size_t n = 0; n < g.nodes.size(); ++n) p.plan.nodes[n].time_ms = median(samples[n]);
+  p.plan = std::move(plan);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int i = 0; i < p.plan.nodes[n].num_impls(); ++i) p.plan.nodes[n].set_impl_ms(i, median(samples[n][i]));
   return p;
 }
 
@@ -169,15 +201,23 @@ nlohmann::json profile_to_json(const Profile& p) {
     values.push_back({{"name", v.name}, {"bytes", v.bytes}, {"resident", v.resident}, {"producer", v.producer}});
   for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
     const PlanNode& n = p.plan.nodes[i];
-    nodes.push_back({{"name", n.name},
-                     {"op", n.op},
-                     {"stage", stage_name(n.stage)},
-                     {"inputs", n.inputs},
-                     {"outputs", n.outputs},
-                     {"time_ms", n.time_ms},
-                     {"workspace_bytes", n.workspace_bytes},
-                     {"flops", p.costs[i].flops},
-                     {"bytes_moved", p.costs[i].bytes_moved}});
+    json node = {{"name", n.name},
+                 {"op", n.op},
+                 {"stage", stage_name(n.stage)},
+                 {"inputs", n.inputs},
+                 {"outputs", n.outputs},
+                 {"time_ms", n.time_ms},
+                 {"workspace_bytes", n.workspace_bytes},
+                 {"flops", p.costs[i].flops},
+                 {"bytes_moved", p.costs[i].bytes_moved}};
+    if (!n.impls.empty()) {
+      json impls = json::array();
+      for (const PlanImpl& im : n.impls)
+        impls.push_back({{"name", im.name}, {"inputs", im.inputs}, {"time_ms", im.time_ms},
+                         {"workspace_bytes", im.workspace_bytes}});
+      node["impls"] = impls;
+    }
+    nodes.push_back(std::move(node));
   }
   const ProfileTotals t = profile_totals(p);
   return {{"format", "monet-profile"},
@@ -329,6 +369,24 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
               p.plan.values[v].producer, ", not this node");
     n.time_ms = r.number(nodes[i], at, "time_ms");
     n.workspace_bytes = r.integer(nodes[i], at, "workspace_bytes", 0);
+    if (nodes[i].contains("impls")) {
+      const auto& impls = r.array(nodes[i], at, "impls");
+      for (size_t k = 0; k < impls.size(); ++k) {
+        const std::string ia = at + ".impls[" + std::to_string(k) + "]";
+        PlanImpl im;
+        im.name = r.str(impls[k], ia, "name");
+        im.inputs = r.ids(impls[k], ia, "inputs", values.size(), "values");
+        im.time_ms = r.number(impls[k], ia, "time_ms");
+        im.workspace_bytes = r.integer(impls[k], ia, "workspace_bytes", 0);
+        for (const PlanImpl& other : n.impls)
+          if (other.name == im.name) r.bad(ia + ".name", "duplicate implementation '", im.name, "'");
+        n.impls.push_back(std::move(im));
+      }
+      if (n.impls.size() < 2) r.bad(at + ".impls", "lists ", n.impls.size(), " implementation(s); omit it for one");
+      if (n.impls[0].inputs != n.inputs || n.impls[0].time_ms != n.time_ms ||
+          n.impls[0].workspace_bytes != n.workspace_bytes)
+        r.bad(at + ".impls[0]", "differs from the node's own inputs, time_ms or workspace_bytes (the default)");
+    }
     NodeCost c;
     c.flops = r.number(nodes[i], at, "flops");
     c.bytes_moved = r.integer(nodes[i], at, "bytes_moved", 0);

@@ -15,7 +15,7 @@
 
 namespace monet {
 
-inline constexpr int kProfileVersion = 1;
+inline constexpr int kProfileVersion = 2;  // 2: nodes may list implementations
 
 // Cost-model figures of one node, kept beside the plan (which holds only what the planner needs).
 struct NodeCost {

@@ -23,6 +23,23 @@ Stage parse_stage(const std::string& s) {
   fail("unknown stage '", s, "'");
 }
 
+const std::string& PlanNode::impl_name(int impl) const {
+  static const std::string kDefault = "default";
+  return impls.empty() ? kDefault : impls.at(impl).name;
+}
+
+int PlanNode::find_impl(const std::string& n) const {
+  if (impls.empty()) return n == "default" ? 0 : -1;
+  for (size_t i = 0; i < impls.size(); ++i)
+    if (impls[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+void PlanNode::set_impl_ms(int impl, double ms) {
+  if (impl == 0) time_ms = ms;
+  if (!impls.empty()) impls.at(impl).time_ms = ms;
+}
+
 int64_t PlanGraph::resident_bytes() const {
   int64_t total = 0;
   for (const PlanValue& v : values)
@@ -112,7 +129,8 @@ PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(c
                : i == tg.loss_node ? Stage::loss
                : g.nodes[n].op == "SgdUpdate" ? Stage::update
                                               : Stage::backward;
-    pn.time_ms = time_ms ? time_ms(g.nodes[n]) : 0.0;
+    const double ms = time_ms ? time_ms(g.nodes[n]) : 0.0;
+    for (int i = 0; i < pn.num_impls(); ++i) pn.set_impl_ms(i, ms);
   }
   return p;
 }

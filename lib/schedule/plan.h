@@ -23,13 +23,36 @@ enum class Stage : uint8_t { forward, loss, backward, update };
 const char* stage_name(Stage s);
 Stage parse_stage(const std::string& s);
 
+// An alternative implementation of a node: the values it reads (a subset of the node's operands), its time and
+// its workspace. Outputs are the node's, whatever the implementation.
+struct PlanImpl {
+  std::string name;
+  std::vector<int> inputs;
+  double time_ms = 0;
+  int64_t workspace_bytes = 0;
+};
+
 struct PlanNode {
   std::string name;
   std::string op;
   Stage stage = Stage::forward;
-  std::vector<int> inputs, outputs;  // value ids
-  double time_ms = 0;
-  int64_t workspace_bytes = 0;
+  std::vector<int> inputs, outputs;  // value ids; inputs: what the default implementation reads
+  double time_ms = 0;                // default implementation
+  int64_t workspace_bytes = 0;       // default implementation
+  // Every implementation, the default first (mirroring inputs, time_ms and workspace_bytes above), when the node
+  // has more than one; empty otherwise.
+  std::vector<PlanImpl> impls = {};
+
+  int num_impls() const { return impls.empty() ? 1 : static_cast<int>(impls.size()); }
+  const std::vector<int>& reads(int impl) const { return impl == 0 || impls.empty() ? inputs : impls.at(impl).inputs; }
+  double impl_ms(int impl) const { return impl == 0 || impls.empty() ? time_ms : impls.at(impl).time_ms; }
+  int64_t impl_workspace(int impl) const {
+    return impl == 0 || impls.empty() ? workspace_bytes : impls.at(impl).workspace_bytes;
+  }
+  const std::string& impl_name(int impl) const;
+  int find_impl(const std::string& name) const;  // -1 if absent
+  // Sets time_ms of implementation `impl` (the default's field too for impl 0).
+  void set_impl_ms(int impl, double ms);
 };
 
 struct PlanGraph {

@@ -1,6 +1,7 @@
 #include "schedule/schedule.h"
 
 #include "core/error.h"
+#include "ops/op.h"
 
 namespace monet {
 
@@ -29,23 +30,32 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
     pn.inputs = n.inputs;
     pn.outputs = n.outputs;
     pn.workspace_bytes = workspace_bytes ? workspace_bytes(n) : 0;
+    const std::vector<ImplDef> impls = impls_of(n);
+    for (size_t i = 0; impls.size() > 1 && i < impls.size(); ++i) {
+      PlanImpl impl{std::string(impls[i].name), {}, 0, pn.workspace_bytes};
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (impls[i].reads_input(static_cast<int>(k))) impl.inputs.push_back(n.inputs[k]);
+      pn.impls.push_back(std::move(impl));
+    }
+    if (!pn.impls.empty()) pn.inputs = pn.impls[0].inputs;
     if (n.op == "SgdUpdate") pn.stage = Stage::update;  // the rest is stage-less here (make_plan_graph knows)
     p.nodes.push_back(std::move(pn));
   }
   return p;
 }
 
-Schedule store_all_schedule(const PlanGraph& p) {
+Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
+  auto impl_of = [&](size_t n) { return n < impl.size() ? impl[n] : 0; };
   std::vector<int> last_use(p.values.size(), -1);
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     for (int v : p.nodes[n].outputs) last_use[v] = static_cast<int>(n);
-    for (int v : p.nodes[n].inputs) last_use[v] = static_cast<int>(n);
+    for (int v : p.nodes[n].reads(impl_of(n))) last_use[v] = static_cast<int>(n);
   }
   Schedule s;
   s.mode = "store-all";
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    s.steps.push_back({Step::Kind::compute, static_cast<int>(n)});
-    std::vector<int> touched = p.nodes[n].inputs;
+    s.steps.push_back({Step::Kind::compute, static_cast<int>(n), impl_of(n)});
+    std::vector<int> touched = p.nodes[n].reads(impl_of(n));
     touched.insert(touched.end(), p.nodes[n].outputs.begin(), p.nodes[n].outputs.end());
     for (int v : touched) {
       if (p.values[v].resident || last_use[v] != static_cast<int>(n)) continue;
@@ -76,13 +86,16 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
     if (st.kind == Step::Kind::compute) {
       if (st.id < 0 || st.id >= static_cast<int>(p.nodes.size())) fail("schedule step ", i, ": unknown node ", st.id);
       const PlanNode& n = p.nodes[st.id];
+      if (st.impl < 0 || st.impl >= n.num_impls())
+        fail("schedule step ", i, ": node '", n.name, "' has no implementation ", st.impl);
+      const std::vector<int>& reads = n.reads(st.impl);
       if (runs[st.id] > 0 && (n.stage == Stage::backward || n.stage == Stage::update || n.stage == Stage::loss))
         fail("schedule step ", i, ": ", stage_name(n.stage), " node '", n.name, "' runs a second time");
-      for (int v : n.inputs)
+      for (int v : reads)
         if (updated_by[v] >= 0 && updated_by[v] != st.id)
           fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "' after '",
                p.nodes[updated_by[v]].name, "' updated it in place");
-      for (int v : n.inputs)
+      for (int v : reads)
         if (state[v] != live && state[v] != resident)
           fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "', which is ",
                state[v] == freed ? "already freed" : "not computed");
@@ -92,7 +105,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
         state[v] = live;
         live_bytes += p.values[v].bytes;
       }
-      const int64_t step_peak = live_bytes + align_up(n.workspace_bytes);
+      const int64_t step_peak = live_bytes + align_up(n.impl_workspace(st.impl));
       if (step_peak > r.peak_bytes) {
         r.peak_bytes = step_peak;
         r.peak_step = static_cast<int>(i);
@@ -102,7 +115,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
       if (n.stage == Stage::update)
         for (int v : n.inputs)
           if (state[v] == resident) updated_by[v] = st.id;
-      r.time_ms += n.time_ms;
+      r.time_ms += n.impl_ms(st.impl);
       if (runs[st.id]++ > 0) ++r.recomputations;
     } else {
       if (st.id < 0 || st.id >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", st.id);

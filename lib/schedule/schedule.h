@@ -14,7 +14,8 @@ namespace monet {
 struct Step {
   enum class Kind : uint8_t { compute, free };
   Kind kind = Kind::compute;
-  int id = -1;  // node id for compute, value id for free
+  int id = -1;    // node id for compute, value id for free
+  int impl = 0;   // compute: the node's implementation (index into PlanNode::impls; 0 = default)
   bool operator==(const Step&) const = default;
 };
 
@@ -33,7 +34,8 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
 
 // Every node once in order; each transient value freed right after its last reader (or its producer, when
 // nothing reads it). Keeps whatever backward needs: the baseline every other schedule is compared with.
-Schedule store_all_schedule(const PlanGraph& p);
+// impl (optional, per node): the implementation each node runs (default 0 for all).
+Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {});
 Schedule store_all_schedule(const Graph& g);
 
 struct SimResult {
@@ -45,7 +47,8 @@ struct SimResult {
 };
 
 // Replays the schedule counting bytes: at a compute step the outputs and the workspace are added to what is live,
-// then the workspace is dropped. Throws monet::Error naming the step number if a node or value is unknown, an
+// then the workspace is dropped. Each compute step reads, takes the time and the workspace of its implementation.
+// Throws monet::Error naming the step number if a node or value is unknown, an
 // input is not live, a value is freed twice or never produced, a backward/update node runs twice, a node reads a
 // parameter after its update changed it in place, or a transient is still live at the end (every node but
 // recomputed forward nodes runs exactly once).

@@ -12,7 +12,9 @@ namespace monet {
 nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : f.schedule.steps) {
-    if (s.kind == Step::Kind::compute)
+    if (s.kind == Step::Kind::compute && s.impl != 0)
+      steps.push_back({"compute", p.nodes.at(s.id).name, p.nodes.at(s.id).impl_name(s.impl)});
+    else if (s.kind == Step::Kind::compute)
       steps.push_back({"compute", p.nodes.at(s.id).name});
     else
       steps.push_back({"free", p.values.at(s.id).name});
@@ -66,13 +68,20 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
     const auto& steps = j.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& s = steps[i];
-      if (!s.is_array() || s.size() != 2 || !s[0].is_string() || !s[1].is_string())
-        fail(path, ": step ", i, " is not [\"compute\"|\"free\", name]");
+      if (!s.is_array() || s.size() < 2 || s.size() > 3 || !s[0].is_string() || !s[1].is_string() ||
+          (s.size() == 3 && (!s[2].is_string() || s[0] != "compute")))
+        fail(path, ": step ", i, " is not [\"compute\", node(, implementation)] or [\"free\", value]");
       const std::string kind = s[0].get<std::string>(), name = s[1].get<std::string>();
       if (kind == "compute") {
         auto it = nodes.find(name);
         if (it == nodes.end()) fail(path, ": step ", i, ": unknown node '", name, "'");
-        f.schedule.steps.push_back({Step::Kind::compute, it->second});
+        int impl = 0;
+        if (s.size() == 3) {
+          const std::string impl_name = s[2].get<std::string>();
+          impl = p.nodes[it->second].find_impl(impl_name);
+          if (impl < 0) fail(path, ": step ", i, ": node '", name, "' has no implementation '", impl_name, "'");
+        }
+        f.schedule.steps.push_back({Step::Kind::compute, it->second, impl});
       } else if (kind == "free") {
         auto it = values.find(name);
         if (it == values.end()) fail(path, ": step ", i, ": unknown value '", name, "'");

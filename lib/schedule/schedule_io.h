@@ -9,7 +9,7 @@
 
 namespace monet {
 
-inline constexpr int kScheduleVersion = 1;
+inline constexpr int kScheduleVersion = 2;  // 2: compute steps may name an implementation
 
 struct ScheduleFile {
   std::string fingerprint;

@@ -69,14 +69,22 @@ namespace {
 
 void load(const LinearProgram& lp, OsiClpSolverInterface& solver) {
   const int n = static_cast<int>(lp.col_names.size());
-  CoinPackedMatrix matrix(false, 0, 0);  // row ordered
-  matrix.setDimensions(0, n);
-  std::vector<double> row_lo, row_hi;
+  // Row-ordered arrays built in one pass (appending rows one by one to a CoinPackedMatrix reallocates each time:
+  // about 16 s for resnet50's 60K rows).
+  std::vector<CoinBigIndex> start;
+  std::vector<int> length;
+  std::vector<int> index;
+  std::vector<double> value, row_lo, row_hi;
   for (const LinearProgram::Row& r : lp.rows) {
-    matrix.appendRow(static_cast<int>(r.cols.size()), r.cols.data(), r.coefs.data());
+    start.push_back(static_cast<CoinBigIndex>(index.size()));
+    length.push_back(static_cast<int>(r.cols.size()));
+    index.insert(index.end(), r.cols.begin(), r.cols.end());
+    value.insert(value.end(), r.coefs.begin(), r.coefs.end());
     row_lo.push_back(r.lo <= -1e29 ? -COIN_DBL_MAX : r.lo);
     row_hi.push_back(r.hi >= 1e29 ? COIN_DBL_MAX : r.hi);
   }
+  const CoinPackedMatrix matrix(false, n, static_cast<int>(lp.rows.size()), static_cast<CoinBigIndex>(index.size()),
+                                value.data(), index.data(), start.data(), length.data());
   solver.loadProblem(matrix, lp.col_lo.data(), lp.col_hi.data(), lp.objective.data(), row_lo.data(), row_hi.data());
   solver.messageHandler()->setLogLevel(0);
 }
@@ -97,11 +105,14 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   const int n = static_cast<int>(lp.col_names.size());
   OsiClpSolverInterface solver;
   load(lp, solver);
-  for (int j = 0; j < n; ++j) {
+  for (int j = 0; j < n; ++j)
     if (lp.integer[j]) solver.setInteger(j);
-    solver.setColName(j, lp.col_names[j]);
-  }
-  for (size_t i = 0; i < lp.rows.size(); ++i) solver.setRowName(static_cast<int>(i), lp.rows[i].name);
+  // Names (CBC matches the warm start by column name; MONET_WRITE_LP writes them) in one bulk copy: setting them
+  // one by one through OsiClp took 16 s on resnet50's 60K columns and rows.
+  std::vector<std::string> row_names;
+  row_names.reserve(lp.rows.size());
+  for (const LinearProgram::Row& r : lp.rows) row_names.push_back(r.name);
+  solver.getModelPtr()->copyNames(row_names, lp.col_names);
   if (const char* dump = std::getenv("MONET_WRITE_LP")) solver.writeLp(dump);
 
   CbcModel model(solver);

@@ -19,6 +19,7 @@ std::vector<int> last_read(const CheckpointProblem& p) {
 }  // namespace
 
 Assignment store_all_assignment(const CheckpointProblem& p) {
+  MONET_CHECK(!p.has_choices(), "store_all_assignment needs fixed implementations");
   Assignment a = empty_assignment(p);
   const std::vector<int> last = last_read(p);
   for (size_t f = 0; f < p.fvals.size(); ++f)
@@ -28,6 +29,7 @@ Assignment store_all_assignment(const CheckpointProblem& p) {
 
 std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, const std::vector<char>& checkpoints,
                                                 bool keep_recomputed, int* missing) {
+  MONET_CHECK(!p.has_choices(), "checkpoint_assignment needs fixed implementations");
   Assignment a = empty_assignment(p);
   const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   if (T == 0) return a;
@@ -178,15 +180,93 @@ std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t 
   return std::move(best.best);
 }
 
+std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
+                                            const std::vector<std::vector<double>>& lp_impl) {
+  const int T = p.num_steps();
+  std::vector<std::vector<int>> policies = {std::vector<int>(T, 0)};
+  if (!p.has_choices()) return policies;
+  // Shared reads: readers[f] = steps reading f under the current choice; each step in turn takes the
+  // implementation with the fewest bytes that only it reads (ties: the lower index), twice over.
+  std::vector<int> choice(T, 0), readers(p.fvals.size(), 0);
+  auto count = [&](int t, int delta) {
+    for (const std::vector<int>* reads : {&p.needs[t], &p.impl_extra[t][choice[t]]})
+      for (int f : *reads) readers[f] += delta;
+  };
+  for (int t = 0; t < T; ++t) count(t, +1);
+  for (int round = 0; round < 2; ++round)
+    for (int t = 0; t < T; ++t) {
+      if (p.num_impls(t) < 2) continue;
+      count(t, -1);
+      int64_t best = INT64_MAX;
+      for (int i = 0; i < p.num_impls(t); ++i) {
+        int64_t alone = p.impl_ws[t][i];
+        for (int f : p.impl_extra[t][i])
+          if (readers[f] == 0) alone += p.bytes(f);
+        if (alone < best) {
+          best = alone;
+          choice[t] = i;
+        }
+      }
+      count(t, +1);
+    }
+  policies.push_back(choice);
+  if (!lp_impl.empty()) {
+    std::vector<int> lp_choice(T, 0);
+    for (int t = 0; t < T; ++t)
+      for (int i = 1; i < p.num_impls(t); ++i)
+        if (lp_impl[t][i] > lp_impl[t][lp_choice[t]]) lp_choice[t] = i;
+    policies.push_back(lp_choice);
+  }
+  std::sort(policies.begin(), policies.end());
+  policies.erase(std::unique(policies.begin(), policies.end()), policies.end());
+  return policies;
+}
+
+namespace {
+
+// Runs `search` on the problem with each implementation policy fixed; its assignments get that policy's M.
+template <class Search>
+void for_each_policy(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl, Search search) {
+  if (!p.has_choices()) {
+    search(p, std::vector<int>(p.num_steps(), 0));
+    return;
+  }
+  for (const std::vector<int>& m : impl_policies(p, lp_impl)) search(fix_impls(p, m), m);
+}
+
+std::optional<Assignment> with_impls(std::optional<Assignment> a, const std::vector<int>& m) {
+  if (a) a->M = m;
+  return a;
+}
+
+}  // namespace
+
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
-                                         const std::vector<double>& lp_scores) {
+                                         const std::vector<double>& lp_scores,
+                                         const std::vector<std::vector<double>>& lp_impl) {
   CheapestWithin best{p, budget_bytes};
-  best.consider(store_all_assignment(p));
-  for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment) best.consider(segment_assignment(p, segment));
-  best.consider(ranked_assignment(p, budget_bytes, cost_per_byte_scores(p)));
-  best.consider(ranked_assignment(p, budget_bytes, greedy_chain_scores(p)));
-  if (!lp_scores.empty()) best.consider(ranked_assignment(p, budget_bytes, lp_scores));
+  for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+    best.consider(with_impls(store_all_assignment(q), m));
+    for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
+      best.consider(with_impls(segment_assignment(q, segment), m));
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+    if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
+  });
   return std::move(best.best);
+}
+
+int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
+  int64_t best = INT64_MAX;
+  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>&) {
+    best = std::min(best, evaluate(q, store_all_assignment(q)).peak_bytes);
+    for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
+      if (auto a = segment_assignment(q, segment)) {
+        Evaluation e = evaluate(q, *a);
+        if (e.feasible) best = std::min(best, e.peak_bytes);
+      }
+  });
+  return best;
 }
 
 }  // namespace monet

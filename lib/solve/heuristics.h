@@ -9,6 +9,10 @@
 
 namespace monet {
 
+// The assignment builders below (store-all, checkpoints, segments, rankings) need a problem without
+// implementation choices (each step's reads fixed; see fix_impls); best_heuristic and smallest_heuristic_peak
+// take any problem and try several implementation policies.
+
 // Every value kept from its production to its last backward reader; nothing recomputed.
 Assignment store_all_assignment(const CheckpointProblem& p);
 
@@ -42,9 +46,20 @@ std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int seg
 // Chen et al.'s sqrt(n) baseline: segments of round(sqrt(F)) forward nodes.
 std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p);
 
+// Implementation policies for a problem with choices (one M vector each): every step's default; a greedy that
+// gives each step the implementation whose reads other steps share (fewest bytes read by it alone); and, when
+// lp_impl is given ([t][i], the relaxation's M), the relaxation's largest M per step.
+std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
+                                            const std::vector<std::vector<double>>& lp_impl = {});
+
 // The cheapest of store-all, every segment length and the cost-per-byte ranking that fits the budget
-// (conservative peak), if any; lp_scores (may be empty) adds LP-guided rounding.
+// (conservative peak), if any, under each implementation policy; lp_scores (may be empty) adds LP-guided rounding.
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
-                                         const std::vector<double>& lp_scores = {});
+                                         const std::vector<double>& lp_scores = {},
+                                         const std::vector<std::vector<double>>& lp_impl = {});
+
+// The lowest conservative peak among store-all and every segment length, under each implementation policy: a
+// budget that is certainly feasible.
+int64_t smallest_heuristic_peak(const CheckpointProblem& p);
 
 }  // namespace monet

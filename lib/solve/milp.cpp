@@ -1,5 +1,7 @@
 #include "solve/milp.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace monet {
@@ -42,10 +44,33 @@ struct Builder {
     const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
     m.S.assign(T, std::vector<int>(nf, -1));
     m.R.assign(T, std::vector<int>(p.num_fwd(), -1));
+    m.M.assign(T, {});
     for (int t = 0; t < T; ++t) {
       for (int f = 0; f < nf; ++f)
         if (p.has_s(t, f)) m.S[t][f] = lp.add_col(idx("S", t, f), 0, 1, 0, true);
       for (int k : p.candidates[t]) m.R[t][k] = lp.add_col(idx("R", t, k), 0, 1, p.time_ms(k), true);
+      // M[t][i] in {0,1}, cost = implementation i's time beyond the default's.
+      if (p.num_impls(t) > 1)
+        for (int i = 0; i < p.num_impls(t); ++i) m.M[t].push_back(lp.add_col(idx("M", t, i), 0, 1, p.impl_ms[t][i], true));
+    }
+  }
+
+  // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
+  // uses_t_i_f:   S[t][f] + R[t][producer(f)] - M[t][i] >= 0   for every value f only implementation i reads
+  void implementations() {
+    for (int t = 0; t < p.num_steps(); ++t) {
+      if (m.M[t].empty()) continue;
+      lp.add_row("impl_" + std::to_string(t), m.M[t], std::vector<double>(m.M[t].size(), 1.0), 1, 1);
+      for (int i = 0; i < p.num_impls(t); ++i)
+        for (int f : p.impl_extra[t][i]) {
+          std::vector<int> cols;
+          std::vector<double> coefs;
+          add_present(t, f, cols, coefs);
+          cols.push_back(m.M[t][i]);
+          coefs.push_back(-1);
+          lp.add_row("uses_" + std::to_string(t) + "_" + std::to_string(i) + "_" + std::to_string(f), cols, coefs, 0,
+                     kInf);
+        }
     }
   }
 
@@ -118,6 +143,7 @@ struct Builder {
 
   // Step t: L_t = sum_f a_f S[t][f] + sum_k out_k R[t][k];
   //   L_t <= budget - bwd_fixed[t]                       (the step's node runs with all of it live)
+  //   L_t + sum_i dws_i M[t][i] <= budget - bwd_fixed[t] (the chosen implementation's workspace, when they differ)
   //   L_t + ws_k R[t][k] <= budget - bwd_base[t]         (a recomputation's workspace on top)
   void step_memory() {
     for (int t = 0; t < p.num_steps(); ++t) {
@@ -127,11 +153,25 @@ struct Builder {
         if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(-units(p.bytes(static_cast<int>(f)))); }
       for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-units(p.out_bytes[k])); }
       if (cols.empty() && p.bwd_fixed[t] <= 0) continue;
-      double hi = budget - units(p.bwd_fixed[t]);
+      // An implementation with less workspace than the default leaves more room (wsimpl below is exact).
+      int64_t least_ws = 0;
+      for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) least_ws = std::min(least_ws, p.impl_ws[t][i]);
+      double hi = budget - units(p.bwd_fixed[t] + least_ws);
       const int L = lp.add_col("L_" + std::to_string(t), 0, hi < 0 ? -1 : hi, 0, false);
       cols.push_back(L);
       coefs.push_back(1);
       lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
+      bool ws_differ = false;
+      for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) ws_differ |= p.impl_ws[t][i] != 0;
+      if (ws_differ) {
+        std::vector<int> wc = {L};
+        std::vector<double> wk = {1};
+        for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) {
+          wc.push_back(m.M[t][i]);
+          wk.push_back(static_cast<double>(p.impl_ws[t][i] / kAlignBytes));
+        }
+        lp.add_row("wsimpl_" + std::to_string(t), wc, wk, -kInf, budget - units(p.bwd_fixed[t]));
+      }
       for (int k : p.candidates[t])
         if (p.fwd_ws[k] > 0)
           lp.add_row(idx("ws", t, k), {L, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, budget - units(p.bwd_base[t]));
@@ -145,6 +185,7 @@ LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, 
   Builder b{p, units(budget_bytes), {}, {}};
   b.variables();
   b.needs();
+  b.implementations();
   b.recompute_inputs();
   b.keeps();
   b.forward_memory();
@@ -161,6 +202,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       if (m.S[t][f] >= 0) x[m.S[t][f]] = a.S[t][f];
     for (int k = 0; k < p.num_fwd(); ++k)
       if (m.R[t][k] >= 0) x[m.R[t][k]] = a.R[t][k];
+    for (size_t i = 0; i < m.M[t].size(); ++i) x[m.M[t][i]] = a.M[t] == static_cast<int>(i);
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   for (const LinearProgram::Row& r : lp.rows) {
@@ -185,6 +227,8 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
       if (m.S[t][f] >= 0) a.S[t][f] = x[m.S[t][f]] > 0.5;
     for (int k = 0; k < p.num_fwd(); ++k)
       if (m.R[t][k] >= 0) a.R[t][k] = x[m.R[t][k]] > 0.5;
+    for (size_t i = 0; i < m.M[t].size(); ++i)
+      if (x[m.M[t][i]] > 0.5) a.M[t] = static_cast<int>(i);
   }
   return a;
 }

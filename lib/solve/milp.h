@@ -29,9 +29,11 @@ struct LinearProgram {
 struct MilpLayout {
   std::vector<std::vector<int>> S;  // [t][fval]
   std::vector<std::vector<int>> R;  // [t][forward position]
+  std::vector<std::vector<int>> M;  // [t][implementation], only for steps with a choice (else empty)
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.
+// With implementation choices in the problem this is MONeT's joint problem (checkpointing + implementations).
 LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout);
 
 // Column values of an assignment (for a warm start), and back (rounding binaries at 0.5).

@@ -1,13 +1,14 @@
 #include "solve/problem.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "core/error.h"
 
 namespace monet {
 
-CheckpointProblem make_problem(const PlanGraph& plan, int window) {
+CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   CheckpointProblem p;
   p.plan = &plan;
   p.window = window;
@@ -55,23 +56,51 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window) {
     }
   }
 
-  // What each step reads, and which forward nodes may be recomputed for it.
+  // What each step reads (under each implementation), and which forward nodes may be recomputed for it.
   const int nf = static_cast<int>(p.fvals.size());
   p.needs.resize(T);
   p.candidates.resize(T);
+  p.impl_extra.resize(T);
+  p.impl_ms.resize(T);
+  p.impl_ws.resize(T);
   p.last_use.assign(nf, -1);
   for (int t = 0; t < T; ++t) {
-    std::set<int> need;
-    for (int v : plan.nodes[p.steps[t]].inputs)
-      if (p.fval_of[v] >= 0) need.insert(p.fval_of[v]);
+    const PlanNode& node = plan.nodes[p.steps[t]];
+    const int ni = impls ? node.num_impls() : 1;
+    std::vector<std::set<int>> reads(ni);
+    for (int i = 0; i < ni; ++i) {
+      for (int v : node.reads(i)) {
+        if (p.fval_of[v] >= 0) {
+          reads[i].insert(p.fval_of[v]);
+        } else if (!plan.values[v].resident &&
+                   std::find(node.inputs.begin(), node.inputs.end(), v) == node.inputs.end()) {
+          fail("plan: implementation '", node.impl_name(i), "' of node '", node.name, "' reads '", plan.values[v].name,
+               "', which its default implementation does not read (only forward values may differ)");
+        }
+      }
+      p.impl_ms[t].push_back(node.impl_ms(i) - node.impl_ms(0));
+      p.impl_ws[t].push_back(align_up(node.impl_workspace(i)) - align_up(node.impl_workspace(0)));
+    }
+    std::set<int> need = reads[0], any = reads[0];
+    for (int i = 1; i < ni; ++i) {
+      std::set<int> both;
+      std::set_intersection(need.begin(), need.end(), reads[i].begin(), reads[i].end(), std::inserter(both, both.end()));
+      need = std::move(both);
+      any.insert(reads[i].begin(), reads[i].end());
+    }
     p.needs[t].assign(need.begin(), need.end());
-    if (need.empty()) continue;
+    for (int i = 0; i < ni; ++i) {
+      std::vector<int> extra;
+      std::set_difference(reads[i].begin(), reads[i].end(), need.begin(), need.end(), std::back_inserter(extra));
+      p.impl_extra[t].push_back(std::move(extra));
+    }
+    if (any.empty()) continue;
     int lo = F;
-    for (int f : need) lo = std::min(lo, p.producer[f]);
+    for (int f : any) lo = std::min(lo, p.producer[f]);
     lo = window > 0 ? std::max(0, lo - window) : 0;
     std::set<int> cand;
     std::vector<int> stack;
-    for (int f : need) stack.push_back(p.producer[f]);
+    for (int f : any) stack.push_back(p.producer[f]);
     while (!stack.empty()) {
       int k = stack.back();
       stack.pop_back();
@@ -79,7 +108,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window) {
       for (int f : p.fwd_inputs[k]) stack.push_back(p.producer[f]);
     }
     p.candidates[t].assign(cand.begin(), cand.end());
-    for (int f : need) p.last_use[f] = std::max(p.last_use[f], t);
+    for (int f : any) p.last_use[f] = std::max(p.last_use[f], t);
     for (int k : cand)
       for (int f : p.fwd_inputs[k]) p.last_use[f] = std::max(p.last_use[f], t);
   }
@@ -137,15 +166,45 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
   for (int t = 0; t < num_steps(); ++t) {
     int64_t m = bwd_fixed[t];
     for (int f : needs[t]) m += bytes(f);
-    lb = std::max(lb, m);
+    int64_t least = INT64_MAX;  // the cheapest implementation's extra reads and workspace
+    for (int i = 0; i < num_impls(t); ++i) {
+      int64_t extra = impl_ws[t][i];
+      for (int f : impl_extra[t][i]) extra += bytes(f);
+      least = std::min(least, extra);
+    }
+    lb = std::max(lb, m + least);
   }
   return lb;
+}
+
+bool CheckpointProblem::has_choices() const {
+  for (int t = 0; t < num_steps(); ++t)
+    if (num_impls(t) > 1) return true;
+  return false;
+}
+
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl) {
+  CheckpointProblem q = p;
+  for (int t = 0; t < p.num_steps(); ++t) {
+    const int i = impl[t];
+    MONET_CHECK(i >= 0 && i < p.num_impls(t), "step ", t, ": implementation ", i, " of ", p.num_impls(t));
+    std::vector<int>& need = q.needs[t];
+    need.insert(need.end(), p.impl_extra[t][i].begin(), p.impl_extra[t][i].end());
+    std::sort(need.begin(), need.end());
+    q.bwd_fixed[t] += p.impl_ws[t][i];
+    q.base_ms += p.impl_ms[t][i];
+    q.impl_extra[t] = {{}};
+    q.impl_ms[t] = {0.0};
+    q.impl_ws[t] = {0};
+  }
+  return q;
 }
 
 Assignment empty_assignment(const CheckpointProblem& p) {
   Assignment a;
   a.S.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
   a.R.assign(p.num_steps(), std::vector<char>(p.num_fwd(), 0));
+  a.M.assign(p.num_steps(), 0);
   return a;
 }
 
@@ -154,6 +213,7 @@ void trim(const CheckpointProblem& p, Assignment& a) {
   std::vector<int> last(nf, -1);
   for (int t = 0; t < T; ++t) {
     for (int f : p.needs[t]) last[f] = t;
+    for (int f : p.impl_extra[t][a.M[t]]) last[f] = t;
     for (int k : p.candidates[t])
       if (a.R[t][k])
         for (int f : p.fwd_inputs[k]) last[f] = t;
@@ -188,8 +248,13 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   }
   for (int t = 0; t < T; ++t) {
     auto present = [&](int f) { return a.S[t][f] || a.R[t][p.producer[f]]; };
-    for (int f : p.needs[t])
-      if (!present(f)) return bad("step " + std::to_string(t) + " reads '" + name(f) + "', neither kept nor recomputed");
+    const int impl = a.M[t];
+    if (impl < 0 || impl >= p.num_impls(t)) return bad("M[" + std::to_string(t) + "] is not an implementation");
+    e.recompute_ms += p.impl_ms[t][impl];
+    for (const std::vector<int>* reads : {&p.needs[t], &p.impl_extra[t][impl]})
+      for (int f : *reads)
+        if (!present(f))
+          return bad("step " + std::to_string(t) + " reads '" + name(f) + "', neither kept nor recomputed");
     int64_t live = 0;
     for (int f = 0; f < nf; ++f)
       if (a.S[t][f]) live += p.bytes(f);
@@ -200,7 +265,7 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       for (int f : p.fwd_inputs[k])
         if (!present(f)) return bad("step " + std::to_string(t) + " recomputes node " + std::to_string(k) + " without its input '" + name(f) + "'");
     }
-    e.peak_bytes = std::max(e.peak_bytes, p.bwd_fixed[t] + live);
+    e.peak_bytes = std::max(e.peak_bytes, p.bwd_fixed[t] + p.impl_ws[t][impl] + live);
     for (int k = 0; k < F; ++k)
       if (a.R[t][k]) e.peak_bytes = std::max(e.peak_bytes, p.bwd_base[t] + live + p.fwd_ws[k]);
     if (t + 1 < T)
@@ -218,8 +283,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   Schedule s;
   s.mode = mode;
   std::vector<char> live(plan.values.size(), 0);
-  auto compute = [&](int node) {
-    s.steps.push_back({Step::Kind::compute, node});
+  auto compute = [&](int node, int impl) {
+    s.steps.push_back({Step::Kind::compute, node, impl});
     for (int v : plan.nodes[node].outputs) live[v] = 1;
   };
   auto release = [&](int v) {
@@ -236,7 +301,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   for (int k = 0; k <= F; ++k) {
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     if (node < 0) continue;
-    compute(node);
+    compute(node, 0);
     for (int f : p.fwd_released[k])
       if (T == 0 || !a.S[0][f]) release(p.fvals[f]);
     if (k == F)
@@ -249,10 +314,10 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       if (!a.R[t][k]) continue;
       const int node = p.fwd_nodes[k];
       for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
-      compute(node);
+      compute(node, 0);
     }
     const int node = p.steps[t];
-    compute(node);
+    compute(node, a.M[t]);
     std::vector<int> touched = plan.nodes[node].inputs;
     touched.insert(touched.end(), plan.nodes[node].outputs.begin(), plan.nodes[node].outputs.end());
     for (int v : touched)

@@ -6,6 +6,9 @@
 // ends (a conservative bound the extracted schedule never exceeds). Variables exist only where they can matter:
 // S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
 // forward nodes before the earliest of them.
+// With implementation choices (monet-solve --mode full), M[t] = the implementation step t's node runs: each
+// implementation reads its own forward values (MONeT's input-/output-activated backward) and has its own time and
+// workspace. Forward nodes run their default implementation.
 #pragma once
 
 #include <string>
@@ -31,6 +34,12 @@ struct CheckpointProblem {
   std::vector<std::vector<int>> candidates;  // t -> forward positions that may be recomputed in step t (ascending)
   std::vector<std::vector<int>> fwd_inputs;  // forward position -> fvals it reads
   std::vector<int64_t> out_bytes;            // forward position -> bytes of its outputs
+  // Implementations of each step's node (one, the default, unless choices are on). needs[t] holds what every
+  // implementation reads; impl_extra[t][i] what implementation i reads beyond it; impl_ms[t][i] and impl_ws[t][i]
+  // its time and workspace relative to the default's (which bwd_fixed and base_ms count).
+  std::vector<std::vector<std::vector<int>>> impl_extra;
+  std::vector<std::vector<double>> impl_ms;
+  std::vector<std::vector<int64_t>> impl_ws;
 
   // Memory that no decision changes. fwd_fixed[k]: at stage-0 position k (k = F is the loss node): resident +
   // values still needed by later stage-0 nodes + outputs and workspace of k. bwd_fixed[t]: at step t's node:
@@ -42,6 +51,8 @@ struct CheckpointProblem {
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
+  int num_impls(int t) const { return static_cast<int>(impl_extra[t].size()); }
+  bool has_choices() const;  // some step has more than one implementation
   int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
   double time_ms(int pos) const { return plan->nodes[fwd_nodes[pos]].time_ms; }
   bool has_s(int t, int f) const { return t <= last_use[f]; }
@@ -49,12 +60,18 @@ struct CheckpointProblem {
   int64_t lower_bound_bytes() const;
 };
 
-// window <= 0: no window (every ancestor may be recomputed).
-CheckpointProblem make_problem(const PlanGraph& plan, int window);
+// window <= 0: no window (every ancestor may be recomputed). impls: offer every implementation of the backward
+// and update nodes (else each runs its default).
+CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls = false);
+
+// The problem with every step's implementation fixed to impl[t]: a single-implementation problem whose variables
+// (S, R) are a subset of p's, so its assignments are p's assignments with M = impl.
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl);
 
 struct Assignment {
   std::vector<std::vector<char>> S;  // [t][fval]
   std::vector<std::vector<char>> R;  // [t][forward position]
+  std::vector<int> M;                // [t]: implementation of step t's node
 };
 Assignment empty_assignment(const CheckpointProblem& p);
 
@@ -66,7 +83,7 @@ struct Evaluation {
   bool feasible = false;
   std::string violation;     // the first constraint broken, when infeasible
   int64_t peak_bytes = 0;    // the conservative peak the MILP counts
-  double recompute_ms = 0;
+  double recompute_ms = 0;   // time beyond every node once by default: recomputations + implementation deltas
 };
 
 // Checks every constraint procedurally (independently of the MILP's rows) and counts the conservative peak.

@@ -11,17 +11,6 @@ namespace monet {
 
 namespace {
 
-// The lowest conservative peak among the heuristic schedules: a budget that is certainly feasible.
-int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
-  int64_t best = evaluate(p, store_all_assignment(p)).peak_bytes;
-  for (int segment = 1; segment <= std::max(1, p.num_fwd()); ++segment)
-    if (auto a = segment_assignment(p, segment)) {
-      Evaluation e = evaluate(p, *a);
-      if (e.feasible) best = std::min(best, e.peak_bytes);
-    }
-  return best;
-}
-
 void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p, const Assignment& a,
             const std::string& mode, int64_t budget) {
   Evaluation e = evaluate(p, a);
@@ -30,6 +19,9 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
   out.predicted = simulate(plan, out.schedule);
   MONET_CHECK(out.predicted.peak_bytes <= e.peak_bytes, "simulated peak above the formulation's bound");
   out.objective_ms = out.predicted.time_ms;
+  for (const Step& st : out.schedule.steps)
+    if (st.kind == Step::Kind::compute && st.impl != 0)
+      ++out.implementations[plan.nodes[st.id].op + ":" + plan.nodes[st.id].impl_name(st.impl)];
   out.fits = budget <= 0 || out.predicted.peak_bytes <= budget;
 }
 
@@ -38,9 +30,12 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  if (o.mode != "checkpoint" && o.mode != "full" && o.mode != "store-all" && o.mode != "sqrtn")
+    fail("--mode '", o.mode, "': expected full, checkpoint, store-all or sqrtn");
   SolveOutcome out;
   out.store_all = simulate(plan, store_all_schedule(plan));
-  CheckpointProblem p = make_problem(plan, o.mode == "checkpoint" ? o.window : 0);
+  const bool milp = o.mode == "checkpoint" || o.mode == "full";
+  CheckpointProblem p = make_problem(plan, milp ? o.window : 0, o.mode == "full");
   out.lower_bound_bytes = p.lower_bound_bytes();
   out.smallest_found_bytes = smallest_heuristic_peak(p);
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -60,7 +55,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     out.bound_ms = out.objective_ms;
     out.status = out.fits ? "feasible" : "infeasible";
     if (!out.fits) out.why_none = "mode";
-  } else if (o.mode == "checkpoint") {
+  } else if (milp) {
     if (o.budget_bytes < out.lower_bound_bytes) {
       out.status = "infeasible";
       out.why_none = "below_lower_bound";
@@ -72,21 +67,31 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       out.nonzeros = lp.nonzeros();
       // Warm start: the best heuristic, LP-guided rounding included (S[0][v] of the relaxation as scores).
       double lp_obj = 0;
+      out.setup_s = seconds();
       std::vector<double> relaxed = solve_lp_relaxation(lp, &lp_obj);
+      out.lp_s = seconds() - out.setup_s;
       std::vector<double> scores;
+      std::vector<std::vector<double>> lp_impl;
       if (!relaxed.empty()) {
         scores = cost_per_byte_scores(p);
         double top = *std::max_element(scores.begin(), scores.end());
         for (size_t f = 0; f < p.fvals.size(); ++f)
           scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * scores[f] / std::max(top, 1e-30);
+        lp_impl.resize(p.num_steps());
+        for (int t = 0; t < p.num_steps(); ++t) {
+          lp_impl[t].assign(p.num_impls(t), 0.0);
+          for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
+        }
       }
-      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, scores);
+      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, scores, lp_impl);
       out.lp_bound_ms = relaxed.empty() ? 0 : p.base_ms + lp_obj;
       std::vector<double> x0;
       if (warm) x0 = to_columns(p, layout, lp, *warm);
       out.warm_start = warm.has_value();
       if (warm) out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
       CbcOptions cbc;
+      out.warm_start_s = seconds() - out.setup_s - out.lp_s;
+      const double warm_at = seconds();
       cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
       cbc.threads = o.threads;
       // Progress in step-time terms (the MILP's objective is the recomputation time alone).
@@ -96,16 +101,18 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
                       pr.bound >= 0 ? pr.bound + p.base_ms : -1.0});
         };
       CbcResult r = solve_with_cbc(lp, cbc, warm ? &x0 : nullptr);
-      out.first_feasible_s = r.first_feasible_s;
+      out.cbc_s = r.solve_s;
+      // CBC's clock starts after the setup, the LP relaxation and the heuristics: report from the solve's start.
+      out.first_feasible_s = r.first_feasible_s < 0 ? -1 : r.first_feasible_s + (seconds() - r.solve_s);
+      if (warm) out.first_feasible_s = out.first_feasible_s < 0 ? warm_at : std::min(out.first_feasible_s, warm_at);
       std::optional<Assignment> chosen;
       if (!r.x.empty()) chosen = from_columns(p, layout, r.x);
       // CBC may stop before accepting the warm start; never return worse than what we handed it.
       if (warm && (!chosen || evaluate(p, *warm).recompute_ms < evaluate(p, *chosen).recompute_ms - 1e-9)) {
         chosen = warm;
-        if (out.first_feasible_s < 0) out.first_feasible_s = 0;
       }
       if (chosen) {
-        finish(out, plan, p, *chosen, "checkpoint", o.budget_bytes);
+        finish(out, plan, p, *chosen, o.mode, o.budget_bytes);
         out.bound_ms = p.base_ms + std::max(0.0, r.bound);
         out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
       } else {
@@ -113,11 +120,6 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         out.why_none = r.status == CbcResult::Status::infeasible ? "infeasible" : "not_found";
       }
     }
-  } else if (o.mode == "full") {
-    fail("--mode full: implementation choices (algorithms, in-place, saved-tensor variants) are not implemented "
-         "yet; use --mode checkpoint");
-  } else {
-    fail("--mode '", o.mode, "': expected checkpoint, store-all, sqrtn or full");
   }
   if (out.fits && out.objective_ms > 0) {
     out.bound_ms = std::min(out.bound_ms, out.objective_ms);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "schedule/schedule.h"
@@ -11,7 +12,9 @@ namespace monet {
 
 struct SolveOptions {
   int64_t budget_bytes = 0;
-  std::string mode = "checkpoint";   // checkpoint | store-all | sqrtn   (full: not yet implemented)
+  // full: checkpointing + each backward node's implementation (which saved tensors it reads); checkpoint: keep /
+  // recompute only, default implementations; store-all and sqrtn: baselines without a MILP.
+  std::string mode = "checkpoint";
   double time_limit_s = 600;
   int threads = 2;
   int window = 30;                   // recomputation window W (forward nodes before a step's earliest need)
@@ -29,6 +32,7 @@ struct SolveOutcome {
   double gap = 0;                    // (objective - bound) / objective
   double first_feasible_s = -1;
   double solve_s = 0;
+  double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes)
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
@@ -38,6 +42,7 @@ struct SolveOutcome {
   bool warm_start = false;
   double warm_start_ms = 0;          // predicted step time of the warm start
   double lp_bound_ms = 0;            // the LP relaxation's step time
+  std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);

@@ -113,7 +113,6 @@ expect 1 "budget '0': must be positive" -- $solve "$tmp/p.json" --budget 0 $so
 expect 1 "budget '5.5XB': unknown unit" -- $solve "$tmp/p.json" --budget 5.5XB $so
 expect 1 "budget '1.5': plain bytes must be a whole number" -- $solve "$tmp/p.json" --budget 1.5 $so
 expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --time-limit 0 $so
-expect 1 "mode full: implementation choices" -- $solve "$tmp/p.json" --budget 1MB --mode full $so
 expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
 expect 1 "missing.json: no such file" -- $solve "$tmp/missing.json" --budget 1MB $so
 expect 1 "not a monet profile" -- $solve "$s" --budget 1MB $so

@@ -23,7 +23,7 @@ struct Direct {
 
 Direct run_direct(const std::string& op, const Attrs& attrs, const std::vector<Shape>& shapes,
                   std::vector<std::vector<double>> data, int num_outputs, uint64_t seed = 1,
-                  bool recompute = false) {
+                  bool recompute = false, int impl = 0) {
   Graph g;
   Node node;
   node.name = "n0";
@@ -46,9 +46,11 @@ Direct run_direct(const std::string& op, const Attrs& attrs, const std::vector<S
   infer_node(g, 0);
   const Node& n = g.nodes[0];
   const OpDef& def = op_def(op);
-  CpuCall call{n, {}, {}, nullptr, seed, recompute};
+  CpuCall call{n, {}, {}, nullptr, seed, recompute, impl};
+  const ImplDef reads = impls_of(n).at(impl);  // inputs the implementation does not read are passed without data
   for (size_t i = 0; i < shapes.size(); ++i)
-    call.in.push_back({data[i].data(), &g.values[n.inputs[i]].shape, DType::f32});
+    call.in.push_back({reads.reads_input(static_cast<int>(i)) ? data[i].data() : nullptr,
+                       &g.values[n.inputs[i]].shape, DType::f32});
   std::vector<std::vector<char>> out_mem;
   for (int v : n.outputs) out_mem.emplace_back(numel(g.values[v].shape) * element_bytes(g.values[v].dtype, 8));
   for (size_t o = 0; o < n.outputs.size(); ++o)
@@ -174,7 +176,11 @@ TEST_CASE("BatchNormGrad alone matches finite differences of Y", "[ops][norm]") 
     return l;
   };
   Direct f = run_direct("BatchNormalization", {}, {xs, {3}, {3}, {3}, {3}}, {x, scale, bias, {0, 0, 0}, {1, 1, 1}}, 3);
-  Direct g = run_direct("BatchNormGrad", {}, {xs, xs, {3}, {3}, {3}}, {w, x, scale, f.outputs[1], f.outputs[2]}, 3);
+  // Both implementations: input-activated (reads X, saved_mean) and output-activated (reads Y, B).
+  const int impl = GENERATE(0, 1);
+  INFO("implementation " << impl);
+  Direct g = run_direct("BatchNormGrad", {}, {xs, xs, {3}, {3}, {3}, xs, {3}},
+                        {w, x, scale, f.outputs[1], f.outputs[2], f.outputs[0], bias}, 3, 1, false, impl);
   const double eps = 1e-6;
   for (size_t i = 0; i < x.size(); ++i) {
     std::vector<double> xp = x, xm = x;
@@ -187,6 +193,15 @@ TEST_CASE("BatchNormGrad alone matches finite differences of Y", "[ops][norm]") 
     CHECK(g.outputs[1][k] == Approx((loss(x, sp, bias) - loss(x, sm, bias)) / (2 * eps)).margin(1e-7));
     CHECK(g.outputs[2][k] == Approx((loss(x, scale, bp) - loss(x, scale, bm)) / (2 * eps)).margin(1e-7));
   }
+}
+
+TEST_CASE("output-activated BatchNormGrad refuses a zero scale (X cannot be recovered)", "[ops][norm][impl]") {
+  const Shape xs = {2, 2, 3};
+  const std::vector<double> x = random_values(xs, 3), scale = {1.5, 0}, bias = {0.1, 0.2};
+  Direct f = run_direct("BatchNormalization", {}, {xs, {2}, {2}, {2}, {2}}, {x, scale, bias, {0, 0}, {1, 1}}, 3);
+  CHECK_THROWS_WITH(run_direct("BatchNormGrad", {}, {xs, xs, {2}, {2}, {2}, xs, {2}},
+                               {x, x, scale, f.outputs[1], f.outputs[2], f.outputs[0], bias}, 3, 1, false, 1),
+                    Catch::Contains("scale of channel 1 is 0"));
 }
 
 TEST_CASE("BatchNormalization rejects bad shapes and attributes", "[ops][norm]") {
@@ -556,7 +571,8 @@ TEST_CASE("Float kernels agree with double ones", "[ops][norm][pool][dropout]") 
   std::vector<double> mask(60);
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<double>(i % 3 != 0);
   agree({.op = "BatchNormalization", .shapes = {{2, 3, 4, 5}, {3}, {3}, {3}, {3}}, .num_outputs = 3});
-  agree({.op = "BatchNormGrad", .shapes = {{2, 3, 4, 5}, {2, 3, 4, 5}, {3}, {3}, {3}}, .num_outputs = 3});
+  agree({.op = "BatchNormGrad", .shapes = {{2, 3, 4, 5}, {2, 3, 4, 5}, {3}, {3}, {3}, {2, 3, 4, 5}, {3}},
+         .num_outputs = 3});
   agree({.op = "BatchNormStatGrad", .attrs = stat, .shapes = {{3}, {2, 3, 4, 5}, {3}, {3}}});
   agree({.op = "MaxPool", .attrs = pool, .shapes = {{2, 3, 6, 7}}});
   agree({.op = "MaxPoolGrad", .attrs = pool, .shapes = {{2, 3, 4, 4}, {2, 3, 6, 7}}});

@@ -3,6 +3,7 @@
 // every schedule extracted must pass the simulator within the budget.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "solve/cbc.h"
@@ -17,7 +18,9 @@ namespace {
 // A random training graph shape: n forward nodes (each reads one or two earlier values, or the input), a loss,
 // one backward node per forward node in reverse order (reads the running gradient and some of the node's inputs
 // and output), and one update node.
-PlanGraph random_plan(int n, uint64_t seed) {
+// With impls, about half the backward nodes get a second implementation reading other saved values (the node's
+// output instead of an input, or the reverse) with its own time and workspace.
+PlanGraph random_plan(int n, uint64_t seed, bool impls = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanGraph p;
@@ -50,6 +53,14 @@ PlanGraph random_plan(int n, uint64_t seed) {
     if (pick(0, 1)) in.push_back(outs[i]);
     const int g = value("g" + std::to_string(i), pick(1, 4), false, static_cast<int>(p.nodes.size()));
     node("b" + std::to_string(i), Stage::backward, in, {g}, pick(1, 9), pick(0, 1));
+    if (impls && pick(0, 1)) {
+      PlanNode& b = p.nodes.back();
+      std::vector<int> alt = {grad};
+      if (std::find(in.begin(), in.end(), outs[i]) == in.end()) alt.push_back(outs[i]);
+      else alt.push_back(ins[i][0]);
+      b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
+      b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
+    }
     grad = g;
   }
   node("update", Stage::update, {w, grad}, {}, 1, 0);
@@ -65,11 +76,18 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
       if (p.has_s(t, static_cast<int>(f))) vars.push_back({&a.S[t][f], 0});
     for (int k : p.candidates[t]) vars.push_back({&a.R[t][k], 0});
   }
-  REQUIRE(vars.size() <= 24);
+  std::vector<int> choice_steps;  // steps with two implementations: one more bit each
+  for (int t = 0; t < p.num_steps(); ++t)
+    if (p.num_impls(t) > 1) {
+      REQUIRE(p.num_impls(t) == 2);
+      choice_steps.push_back(t);
+    }
+  REQUIRE(vars.size() + choice_steps.size() <= 24);
   double best = 1e300;
   *found = false;
-  for (uint64_t mask = 0; mask < (uint64_t{1} << vars.size()); ++mask) {
+  for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choice_steps.size())); ++mask) {
     for (size_t i = 0; i < vars.size(); ++i) *vars[i].first = (mask >> i) & 1;
+    for (size_t i = 0; i < choice_steps.size(); ++i) a.M[choice_steps[i]] = (mask >> (vars.size() + i)) & 1;
     Evaluation e = evaluate(p, a);
     if (e.feasible && e.peak_bytes <= budget && e.recompute_ms < best) {
       best = e.recompute_ms;
@@ -79,20 +97,19 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
   return best;
 }
 
-}  // namespace
-
-TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
-  int compared = 0;
-  for (uint64_t seed = 1; seed <= 40 && compared < 12; ++seed) {
-    PlanGraph plan = random_plan(3, seed);
-    CheckpointProblem p = make_problem(plan, 0);
+// Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each.
+void compare_with_brute_force(bool impls, int wanted) {
+  int compared = 0, with_choices = 0;
+  for (uint64_t seed = 1; seed <= 60 && compared < wanted; ++seed) {
+    PlanGraph plan = random_plan(3, seed, impls);
+    CheckpointProblem p = make_problem(plan, 0, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
       for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
-      vars += p.candidates[t].size();
+      vars += p.candidates[t].size() + (p.num_impls(t) > 1);
     }
     if (vars > 20) continue;
-    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+    const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
     const int64_t lb = p.lower_bound_bytes();
     for (int64_t budget : {lb, (lb + store_all) / 2, store_all}) {
       INFO("seed " << seed << " budget " << budget << " (lower bound " << lb << ", store-all " << store_all << ")");
@@ -114,19 +131,32 @@ TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][
       Evaluation e = evaluate(p, a);
       CHECK(e.feasible);
       CHECK(e.peak_bytes <= budget);
-      SimResult sim = simulate(plan, extract_schedule(p, a, "checkpoint"));
+      SimResult sim = simulate(plan, extract_schedule(p, a, impls ? "full" : "checkpoint"));
       CHECK(sim.peak_bytes <= e.peak_bytes);
+      CHECK(sim.time_ms == Approx(p.base_ms + e.recompute_ms));
       ++compared;
+      with_choices += p.has_choices();
     }
   }
-  CHECK(compared >= 12);
+  CHECK(compared >= wanted);
+  if (impls) CHECK(with_choices >= wanted / 3);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
+  compare_with_brute_force(false, 12);
+}
+
+TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute force on tiny graphs", "[solve][milp]") {
+  compare_with_brute_force(true, 18);
 }
 
 TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
-    PlanGraph plan = random_plan(10, seed);
+    PlanGraph plan = random_plan(10, seed, true);
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
-    for (const char* mode : {"store-all", "sqrtn", "checkpoint"}) {
+    for (const char* mode : {"store-all", "sqrtn", "checkpoint", "full"}) {
       for (double frac : {0.6, 0.8, 1.0}) {
         SolveOptions o;
         o.mode = mode;
@@ -138,8 +168,8 @@ TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than 
         INFO("seed " << seed << " mode " << mode << " budget " << o.budget_bytes << " status " << r.status);
         if (!r.fits) continue;
         CHECK(simulate(plan, r.schedule).peak_bytes <= o.budget_bytes);
-        if (std::string(mode) == "checkpoint") {
-          CheckpointProblem p = make_problem(plan, 0);
+        if (std::string(mode) == "checkpoint" || std::string(mode) == "full") {
+          CheckpointProblem p = make_problem(plan, 0, std::string(mode) == "full");
           if (auto h = best_heuristic(p, o.budget_bytes)) CHECK(r.objective_ms <= p.base_ms + evaluate(p, *h).recompute_ms + 1e-9);
         }
       }

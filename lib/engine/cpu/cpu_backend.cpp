@@ -32,11 +32,11 @@ class CpuBackend final : public Backend {
   }
 
   void run(const Graph&, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
-           void* workspace, uint64_t seed, bool recompute) override {
+           void* workspace, uint64_t seed, bool recompute, int impl) override {
     const OpDef& def = op_def(n.op);
     CpuKernel k = sizeof(T) == 4 ? def.cpu_f32 : def.cpu_f64;
     if (!k) fail("node '", n.name, "' (", n.op, "): no CPU kernel");
-    k(CpuCall{n, in, out, workspace, seed, recompute});
+    k(CpuCall{n, in, out, workspace, seed, recompute, impl});
   }
 
   void upload(const TensorRef& dst, const std::vector<double>& host) override {

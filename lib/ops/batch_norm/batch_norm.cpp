@@ -6,7 +6,10 @@
 // statistics in place, with ONNX's momentum and PyTorch's rule (unbiased variance, M = elements per channel):
 //   running_mean = running_mean * momentum + mean * (1 - momentum)
 //   running_var  = running_var * momentum + var * M / (M - 1) * (1 - momentum)
-// Backward BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) -> dX, dScale, dBias (PyTorch's formula).
+// Backward BatchNormGrad(dY, X, scale, saved_mean, saved_invstd, Y, B) -> dX, dScale, dBias (PyTorch's formula),
+// two implementations: input-activated (the default: reads dY, X, scale, saved_mean, saved_invstd) and
+// output-activated, the in-place-ABN form (reads dY, scale, saved_invstd, Y, B and recovers
+// xhat = (Y - B) / scale; needs every scale non-zero, and loses precision where |scale| is tiny).
 // Gradients flowing into saved_mean / saved_invstd (no model reads them; the op test harness does) are handled
 // by BatchNormStatGrad so that the op's gradient is complete.
 #include <cmath>
@@ -46,7 +49,8 @@ void infer_batch_norm(InferCtx& c) {
 void backward_batch_norm(GradBuilder& b) {
   if (!b.needs_grad(0) && !b.needs_grad(1) && !b.needs_grad(2)) return;
   if (b.grad_out(0) >= 0) {
-    std::vector<int> g = b.emit("BatchNormGrad", {b.grad_out(0), b.in(0), b.in(1), b.out(1), b.out(2)}, {}, 3);
+    std::vector<int> g =
+        b.emit("BatchNormGrad", {b.grad_out(0), b.in(0), b.in(1), b.out(1), b.out(2), b.out(0), b.in(2)}, {}, 3);
     for (int i = 0; i < 3; ++i) b.set_grad(i, g[i]);
   }
   for (int k = 1; k <= 2; ++k)  // the saved statistics depend on X only
@@ -104,13 +108,14 @@ void batch_norm_cpu(const CpuCall& c) {
   }
 }
 
-// BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) -> dX, dScale, dBias; any attributes are ignored.
+// BatchNormGrad(dY, X, scale, saved_mean, saved_invstd, Y, B) -> dX, dScale, dBias; any attributes are ignored.
 void infer_batch_norm_grad(InferCtx& c) {
-  c.expect_inputs(5, 5);
+  c.expect_inputs(7, 7);
   c.expect_rank(1, 2, 64);
   const Shape& x = c.shape(1);
-  if (c.shape(0) != x) c.fail("dY has shape ", shape_str(c.shape(0)), ", X has ", shape_str(x));
-  for (int i = 2; i < 5; ++i)
+  for (int i : {0, 5})
+    if (c.shape(i) != x) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", X has ", shape_str(x));
+  for (int i : {2, 3, 4, 6})
     if (c.shape(i) != Shape{x[1]}) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected [", x[1], "]");
   if (c.num_outputs() != 3) c.fail("expects 3 outputs (dX, dScale, dBias), has ", c.num_outputs());
   c.set_out(0, x);
@@ -120,39 +125,56 @@ void infer_batch_norm_grad(InferCtx& c) {
 
 // With xhat = (x - mean) * invstd, per channel:
 //   dBias = sum(dy),  dScale = sum(dy * xhat),  dx = scale * invstd * (dy - dBias / M - xhat * dScale / M)
+// Input-activated (impl 0) forms xhat from X and saved_mean; output-activated (impl 1) from Y: (Y - B) / scale.
 template <class T>
 void batch_norm_grad_cpu(const CpuCall& c) {
-  const auto [N, C, S] = ncs(*c.in[1].shape);
+  const auto [N, C, S] = ncs(*c.in[0].shape);
   const double M = static_cast<double>(N * S);
-  const T* dy = c.in[0].as<T>();          // (N, C, S)
-  const T* x = c.in[1].as<T>();           // (N, C, S)
-  const T* scale = c.in[2].as<T>();       // (C)
-  const T* saved_mean = c.in[3].as<T>();  // (C)
+  const bool from_output = c.impl == 1;
+  const T* dy = c.in[0].as<T>();            // (N, C, S)
+  const T* x = c.in[1].as<T>();             // (N, C, S), input-activated only
+  const T* scale = c.in[2].as<T>();         // (C)
+  const T* saved_mean = c.in[3].as<T>();    // (C), input-activated only
   const T* saved_invstd = c.in[4].as<T>();  // (C)
-  T* dx = c.out[0].as<T>();               // (N, C, S)
-  T* dscale = c.out[1].as<T>();           // (C)
-  T* dbias = c.out[2].as<T>();            // (C)
+  const T* y = c.in[5].as<T>();             // (N, C, S), output-activated only
+  const T* bias = c.in[6].as<T>();          // (C), output-activated only
+  T* dx = c.out[0].as<T>();                 // (N, C, S)
+  T* dscale = c.out[1].as<T>();             // (C)
+  T* dbias = c.out[2].as<T>();              // (C)
   for (int64_t ch = 0; ch < C; ++ch) {
-    const double mean = saved_mean[ch], invstd = saved_invstd[ch];
-    double sum_dy = 0, dot = 0;  // sum(dy), sum(dy * (x - mean))
+    const double invstd = saved_invstd[ch];
+    // xhat(e) = (src[e] - shift) * mul: (x - mean) * invstd, or (y - B) / scale.
+    const T* src = from_output ? y : x;
+    double shift, mul;
+    if (from_output) {
+      if (scale[ch] == T(0))
+        fail("node '", c.node.name, "' (BatchNormGrad, output-activated): scale of channel ", ch,
+             " is 0, so X cannot be recovered from Y");
+      shift = bias[ch];
+      mul = 1.0 / static_cast<double>(scale[ch]);
+    } else {
+      shift = saved_mean[ch];
+      mul = invstd;
+    }
+    double sum_dy = 0, dot = 0;  // sum(dy), sum(dy * (src - shift))
     for (int64_t n = 0; n < N; ++n) {
-      const T* xp = x + (n * C + ch) * S;
+      const T* sp = src + (n * C + ch) * S;
       const T* dyp = dy + (n * C + ch) * S;
       for (int64_t s = 0; s < S; ++s) {
         sum_dy += dyp[s];
-        dot += dyp[s] * (xp[s] - mean);
+        dot += dyp[s] * (sp[s] - shift);
       }
     }
     dbias[ch] = static_cast<T>(sum_dy);
-    dscale[ch] = static_cast<T>(dot * invstd);
-    const double k = dot * invstd * invstd / M;  // coefficient of (x - mean)
+    dscale[ch] = static_cast<T>(dot * mul);
+    const double k = dot * mul * mul / M;  // coefficient of (src - shift)
     const double mean_dy = sum_dy / M;
     const double w = invstd * scale[ch];
     for (int64_t n = 0; n < N; ++n) {
-      const T* xp = x + (n * C + ch) * S;
+      const T* sp = src + (n * C + ch) * S;
       const T* dyp = dy + (n * C + ch) * S;
       T* dxp = dx + (n * C + ch) * S;
-      for (int64_t s = 0; s < S; ++s) dxp[s] = static_cast<T>((dyp[s] - mean_dy - (xp[s] - mean) * k) * w);
+      for (int64_t s = 0; s < S; ++s) dxp[s] = static_cast<T>((dyp[s] - mean_dy - (sp[s] - shift) * k) * w);
     }
   }
 }
@@ -209,7 +231,8 @@ const OpDef batch_norm = {.name = "BatchNormalization", .infer = infer_batch_nor
                           .flops = batch_norm_flops};
 const OpDef batch_norm_grad = {.name = "BatchNormGrad", .infer = infer_batch_norm_grad,
                                .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>,
-                               .flops = batch_norm_grad_flops};
+                               .flops = batch_norm_grad_flops,
+                               .impls = {{"input", 0b0011111}, {"output", 0b1110101}}};
 const OpDef batch_norm_stat_grad = {.name = "BatchNormStatGrad", .infer = infer_batch_norm_stat_grad,
                                     .cpu_f32 = batch_norm_stat_grad_cpu<float>,
                                     .cpu_f64 = batch_norm_stat_grad_cpu<double>};

@@ -1,4 +1,6 @@
-// Relu: y = max(x, 0). Backward is output-activated: dx = dy * (y > 0), so only y is kept.
+// Relu: y = max(x, 0). ReluGrad(dy, y, x) -> dx has two implementations that give identical results (y > 0
+// exactly where x > 0): output-activated (the default, reads y: the tensor the next layer keeps anyway) and
+// input-activated (reads x). The planner picks per run which saved tensor backward needs.
 #include "ops/common/elementwise.h"
 
 namespace monet::ops {
@@ -11,7 +13,7 @@ void infer_relu(InferCtx& c) {
 
 void backward_relu(GradBuilder& b) {
   if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  b.set_grad(0, b.emit1("ReluGrad", {b.grad_out(0), b.out(0)}));
+  b.set_grad(0, b.emit1("ReluGrad", {b.grad_out(0), b.out(0), b.in(0)}));
 }
 
 template <class T>
@@ -19,16 +21,21 @@ void relu_cpu(const CpuCall& c) {
   map1<T>(c, [](T x) { return x > T(0) ? x : T(0); });
 }
 
-// ReluGrad(dy, y) -> dx
+// ReluGrad(dy, y, x) -> dx = dy where y > 0 (impl "output") or where x > 0 (impl "input").
 template <class T>
 void relu_grad_cpu(const CpuCall& c) {
-  map2<T>(c, [](T dy, T y) { return y > T(0) ? dy : T(0); });
+  const T* dy = c.in[0].as<T>();                        // (n)
+  const T* saved = c.in[c.impl == 0 ? 1 : 2].as<T>();   // y or x (n)
+  T* dx = c.out[0].as<T>();                             // (n)
+  const int64_t n = c.in[0].numel();
+  for (int64_t i = 0; i < n; ++i) dx[i] = saved[i] > T(0) ? dy[i] : T(0);
 }
 
 const OpDef relu = {.name = "Relu", .infer = infer_relu, .backward = backward_relu,
                     .cpu_f32 = relu_cpu<float>, .cpu_f64 = relu_cpu<double>};
 const OpDef relu_grad = {.name = "ReluGrad", .infer = infer_like_input0,
-                         .cpu_f32 = relu_grad_cpu<float>, .cpu_f64 = relu_grad_cpu<double>};
+                         .cpu_f32 = relu_grad_cpu<float>, .cpu_f64 = relu_grad_cpu<double>,
+                         .impls = {{"output", 0b011}, {"input", 0b101}}};
 
 }  // namespace
 
