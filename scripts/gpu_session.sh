@@ -81,6 +81,8 @@ stage_profile() {
     -o "$dir/checkpoint_half_cuda.json" --report "$dir/checkpoint_half_cuda.report.json"
   step run_resnet50_184_store_all "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 10 --warmup 3 \
     --report "$dir/run_store_all_cuda.json"
+  # $OUT is fresh in every run-tool call: keep the schedule on the machine for a later `bench` call too.
+  mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
   step run_resnet50_184_scheduled "$B/monet-run" models/resnet50.onnx --schedule "$dir/checkpoint_half_cuda.json" \
     --device cuda --iters 10 --warmup 3 --report "$dir/run_checkpoint_half_cuda.json"
   for spec in "googlenet 320" "mobilenet_v2 272" "vgg16 176" "unet 11 --loss sum"; do
@@ -93,6 +95,7 @@ stage_profile() {
 
 stage_bench() {
   local dir="$OUT/schedules/resnet50_184" sched=()
+  [ -f "$ROOT/gpu-work/checkpoint_half_cuda.json" ] && sched=(--schedule "$ROOT/gpu-work/checkpoint_half_cuda.json")
   [ -f "$dir/checkpoint_half_cuda.json" ] && sched=(--schedule "$dir/checkpoint_half_cuda.json")
   step bench_resnet50_184 python3 scripts/bench_pytorch.py --model resnet50 --batch 184 --monet-bin "$B" \
     "${sched[@]}" --json "$OUT/bench_resnet50_184.json"
