@@ -19,6 +19,7 @@ struct ModelFlags {
   std::string input_shape;
   uint64_t seed = 0;
   std::string loss = "ce";
+  std::string math = "default";
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -26,6 +27,9 @@ struct ModelFlags {
     app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
     app.add_option("--seed", seed, "seed for parameters, data, labels and dropout masks (default 0)");
     app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
+    app.add_option("--math", math,
+                   "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
+                   "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
   }
 
   SessionOptions session_options() const {
@@ -36,6 +40,8 @@ struct ModelFlags {
     if (!input_shape.empty()) o.import.input_shape = parse_input_shape(input_shape);
     o.train.loss = parse_loss(loss);
     o.seed = seed;
+    if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");
+    o.math = math;
     return o;
   }
 };

@@ -106,7 +106,7 @@ struct Flags {
 
 // --simulate: the schedule replayed against the model by the simulator; nothing is placed or run.
 int check_by_simulation(const Flags& f, const SessionOptions& o) {
-  auto backend = o.device == "cpu" ? make_cpu_backend(o.float_bytes) : make_backend(o.device);
+  auto backend = o.device == "cpu" ? make_cpu_backend(o.float_bytes) : make_backend(o.device, o.math);
   const ScheduledModel m = load_scheduled_model(o, *backend);  // throws the simulator's message, naming the step
   const ScheduleFile& sf = m.file;
   const Graph& g = m.tg.graph;
@@ -237,6 +237,78 @@ int check_against_store_all(const Flags& f, const SessionOptions& o) {
                         {"tolerance", f.tolerance},
                         {"pass", pass}};
     for (const ParamError& e : sorted) j["params"][e.name] = {{"rel_diff", e.rel}, {"max_abs_diff", e.max_abs}};
+    write_json_atomic(f.report, j);
+  }
+  return pass ? kExitOk : kExitCheckFailed;
+}
+
+// --reference cpu: the CUDA step (store-all or the schedule) against the CPU engine from the same seed. The truth
+// is the CPU engine in double; the CPU engine in float32 on the same step shows how much fp32 rounding alone moves
+// the gradients, and the CUDA step passes within --tolerance of the truth or within kNoiseFactor times that.
+int check_against_cpu(const Flags& f, const SessionOptions& o) {
+  auto s = open_session(o);
+  const Graph& g = s->tg.graph;
+  std::printf("model %s  input %s  device %s  loss %s\n", g.model_name.c_str(),
+              shape_str(g.values[g.data_input].shape).c_str(), s->backend->name().c_str(), loss_name(o.train.loss));
+  std::set<int> capture = {s->tg.loss};
+  for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
+  auto one_step = [&](Session& session) {
+    auto values = session.executor->step(capture);
+    Gradients out;
+    out.loss = values.at(session.tg.loss).at(0);
+    for (const ParamSlot& p : session.tg.params) out.grads.push_back(values.at(p.grad));
+    session.executor.reset();
+    return out;
+  };
+  const Gradients ours = one_step(*s);
+  const std::string device_info = s->backend->describe();
+  std::vector<Gradients> cpu;
+  for (int fb : {8, 4}) {
+    SessionOptions c = o;
+    c.device = "cpu";
+    c.float_bytes = fb;
+    c.schedule_path.clear();  // the CPU runs store-all: the same values, whatever the schedule
+    c.import.batch = s->schedule.batch;
+    c.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
+    auto r = open_session(c);
+    cpu.push_back(one_step(*r));
+  }
+  const Gradients& truth = cpu[0];
+  std::vector<ParamError> errors = compare(ours, truth), floor_errors = compare(cpu[1], truth);
+  for (size_t i = 0; i < errors.size(); ++i) errors[i].name = g.values[s->tg.params[i].param].name;
+  const double worst = max_error(errors), cpu32 = max_error(floor_errors);
+  const double loss_rel = std::abs(ours.loss - truth.loss) / std::max(1e-12, std::abs(truth.loss));
+  const double cpu32_loss_rel = std::abs(cpu[1].loss - truth.loss) / std::max(1e-12, std::abs(truth.loss));
+  std::vector<ParamError> sorted = errors;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rel > b.rel; });
+  std::printf("%-48s %14s %14s\n", "parameter (worst first)", "rel error", "max abs diff");
+  for (size_t i = 0; i < std::min<size_t>(sorted.size(), 8); ++i)
+    std::printf("%-48s %14.3e %14.3e\n", sorted[i].name.c_str(), sorted[i].rel, sorted[i].max_abs);
+  std::printf("loss: cuda %.9g  cpu (f64) %.9g  rel %.3e (cpu f32: %.3e)\n", ours.loss, truth.loss, loss_rel,
+              cpu32_loss_rel);
+  std::printf("gradients vs cpu f64: cuda max rel error %.3e; cpu f32 %.3e (noise floor)\n", worst, cpu32);
+  const double allowed = std::max(f.tolerance, kNoiseFactor * cpu32);
+  const bool pass = worst <= allowed && loss_rel <= std::max(f.tolerance, kNoiseFactor * cpu32_loss_rel);
+  std::printf("math %s: allowed %.3e: %s\n", o.math.c_str(), allowed, pass ? "PASS" : "FAIL");
+  std::printf("device: %s\n", device_info.c_str());
+  if (!f.report.empty()) {
+    nlohmann::json j = {{"model", g.model_name},
+                        {"batch", s->schedule.batch},
+                        {"input_shape", s->schedule.input_shape},
+                        {"device", s->backend->name()},
+                        {"device_info", device_info},
+                        {"math", o.math},
+                        {"reference", "cpu"},
+                        {"schedule", s->schedule.schedule.mode},
+                        {"loss", ours.loss},
+                        {"reference_loss", truth.loss},
+                        {"loss_rel_error", loss_rel},
+                        {"max_rel_error", worst},
+                        {"cpu_f32_max_rel_error", cpu32},
+                        {"tolerance", f.tolerance},
+                        {"allowed", allowed},
+                        {"pass", pass}};
+    for (const ParamError& e : sorted) j["params"][e.name] = {{"rel_error", e.rel}, {"max_abs_diff", e.max_abs}};
     write_json_atomic(f.report, j);
   }
   return pass ? kExitOk : kExitCheckFailed;
@@ -403,15 +475,16 @@ int main(int argc, char** argv) {
   CLI::App app{"monet-check: compare one training step's loss and gradients with a reference"};
   Flags f;
   f.model.add_to(app);
-  app.add_option("--device", f.device, "cpu (cuda: not yet implemented)");
+  app.add_option("--device", f.device, "cpu or cuda");
   app.add_option("--reference", f.reference,
                  "torch: PyTorch autograd on the same ONNX graph (default); store-all: the --schedule against a "
-                 "store-all step, bitwise");
+                 "store-all step, bitwise; cpu (with --device cuda): the CUDA step against the CPU engine");
   app.add_option("--schedule", f.schedule, "SCHEDULE.json from monet-solve to run (its batch and input shape apply)");
   app.add_flag("--simulate", f.simulate, "with --schedule: replay it in the simulator only (valid, within its budget)");
-  app.add_option("--tolerance", f.tolerance,
+  auto* tolerance_opt = app.add_option("--tolerance", f.tolerance,
                  "torch: max norm-wise relative error of every gradient and of the loss (default 1e-4); store-all: "
-                 "the same for modes that are not bitwise");
+                 "the same for modes that are not bitwise; cpu: the same against the CPU engine in double (default "
+                 "1e-4 with --math fp32, 1e-2 with --math default: TF32)");
   app.add_option("--report", f.report, "write a JSON report here");
   app.add_option("--python", f.python, "Python interpreter with torch and onnx (default /usr/bin/python3)");
   app.add_option("--reference-script", f.script, "path of torch_reference.py");
@@ -419,8 +492,10 @@ int main(int argc, char** argv) {
   app.add_flag("--keep", f.keep, "keep the exchange directory");
   app.add_option("--precision", f.precision, "f32 (the engine as it trains, default) or f64 (CPU backend in double)");
   return app::guarded_main("monet-check", app, argc, argv, [&]() -> int {
-    if (f.reference != "torch" && f.reference != "store-all")
-      fail("--reference '", f.reference, "': expected torch or store-all");
+    if (f.reference != "torch" && f.reference != "store-all" && f.reference != "cpu")
+      fail("--reference '", f.reference, "': expected torch, store-all or cpu");
+    if (f.reference == "cpu" && f.device != "cuda") fail("--reference cpu checks --device cuda against the CPU engine");
+    if (f.reference == "cpu" && !tolerance_opt->count() && f.model.math == "default") f.tolerance = 1e-2;
     if (!(f.tolerance > 0)) fail("--tolerance must be positive");
     if (f.simulate && f.schedule.empty()) fail("--simulate checks a schedule: give --schedule");
     if (f.reference == "store-all" && f.schedule.empty() && !f.simulate)
@@ -433,6 +508,7 @@ int main(int argc, char** argv) {
     o.float_bytes = f.precision == "f64" ? 8 : 4;
     if (f.simulate) return check_by_simulation(f, o);
     if (f.reference == "store-all") return check_against_store_all(f, o);
+    if (f.reference == "cpu") return check_against_cpu(f, o);
     return check_against_torch(f, o);
   });
 }

@@ -1,11 +1,15 @@
 // monet-profile: writes the profile the planner reads - every value's bytes and every node's time and workspace
 // for a model at a batch - either estimated from the op formulas on a roofline (--device estimate, no hardware)
-// or measured on the CPU engine (--device cpu). --device cuda answers why it cannot run yet.
+// or measured on the CPU engine (--device cpu) or the CUDA engine (--device cuda: CUDA events, and every cuDNN
+// algorithm of every convolution timed with its workspace, recorded under device_info.conv_algorithms).
 #include <chrono>
 #include <cstdio>
 
 #include "common.h"
 #include "profile/profile.h"
+#ifdef MONET_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
 
 using namespace monet;
 
@@ -24,18 +28,22 @@ int main(int argc, char** argv) {
   auto* overhead = app.add_option("--gpu-overhead-us", roofline.kernel_overhead_us,
                                   "estimate: fixed cost per kernel in microseconds (default 5)");
   auto* gpu_name = app.add_option("--gpu-name", roofline.name, "estimate: device name recorded (default H100-SXM)");
-  auto* warmup_opt = app.add_option("--warmup", warmup, "cpu: untimed steps first (default 1)");
-  auto* repeats_opt = app.add_option("--repeats", repeats, "cpu: timed steps; each node's time is the median (default 3)");
+  auto* warmup_opt = app.add_option("--warmup", warmup, "cpu, cuda: untimed steps first (default 1)");
+  auto* repeats_opt =
+      app.add_option("--repeats", repeats, "cpu, cuda: timed steps; each node's time is the median (default 3)");
+  bool no_algorithms = false;
+  app.add_flag("--no-conv-algorithms", no_algorithms, "cuda: do not time every cuDNN algorithm of each convolution");
   return app::guarded_main("monet-profile", app, argc, argv, [&] {
     if (device != "estimate" && device != "cpu" && device != "cuda")
       fail("--device '", device, "': expected estimate, cpu or cuda");
-    if (device == "cuda") make_backend("cuda");  // throws the reason: no GPU, or the engine is not written yet
+    std::unique_ptr<Backend> backend;
+    if (device == "cuda") backend = make_backend("cuda", flags.math);  // throws the reason when there is no GPU
     if (device != "estimate")
       for (auto* o : {tflops, bandwidth, overhead, gpu_name})
         if (o->count()) fail(o->get_name(), " applies to --device estimate only");
-    if (device != "cpu")
+    if (device == "estimate")
       for (auto* o : {warmup_opt, repeats_opt})
-        if (o->count()) fail(o->get_name(), " applies to --device cpu only");
+        if (o->count()) fail(o->get_name(), " applies to --device cpu or cuda only");
     if (!(roofline.fp32_tflops > 0)) fail("--gpu-tflops must be positive, got ", roofline.fp32_tflops);
     if (!(roofline.bandwidth_gbs > 0)) fail("--gpu-bandwidth-gbs must be positive, got ", roofline.bandwidth_gbs);
     if (!(roofline.kernel_overhead_us >= 0)) fail("--gpu-overhead-us must be >= 0, got ", roofline.kernel_overhead_us);
@@ -55,8 +63,9 @@ int main(int argc, char** argv) {
     } else {
       using clock = std::chrono::steady_clock;
       auto last_print = clock::now();
-      p = measure_profile_cpu(
-          tg, warmup, repeats,
+      if (!backend) backend = make_cpu_backend(4);
+      p = measure_profile(
+          tg, *backend, warmup, repeats,
           [&](const ProfileProgress& at) {
             const auto now = clock::now();
             if (!at.step_done && now - last_print < std::chrono::seconds(2)) return;
@@ -71,6 +80,23 @@ int main(int argc, char** argv) {
           o.seed);
     }
     p.model_path = o.model_path;
+#ifdef MONET_HAVE_CUDA
+    if (device == "cuda" && !no_algorithms) {
+      // Every algorithm cuDNN offers for each convolution node, with its workspace and time; failures recorded.
+      nlohmann::json algos = nlohmann::json::object();
+      int done = 0, convs = 0;
+      for (const Node& n : g.nodes) convs += n.op.rfind("Conv", 0) == 0 && n.op != "ConvGradBias";
+      for (const Node& n : g.nodes) {
+        nlohmann::json list = cuda::time_conv_algorithms(*backend, g, n, warmup, repeats);
+        if (list.empty()) continue;
+        algos[n.name] = {{"op", n.op}, {"algorithms", list}};
+        std::printf("conv algorithms: node %d/%d %s (%s): %zu algorithms\n", ++done, convs, n.name.c_str(),
+                    n.op.c_str(), list.size());
+        std::fflush(stdout);
+      }
+      p.device_info["conv_algorithms"] = algos;
+    }
+#endif
 
     const ProfileTotals t = profile_totals(p);
     int counts[4] = {0, 0, 0, 0};

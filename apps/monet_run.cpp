@@ -1,5 +1,5 @@
 // monet-run: trains K steps of a model on a device with a schedule (store-all, or --schedule S from monet-solve)
-// and reports median step time, the arena's measured peak and the simulator's predicted peak, which must be equal
+// (on the CPU or CUDA engine) and reports median step time, the arena's measured peak and the simulator's predicted peak, which must be equal
 // and within the schedule's budget.
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::string device = "cpu", report, schedule;
   int iters = 5, warmup = 1;
   double lr = 0.01;
-  app.add_option("--device", device, "cpu (cuda: not yet implemented)");
+  app.add_option("--device", device, "cpu or cuda");
   app.add_option("--iters", iters, "measured training steps (default 5)");
   app.add_option("--warmup", warmup, "steps run before measuring (default 1)");
   app.add_option("--lr", lr, "SGD learning rate (default 0.01; momentum 0.9)");
@@ -70,8 +70,11 @@ int main(int argc, char** argv) {
     if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
     if (sf.budget_bytes > 0 && peak > sf.budget_bytes)
       fail("arena peak ", peak, " bytes exceeds the schedule's budget ", sf.budget_bytes, " bytes (", schedule, ")");
+    const std::string device_info = s->backend->describe();
+    if (device != "cpu") std::printf("device: %s\n", device_info.c_str());
     if (!report.empty()) {
       nlohmann::json j = {{"model", g.model_name},
+                          {"device_info", device_info},
                           {"batch", g.values[g.data_input].shape[0]},
                           {"input_shape", g.values[g.data_input].shape},
                           {"device", s->backend->name()},

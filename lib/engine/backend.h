@@ -2,6 +2,7 @@
 // placement; a backend only reserves the arena's one block, moves host data in and out, and runs kernels.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,12 +27,30 @@ class Backend {
   virtual void upload(const TensorRef& dst, const std::vector<double>& host) = 0;
   virtual std::vector<double> download(const TensorRef& src) = 0;
   virtual void synchronize() {}
+  // One line about the device for reports (CUDA: GPU, driver, runtime and cuDNN versions, math mode, and
+  // cudaMemGetInfo before and after the arena's reservation and now).
+  virtual std::string describe() const { return name(); }
+  // Times one node for profiles: start_timer() before run(), stop_timer_ms() after it (waits for the kernels).
+  // Host wall time after synchronize() by default; CUDA records events on its stream.
+  virtual void start_timer() {
+    synchronize();
+    timer_start_ = std::chrono::steady_clock::now();
+  }
+  virtual double stop_timer_ms() {
+    synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timer_start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point timer_start_;
 };
 
 // float_bytes 4: the fp32 engine; 8: double precision (for tests).
 std::unique_ptr<Backend> make_cpu_backend(int float_bytes = 4);
 
 // "cpu" or "cuda"; throws a one-line error when the device is unavailable in this build or on this machine.
-std::unique_ptr<Backend> make_backend(const std::string& device);
+// math (cuda): "default" (TF32 allowed in cuDNN convolutions, as PyTorch by default) or "fp32" (strict); the CPU
+// backend is always strict fp32 and accepts either.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& math = "default");
 
 }  // namespace monet

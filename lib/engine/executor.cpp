@@ -1,7 +1,5 @@
 #include "engine/executor.h"
 
-#include <chrono>
-
 #include "core/error.h"
 
 namespace monet {
@@ -95,13 +93,10 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       in.push_back(impl.reads_input(static_cast<int>(i)) ? ref(v) : TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype});
     }
     for (int v : n.outputs) out.push_back(ref(v));
-    const auto t0 = std::chrono::steady_clock::now();
+    if (node_ms) backend_.start_timer();  // host wall time on the CPU, CUDA events on the GPU
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
                  computed[node] != 0, st.impl);
-    if (node_ms) {
-      backend_.synchronize();
-      (*node_ms)[node] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
+    if (node_ms) (*node_ms)[node] += backend_.stop_timer_ms();
     if (on_node) on_node(node);
     for (int v : n.outputs)
       if (capture.count(v) && !captured.count(v)) {

@@ -101,7 +101,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
 
 std::unique_ptr<Session> open_session(const SessionOptions& o) {
   auto s = std::make_unique<Session>();
-  s->backend = o.device == "cpu" ? make_cpu_backend(o.float_bytes) : make_backend(o.device);
+  s->backend = o.device == "cpu" ? make_cpu_backend(o.float_bytes) : make_backend(o.device, o.math);
   ScheduledModel m = load_scheduled_model(o, *s->backend);
   s->tg = std::move(m.tg);
   s->plan = std::move(m.plan);

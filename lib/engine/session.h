@@ -21,6 +21,7 @@ struct SessionOptions {
   std::string device = "cpu";
   uint64_t seed = 0;
   int float_bytes = 4;        // cpu only: 8 runs the CPU backend in double
+  std::string math = "default";  // cuda: "default" (TF32 in cuDNN convolutions, as PyTorch) or "fp32" (strict)
   std::string schedule_path;  // a SCHEDULE.json to run instead of store-all; its batch and input shape apply
 };
 

@@ -116,10 +116,18 @@ Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
 
 Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, const ProgressFn& progress,
                             uint64_t seed) {
+  auto backend = make_cpu_backend(4);
+  return measure_profile(tg, *backend, warmup, repeats, progress, seed);
+}
+
+Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmup, int repeats,
+                        const ProgressFn& progress, uint64_t seed) {
   if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
   if (repeats <= 0) fail("--repeats must be positive, got ", repeats);
+  if (backend_ref.float_bytes() != 4) fail("profiles are measured in fp32");
   const Graph& g = tg.graph;
-  auto backend = make_cpu_backend(4);
+  Backend* backend = &backend_ref;
+  const bool cpu = backend->name() == "cpu";
   auto workspace = [&](const Node& n) { return backend->workspace_bytes(g, n); };
   PlanGraph plan = make_plan_graph(tg, workspace, 4);
   const std::vector<std::vector<double>> initial = initial_values(tg, seed);
@@ -156,14 +164,22 @@ Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, co
 
   Profile p;
   fill_metadata(p, tg);
-  p.device = "cpu";
-  p.device_info = {{"name", backend->name()},
-                   {"cpu", cpu_model_name()},
-                   {"hardware_threads", std::thread::hardware_concurrency()},
-                   {"warmup", warmup},
-                   {"repeats", repeats},
-                   {"time", "median over the repeats of each node's wall time in a store-all step (one pass of "
-                            "store-all steps per implementation index)"}};
+  p.device = cpu ? "cpu" : "cuda";
+  if (cpu)
+    p.device_info = {{"name", backend->name()},
+                     {"cpu", cpu_model_name()},
+                     {"hardware_threads", std::thread::hardware_concurrency()},
+                     {"warmup", warmup},
+                     {"repeats", repeats},
+                     {"time", "median over the repeats of each node's wall time in a store-all step (one pass of "
+                               "store-all steps per implementation index)"}};
+  else
+    p.device_info = {{"name", backend->name()},
+                     {"device", backend->describe()},
+                     {"warmup", warmup},
+                     {"repeats", repeats},
+                     {"time", "median over the repeats of each node's time between CUDA events in a store-all step "
+                               "(one pass per implementation index)"}};
   p.costs = node_costs(g);
   p.plan = std::move(plan);
   for (size_t n = 0; n < g.nodes.size(); ++n)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "schedule/plan.h"
 #include "train/training_graph.h"
 
@@ -63,8 +64,12 @@ struct ProfileProgress {
 };
 using ProgressFn = std::function<void(const ProfileProgress&)>;
 
-// Measured profile on the CPU engine (fp32): `warmup` untimed then `repeats` timed store-all training steps, each
-// node's time the median over the repeats. progress (may be null) is called after every node.
+// Measured profile on a backend (fp32): `warmup` untimed then `repeats` timed store-all training steps, each
+// node's time the median over the repeats (CPU: wall time; CUDA: CUDA events around the node), its workspace the
+// backend's. progress (may be null) is called after every node.
+Profile measure_profile(const TrainingGraph& tg, Backend& backend, int warmup, int repeats,
+                        const ProgressFn& progress = nullptr, uint64_t seed = 0);
+// measure_profile on the CPU backend.
 Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, const ProgressFn& progress = nullptr,
                             uint64_t seed = 0);
 

@@ -4,13 +4,11 @@
 
 #include "core/error.h"
 #include "engine/backend.h"
+#ifdef MONET_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
 
 namespace monet {
-#ifdef MONET_HAVE_CUDA
-namespace cuda {
-std::string probe_device(std::string* description);
-}
-#endif
 namespace {
 
 template <class T>
@@ -71,14 +69,14 @@ std::unique_ptr<Backend> make_cpu_backend(int float_bytes) {
   return std::make_unique<CpuBackend<float>>();
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& math) {
+  if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");
   if (device == "cpu") return make_cpu_backend(4);
   if (device == "cuda") {
 #ifdef MONET_HAVE_CUDA
-    std::string description;
-    std::string problem = cuda::probe_device(&description);
+    std::string problem = cuda::probe_device(nullptr);
     if (!problem.empty()) fail("--device cuda: ", problem);
-    fail("--device cuda: found ", description, ", but the CUDA engine is not implemented yet; use --device cpu");
+    return cuda::make_cuda_backend(math);
 #else
     fail("--device cuda: this build has no CUDA support (nvcc/cuDNN were not found at configure time)");
 #endif

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/common/unary.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -69,5 +70,10 @@ const OpDef clip_grad = {.name = "ClipGrad", .infer = infer_clip_grad,
 
 extern const std::vector<const OpDef*> clip_ops;
 const std::vector<const OpDef*> clip_ops = {&clip, &clip_grad};
+
+// For other backends (ops/common/plans.h).
+std::pair<double, double> clip_bounds(const Attrs& a) {
+  return {clip_bound(a, "min", -kInf), clip_bound(a, "max", kInf)};
+}
 
 }  // namespace monet::ops

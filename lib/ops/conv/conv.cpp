@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/common/im2col.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -219,5 +220,8 @@ const OpDef conv_grad_bias = {.name = "ConvGradBias", .infer = infer_conv_grad_b
 
 extern const std::vector<const OpDef*> conv_ops;
 const std::vector<const OpDef*> conv_ops = {&conv, &conv_grad_data, &conv_grad_weight, &conv_grad_bias};
+
+// For other backends (ops/common/plans.h).
+ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& w) { return geom_of(node, x, w); }
 
 }  // namespace monet::ops

@@ -9,6 +9,7 @@
 //   ConvGradBias(dY)                 (from the conv folder)                               -> dB
 // In the adjoint conv, W (C, M/group, kH, kW) is laid out exactly as a Conv weight (out = C, in/group = M/group).
 #include "ops/common/im2col.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -223,5 +224,10 @@ const OpDef conv_transpose_grad_weight = {
 extern const std::vector<const OpDef*> conv_transpose_ops;
 const std::vector<const OpDef*> conv_transpose_ops = {&conv_transpose, &conv_transpose_grad_data,
                                                       &conv_transpose_grad_weight};
+
+// For other backends (ops/common/plans.h).
+ConvGeom conv_transpose_geometry(const Node& node, const Shape& x, const Shape& w) {
+  return geom_of(node, x, w);
+}
 
 }  // namespace monet::ops

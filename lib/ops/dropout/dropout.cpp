@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "ops/common/elementwise.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -112,5 +113,8 @@ const OpDef dropout_grad = {.name = "DropoutGrad", .infer = infer_dropout_grad,
 
 extern const std::vector<const OpDef*> dropout_ops;
 const std::vector<const OpDef*> dropout_ops = {&dropout, &dropout_grad};
+
+// For other backends (ops/common/plans.h).
+double dropout_ratio(const Attrs& a) { return effective_ratio(a); }
 
 }  // namespace monet::ops

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ops/op.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -113,5 +114,11 @@ const OpDef gather_grad = {.name = "GatherGrad", .infer = infer_gather_grad,
 
 extern const std::vector<const OpDef*> gather_ops;
 const std::vector<const OpDef*> gather_ops = {&gather, &gather_grad};
+
+// For other backends (ops/common/plans.h).
+GatherSpec gather_spec(const Attrs& a, const Shape& x) {
+  const GatherGeom g = checked_geom(a, x);
+  return {g.outer, g.A, g.inner, g.index};
+}
 
 }  // namespace monet::ops

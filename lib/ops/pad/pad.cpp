@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ops/op.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -152,5 +153,13 @@ const OpDef pad_grad = {.name = "PadGrad", .infer = infer_pad_grad,
 
 extern const std::vector<const OpDef*> pad_ops;
 const std::vector<const OpDef*> pad_ops = {&pad, &pad_grad};
+
+// For other backends (ops/common/plans.h).
+PadSpec pad_spec(const Attrs& a, const Shape& x) {
+  PadPlan p;
+  const std::string err = plan_pad(a, x, p);
+  MONET_CHECK(err.empty(), err);
+  return {p.out, p.src, pad_constant(a)};
+}
 
 }  // namespace monet::ops

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "ops/op.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -220,5 +221,13 @@ const OpDef resize_grad = {.name = "ResizeGrad", .infer = infer_resize_grad,
 
 extern const std::vector<const OpDef*> resize_ops;
 const std::vector<const OpDef*> resize_ops = {&resize, &resize_grad};
+
+// For other backends (ops/common/plans.h).
+ResizeSpec resize_spec(const Attrs& a, const Shape& x) {
+  ResizePlan p;
+  const std::string err = plan_resize(a, x, p);
+  MONET_CHECK(err.empty(), err);
+  return {p.out, p.linear, p.h.i0, p.h.i1, p.w.i0, p.w.i1, p.h.w0, p.h.w1, p.w.w0, p.w.w1};
+}
 
 }  // namespace monet::ops

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ops/op.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -145,5 +146,13 @@ const OpDef slice_grad = {.name = "SliceGrad", .infer = infer_slice_grad,
 
 extern const std::vector<const OpDef*> slice_ops;
 const std::vector<const OpDef*> slice_ops = {&slice, &slice_grad};
+
+// For other backends (ops/common/plans.h).
+SliceSpec slice_spec(const Attrs& a, const Shape& x) {
+  SliceAxes s;
+  const std::string err = resolve_slice(a, x, s);
+  MONET_CHECK(err.empty(), err);
+  return {s.start, s.step, s.len};
+}
 
 }  // namespace monet::ops

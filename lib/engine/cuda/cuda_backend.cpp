@@ -1,0 +1,317 @@
+// The CUDA backend: the arena's one cudaMalloc, host<->device conversion, and run() dispatching each node by op
+// name to the kernel table (cuda_ops.h). fp32 only (the CPU backend covers double). Everything runs on the legacy
+// default stream, so kernels, cuDNN and cuBLAS calls and copies are ordered without further synchronisation.
+#include "engine/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/cuda/cuda_ops.h"
+
+namespace monet::cuda {
+
+// ---------------------------------------------------------------------------------------------- kernel table
+
+const CudaKernelTable& kernel_table() {
+  static const CudaKernelTable table = [] {
+    CudaKernelTable t;
+    add_elementwise_kernels(t);
+    add_conv_kernels(t);
+    add_gemm_kernels(t);
+    add_norm_pool_kernels(t);
+    add_shape_kernels(t);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> kernel_op_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, def] : kernel_table())
+    if (def.run) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------- shape helpers
+
+Dims dims_of(const Shape& s) {
+  if (s.size() > static_cast<size_t>(kMaxDims)) fail("CUDA kernels support rank <= ", kMaxDims, ", got ", shape_str(s));
+  Dims d;
+  d.rank = static_cast<int>(s.size());
+  for (size_t i = 0; i < s.size(); ++i) d.size[i] = s[i];
+  return d;
+}
+
+Strides contiguous_strides(const Shape& s) {
+  Strides st;
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st.s[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+Strides broadcast_strides_to(const Shape& in, const Shape& out) {
+  MONET_CHECK(in.size() <= out.size(), shape_str(in), " vs ", shape_str(out));
+  Strides st;
+  int64_t acc = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const size_t d = in.size() - 1 - k, od = out.size() - 1 - k;
+    MONET_CHECK(in[d] == out[od] || in[d] == 1, shape_str(in), " does not broadcast to ", shape_str(out));
+    st.s[od] = in[d] == 1 ? 0 : acc;
+    acc *= in[d];
+  }
+  return st;
+}
+
+ReduceGeom reduce_geom(const Shape& full, const Shape& target, const Shape* p0, const Shape* p1) {
+  dims_of(full);  // rank check
+  const Strides sx = contiguous_strides(full);
+  const Strides s0 = p0 ? broadcast_strides_to(*p0, full) : Strides{};
+  const Strides s1 = p1 ? broadcast_strides_to(*p1, full) : Strides{};
+  const Strides st = broadcast_strides_to(target, full);  // 0 on dims summed over
+  ReduceGeom g;
+  for (size_t d = 0; d < full.size(); ++d) {
+    if (full[d] == 1) continue;  // contributes nothing to either index
+    const bool kept = st.s[d] != 0;
+    int& rank = kept ? g.kept_rank : g.red_rank;
+    int64_t* size = kept ? g.kept_size : g.red_size;
+    int64_t(*stride)[kMaxDims] = kept ? g.kept_stride : g.red_stride;
+    size[rank] = full[d];
+    stride[0][rank] = sx.s[d];
+    stride[1][rank] = s0.s[d];
+    stride[2][rank] = s1.s[d];
+    ++rank;
+    (kept ? g.out_n : g.red_n) *= full[d];
+  }
+  MONET_CHECK(g.out_n == numel(target), shape_str(target), " from ", shape_str(full));
+  return g;
+}
+
+void binary_op(const CudaCall& c, Binary op, const Shape& out, const Shape& sa, const float* a, const Shape& sb,
+               const float* b, float* y, float scalar) {
+  if (numel(out) == 0) return;
+  const Strides ta = broadcast_strides_to(sa, out), tb = broadcast_strides_to(sb, out);
+  // Merge adjacent dims d, d+1 where both operands step through them as one (fewer divisions per element).
+  Dims m;
+  Strides ma, mb;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;
+    if (m.rank > 0) {
+      const int k = m.rank - 1;
+      if (ma.s[k] == ta.s[d] * out[d] && mb.s[k] == tb.s[d] * out[d]) {
+        m.size[k] *= out[d];
+        ma.s[k] = ta.s[d];
+        mb.s[k] = tb.s[d];
+        continue;
+      }
+    }
+    m.size[m.rank] = out[d];
+    ma.s[m.rank] = ta.s[d];
+    mb.s[m.rank] = tb.s[d];
+    ++m.rank;
+  }
+  if (m.rank == 0) {  // a single element
+    m.rank = 1;
+    m.size[0] = 1;
+  }
+  MONET_CUDA_CHECK(broadcast_binary(op, m, ma, mb, a, b ? b : a, y, scalar, c.ctx.stream));
+}
+
+void copy_bytes(const CudaCall& c, void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src)
+    MONET_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, c.ctx.stream));
+}
+
+double number_attr(const Attrs& a, const std::string& name, double dflt) {
+  auto it = a.all().find(name);
+  if (it == a.all().end()) return dflt;
+  const AttrValue& v = it->second;
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  if (auto* ds = std::get_if<std::vector<double>>(&v); ds && ds->size() == 1) return (*ds)[0];
+  if (auto* is = std::get_if<std::vector<int64_t>>(&v); is && is->size() == 1) return static_cast<double>((*is)[0]);
+  fail("attribute '", name, "' must be a single number");
+}
+
+// ---------------------------------------------------------------------------------------------- the backend
+
+namespace {
+
+std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(MathMode math) {
+    MONET_CUDA_CHECK(cudaSetDevice(0));
+    MONET_CUDA_CHECK(cudaGetDeviceProperties(&prop_, 0));
+    ctx_.math = math;
+    MONET_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
+    MONET_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    MONET_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
+    MONET_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
+    // Full fp32 GEMMs in both modes (PyTorch's default: allow_tf32 = False for matmul); CUBLAS_DEFAULT_MATH never
+    // uses TF32 for SGEMM.
+    MONET_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH));
+    MONET_CUDA_CHECK(cudaEventCreate(&timer_start_));
+    MONET_CUDA_CHECK(cudaEventCreate(&timer_stop_));
+    MONET_CUDA_CHECK(cudaDriverGetVersion(&driver_version_));
+    MONET_CUDA_CHECK(cudaRuntimeGetVersion(&runtime_version_));
+  }
+
+  ~CudaBackend() override {
+    ctx_.conv_plans.clear();
+    cudaEventDestroy(timer_start_);
+    cudaEventDestroy(timer_stop_);
+    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
+  }
+
+  std::string name() const override { return ctx_.math == MathMode::fp32 ? "cuda-fp32" : "cuda"; }
+  int float_bytes() const override { return 4; }
+
+  // The arena: exactly one cudaMalloc. cudaMemGetInfo before and after is the cross-check that nothing else
+  // takes device memory (describe() reports it again at the end of a run).
+  void* reserve(int64_t bytes) override {
+    MONET_CUDA_CHECK(cudaMemGetInfo(&free_before_reserve_, &total_));
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, kAlignBytes)));
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the sticky-free error state
+      fail("cuda: cannot reserve the arena of ", bytes, " bytes (", mib(static_cast<size_t>(bytes)), "): ",
+           mib(free_before_reserve_), " free of ", mib(total_));
+    }
+    MONET_CUDA_CHECK(e);
+    MONET_CUDA_CHECK(cudaMemGetInfo(&free_after_reserve_, &total_));
+    reserved_ = bytes;
+    ++reservations_;
+    return p;
+  }
+
+  void unreserve(void* block) override {
+    // Called from destructors: report, never throw.
+    const cudaError_t e = cudaFree(block);
+    if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFree of the arena failed: %s\n", cudaGetErrorString(e));
+  }
+
+  int64_t workspace_bytes(const Graph& g, const Node& n) const override {
+    const CudaKernelDef& def = lookup(n);
+    return def.workspace ? def.workspace(g, n, ctx_) : 0;
+  }
+
+  void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+           void* workspace, uint64_t seed, bool recompute, int impl) override {
+    const CudaKernelDef& def = lookup(n);
+    const int64_t ws = def.workspace ? def.workspace(g, n, ctx_) : 0;
+    def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl});
+  }
+
+  void upload(const TensorRef& dst, const std::vector<double>& host) override {
+    MONET_CHECK(static_cast<int64_t>(host.size()) == dst.numel());
+    const size_t n = host.size();
+    switch (dst.dtype) {
+      case DType::f32: copy_in(dst.data, std::vector<float>(host.begin(), host.end())); break;
+      case DType::i64: {
+        std::vector<int64_t> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(host[i]);
+        copy_in(dst.data, v);
+        break;
+      }
+      case DType::u8: {
+        std::vector<uint8_t> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(host[i]);
+        copy_in(dst.data, v);
+        break;
+      }
+    }
+  }
+
+  std::vector<double> download(const TensorRef& src) override {
+    const size_t n = static_cast<size_t>(src.numel());
+    switch (src.dtype) {
+      case DType::f32: return copy_out<float>(src.data, n);
+      case DType::i64: return copy_out<int64_t>(src.data, n);
+      case DType::u8: return copy_out<uint8_t>(src.data, n);
+    }
+    return {};
+  }
+
+  void synchronize() override { MONET_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+
+  void start_timer() override { MONET_CUDA_CHECK(cudaEventRecord(timer_start_, ctx_.stream)); }
+  double stop_timer_ms() override {
+    MONET_CUDA_CHECK(cudaEventRecord(timer_stop_, ctx_.stream));
+    MONET_CUDA_CHECK(cudaEventSynchronize(timer_stop_));
+    float ms = 0;
+    MONET_CUDA_CHECK(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+    return ms;
+  }
+
+  std::string describe() const override {
+    size_t free_now = 0, total = 0;
+    MONET_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
+    std::string s = std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) + std::to_string(prop_.minor) +
+                    ", " + mib(prop_.totalGlobalMem) + "), driver " + version(driver_version_) + ", runtime " +
+                    version(runtime_version_) + ", cuDNN " + std::to_string(cudnnGetVersion()) + " (built with " +
+                    std::to_string(CUDNN_VERSION) + "), math " + (ctx_.math == MathMode::fp32 ? "fp32" : "default") +
+                    "; cudaMemGetInfo free: " + mib(free_before_reserve_) + " before the arena";
+    if (reservations_ > 0)
+      s += ", " + mib(free_after_reserve_) + " after reserving " + std::to_string(reserved_) + " B (" +
+           std::to_string(reservations_) + " reservation" + (reservations_ > 1 ? "s" : "") + "), " + mib(free_now) +
+           " now";
+    return s;
+  }
+
+  CudaContext& context() { return ctx_; }
+
+ private:
+  static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+  const CudaKernelDef& lookup(const Node& n) const {
+    const CudaKernelTable& t = kernel_table();
+    auto it = t.find(n.op);
+    if (it == t.end() || !it->second.run) fail("node '", n.name, "' (", n.op, "): no CUDA kernel");
+    return it->second;
+  }
+
+  template <class T>
+  void copy_in(void* dst, const std::vector<T>& v) {
+    if (v.empty()) return;
+    MONET_CUDA_CHECK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+
+  template <class T>
+  std::vector<double> copy_out(const void* src, size_t n) {
+    std::vector<T> v(n);
+    if (n) MONET_CUDA_CHECK(cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return std::vector<double>(v.begin(), v.end());
+  }
+
+  cudaDeviceProp prop_{};
+  mutable CudaContext ctx_;  // workspace_bytes() caches convolution plans
+  cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
+  int driver_version_ = 0, runtime_version_ = 0;
+  size_t free_before_reserve_ = 0, free_after_reserve_ = 0, total_ = 0;
+  int64_t reserved_ = 0;
+  int reservations_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const std::string& math) {
+  if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");
+  std::string description;
+  const std::string problem = probe_device(&description);
+  if (!problem.empty()) fail("--device cuda: ", problem);
+  return std::make_unique<CudaBackend>(math == "fp32" ? MathMode::fp32 : MathMode::default_math);
+}
+
+CudaContext& context_of(Backend& backend) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (!b) fail("not a CUDA backend: ", backend.name());
+  return b->context();
+}
+
+}  // namespace monet::cuda

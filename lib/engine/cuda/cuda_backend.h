@@ -1,0 +1,31 @@
+// The CUDA backend's public face (host code only): its construction, the op names its kernel table covers (a
+// question that needs no GPU), the device probe, and per-algorithm timing of convolutions for profiles.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace monet::cuda {
+
+// Empty when a GPU and cuDNN are usable, else the reason (device_probe.cu).
+std::string probe_device(std::string* description);
+
+// math: "default" (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "fp32".
+// Throws the probe's reason when no GPU is usable.
+std::unique_ptr<Backend> make_cuda_backend(const std::string& math);
+
+// Every op name the kernel table has a kernel for, sorted.
+std::vector<std::string> kernel_op_names();
+
+// For a Conv-family node of g: every cuDNN algorithm for its problem with its workspace, status, determinism
+// and, where it runs, its time (median of `repeats` after `warmup`, CUDA events), on inputs of the node's shapes
+// filled with a fixed pattern. Scratch memory for this comes from one cudaMalloc made and freed here (profiling
+// runs outside training steps); an algorithm whose workspace does not fit is recorded as failed, not fatal.
+// Returns [] for other ops. backend must be a CUDA backend.
+nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats);
+
+}  // namespace monet::cuda

@@ -1,0 +1,383 @@
+// Conv, ConvTranspose and their gradients on cuDNN. Every node is one cuDNN problem on the geometry its op folder
+// resolves (ops/common/plans.h):
+//   Conv                     forward          x = X,  w = W,  y = Y
+//   ConvGradData             backward data    dy = dY, w = W -> dx = dX
+//   ConvGradWeight           backward filter  x = X, dy = dY -> dw = dW
+//   ConvTranspose            backward data of the adjoint conv (input Y, output X): dy = X, w = W -> dx = Y
+//   ConvTransposeGradData    forward of the adjoint conv: x = dY, w = W -> y = dX
+//   ConvTransposeGradWeight  backward filter of the adjoint conv: x = dY, dy = X -> dw = dW
+//   ConvGradBias             dY summed over all but the channel axis (our reduction kernel)
+// Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7, which allocate nothing); the first algorithm that
+// succeeds, needs at most kMaxWorkspaceBytes and, for the two backward kinds, is deterministic (so a schedule's
+// recomputation matches store-all bit for bit), else the first that succeeds. Its workspace is what
+// workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
+// TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_ops.h"
+#include "ops/common/plans.h"
+
+namespace monet::cuda {
+
+namespace {
+
+constexpr int64_t kMaxWorkspaceBytes = int64_t{4} << 30;
+
+enum class ConvKind { forward, backward_data, backward_filter };
+
+const char* kind_name(ConvKind k) {
+  return k == ConvKind::forward ? "forward" : k == ConvKind::backward_data ? "backward_data" : "backward_filter";
+}
+
+struct Candidate {
+  int algo = -1;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  int64_t workspace = 0;
+  bool deterministic = true;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+}  // namespace
+
+// Descriptors and the chosen algorithm of one convolution problem.
+struct ConvPlan {
+  ConvKind kind = ConvKind::forward;
+  ops::ConvGeom g;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;  // conv input (N, C, H, W), conv output (N, M, oH, oW)
+  cudnnFilterDescriptor_t w = nullptr;               // (M, C/group, kH, kW)
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  std::vector<Candidate> candidates;                 // in the heuristics' order
+  Candidate chosen;
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+namespace {
+
+struct Problem {
+  ConvKind kind;
+  ops::ConvGeom g;
+};
+
+Problem problem_of(const Graph& gr, const Node& n) {
+  auto shape = [&](int i) -> const Shape& { return gr.values[n.inputs[i]].shape; };
+  if (n.op == "Conv") return {ConvKind::forward, ops::conv_geometry(n, shape(0), shape(1))};
+  if (n.op == "ConvGradData") return {ConvKind::backward_data, ops::conv_geometry(n, n.attrs.ints("x_shape"), shape(1))};
+  if (n.op == "ConvGradWeight")
+    return {ConvKind::backward_filter, ops::conv_geometry(n, shape(1), n.attrs.ints("w_shape"))};
+  if (n.op == "ConvTranspose") return {ConvKind::backward_data, ops::conv_transpose_geometry(n, shape(0), shape(1))};
+  if (n.op == "ConvTransposeGradData")
+    return {ConvKind::forward, ops::conv_transpose_geometry(n, n.attrs.ints("x_shape"), shape(1))};
+  if (n.op == "ConvTransposeGradWeight")
+    return {ConvKind::backward_filter, ops::conv_transpose_geometry(n, shape(1), n.attrs.ints("w_shape"))};
+  fail("node '", n.name, "' (", n.op, "): not a convolution");
+}
+
+std::string key_of(const Problem& p, MathMode math, int forced) {
+  const ops::ConvGeom& g = p.g;
+  std::ostringstream k;
+  k << kind_name(p.kind) << '|' << g.N << ',' << g.C << ',' << g.H << ',' << g.W << '|' << g.M << ',' << g.kH << ','
+    << g.kW << '|' << g.oH << ',' << g.oW << '|' << g.sH << ',' << g.sW << '|' << g.dH << ',' << g.dW << '|' << g.pT
+    << ',' << g.pL << '|' << g.group << '|' << (math == MathMode::fp32 ? "fp32" : "default") << '|' << forced;
+  return k.str();
+}
+
+void set_math(const CudaContext& ctx, const ConvPlan& p, cudnnMathType_t m) {
+  MONET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, ctx.math == MathMode::fp32 ? CUDNN_FMA_MATH : m));
+}
+
+// Workspace of one algorithm (with the descriptor's math set to the algorithm's).
+cudnnStatus_t workspace_of(const CudaContext& ctx, const ConvPlan& p, const Candidate& c, size_t* bytes) {
+  set_math(ctx, p, c.math);
+  switch (p.kind) {
+    case ConvKind::forward:
+      return cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, p.x, p.w, p.conv, p.y,
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), bytes);
+    case ConvKind::backward_data:
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, p.w, p.y, p.conv, p.x,
+                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), bytes);
+    case ConvKind::backward_filter:
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          ctx.cudnn, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), bytes);
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+template <class Perf>
+Candidate candidate_of(const Perf& perf) {
+  Candidate c;
+  c.algo = static_cast<int>(perf.algo);
+  c.status = perf.status;
+  c.deterministic = perf.determinism == CUDNN_DETERMINISTIC;
+  c.math = perf.mathType;
+  return c;
+}
+
+// Every algorithm the heuristics list for the problem, in their order of expected speed, with workspaces.
+std::vector<Candidate> list_candidates(const CudaContext& ctx, const ConvPlan& p) {
+  std::vector<Candidate> out;
+  set_math(ctx, p, CUDNN_DEFAULT_MATH);
+  int max = 0, returned = 0;
+  switch (p.kind) {
+    case ConvKind::forward: {
+      MONET_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn, &max));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max));
+      MONET_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, p.x, p.w, p.conv, p.y, max, &returned,
+                                                               perf.data()));
+      for (int i = 0; i < returned; ++i) out.push_back(candidate_of(perf[static_cast<size_t>(i)]));
+      break;
+    }
+    case ConvKind::backward_data: {
+      MONET_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn, &max));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max));
+      MONET_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn, p.w, p.y, p.conv, p.x, max, &returned,
+                                                                    perf.data()));
+      for (int i = 0; i < returned; ++i) out.push_back(candidate_of(perf[static_cast<size_t>(i)]));
+      break;
+    }
+    case ConvKind::backward_filter: {
+      MONET_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn, &max));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max));
+      MONET_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn, p.x, p.y, p.conv, p.w, max,
+                                                                      &returned, perf.data()));
+      for (int i = 0; i < returned; ++i) out.push_back(candidate_of(perf[static_cast<size_t>(i)]));
+      break;
+    }
+  }
+  for (Candidate& c : out) {
+    if (c.status != CUDNN_STATUS_SUCCESS) continue;
+    size_t bytes = 0;
+    c.status = workspace_of(ctx, p, c, &bytes);
+    c.workspace = static_cast<int64_t>(bytes);
+  }
+  return out;
+}
+
+std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Problem& pr) {
+  auto p = std::make_shared<ConvPlan>();
+  p->kind = pr.kind;
+  p->g = pr.g;
+  const ops::ConvGeom& g = pr.g;
+  MONET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
+  MONET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
+  MONET_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+  MONET_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  MONET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.N), i32(g.C), i32(g.H),
+                                               i32(g.W)));
+  MONET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.N), i32(g.M),
+                                               i32(g.oH), i32(g.oW)));
+  MONET_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.M), i32(g.Cg()),
+                                               i32(g.kH), i32(g.kW)));
+  MONET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, i32(g.pT), i32(g.pL), i32(g.sH), i32(g.sW), i32(g.dH),
+                                                    i32(g.dW), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  MONET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, i32(g.group)));
+  // cuDNN pads both sides alike; the geometry's bottom/right padding is implied by oH/oW. The windows agree
+  // exactly when cuDNN's output size is ours (an extra padded row that no window reaches changes nothing).
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  MONET_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
+  if (on != g.N || oc != g.M || oh != g.oH || ow != g.oW)
+    fail("node '", n.name, "' (", n.op, "): its padding is asymmetric in a way cuDNN cannot express (output ",
+         g.oH, "x", g.oW, " with top/left pads ", g.pT, ",", g.pL, "; cuDNN gives ", oh, "x", ow, ")");
+
+  p->candidates = list_candidates(ctx, *p);
+  auto it = ctx.conv_algo_override.find(n.name);
+  const Candidate* pick = nullptr;
+  if (it != ctx.conv_algo_override.end()) {
+    for (const Candidate& c : p->candidates)
+      if (c.algo == it->second && c.status == CUDNN_STATUS_SUCCESS) pick = &c;
+    if (!pick) fail("node '", n.name, "' (", n.op, "): cuDNN algorithm ", it->second, " is not available for it");
+  } else {
+    const bool want_deterministic = pr.kind != ConvKind::forward;
+    for (int pass = want_deterministic ? 0 : 1; pass < 2 && !pick; ++pass)
+      for (const Candidate& c : p->candidates)
+        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= kMaxWorkspaceBytes && (pass == 1 || c.deterministic)) {
+          pick = &c;
+          break;
+        }
+    if (!pick)
+      fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm for this problem");
+  }
+  p->chosen = *pick;
+  set_math(ctx, *p, p->chosen.math);
+  return p;
+}
+
+std::shared_ptr<ConvPlan> plan_for(CudaContext& ctx, const Graph& gr, const Node& n) {
+  const Problem pr = problem_of(gr, n);
+  auto it = ctx.conv_algo_override.find(n.name);
+  const std::string key = key_of(pr, ctx.math, it == ctx.conv_algo_override.end() ? -1 : it->second);
+  auto cached = ctx.conv_plans.find(key);
+  if (cached != ctx.conv_plans.end()) return cached->second;
+  auto p = make_plan(ctx, n, pr);
+  ctx.conv_plans.emplace(key, p);
+  return p;
+}
+
+// Runs algorithm c of plan p: the three tensors are the conv input, filter and output (or their gradients).
+cudnnStatus_t execute(const CudaContext& ctx, const ConvPlan& p, const Candidate& c, const void* a, const void* b,
+                      void* out, void* ws, int64_t ws_bytes) {
+  const float one = 1.f, zero = 0.f;
+  const size_t wsb = static_cast<size_t>(ws_bytes);
+  switch (p.kind) {
+    case ConvKind::forward:  // a = x, b = w, out = y
+      return cudnnConvolutionForward(ctx.cudnn, &one, p.x, a, p.w, b, p.conv,
+                                     static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, wsb, &zero, p.y, out);
+    case ConvKind::backward_data:  // a = dy, b = w, out = dx
+      return cudnnConvolutionBackwardData(ctx.cudnn, &one, p.w, b, p.y, a, p.conv,
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, wsb, &zero, p.x,
+                                          out);
+    case ConvKind::backward_filter:  // a = x, b = dy, out = dw
+      return cudnnConvolutionBackwardFilter(ctx.cudnn, &one, p.x, a, p.y, b, p.conv,
+                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, wsb, &zero, p.w,
+                                            out);
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+// The (a, b) operands of execute() for a node: see the table at the top of the file.
+std::pair<const void*, const void*> operands(const CudaCall& c) {
+  const std::string& op = c.node.op;
+  if (op == "ConvGradWeight") return {c.in[1].data, c.in[0].data};  // ConvGradWeight(dY, X): a = X, b = dY
+  return {c.in[0].data, c.in[1].data};  // (X, W), (dY, W), (X, W) as dy, (dY, W) as x, (dY, X) as (x, dy)
+}
+
+void run_conv(const CudaCall& c) {
+  auto p = plan_for(c.ctx, c.g, c.node);
+  MONET_CHECK(c.workspace_bytes >= p->chosen.workspace, "workspace ", c.workspace_bytes, " < ", p->chosen.workspace);
+  const auto [a, b] = operands(c);
+  MONET_CUDNN_CHECK(execute(c.ctx, *p, p->chosen, a, b, c.out[0].data, c.workspace, c.workspace_bytes));
+  const bool has_bias = (c.node.op == "Conv" || c.node.op == "ConvTranspose") && c.in.size() == 3;
+  if (has_bias) {  // y (N, M, ...) += B (M), as a (M, 1, ..., 1) operand
+    const Shape& ys = c.out_shape(0);
+    Shape bias(ys.size() - 1, 1);
+    bias[0] = ys[1];
+    binary_op(c, Binary::add, ys, ys, c.fout(0), bias, c.fin(2), c.fout(0));
+  }
+}
+
+int64_t conv_workspace(const Graph& g, const Node& n, CudaContext& ctx) { return plan_for(ctx, g, n)->chosen.workspace; }
+
+// ConvGradBias(dY (N, M, ...)) -> dB (M): summed in double over all but the channel axis.
+void run_conv_grad_bias(const CudaCall& c) {
+  const Shape& dy = c.in_shape(0);
+  Shape target(dy.size() - 1, 1);
+  target[0] = dy[1];
+  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(dy, target), c.fin(0), nullptr, nullptr, c.fout(0), 1.0,
+                             c.ctx.stream));
+}
+
+const char* status_name(cudnnStatus_t s) { return cudnnGetErrorString(s); }
+
+}  // namespace
+
+void add_conv_kernels(CudaKernelTable& t) {
+  for (const char* op : {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
+                         "ConvTransposeGradWeight"})
+    t[op] = {run_conv, conv_workspace};
+  t["ConvGradBias"] = {run_conv_grad_bias};
+}
+
+nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
+  static const std::set<std::string> conv_ops = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose",
+                                                 "ConvTransposeGradData", "ConvTransposeGradWeight"};
+  if (!conv_ops.count(n.op)) return nlohmann::json::array();
+  CudaContext& ctx = context_of(backend);
+  const Problem pr = problem_of(g, n);
+  std::shared_ptr<ConvPlan> p = make_plan(ctx, n, pr);  // a private plan: its descriptor math changes below
+
+  // Scratch: the node's inputs and output, then the largest workspace that fits in what is free.
+  const ops::ConvGeom& geo = pr.g;
+  const int64_t x_elems = geo.N * geo.C * geo.H * geo.W, y_elems = geo.N * geo.M * geo.oH * geo.oW,
+                w_elems = geo.M * geo.Cg() * geo.kH * geo.kW;
+  int64_t a_elems = 0, b_elems = 0, out_elems = 0;
+  switch (pr.kind) {
+    case ConvKind::forward: a_elems = x_elems, b_elems = w_elems, out_elems = y_elems; break;
+    case ConvKind::backward_data: a_elems = y_elems, b_elems = w_elems, out_elems = x_elems; break;
+    case ConvKind::backward_filter: a_elems = x_elems, b_elems = y_elems, out_elems = w_elems; break;
+  }
+  const int64_t tensors = align_up(a_elems * 4) + align_up(b_elems * 4) + align_up(out_elems * 4);
+  int64_t want_ws = 0;
+  for (const Candidate& c : p->candidates)
+    if (c.status == CUDNN_STATUS_SUCCESS) want_ws = std::max(want_ws, c.workspace);
+  size_t free_bytes = 0, total = 0;
+  MONET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const int64_t margin = int64_t{256} << 20;
+  const int64_t room = static_cast<int64_t>(free_bytes) - margin - tensors;
+  if (room < 0) fail("node '", n.name, "': its tensors (", tensors, " bytes) do not fit in free device memory");
+  const int64_t ws_cap = std::min(want_ws, room);
+  char* block = nullptr;
+  MONET_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(tensors + align_up(ws_cap) + kAlignBytes)));
+  float* a = reinterpret_cast<float*>(block);
+  float* b = reinterpret_cast<float*>(block + align_up(a_elems * 4));
+  float* out = reinterpret_cast<float*>(block + align_up(a_elems * 4) + align_up(b_elems * 4));
+  char* ws = block + tensors;
+  nlohmann::json list = nlohmann::json::array();
+  try {
+    MONET_CUDA_CHECK(fill_pattern(a_elems, a, 1, ctx.stream));
+    MONET_CUDA_CHECK(fill_pattern(b_elems, b, 2, ctx.stream));
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    MONET_CUDA_CHECK(cudaEventCreate(&e0));
+    MONET_CUDA_CHECK(cudaEventCreate(&e1));
+    for (const Candidate& c : p->candidates) {
+      nlohmann::json r = {{"algo", c.algo},
+                          {"workspace_bytes", c.workspace},
+                          {"deterministic", c.deterministic},
+                          {"math", c.math == CUDNN_TENSOR_OP_MATH                  ? "tensor_op"
+                                   : c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? "tensor_op_allow_conversion"
+                                   : c.math == CUDNN_FMA_MATH                        ? "fma"
+                                                                                     : "default"},
+                          {"chosen_by_default", c.algo == p->chosen.algo && c.math == p->chosen.math}};
+      if (c.status != CUDNN_STATUS_SUCCESS) {
+        r["status"] = status_name(c.status);
+        list.push_back(r);
+        continue;
+      }
+      if (c.workspace > ws_cap) {
+        r["status"] = "workspace does not fit in free device memory";
+        list.push_back(r);
+        continue;
+      }
+      set_math(ctx, *p, c.math);
+      std::vector<float> ms;
+      cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+      for (int i = 0; i < warmup + repeats && st == CUDNN_STATUS_SUCCESS; ++i) {
+        MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+        st = execute(ctx, *p, c, a, b, out, ws, c.workspace);
+        MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+        MONET_CUDA_CHECK(cudaEventSynchronize(e1));
+        float t = 0;
+        MONET_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+        if (i >= warmup) ms.push_back(t);
+      }
+      if (st != CUDNN_STATUS_SUCCESS) {
+        r["status"] = status_name(st);
+      } else {
+        std::sort(ms.begin(), ms.end());
+        r["status"] = "ok";
+        r["time_ms"] = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+      }
+      list.push_back(r);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  } catch (...) {
+    cudaFree(block);
+    throw;
+  }
+  MONET_CUDA_CHECK(cudaFree(block));
+  return list;
+}
+
+}  // namespace monet::cuda

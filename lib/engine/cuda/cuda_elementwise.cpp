@@ -1,0 +1,181 @@
+// CUDA kernels of the elementwise ops (host side): activations and their gradients, Add/Sub/Mul/Div and their
+// fused reduce-to-input gradients, Sum, ReduceSumTo/BroadcastTo/Expand, Identity, Dropout, SgdUpdate.
+// Semantics are the CPU kernels' of lib/ops/<op> (attributes read the same way, the same broadcasting).
+#include <cmath>
+#include <numbers>
+
+#include "engine/cuda/cuda_ops.h"
+#include "ops/common/plans.h"
+
+namespace monet::cuda {
+namespace {
+
+int64_t n_of(const CudaCall& c) { return c.in[0].numel(); }
+
+// ---------------------------------------------------------------------------------------------- activations
+
+template <Unary op>
+void run_unary(const CudaCall& c) {
+  MONET_CUDA_CHECK(unary(op, n_of(c), c.fin(0), c.fout(0), 0.f, 0.f, c.ctx.stream));
+}
+
+void run_clip(const CudaCall& c) {
+  const auto [lo, hi] = ops::clip_bounds(c.node.attrs);
+  MONET_CUDA_CHECK(unary(Unary::clip, n_of(c), c.fin(0), c.fout(0), static_cast<float>(lo), static_cast<float>(hi),
+                         c.ctx.stream));
+}
+
+void run_hard_sigmoid(const CudaCall& c) {
+  const float alpha = static_cast<float>(c.node.attrs.f("alpha", 0.2));
+  const float beta = static_cast<float>(c.node.attrs.f("beta", 0.5));
+  MONET_CUDA_CHECK(unary(Unary::hard_sigmoid, n_of(c), c.fin(0), c.fout(0), alpha, beta, c.ctx.stream));
+}
+
+float exponent_of(const Node& n) { return static_cast<float>(n.attrs.floats("exponent")[0]); }
+
+void run_pow(const CudaCall& c) {
+  const float p = exponent_of(c.node);
+  MONET_CUDA_CHECK(unary(p == 2.f ? Unary::square : Unary::pow, n_of(c), c.fin(0), c.fout(0), p, 0.f, c.ctx.stream));
+}
+
+template <UnaryGrad op>
+void run_unary_grad(const CudaCall& c) {
+  MONET_CUDA_CHECK(unary_grad(op, n_of(c), c.fin(0), c.fin(1), c.fout(0), 0.f, 0.f, c.ctx.stream));
+}
+
+// ReluGrad(dy, y, x): output-activated (impl 0) reads y, input-activated (impl 1) x; y > 0 exactly where x > 0.
+void run_relu_grad(const CudaCall& c) {
+  MONET_CUDA_CHECK(
+      unary_grad(UnaryGrad::relu, n_of(c), c.fin(0), c.fin(c.impl == 0 ? 1 : 2), c.fout(0), 0.f, 0.f, c.ctx.stream));
+}
+
+void run_clip_grad(const CudaCall& c) {
+  const auto [lo, hi] = ops::clip_bounds(c.node.attrs);
+  MONET_CUDA_CHECK(unary_grad(UnaryGrad::clip, n_of(c), c.fin(0), c.fin(1), c.fout(0), static_cast<float>(lo),
+                              static_cast<float>(hi), c.ctx.stream));
+}
+
+void run_hard_sigmoid_grad(const CudaCall& c) {
+  const float alpha = static_cast<float>(c.node.attrs.f("alpha", 0.2));
+  const float beta = static_cast<float>(c.node.attrs.f("beta", 0.5));
+  MONET_CUDA_CHECK(
+      unary_grad(UnaryGrad::hard_sigmoid, n_of(c), c.fin(0), c.fin(1), c.fout(0), alpha, beta, c.ctx.stream));
+}
+
+void run_pow_grad(const CudaCall& c) {
+  MONET_CUDA_CHECK(
+      unary_grad(UnaryGrad::pow, n_of(c), c.fin(0), c.fin(1), c.fout(0), exponent_of(c.node), 0.f, c.ctx.stream));
+}
+
+void run_erf_grad(const CudaCall& c) {
+  const float two_over_sqrt_pi = static_cast<float>(2.0 * std::numbers::inv_sqrtpi);  // as the CPU kernel
+  MONET_CUDA_CHECK(
+      unary_grad(UnaryGrad::erf, n_of(c), c.fin(0), c.fin(1), c.fout(0), two_over_sqrt_pi, 0.f, c.ctx.stream));
+}
+
+// ---------------------------------------------------------------------------------------------- binary
+
+template <Binary op>
+void run_binary(const CudaCall& c) {
+  binary_op(c, op, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(1), c.fin(1), c.fout(0));
+}
+
+// dx = ReduceSumTo(term(dy, operands...), attr shape): dy is input 0, the operands follow.
+template <Term t, int K>
+void run_grad_sum_to(const CudaCall& c) {
+  const Shape* p0 = K >= 1 ? &c.in_shape(1) : nullptr;
+  const Shape* p1 = K >= 2 ? &c.in_shape(2) : nullptr;
+  const ReduceGeom g = reduce_geom(c.in_shape(0), c.out_shape(0), p0, p1);
+  MONET_CUDA_CHECK(reduce_to(t, g, c.fin(0), K >= 1 ? c.fin(1) : nullptr, K >= 2 ? c.fin(2) : nullptr, c.fout(0), 1.0,
+                             c.ctx.stream));
+}
+
+// Sum(x0, x1, ...): y = x0, then y += xk in input order (the CPU's order).
+void run_sum(const CudaCall& c) {
+  copy_bytes(c, c.fout(0), c.fin(0), c.out[0].numel() * 4);
+  for (size_t k = 1; k < c.in.size(); ++k)
+    binary_op(c, Binary::add, c.out_shape(0), c.out_shape(0), c.fout(0), c.in_shape(static_cast<int>(k)),
+              c.fin(static_cast<int>(k)), c.fout(0));
+}
+
+// BroadcastTo, Expand: y = x broadcast to y's shape.
+void run_broadcast(const CudaCall& c) {
+  binary_op(c, Binary::copy_a, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(0), nullptr, c.fout(0));
+}
+
+// Identity: a byte copy of any dtype.
+void run_identity(const CudaCall& c) {
+  copy_bytes(c, c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, 4));
+}
+
+// ---------------------------------------------------------------------------------------------- dropout, sgd
+
+uint64_t splitmix64(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void run_dropout(const CudaCall& c) {
+  const double ratio = ops::dropout_ratio(c.node.attrs);
+  const float scale = static_cast<float>(1.0 / (1.0 - ratio));
+  MONET_CUDA_CHECK(dropout(n_of(c), c.fin(0), c.fout(0), static_cast<uint8_t*>(c.out[1].data), splitmix64(c.seed),
+                           ratio, scale, c.ctx.stream));
+}
+
+void run_dropout_grad(const CudaCall& c) {
+  const float scale = static_cast<float>(1.0 / (1.0 - number_attr(c.node.attrs, "ratio", 0.5)));
+  MONET_CUDA_CHECK(dropout_grad(n_of(c), c.fin(0), static_cast<const uint8_t*>(c.in[1].data), c.fout(0), scale,
+                                c.ctx.stream));
+}
+
+void run_sgd(const CudaCall& c) {
+  const float lr = static_cast<float>(c.node.attrs.f("lr"));
+  const float momentum = static_cast<float>(c.node.attrs.f("momentum"));
+  MONET_CUDA_CHECK(sgd_update(n_of(c), c.fin_mut(0), c.fin(1), c.fin_mut(2), lr, momentum, c.ctx.stream));
+}
+
+}  // namespace
+
+void add_elementwise_kernels(CudaKernelTable& t) {
+  t["Relu"] = {run_unary<Unary::relu>};
+  t["ReluGrad"] = {run_relu_grad};
+  t["Clip"] = {run_clip};
+  t["ClipGrad"] = {run_clip_grad};
+  t["Sigmoid"] = {run_unary<Unary::sigmoid>};
+  t["SigmoidGrad"] = {run_unary_grad<UnaryGrad::sigmoid>};
+  t["HardSigmoid"] = {run_hard_sigmoid};
+  t["HardSigmoidGrad"] = {run_hard_sigmoid_grad};
+  t["HardSwish"] = {run_unary<Unary::hard_swish>};
+  t["HardSwishGrad"] = {run_unary_grad<UnaryGrad::hard_swish>};
+  t["Tanh"] = {run_unary<Unary::tanh>};
+  t["TanhGrad"] = {run_unary_grad<UnaryGrad::tanh>};
+  t["Pow"] = {run_pow};
+  t["PowGrad"] = {run_pow_grad};
+  t["Sqrt"] = {run_unary<Unary::sqrt>};
+  t["SqrtGrad"] = {run_unary_grad<UnaryGrad::sqrt>};
+  t["Erf"] = {run_unary<Unary::erf>};
+  t["ErfGrad"] = {run_erf_grad};
+  t["Identity"] = {run_identity};
+
+  t["Add"] = {run_binary<Binary::add>};
+  t["Sub"] = {run_binary<Binary::sub>};
+  t["Mul"] = {run_binary<Binary::mul>};
+  t["Div"] = {run_binary<Binary::div>};
+  t["SubGradB"] = {run_grad_sum_to<Term::neg_x, 0>};
+  t["MulGrad"] = {run_grad_sum_to<Term::x_mul_p0, 1>};
+  t["DivGradA"] = {run_grad_sum_to<Term::x_div_p0, 1>};
+  t["DivGradB"] = {run_grad_sum_to<Term::div_grad_b, 2>};
+  t["ReduceSumTo"] = {run_grad_sum_to<Term::x, 0>};
+  t["BroadcastTo"] = {run_broadcast};
+  t["Expand"] = {run_broadcast};
+  t["Sum"] = {run_sum};
+
+  t["Dropout"] = {run_dropout};
+  t["DropoutGrad"] = {run_dropout_grad};
+  t["SgdUpdate"] = {run_sgd};
+}
+
+}  // namespace monet::cuda

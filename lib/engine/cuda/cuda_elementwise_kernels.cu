@@ -1,0 +1,299 @@
+// Elementwise kernels: activations and their gradients, broadcasting binary ops, the reduction of a broadcast
+// gradient to an input's shape, Dropout and the SGD update. Each mirrors the CPU kernel of its op (lib/ops/<op>),
+// including how comparisons treat NaN; products that the CPU rounds separately use __fmul_rn/__fadd_rn so that
+// nvcc's FMA contraction does not move a value across a kink (hard_sigmoid) or change SGD's rounding.
+#include <cmath>
+
+#include "engine/cuda/launch.cuh"
+
+namespace monet::cuda {
+namespace {
+
+// ----------------------------------------------------------------------------------------------- unary
+
+template <Unary op>
+__device__ __forceinline__ float unary_of(float x, float p0, float p1) {
+  if constexpr (op == Unary::relu) {
+    return x > 0.f ? x : 0.f;
+  } else if constexpr (op == Unary::clip) {  // std::min(std::max(x, lo), hi), NaN passes through as on the CPU
+    const float v = x < p0 ? p0 : x;
+    return p1 < v ? p1 : v;
+  } else if constexpr (op == Unary::sigmoid) {
+    return 1.f / (1.f + expf(-x));
+  } else if constexpr (op == Unary::hard_sigmoid) {  // max(0, min(1, alpha * x + beta))
+    const float v = __fadd_rn(__fmul_rn(p0, x), p1);
+    const float m = v < 1.f ? v : 1.f;
+    return 0.f < m ? m : 0.f;
+  } else if constexpr (op == Unary::hard_swish) {  // x * min(max(x + 3, 0), 6) / 6
+    const float a = x + 3.f;
+    const float b = a < 0.f ? 0.f : a;
+    const float c = 6.f < b ? 6.f : b;
+    return __fmul_rn(x, c) / 6.f;
+  } else if constexpr (op == Unary::tanh) {
+    return tanhf(x);
+  } else if constexpr (op == Unary::square) {
+    return x * x;
+  } else if constexpr (op == Unary::pow) {
+    return powf(x, p0);
+  } else if constexpr (op == Unary::sqrt) {
+    return sqrtf(x);
+  } else {
+    return erff(x);
+  }
+}
+
+template <Unary op>
+__global__ void unary_kernel(int64_t n, const float* __restrict__ x, float* __restrict__ y, float p0, float p1) {
+  MONET_GRID_LOOP(i, n) y[i] = unary_of<op>(x[i], p0, p1);
+}
+
+template <UnaryGrad op>
+__device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, float p1) {
+  if constexpr (op == UnaryGrad::relu) {  // s = y
+    return s > 0.f ? dy : 0.f;
+  } else if constexpr (op == UnaryGrad::clip) {  // s = x, bounds inclusive
+    return s >= p0 && s <= p1 ? dy : 0.f;
+  } else if constexpr (op == UnaryGrad::sigmoid) {  // s = y
+    return __fmul_rn(__fmul_rn(dy, 1.f - s), s);
+  } else if constexpr (op == UnaryGrad::hard_sigmoid) {  // s = x
+    const float v = __fadd_rn(__fmul_rn(p0, s), p1);
+    return v > 0.f && v < 1.f ? __fmul_rn(dy, p0) : 0.f;
+  } else if constexpr (op == UnaryGrad::hard_swish) {  // s = x; torch 1.13's boundaries
+    if (s < -3.f) return 0.f;
+    if (s <= 3.f) return __fmul_rn(dy, s / 3.f + 0.5f);
+    return dy;
+  } else if constexpr (op == UnaryGrad::tanh) {  // s = y
+    return __fmul_rn(dy, 1.f - __fmul_rn(s, s));
+  } else if constexpr (op == UnaryGrad::pow) {  // s = x, p0 = exponent
+    return __fmul_rn(__fmul_rn(dy, p0), powf(s, p0 - 1.f));
+  } else if constexpr (op == UnaryGrad::sqrt) {  // s = y
+    return dy / (2.f * s);
+  } else {  // erf, s = x, p0 = 2 / sqrt(pi) as a float
+    return __fmul_rn(__fmul_rn(dy, p0), expf(-__fmul_rn(s, s)));
+  }
+}
+
+template <UnaryGrad op>
+__global__ void unary_grad_kernel(int64_t n, const float* __restrict__ dy, const float* __restrict__ s,
+                                  float* __restrict__ dx, float p0, float p1) {
+  MONET_GRID_LOOP(i, n) dx[i] = unary_grad_of<op>(dy[i], s[i], p0, p1);
+}
+
+// ----------------------------------------------------------------------------------------------- binary
+
+template <Binary op>
+__global__ void broadcast_binary_kernel(Dims out, Strides sa, Strides sb, const float* a, const float* b, float* y,
+                                        float scalar, int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (int d = out.rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % out.size[d];
+      rem /= out.size[d];
+      oa += idx * sa.s[d];
+      ob += idx * sb.s[d];
+    }
+    float v;
+    if constexpr (op == Binary::add) v = a[oa] + b[ob];
+    else if constexpr (op == Binary::sub) v = a[oa] - b[ob];
+    else if constexpr (op == Binary::mul) v = a[oa] * b[ob];
+    else if constexpr (op == Binary::div) v = a[oa] / b[ob];
+    else if constexpr (op == Binary::copy_a) v = a[oa];
+    else v = a[oa] / scalar;
+    y[i] = v;
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- reduce
+
+template <Term t>
+__device__ __forceinline__ float term_of(float x, const float* p0, const float* p1, int64_t o1, int64_t o2) {
+  if constexpr (t == Term::x) return x;
+  else if constexpr (t == Term::neg_x) return -x;
+  else if constexpr (t == Term::x_mul_p0) return x * p0[o1];
+  else if constexpr (t == Term::x_div_p0) return x / p0[o1];
+  else return __fmul_rn(-x, (p0[o1] / p1[o2]) / p1[o2]);
+}
+
+// Offsets of output element o (kept dims) and of reduction index j (reduced dims), per operand.
+__device__ __forceinline__ void kept_offsets(const ReduceGeom& g, int64_t o, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int d = g.kept_rank - 1; d >= 0; --d) {
+    const int64_t idx = o % g.kept_size[d];
+    o /= g.kept_size[d];
+    for (int k = 0; k < 3; ++k) off[k] += idx * g.kept_stride[k][d];
+  }
+}
+__device__ __forceinline__ void red_offsets(const ReduceGeom& g, int64_t j, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int d = g.red_rank - 1; d >= 0; --d) {
+    const int64_t idx = j % g.red_size[d];
+    j /= g.red_size[d];
+    for (int k = 0; k < 3; ++k) off[k] += idx * g.red_stride[k][d];
+  }
+}
+
+// One thread per output element (few elements summed into each).
+template <Term t>
+__global__ void reduce_thread_kernel(ReduceGeom g, const float* x, const float* p0, const float* p1, float* out,
+                                     double divisor) {
+  MONET_GRID_LOOP(o, g.out_n) {
+    int64_t base[3], off[3];
+    kept_offsets(g, o, base);
+    double acc = 0;
+    for (int64_t j = 0; j < g.red_n; ++j) {
+      red_offsets(g, j, off);
+      acc += term_of<t>(x[base[0] + off[0]], p0, p1, base[1] + off[1], base[2] + off[2]);
+    }
+    out[o] = static_cast<float>(acc / divisor);
+  }
+}
+
+// One block per output element (many elements summed into each): strided partial sums, then a tree.
+template <Term t>
+__global__ void reduce_block_kernel(ReduceGeom g, const float* x, const float* p0, const float* p1, float* out,
+                                    double divisor) {
+  for (int64_t o = blockIdx.x; o < g.out_n; o += gridDim.x) {
+    int64_t base[3], off[3];
+    kept_offsets(g, o, base);
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < g.red_n; j += blockDim.x) {
+      red_offsets(g, j, off);
+      acc += term_of<t>(x[base[0] + off[0]], p0, p1, base[1] + off[1], base[2] + off[2]);
+    }
+    const double total = block_sum(acc);
+    if (threadIdx.x == 0) out[o] = static_cast<float>(total / divisor);
+  }
+}
+
+template <Term t>
+void launch_reduce(const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out, double divisor,
+                   cudaStream_t stream) {
+  if (g.red_n >= 128) {
+    const int64_t blocks = g.out_n < 65535 ? g.out_n : 65535;
+    reduce_block_kernel<t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+  } else {
+    reduce_thread_kernel<t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- dropout, sgd
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__global__ void dropout_kernel(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio,
+                               float scale) {
+  MONET_GRID_LOOP(i, n) {
+    const uint64_t h = splitmix64(key + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
+    const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+    const bool keep = ratio == 0 || u >= ratio;
+    mask[i] = keep ? 1 : 0;
+    y[i] = keep ? x[i] * scale : 0.f;
+  }
+}
+
+__global__ void dropout_grad_kernel(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale) {
+  MONET_GRID_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
+}
+
+__global__ void sgd_kernel(int64_t n, float* p, const float* g, float* buf, float lr, float momentum) {
+  MONET_GRID_LOOP(i, n) {
+    const float b = __fadd_rn(__fmul_rn(momentum, buf[i]), g[i]);
+    buf[i] = b;
+    p[i] = __fsub_rn(p[i], __fmul_rn(lr, b));
+  }
+}
+
+__global__ void fill_pattern_kernel(int64_t n, float* x, uint64_t seed) {
+  MONET_GRID_LOOP(i, n) {
+    const uint64_t h = splitmix64(seed + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
+    x[i] = static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+}  // namespace
+
+cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream) {
+  const unsigned b = blocks_for(n);
+  switch (op) {
+#define MONET_CASE(name) \
+  case Unary::name: unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1); break;
+    MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
+    MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
+#undef MONET_CASE
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
+                       cudaStream_t stream) {
+  const unsigned b = blocks_for(n);
+  switch (op) {
+#define MONET_CASE(name)                                                                                    \
+  case UnaryGrad::name:                                                                                     \
+    unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);               \
+    break;
+    MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
+    MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
+#undef MONET_CASE
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, const Strides& sb, const float* a,
+                             const float* b, float* y, float scalar, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int d = 0; d < out.rank; ++d) n *= out.size[d];
+  const unsigned blocks = blocks_for(n);
+  switch (op) {
+#define MONET_CASE(name)                                                                                      \
+  case Binary::name:                                                                                          \
+    broadcast_binary_kernel<Binary::name><<<blocks, kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);  \
+    break;
+    MONET_CASE(add) MONET_CASE(sub) MONET_CASE(mul) MONET_CASE(div) MONET_CASE(copy_a) MONET_CASE(div_a_by_scalar)
+#undef MONET_CASE
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
+                      double divisor, cudaStream_t stream) {
+  switch (term) {
+    case Term::x: launch_reduce<Term::x>(g, x, p0, p1, out, divisor, stream); break;
+    case Term::neg_x: launch_reduce<Term::neg_x>(g, x, p0, p1, out, divisor, stream); break;
+    case Term::x_mul_p0: launch_reduce<Term::x_mul_p0>(g, x, p0, p1, out, divisor, stream); break;
+    case Term::x_div_p0: launch_reduce<Term::x_div_p0>(g, x, p0, p1, out, divisor, stream); break;
+    case Term::div_grad_b: launch_reduce<Term::div_grad_b>(g, x, p0, p1, out, divisor, stream); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio, float scale,
+                    cudaStream_t stream) {
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, y, mask, key, ratio, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale,
+                         cudaStream_t stream) {
+  dropout_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd_update(int64_t n, float* p, const float* g, float* buf, float lr, float momentum,
+                       cudaStream_t stream) {
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, p, g, buf, lr, momentum);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_pattern(int64_t n, float* x, uint64_t seed, cudaStream_t stream) {
+  fill_pattern_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, seed);
+  return cudaGetLastError();
+}
+
+}  // namespace monet::cuda

@@ -1,0 +1,260 @@
+// CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
+// BatchNormGrad on cuDNN (spatial mode: per-channel statistics over N and every spatial position, the running
+// statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, MaxPool,
+// AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its gradient), SoftmaxCrossEntropy and SumLoss
+// (with theirs). Geometry comes from the same functions as the CPU kernels (ops/common/pool.h).
+#include "engine/cuda/cuda_ops.h"
+#include "ops/common/pool.h"
+
+namespace monet::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------------- batch norm
+
+// X (N, C, spatial...) as the 4-D tensor (N, C, S, 1) cuDNN's spatial batch norm reads, and its (1, C, 1, 1)
+// parameter descriptor.
+class BnDescriptors {
+ public:
+  explicit BnDescriptors(const Shape& x) {
+    const int64_t N = x[0], C = x[1], S = numel(x) / (N * C);
+    MONET_CHECK(N <= INT32_MAX && C <= INT32_MAX && S <= INT32_MAX, shape_str(x));
+    MONET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
+    MONET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p_));
+    MONET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(N),
+                                                 static_cast<int>(C), static_cast<int>(S), 1));
+    MONET_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p_, x_, CUDNN_BATCHNORM_SPATIAL));
+  }
+  ~BnDescriptors() {
+    cudnnDestroyTensorDescriptor(x_);
+    cudnnDestroyTensorDescriptor(p_);
+  }
+  BnDescriptors(const BnDescriptors&) = delete;
+  BnDescriptors& operator=(const BnDescriptors&) = delete;
+  cudnnTensorDescriptor_t x() const { return x_; }
+  cudnnTensorDescriptor_t p() const { return p_; }
+
+ private:
+  cudnnTensorDescriptor_t x_ = nullptr, p_ = nullptr;
+};
+
+// BatchNormalization(X, scale, B, running_mean, running_var) -> Y, saved_mean, saved_invstd. cuDNN's running
+// update is running = running * (1 - factor) + stat * factor with the unbiased variance: factor = 1 - momentum.
+void run_batch_norm(const CudaCall& c) {
+  const double eps = c.node.attrs.f("epsilon", 1e-5);
+  const double momentum = c.node.attrs.f("momentum", 0.9);
+  const BnDescriptors d(c.in_shape(0));
+  const float one = 1.f, zero = 0.f;
+  float* running_mean = c.recompute ? nullptr : c.fin_mut(3);  // both null: no update (a recomputation)
+  float* running_var = c.recompute ? nullptr : c.fin_mut(4);
+  MONET_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x(), c.fin(0), d.x(), c.fout(0), d.p(), c.fin(1), c.fin(2),
+      1.0 - momentum, running_mean, running_var, eps, c.fout(1), c.fout(2)));
+}
+
+// BatchNormGrad(dY, X, scale, saved_mean, saved_invstd, Y, B) -> dX, dScale, dBias. Input-activated (impl 0) on
+// cuDNN: with the saved statistics given, cuDNN does not recompute them; epsilon (not an attribute of
+// BatchNormGrad) is then unused. Output-activated (impl 1, reads dY, scale, saved_invstd, Y, B): our kernels.
+void run_batch_norm_grad(const CudaCall& c) {
+  if (c.impl == 1) {
+    const Shape& y = c.in_shape(5);
+    const int64_t N = y[0], C = y[1], S = numel(y) / (N * C);
+    // A zero scale makes X unrecoverable from Y: refused as on the CPU (a small device-to-host copy per call).
+    std::vector<float> scale(static_cast<size_t>(C));
+    MONET_CUDA_CHECK(cudaMemcpyAsync(scale.data(), c.fin(2), C * sizeof(float), cudaMemcpyDeviceToHost, c.ctx.stream));
+    MONET_CUDA_CHECK(cudaStreamSynchronize(c.ctx.stream));
+    for (int64_t ch = 0; ch < C; ++ch)
+      if (scale[ch] == 0.f)
+        fail("node '", c.node.name, "' (BatchNormGrad, output-activated): scale of channel ", ch,
+             " is 0, so X cannot be recovered from Y");
+    MONET_CUDA_CHECK(batch_norm_grad_from_output(N, C, S, c.fin(0), c.fin(5), c.fin(2), c.fin(6), c.fin(4),
+                                                 c.fout(0), c.fout(1), c.fout(2), c.ctx.stream));
+    return;
+  }
+  const BnDescriptors d(c.in_shape(1));
+  const float one = 1.f, zero = 0.f;
+  MONET_CUDNN_CHECK(cudnnBatchNormalizationBackward(c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
+                                                    d.x(), c.fin(1), d.x(), c.fin(0), d.x(), c.fout(0), d.p(),
+                                                    c.fin(2), c.fout(1), c.fout(2), 1e-5, c.fin(3), c.fin(4)));
+}
+
+// BatchNormStatGrad(dStat, X, saved_mean, saved_invstd) -> dX.
+void run_batch_norm_stat_grad(const CudaCall& c) {
+  const Shape& x = c.in_shape(1);
+  const int64_t N = x[0], C = x[1], S = numel(x) / (N * C);
+  MONET_CUDA_CHECK(batch_norm_stat_grad(N, C, S, c.node.attrs.s("stat") == "mean", c.fin(0), c.fin(1), c.fin(2),
+                                        c.fin(3), c.fout(0), c.ctx.stream));
+}
+
+// ---------------------------------------------------------------------------------------------- pooling
+
+Pool pool_of(const Attrs& a, const Shape& x, bool allow_dilations) {
+  const ops::Pool2d p = ops::pool2d_checked(a, x, allow_dilations);
+  Pool q;
+  q.planes = p.N * p.C, q.H = p.H, q.W = p.W, q.OH = p.OH, q.OW = p.OW;
+  q.kH = p.kH, q.kW = p.kW, q.sH = p.sH, q.sW = p.sW, q.dH = p.dH, q.dW = p.dW;
+  q.padT = p.padT, q.padL = p.padL, q.padB = p.padB, q.padR = p.padR;
+  return q;
+}
+
+void run_max_pool(const CudaCall& c) {
+  MONET_CUDA_CHECK(max_pool(pool_of(c.node.attrs, c.in_shape(0), true), c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+// MaxPoolGrad(dY, X): the argmax of every window (int32 per output element) is its workspace.
+int64_t max_pool_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
+  return numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
+}
+
+void run_max_pool_grad(const CudaCall& c) {
+  const Pool p = pool_of(c.node.attrs, c.in_shape(1), true);
+  MONET_CHECK(c.workspace_bytes >= p.planes * p.OH * p.OW * 4);
+  MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), static_cast<int32_t*>(c.workspace), c.fout(0), c.ctx.stream));
+}
+
+bool count_include_pad(const Node& n) { return n.attrs.i("count_include_pad", 0) == 1; }
+
+void run_average_pool(const CudaCall& c) {
+  MONET_CUDA_CHECK(average_pool(pool_of(c.node.attrs, c.in_shape(0), false), count_include_pad(c.node), c.fin(0),
+                                c.fout(0), c.ctx.stream));
+}
+
+void run_average_pool_grad(const CudaCall& c) {
+  MONET_CUDA_CHECK(average_pool_grad(pool_of(c.node.attrs, c.out_shape(0), false), count_include_pad(c.node),
+                                     c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+// GlobalAveragePool: (N, C, spatial...) -> (N, C, 1, ...), summed in double and divided by S.
+void run_global_average_pool(const CudaCall& c) {
+  const Shape& x = c.in_shape(0);
+  const double S = static_cast<double>(numel(x) / (x[0] * x[1]));
+  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(x, c.out_shape(0)), c.fin(0), nullptr, nullptr, c.fout(0), S,
+                             c.ctx.stream));
+}
+
+// GlobalAveragePoolGrad(dY) -> dX = dY / S (a float division, as the CPU) broadcast over the spatial positions.
+void run_global_average_pool_grad(const CudaCall& c) {
+  const Shape& x = c.out_shape(0);
+  const float S = static_cast<float>(numel(x) / (x[0] * x[1]));
+  Shape y = x;
+  std::fill(y.begin() + 2, y.end(), 1);
+  binary_op(c, Binary::div_a_by_scalar, x, y, c.fin(0), y, nullptr, c.fout(0), S);
+}
+
+// ---------------------------------------------------------------------------------------------- ReduceMean
+
+// x's shape with the reduced axes (attribute axes: absent or empty = all, negative from the end) set to 1.
+Shape kept_shape(const Attrs& a, const Shape& x, int64_t* count) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  const std::vector<int64_t> axes = a.ints("axes", std::vector<int64_t>{});
+  Shape kept = x;
+  std::vector<bool> reduced(x.size(), axes.empty());
+  for (int64_t ax : axes) reduced[ax < 0 ? ax + r : ax] = true;
+  *count = 1;
+  for (size_t d = 0; d < x.size(); ++d)
+    if (reduced[d]) {
+      *count *= x[d];
+      kept[d] = 1;
+    }
+  return kept;
+}
+
+void run_reduce_mean(const CudaCall& c) {
+  int64_t count = 0;
+  const Shape kept = kept_shape(c.node.attrs, c.in_shape(0), &count);
+  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(c.in_shape(0), kept), c.fin(0), nullptr, nullptr, c.fout(0),
+                             static_cast<double>(count), c.ctx.stream));
+}
+
+void run_reduce_mean_grad(const CudaCall& c) {
+  int64_t count = 0;
+  const Shape kept = kept_shape(c.node.attrs, c.out_shape(0), &count);
+  binary_op(c, Binary::div_a_by_scalar, c.out_shape(0), kept, c.fin(0), kept, nullptr, c.fout(0),
+            static_cast<float>(count));
+}
+
+// ---------------------------------------------------------------------------------------------- softmax
+
+struct AxisSplit {
+  int64_t outer = 1, A = 1, inner = 1;
+};
+
+AxisSplit split_at(const Shape& x, int64_t axis) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  const int64_t a = axis < 0 ? axis + r : axis;
+  AxisSplit s;
+  for (int64_t d = 0; d < r; ++d) (d < a ? s.outer : d == a ? s.A : s.inner) *= x[d];
+  return s;
+}
+
+void run_softmax(const CudaCall& c) {
+  const AxisSplit s = split_at(c.in_shape(0), c.node.attrs.i("axis", -1));
+  MONET_CUDA_CHECK(softmax(s.outer, s.A, s.inner, c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+void run_softmax_grad(const CudaCall& c) {
+  const AxisSplit s = split_at(c.in_shape(0), c.node.attrs.i("axis", -1));
+  MONET_CUDA_CHECK(softmax_grad(s.outer, s.A, s.inner, c.fin(0), c.fin(1), c.fout(0), c.ctx.stream));
+}
+
+// ---------------------------------------------------------------------------------------------- losses
+
+struct Layout {
+  int64_t n, c, p;
+  explicit Layout(const Shape& s) : n(s[0]), c(s[1]), p(numel(s) / (s[0] * s[1])) {}
+};
+
+// Per-row terms (N*P doubles), then the bad-label flag.
+int64_t ce_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const Layout l(g.values[n.inputs[0]].shape);
+  return align_up(l.n * l.p * 8) + kAlignBytes;
+}
+
+void run_ce(const CudaCall& c) {
+  const Layout l(c.in_shape(0));
+  auto* rows = static_cast<double*>(c.workspace);
+  int* bad = reinterpret_cast<int*>(static_cast<char*>(c.workspace) + align_up(l.n * l.p * 8));
+  MONET_CUDA_CHECK(softmax_cross_entropy(l.n, l.c, l.p, c.fin(0), static_cast<const int64_t*>(c.in[1].data), rows,
+                                         bad, c.fout(0), c.ctx.stream));
+  int bad_host = 0;
+  MONET_CUDA_CHECK(cudaMemcpy(&bad_host, bad, sizeof(int), cudaMemcpyDeviceToHost));  // once per step
+  if (bad_host) fail("SoftmaxCrossEntropy: a label is out of range [0, ", l.c, ")");
+}
+
+void run_ce_grad(const CudaCall& c) {
+  const Layout l(c.in_shape(1));
+  MONET_CUDA_CHECK(softmax_cross_entropy_grad(l.n, l.c, l.p, c.fin(0), c.fin(1),
+                                              static_cast<const int64_t*>(c.in[2].data), c.fout(0), c.ctx.stream));
+}
+
+void run_sum_loss(const CudaCall& c) {
+  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(c.in_shape(0), Shape{}), c.fin(0), nullptr, nullptr, c.fout(0), 1.0,
+                             c.ctx.stream));
+}
+
+void run_sum_loss_grad(const CudaCall& c) {  // dx = dloss everywhere
+  binary_op(c, Binary::copy_a, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(0), nullptr, c.fout(0));
+}
+
+}  // namespace
+
+void add_norm_pool_kernels(CudaKernelTable& t) {
+  t["BatchNormalization"] = {run_batch_norm};
+  t["BatchNormGrad"] = {run_batch_norm_grad};
+  t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
+  t["MaxPool"] = {run_max_pool};
+  t["MaxPoolGrad"] = {run_max_pool_grad, max_pool_grad_workspace};
+  t["AveragePool"] = {run_average_pool};
+  t["AveragePoolGrad"] = {run_average_pool_grad};
+  t["GlobalAveragePool"] = {run_global_average_pool};
+  t["GlobalAveragePoolGrad"] = {run_global_average_pool_grad};
+  t["ReduceMean"] = {run_reduce_mean};
+  t["ReduceMeanGrad"] = {run_reduce_mean_grad};
+  t["Softmax"] = {run_softmax};
+  t["SoftmaxGrad"] = {run_softmax_grad};
+  t["SoftmaxCrossEntropy"] = {run_ce, ce_workspace};
+  t["SoftmaxCrossEntropyGrad"] = {run_ce_grad};
+  t["SumLoss"] = {run_sum_loss};
+  t["SumLossGrad"] = {run_sum_loss_grad};
+}
+
+}  // namespace monet::cuda

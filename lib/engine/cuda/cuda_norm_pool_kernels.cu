@@ -1,0 +1,324 @@
+// Normalisation, pooling, softmax and loss kernels: Softmax and its gradient, SoftmaxCrossEntropy and its
+// gradient, BatchNormStatGrad, MaxPool and AveragePool with their gradients. (BatchNormalization and its
+// gradient run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op, including the order in which
+// values are accumulated where that order is cheap to keep (pool gradients gather in the CPU's scatter order, so
+// they match it bit for bit, and no kernel here uses atomics: every result is deterministic).
+#include <cmath>
+
+#include "engine/cuda/launch.cuh"
+
+namespace monet::cuda {
+namespace {
+
+// ----------------------------------------------------------------------------------------------- softmax
+
+__global__ void softmax_kernel(int64_t outer, int64_t A, int64_t inner, const float* x, float* y) {
+  MONET_GRID_LOOP(r, outer * inner) {
+    const int64_t base = (r / inner) * A * inner + r % inner;
+    const float* xr = x + base;  // stride inner along the axis
+    float* yr = y + base;
+    float maxval = xr[0];
+    for (int64_t a = 1; a < A; ++a) maxval = maxval < xr[a * inner] ? xr[a * inner] : maxval;
+    double sum = 0;
+    for (int64_t a = 0; a < A; ++a) {
+      const float e = expf(xr[a * inner] - maxval);
+      yr[a * inner] = e;
+      sum += e;
+    }
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    for (int64_t a = 0; a < A; ++a) yr[a * inner] *= inv_sum;
+  }
+}
+
+__global__ void softmax_grad_kernel(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y,
+                                    float* dx) {
+  MONET_GRID_LOOP(r, outer * inner) {
+    const int64_t base = (r / inner) * A * inner + r % inner;
+    double dot = 0;
+    for (int64_t a = 0; a < A; ++a) dot += __fmul_rn(dy[base + a * inner], y[base + a * inner]);
+    const float d = static_cast<float>(dot);
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t k = base + a * inner;
+      dx[k] = y[k] * (dy[k] - d);
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- cross-entropy
+
+// One thread per (n, p): -log softmax(x)[label] in double, as the CPU computes it.
+__global__ void ce_rows_kernel(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels, double* rows,
+                               int* bad_label) {
+  MONET_GRID_LOOP(r, N * P) {
+    const int64_t n = r / P, p = r % P;
+    const float* row = x + n * C * P + p;
+    double mx = row[0];
+    for (int64_t k = 1; k < C; ++k) mx = fmax(mx, static_cast<double>(row[k * P]));
+    double sum = 0;
+    for (int64_t k = 0; k < C; ++k) sum += exp(static_cast<double>(row[k * P]) - mx);
+    const int64_t label = labels[r];
+    if (label < 0 || label >= C) {
+      *bad_label = 1;
+      rows[r] = 0;
+      continue;
+    }
+    rows[r] = log(sum) + mx - static_cast<double>(row[label * P]);
+  }
+}
+
+__global__ void ce_sum_kernel(int64_t n, const double* rows, float* loss) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += rows[i];
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / static_cast<double>(n));
+}
+
+__global__ void ce_grad_kernel(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
+                               const int64_t* labels, float* dx) {
+  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(N * P);
+  MONET_GRID_LOOP(r, N * P) {
+    const int64_t n = r / P, p = r % P;
+    const float* row = x + n * C * P + p;
+    float* drow = dx + n * C * P + p;
+    double mx = row[0];
+    for (int64_t k = 1; k < C; ++k) mx = fmax(mx, static_cast<double>(row[k * P]));
+    double sum = 0;
+    for (int64_t k = 0; k < C; ++k) sum += exp(static_cast<double>(row[k * P]) - mx);
+    const int64_t label = labels[r];
+    for (int64_t k = 0; k < C; ++k) {
+      const double s = exp(static_cast<double>(row[k * P]) - mx) / sum - (k == label ? 1.0 : 0.0);
+      drow[k * P] = static_cast<float>(s * scale);
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- batch norm
+
+__global__ void bn_stat_grad_kernel(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat,
+                                    const float* x, const float* mean, const float* invstd, float* dx) {
+  const double M = static_cast<double>(N * S);
+  MONET_GRID_LOOP(i, N * C * S) {
+    const int64_t ch = (i / S) % C;
+    const double m = mean[ch], is = invstd[ch];
+    const double k = is_mean ? 0.0 : -static_cast<double>(dstat[ch]) * is * is * is / M;
+    const double d0 = is_mean ? static_cast<double>(dstat[ch]) / M : 0.0;
+    dx[i] = static_cast<float>(d0 + k * (static_cast<double>(x[i]) - m));
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- max pool
+
+// Index (ih * W + iw) of window (oh, ow)'s first maximum in one plane; the CPU's window_argmax.
+__device__ int64_t window_argmax(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
+  const int64_t ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
+  float maxval = -INFINITY;
+  int64_t maxidx = -1;
+  for (int64_t kh = 0; kh < p.kH; ++kh) {
+    const int64_t ih = ih0 + kh * p.dH;
+    if (ih < 0 || ih >= p.H) continue;
+    for (int64_t kw = 0; kw < p.kW; ++kw) {
+      const int64_t iw = iw0 + kw * p.dW;
+      if (iw < 0 || iw >= p.W) continue;
+      const float v = xp[ih * p.W + iw];
+      if (maxidx < 0 || v > maxval || isnan(v)) {
+        maxval = v;
+        maxidx = ih * p.W + iw;
+      }
+    }
+  }
+  return maxidx;
+}
+
+__global__ void max_pool_kernel(Pool p, const float* x, float* y) {
+  MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
+    const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
+    const float* xp = x + plane * p.H * p.W;
+    y[i] = xp[window_argmax(p, xp, o / p.OW, o % p.OW)];
+  }
+}
+
+__global__ void max_pool_argmax_kernel(Pool p, const float* x, int32_t* argmax) {
+  MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
+    const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
+    argmax[i] = static_cast<int32_t>(window_argmax(p, x + plane * p.H * p.W, o / p.OW, o % p.OW));
+  }
+}
+
+// The output rows [lo, hi] whose window starts at o * s - pad and spans `extent` input rows may contain row i.
+__device__ __forceinline__ void window_range(int64_t i, int64_t pad, int64_t s, int64_t extent, int64_t out,
+                                             int64_t& lo, int64_t& hi) {
+  const int64_t num = i + pad - extent + 1;  // o * s > i + pad - extent
+  lo = num <= 0 ? 0 : (num + s - 1) / s;
+  hi = (i + pad) / s;
+  if (hi > out - 1) hi = out - 1;
+}
+
+__global__ void max_pool_grad_kernel(Pool p, const float* dy, const int32_t* argmax, float* dx) {
+  MONET_GRID_LOOP(i, p.planes * p.H * p.W) {
+    const int64_t plane = i / (p.H * p.W), e = i % (p.H * p.W);
+    const int64_t ih = e / p.W, iw = e % p.W;
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    window_range(ih, p.padT, p.sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
+    window_range(iw, p.padL, p.sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
+    const int32_t* am = argmax + plane * p.OH * p.OW;
+    const float* dyp = dy + plane * p.OH * p.OW;
+    float acc = 0.f;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow)
+        if (am[oh * p.OW + ow] == e) acc += dyp[oh * p.OW + ow];
+    dx[i] = acc;
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- average pool
+
+// The CPU's avg_window: real rows/cols [h0, h1) x [w0, w1) of window (oh, ow) and its divisor.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+__device__ __forceinline__ AvgWindow avg_window(const Pool& p, bool cip, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * p.sH - p.padT, w0 = ow * p.sW - p.padL;
+  int64_t h1 = h0 + p.kH < p.H + p.padB ? h0 + p.kH : p.H + p.padB;
+  int64_t w1 = w0 + p.kW < p.W + p.padR ? w0 + p.kW : p.W + p.padR;
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = h0 < 0 ? 0 : h0;
+  w0 = w0 < 0 ? 0 : w0;
+  h1 = h1 < p.H ? h1 : p.H;
+  w1 = w1 < p.W ? w1 : p.W;
+  return {h0, h1, w0, w1, cip ? padded : (h1 - h0) * (w1 - w0)};
+}
+
+__global__ void average_pool_kernel(Pool p, bool cip, const float* x, float* y) {
+  MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
+    const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
+    const float* xp = x + plane * p.H * p.W;
+    const AvgWindow w = avg_window(p, cip, o / p.OW, o % p.OW);
+    double sum = 0;
+    for (int64_t ih = w.h0; ih < w.h1; ++ih)
+      for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += xp[ih * p.W + iw];
+    y[i] = static_cast<float>(sum / static_cast<double>(w.divisor));
+  }
+}
+
+__global__ void average_pool_grad_kernel(Pool p, bool cip, const float* dy, float* dx) {
+  MONET_GRID_LOOP(i, p.planes * p.H * p.W) {
+    const int64_t plane = i / (p.H * p.W), e = i % (p.H * p.W);
+    const int64_t ih = e / p.W, iw = e % p.W;
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    window_range(ih, p.padT, p.sH, p.kH, p.OH, oh_lo, oh_hi);
+    window_range(iw, p.padL, p.sW, p.kW, p.OW, ow_lo, ow_hi);
+    const float* dyp = dy + plane * p.OH * p.OW;
+    float acc = 0.f;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        const AvgWindow w = avg_window(p, cip, oh, ow);
+        if (ih >= w.h0 && ih < w.h1 && iw >= w.w0 && iw < w.w1)
+          acc += dyp[oh * p.OW + ow] / static_cast<float>(w.divisor);
+      }
+    dx[i] = acc;
+  }
+}
+
+}  // namespace
+
+cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream) {
+  softmax_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
+                         cudaStream_t stream) {
+  softmax_grad_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, dy, y, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels,
+                                  double* rows, int* bad_label, float* loss, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(bad_label, 0, sizeof(int), stream);
+  if (err != cudaSuccess) return err;
+  ce_rows_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, x, labels, rows, bad_label);
+  ce_sum_kernel<<<1, kThreads, 0, stream>>>(N * P, rows, loss);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
+                                       const int64_t* labels, float* dx, cudaStream_t stream) {
+  ce_grad_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
+                                 const float* mean, const float* invstd, float* dx, cudaStream_t stream) {
+  bn_stat_grad_kernel<<<blocks_for(N * C * S), kThreads, 0, stream>>>(N, C, S, is_mean, dstat, x, mean, invstd, dx);
+  return cudaGetLastError();
+}
+
+namespace {
+
+__global__ void bn_grad_from_output_sums_kernel(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
+                                                const float* scale, const float* bias, float* dscale, float* dbias) {
+  const int64_t ch = blockIdx.x;
+  const double b = bias[ch];
+  double sum_dy = 0, dot = 0;
+  for (int64_t i = threadIdx.x; i < N * S; i += blockDim.x) {
+    const int64_t e = (i / S * C + ch) * S + i % S;
+    sum_dy += dy[e];
+    dot += static_cast<double>(dy[e]) * (static_cast<double>(y[e]) - b);
+  }
+  sum_dy = block_sum(sum_dy);
+  dot = block_sum(dot);
+  if (threadIdx.x == 0) {
+    dbias[ch] = static_cast<float>(sum_dy);
+    dscale[ch] = static_cast<float>(dot / static_cast<double>(scale[ch]));
+  }
+}
+
+__global__ void bn_grad_from_output_dx_kernel(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
+                                              const float* scale, const float* bias, const float* invstd,
+                                              const float* dscale, const float* dbias, float* dx) {
+  const double M = static_cast<double>(N * S);
+  MONET_GRID_LOOP(e, N * C * S) {
+    const int64_t ch = (e / S) % C;
+    const double mul = 1.0 / static_cast<double>(scale[ch]);
+    const double k = static_cast<double>(dscale[ch]) * mul / M;
+    const double w = static_cast<double>(invstd[ch]) * scale[ch];
+    dx[e] = static_cast<float>((dy[e] - dbias[ch] / M - (static_cast<double>(y[e]) - bias[ch]) * k) * w);
+  }
+}
+
+}  // namespace
+
+cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
+                                        const float* scale, const float* bias, const float* invstd, float* dx,
+                                        float* dscale, float* dbias, cudaStream_t stream) {
+  bn_grad_from_output_sums_kernel<<<static_cast<unsigned>(C), kThreads, 0, stream>>>(N, C, S, dy, y, scale, bias,
+                                                                                     dscale, dbias);
+  bn_grad_from_output_dx_kernel<<<blocks_for(N * C * S), kThreads, 0, stream>>>(N, C, S, dy, y, scale, bias, invstd,
+                                                                                dscale, dbias, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t max_pool(const Pool& p, const float* x, float* y, cudaStream_t stream) {
+  max_pool_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
+                          cudaStream_t stream) {
+  max_pool_argmax_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, x, argmax);
+  max_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, dy, argmax, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream) {
+  average_pool_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, count_include_pad, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,
+                              cudaStream_t stream) {
+  average_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, count_include_pad, dy, dx);
+  return cudaGetLastError();
+}
+
+}  // namespace monet::cuda

@@ -1,0 +1,113 @@
+// The CUDA backend's kernel table: for every op name of the registry, the host function that runs a node of that
+// op on the device (cuDNN, cuBLAS or a launcher of kernels.h) and, where it needs scratch memory, the bytes of
+// workspace the executor must place for it in the arena. One file per op family fills the table:
+//   cuda_elementwise.cpp  activations, Add/Sub/Mul/Div, Sum, ReduceSumTo/BroadcastTo/Expand, Dropout, SgdUpdate
+//   cuda_conv.cpp         Conv, ConvTranspose and their gradients on cuDNN (algorithm choice, workspace)
+//   cuda_gemm.cpp         Gemm, MatMul and their gradients on cuBLAS
+//   cuda_norm_pool.cpp    BatchNormalization (cuDNN), pools, GlobalAveragePool, ReduceMean, Softmax, losses
+//   cuda_shape.cpp        Concat, Split, Slice, Transpose, Pad, Resize, Gather, the reshaping copies
+// Host code, C++20.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/kernels.h"
+
+namespace monet::cuda {
+
+// default: what PyTorch does by default (TF32 allowed in cuDNN convolutions, cuBLAS in full fp32);
+// fp32: strict fp32 everywhere (cuDNN FMA math only).
+enum class MathMode { default_math, fp32 };
+
+struct ConvPlan;  // cuda_conv.cpp: descriptors and the algorithm chosen for one convolution problem
+
+// What every kernel of the backend shares: handles, the stream, the math mode, cached convolution plans.
+struct CudaContext {
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudaStream_t stream = nullptr;  // the legacy default stream: everything of a run is ordered on it
+  MathMode math = MathMode::default_math;
+  std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key
+  std::map<std::string, int> conv_algo_override;                 // node name -> cuDNN algorithm (profiling)
+};
+
+struct CudaCall {
+  const Graph& g;
+  const Node& node;
+  const std::vector<TensorRef>& in;
+  const std::vector<TensorRef>& out;
+  void* workspace;          // workspace_bytes(...) bytes inside the arena, or null when 0
+  int64_t workspace_bytes;
+  uint64_t seed;
+  bool recompute;
+  CudaContext& ctx;
+  int impl = 0;             // the node's implementation (ops/op.h ImplDef); unread inputs have data null
+
+  const float* fin(int i) const { return static_cast<const float*>(in[i].data); }
+  float* fin_mut(int i) const { return static_cast<float*>(in[i].data); }  // in-place updates (BN stats, SGD)
+  float* fout(int i) const { return static_cast<float*>(out[i].data); }
+  const Shape& in_shape(int i) const { return *in[i].shape; }
+  const Shape& out_shape(int i) const { return *out[i].shape; }
+};
+
+struct CudaKernelDef {
+  void (*run)(const CudaCall&) = nullptr;
+  // Scratch bytes (0 when null). May consult the context (cuDNN's workspace for the chosen algorithm).
+  int64_t (*workspace)(const Graph&, const Node&, CudaContext&) = nullptr;
+};
+
+using CudaKernelTable = std::unordered_map<std::string, CudaKernelDef>;
+
+void add_elementwise_kernels(CudaKernelTable& t);
+void add_conv_kernels(CudaKernelTable& t);
+void add_gemm_kernels(CudaKernelTable& t);
+void add_norm_pool_kernels(CudaKernelTable& t);
+void add_shape_kernels(CudaKernelTable& t);
+
+// The whole table (built on first use; needs no GPU).
+const CudaKernelTable& kernel_table();
+
+// The context of a backend made by make_cuda_backend (throws for any other backend).
+CudaContext& context_of(Backend& backend);
+
+// ------------------------------------------------------------------------------------------ shape helpers
+
+Dims dims_of(const Shape& s);                                     // throws beyond kMaxDims
+Strides contiguous_strides(const Shape& s);                       // row-major element strides
+Strides broadcast_strides_to(const Shape& in, const Shape& out);  // numpy: 0 where `in` is broadcast or lacks it
+
+// out[o] = sum over the elements of `full` that broadcast from o (of shape `target`) of the term, / divisor.
+// p0, p1: shapes of the extra operands (each broadcasting to full), or null.
+ReduceGeom reduce_geom(const Shape& full, const Shape& target, const Shape* p0 = nullptr, const Shape* p1 = nullptr);
+
+// y = a op b with numpy broadcasting over out (y may alias a when a has out's shape); merges dims where it can.
+void binary_op(const CudaCall& c, Binary op, const Shape& out, const Shape& sa, const float* a, const Shape& sb,
+               const float* b, float* y, float scalar = 1.f);
+
+// Device-to-device copy of a whole tensor on the backend's stream.
+void copy_bytes(const CudaCall& c, void* dst, const void* src, int64_t bytes);
+
+// Copies a host table into the node's workspace at byte offset `at` (aligned by the caller); returns its address.
+template <class T>
+T* upload_table(const CudaCall& c, int64_t at, const std::vector<T>& host) {
+  MONET_CHECK(at + static_cast<int64_t>(host.size() * sizeof(T)) <= c.workspace_bytes, "workspace too small for ",
+              c.node.name);
+  T* dst = reinterpret_cast<T*>(static_cast<char*>(c.workspace) + at);
+  if (!host.empty())
+    MONET_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, c.ctx.stream));
+  return dst;
+}
+
+// A number attribute given as a scalar or a one-element list (how the importer delivers static inputs).
+double number_attr(const Attrs& a, const std::string& name, double dflt);
+
+}  // namespace monet::cuda

@@ -1,0 +1,214 @@
+// Data-movement kernels: strided copies (Slice, Transpose, Concat, Split and their gradients), Gather, Pad and
+// Resize with their gradients. The gradients that the CPU writes by scattering (+=) are computed here by
+// gathering, one thread per input-gradient element visiting its readers in the CPU's order: deterministic,
+// no atomics, and (for Pad, Gather and nearest Resize) equal to the CPU bit for bit.
+#include "engine/cuda/launch.cuh"
+
+namespace monet::cuda {
+namespace {
+
+template <class E>
+__global__ void strided_copy_kernel(Dims shape, Strides ss, int64_t sbase, const E* src, Strides ds, int64_t dbase,
+                                    E* dst, int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    int64_t rem = i, so = sbase, dof = dbase;
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % shape.size[d];
+      rem /= shape.size[d];
+      so += idx * ss.s[d];
+      dof += idx * ds.s[d];
+    }
+    dst[dof] = src[so];
+  }
+}
+
+template <class E>
+__global__ void gather_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const E* x,
+                              E* y) {
+  MONET_GRID_LOOP(i, outer * K * inner) {
+    const int64_t j = i % inner, k = (i / inner) % K, o = i / (inner * K);
+    y[i] = x[(o * A + idx[k]) * inner + j];
+  }
+}
+
+__global__ void gather_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                                   const float* dy, float* dx) {
+  MONET_GRID_LOOP(i, outer * A * inner) {
+    const int64_t j = i % inner, a = (i / inner) % A, o = i / (inner * A);
+    float acc = 0.f;
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[k] == a) acc += dy[(o * K + k) * inner + j];
+    dx[i] = acc;
+  }
+}
+
+__global__ void pad_kernel(Dims xd, Dims yd, const int64_t* table, Strides axis_offset, float value, const float* x,
+                           float* y, int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    int64_t rem = i, xo = 0, xstride = 1;
+    bool border = false;
+    for (int d = yd.rank - 1; d >= 0; --d) {
+      const int64_t o = rem % yd.size[d];
+      rem /= yd.size[d];
+      const int64_t src = table[axis_offset.s[d] + o];
+      if (src < 0) border = true;
+      xo += src * xstride;
+      xstride *= xd.size[d];
+    }
+    y[i] = border ? value : x[xo];
+  }
+}
+
+__global__ void pad_grad_kernel(Dims xd, Dims yd, const int64_t* csr, CsrAxes axes, const float* dy, float* dx,
+                                int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    const int r = xd.rank;
+    int64_t lo[kMaxDims], hi[kMaxDims], at[kMaxDims], ystride[kMaxDims];
+    int64_t rem = i, s = 1;
+    bool empty = false;
+    for (int d = r - 1; d >= 0; --d) {
+      const int64_t xi = rem % xd.size[d];
+      rem /= xd.size[d];
+      const int64_t* start = csr + axes.start_offset[d];
+      lo[d] = start[xi];
+      hi[d] = start[xi + 1];
+      at[d] = lo[d];
+      empty = empty || lo[d] == hi[d];
+      ystride[d] = s;
+      s *= yd.size[d];
+    }
+    float acc = 0.f;
+    // Odometer over the readers of every axis, last axis fastest: dy elements in dy's (row-major) order.
+    while (!empty) {
+      int64_t yo = 0;
+      for (int d = 0; d < r; ++d) yo += csr[axes.entry_offset[d] + at[d]] * ystride[d];
+      acc += dy[yo];
+      int d = r - 1;
+      for (; d >= 0; --d) {
+        if (++at[d] < hi[d]) break;
+        at[d] = lo[d];
+      }
+      if (d < 0) break;
+    }
+    dx[i] = acc;
+  }
+}
+
+__global__ void resize_kernel(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear,
+                              ResizeTables t, const float* x, float* y) {
+  MONET_GRID_LOOP(i, planes * OH * OW) {
+    const int64_t ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
+    const float* xp = x + plane * H * W;
+    const float* r0 = xp + t.i0h[oh] * W;
+    if (!linear) {
+      y[i] = r0[t.i0w[ow]];
+      continue;
+    }
+    const float* r1 = xp + t.i1h[oh] * W;
+    const int64_t j0 = t.i0w[ow], j1 = t.i1w[ow];
+    const double a0 = t.w0h[oh], a1 = t.w1h[oh], b0 = t.w0w[ow], b1 = t.w1w[ow];
+    y[i] = static_cast<float>(a0 * (b0 * r0[j0] + b1 * r0[j1]) + a1 * (b0 * r1[j0] + b1 * r1[j1]));
+  }
+}
+
+__global__ void resize_grad_kernel(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, ResizeGradTables t,
+                                   const float* dy, float* dx) {
+  MONET_GRID_LOOP(i, planes * H * W) {
+    const int64_t iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+    const float* g = dy + plane * OH * OW;
+    float acc = 0.f;
+    for (int64_t eh = t.start_h[ih]; eh < t.start_h[ih + 1]; ++eh)
+      for (int64_t ew = t.start_w[iw]; ew < t.start_w[iw + 1]; ++ew)
+        acc += static_cast<float>(t.weight_h[eh] * t.weight_w[ew] * g[t.out_h[eh] * OW + t.out_w[ew]]);
+    dx[i] = acc;
+  }
+}
+
+int64_t count(const Dims& d) {
+  int64_t n = 1;
+  for (int k = 0; k < d.rank; ++k) n *= d.size[k];
+  return n;
+}
+
+}  // namespace
+
+cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_stride, int64_t src_base,
+                         const void* src, const Strides& dst_stride, int64_t dst_base, void* dst,
+                         cudaStream_t stream) {
+  const int64_t n = count(shape);
+  const unsigned b = blocks_for(n);
+  switch (elem_bytes) {
+    case 1:
+      strided_copy_kernel<uint8_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
+                                                               static_cast<const uint8_t*>(src), dst_stride, dst_base,
+                                                               static_cast<uint8_t*>(dst), n);
+      break;
+    case 4:
+      strided_copy_kernel<uint32_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
+                                                                static_cast<const uint32_t*>(src), dst_stride,
+                                                                dst_base, static_cast<uint32_t*>(dst), n);
+      break;
+    case 8:
+      strided_copy_kernel<uint64_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
+                                                                static_cast<const uint64_t*>(src), dst_stride,
+                                                                dst_base, static_cast<uint64_t*>(dst), n);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                   const void* x, void* y, cudaStream_t stream) {
+  const unsigned b = blocks_for(outer * K * inner);
+  switch (elem_bytes) {
+    case 1:
+      gather_kernel<uint8_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint8_t*>(x),
+                                                         static_cast<uint8_t*>(y));
+      break;
+    case 4:
+      gather_kernel<uint32_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint32_t*>(x),
+                                                          static_cast<uint32_t*>(y));
+      break;
+    case 8:
+      gather_kernel<uint64_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint64_t*>(x),
+                                                          static_cast<uint64_t*>(y));
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
+                        float* dx, cudaStream_t stream) {
+  gather_grad_kernel<<<blocks_for(outer * A * inner), kThreads, 0, stream>>>(outer, A, K, inner, idx, dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t pad(const Dims& x_dims, const Dims& y_dims, const int64_t* table, const Strides& axis_offset,
+                float value, const float* x, float* y, cudaStream_t stream) {
+  const int64_t n = count(y_dims);
+  pad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x_dims, y_dims, table, axis_offset, value, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr, const CsrAxes& axes,
+                     const float* dy, float* dx, cudaStream_t stream) {
+  const int64_t n = count(x_dims);
+  pad_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x_dims, y_dims, csr, axes, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t resize(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear, const ResizeTables& t,
+                   const float* x, float* y, cudaStream_t stream) {
+  resize_kernel<<<blocks_for(planes * OH * OW), kThreads, 0, stream>>>(planes, H, W, OH, OW, linear, t, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const ResizeGradTables& t,
+                        const float* dy, float* dx, cudaStream_t stream) {
+  resize_grad_kernel<<<blocks_for(planes * H * W), kThreads, 0, stream>>>(planes, H, W, OH, OW, t, dy, dx);
+  return cudaGetLastError();
+}
+
+}  // namespace monet::cuda

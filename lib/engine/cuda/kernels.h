@@ -1,0 +1,160 @@
+// Launchers of monet's own CUDA kernels (the .cu files of this folder). This header is included by nvcc (C++17)
+// and by the C++20 host code, so it holds only plain structs and declarations: no monet headers, no std::vector.
+// Every launcher enqueues on `stream` and returns cudaGetLastError(), which the caller checks with
+// MONET_CUDA_CHECK (cuda_check.h) so that a failed launch names the calling file and line.
+// All float tensors are fp32; index math is 64-bit (ResNet-50 at batch 184 has tensors of 150M elements).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace monet::cuda {
+
+inline constexpr int kMaxDims = 8;
+
+// A shape of up to kMaxDims dims and, for one operand, its element stride per dim (0 where it is broadcast).
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+};
+struct Strides {
+  int64_t s[kMaxDims] = {};
+};
+
+// ------------------------------------------------------------------------------------------ elementwise (.cu)
+
+// y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0).
+enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf };
+cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
+
+// dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines.
+enum class UnaryGrad : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf };
+cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
+                       cudaStream_t stream);
+
+// y[i] = f(a[off_a(i)], b[off_b(i)]) over the output dims `out` (numpy broadcasting through zero strides).
+// copy_a: y = a (b unused); div_a_by_scalar: y = a / scalar (b unused). y may alias a when a is not broadcast.
+enum class Binary : int { add, sub, mul, div, copy_a, div_a_by_scalar };
+cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, const Strides& sb, const float* a,
+                             const float* b, float* y, float scalar, cudaStream_t stream);
+
+// out[o] = (sum over the elements i of `x` that reduce into o of term(x[i], p0[.], p1[.])) / divisor, summed in
+// double in a fixed order (deterministic). The full index space is split into kept dims (one output element
+// each) and reduced dims; stride[k][d] is the element stride of operand k (0: x, 1: p0, 2: p1) along that dim.
+enum class Term : int { x, neg_x, x_mul_p0, x_div_p0, div_grad_b /* -x * ((p0 / p1) / p1) */ };
+struct ReduceGeom {
+  int kept_rank = 0, red_rank = 0;
+  int64_t kept_size[kMaxDims] = {}, red_size[kMaxDims] = {};
+  int64_t kept_stride[3][kMaxDims] = {}, red_stride[3][kMaxDims] = {};
+  int64_t out_n = 1, red_n = 1;  // output elements, elements summed into each
+};
+cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
+                      double divisor, cudaStream_t stream);
+
+// Dropout with the CPU's counter-based mask: keep element i iff u(key, i) >= ratio (lib/ops/dropout), where
+// key = splitmix64(seed). y = x * scale where kept, else 0; mask 1/0.
+cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio, float scale,
+                    cudaStream_t stream);
+cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale,
+                         cudaStream_t stream);
+
+// PyTorch's SGD with momentum in place: buf = momentum * buf + g; p -= lr * buf.
+cudaError_t sgd_update(int64_t n, float* p, const float* g, float* buf, float lr, float momentum,
+                       cudaStream_t stream);
+
+// --------------------------------------------------------------------------------------- losses (.cu)
+
+// Mean softmax cross-entropy of logits (N, C, P) against labels (N, P): per-row terms in double into
+// `rows` (N*P doubles of workspace), a label outside [0, C) sets *bad_label (an int of workspace, zeroed here),
+// then one block sums the rows in a fixed order and writes loss[0] = float(sum / (N*P)).
+cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels,
+                                  double* rows, int* bad_label, float* loss, cudaStream_t stream);
+// dx = dloss[0] * (softmax(x) - onehot(label)) / (N*P); dloss is a device scalar.
+cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
+                                       const int64_t* labels, float* dx, cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------ norm and pool (.cu)
+
+// Softmax along the middle axis of (outer, A, inner); grad: dx = y * (dy - sum(dy * y)).
+cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream);
+cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
+                         cudaStream_t stream);
+
+// BatchNormStatGrad on X (N, C, S): dx = dstat/M (mean) or -dstat * invstd^3 * (x - mean) / M (invstd).
+cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
+                                 const float* mean, const float* invstd, float* dx, cudaStream_t stream);
+
+// Output-activated BatchNormGrad (in-place-ABN form): xhat = (y - bias) / scale, per channel
+//   dbias = sum(dy), dscale = sum(dy * (y - bias)) / scale,
+//   dx = (dy - dbias / M - (y - bias) * dscale / (scale * M)) * invstd * scale      (M = N * S)
+// One block per channel for the sums (fixed order, double), then one pass for dx. Every scale must be non-zero.
+cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
+                                        const float* scale, const float* bias, const float* invstd, float* dx,
+                                        float* dscale, float* dbias, cudaStream_t stream);
+
+// 2-D pooling geometry, as lib/ops/common/pool.h resolves it.
+struct Pool {
+  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;  // planes = N * C
+  int64_t kH = 1, kW = 1, sH = 1, sW = 1, dH = 1, dW = 1, padT = 0, padL = 0, padB = 0, padR = 0;
+};
+// Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel.
+cudaError_t max_pool(const Pool& p, const float* x, float* y, cudaStream_t stream);
+// Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
+// `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,
+// in the CPU's (oh, ow) order.
+cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
+                          cudaStream_t stream);
+// Average pool with PyTorch's divisors (count_include_pad); grad gathers dy / divisor per dx element in order.
+cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream);
+cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,
+                              cudaStream_t stream);
+
+// --------------------------------------------------------------------------------------- data movement (.cu)
+
+// dst[dst_base + sum_d i_d * dst_stride_d] = src[src_base + sum_d i_d * src_stride_d] over every index i of
+// `shape`; elements of elem_bytes (1, 4 or 8). Strides may be negative (Slice with negative steps).
+cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_stride, int64_t src_base,
+                         const void* src, const Strides& dst_stride, int64_t dst_base, void* dst,
+                         cudaStream_t stream);
+
+// Gather along an axis: x (outer, A, inner) -> y (outer, K, inner) with indices idx[K] (device, in [0, A)).
+cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                   const void* x, void* y, cudaStream_t stream);
+// dx (outer, A, inner) = sum over k with idx[k] == a of dy (outer, K, inner), in k order (no atomics).
+cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
+                        float* dx, cudaStream_t stream);
+
+// Pad: y index o_d on axis d reads x index table[axis_offset.s[d] + o_d] (-1: the constant). x has shape x_dims
+// (contiguous), y has shape y_dims.
+cudaError_t pad(const Dims& x_dims, const Dims& y_dims, const int64_t* table, const Strides& axis_offset,
+                float value, const float* x, float* y, cudaStream_t stream);
+// PadGrad: dx element i gathers every dy element that read it; per axis d the readers of x index i are
+// readers[start[d][i] .. start[d][i+1]) (CSR tables in `csr`, offsets given per axis), visited in dy order.
+struct CsrAxes {
+  int64_t start_offset[kMaxDims] = {};   // where axis d's start[] (x_len + 1 entries) begins in the table
+  int64_t entry_offset[kMaxDims] = {};   // where axis d's reader entries begin
+};
+cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr, const CsrAxes& axes,
+                     const float* dy, float* dx, cudaStream_t stream);
+
+// Resize (N*C planes of H x W -> OH x OW): output (oh, ow) reads rows i0h/i1h with weights w0h/w1h and columns
+// likewise (tables in device memory). linear = false: nearest (i0, weight 1).
+struct ResizeTables {
+  const int64_t* i0h; const int64_t* i1h; const double* w0h; const double* w1h;  // (OH)
+  const int64_t* i0w; const int64_t* i1w; const double* w0w; const double* w1w;  // (OW)
+};
+cudaError_t resize(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear, const ResizeTables& t,
+                   const float* x, float* y, cudaStream_t stream);
+// ResizeGrad: per axis, input index i is read by entries [start[i], start[i+1]) of (output index, weight) pairs.
+struct ResizeGradTables {
+  const int64_t* start_h; const int64_t* out_h; const double* weight_h;  // start (H + 1), entries
+  const int64_t* start_w; const int64_t* out_w; const double* weight_w;  // start (W + 1), entries
+};
+cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const ResizeGradTables& t,
+                        const float* dy, float* dx, cudaStream_t stream);
+
+// Fills n floats with a deterministic pseudo-random pattern in [-1, 1) (profiling inputs).
+cudaError_t fill_pattern(int64_t n, float* x, uint64_t seed, cudaStream_t stream);
+
+}  // namespace monet::cuda

@@ -1,0 +1,40 @@
+// Launch helpers shared by the .cu files of the CUDA backend (device code only, C++17).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/kernels.h"
+
+namespace monet::cuda {
+
+inline constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements (at least 1, at most 2^20: the loop covers the rest).
+inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > (int64_t{1} << 20)) b = int64_t{1} << 20;
+  return static_cast<unsigned>(b);
+}
+
+#define MONET_GRID_LOOP(i, n)                                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);       \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// Sums one double per thread of a block of kThreads threads; the result is valid in thread 0. Fixed order.
+__device__ inline double block_sum(double v) {
+  __shared__ double buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    __syncthreads();
+  }
+  double r = buf[0];
+  __syncthreads();  // buf may be reused by the caller's next call
+  return r;
+}
+
+}  // namespace monet::cuda

@@ -1,0 +1,56 @@
+// What other backends need from ops whose kernels first resolve attributes into a geometry or index plan
+// (convolution geometry, slice ranges, pad and resize tables, gather indices, dropout ratio, clip bounds): the
+// CPU's own resolution, exported from each op's folder, so that a CUDA kernel can never disagree with the CPU
+// kernel about which element goes where. Each function expects attributes its op's shape rule accepted.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "ops/common/im2col.h"
+
+namespace monet::ops {
+
+// lib/ops/conv: the geometry of Conv (and of ConvGradData / ConvGradWeight) for input shape x and weight shape w.
+ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& w);
+// lib/ops/conv_transpose: the adjoint conv of ConvTranspose (input Y, output X) for X shape x, weight shape w.
+ConvGeom conv_transpose_geometry(const Node& node, const Shape& x, const Shape& w);
+
+// lib/ops/slice: y[.., j, ..] = x[.., start + j * step, ..] for j < len, on every axis of x.
+struct SliceSpec {
+  std::vector<int64_t> start, step, len;
+};
+SliceSpec slice_spec(const Attrs& a, const Shape& x);
+
+// lib/ops/pad: y index o on axis d reads x index src[d][o], or the constant `value` where that is -1.
+struct PadSpec {
+  Shape out;
+  std::vector<std::vector<int64_t>> src;
+  double value = 0;
+};
+PadSpec pad_spec(const Attrs& a, const Shape& x);
+
+// lib/ops/resize: output (oh, ow) reads rows i0h/i1h with weights w0h/w1h and columns i0w/i1w with w0w/w1w
+// (nearest: only i0 with weight 1).
+struct ResizeSpec {
+  Shape out;
+  bool linear = false;
+  std::vector<int64_t> i0h, i1h, i0w, i1w;
+  std::vector<double> w0h, w1h, w0w, w1w;
+};
+ResizeSpec resize_spec(const Attrs& a, const Shape& x);
+
+// lib/ops/gather: x seen as (outer, A, inner), indices normalised to [0, A).
+struct GatherSpec {
+  int64_t outer = 1, A = 1, inner = 1;
+  std::vector<int64_t> index;
+};
+GatherSpec gather_spec(const Attrs& a, const Shape& x);
+
+// lib/ops/dropout: the ratio in effect (0 in inference mode).
+double dropout_ratio(const Attrs& a);
+
+// lib/ops/clip: (min, max), -inf / +inf where absent.
+std::pair<double, double> clip_bounds(const Attrs& a);
+
+}  // namespace monet::ops

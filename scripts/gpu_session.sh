@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Runs ON a lent GPU machine, from the repository root, with gpu-bundle/ carried (scripts/gpu_bundle.sh built it
+# here). Writes everything under $OUT (the run tool's output folder; ./gpu-out otherwise). Stages, each within the
+# run tool's 10 minutes per command (`all` runs them in order; give several to run those):
+#   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN, the bundle's cudnnGetVersion (via monet-run's device line)
+#   tests    the CUDA test suite (every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism)
+#   check    monet-check --device cuda --reference cpu on every model in models/ at small input, both math modes;
+#            a solved schedule against CUDA store-all (bitwise)
+#   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
+#            checkpoint schedule at 1/2 of the CUDA store-all peak, monet-run store-all and scheduled
+#   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+for d in "$SP/nvidia/cu13/lib" "$SP/nvidia/cudnn/lib" "$SP/nvidia/cublas/lib"; do
+  [ -d "$d" ] && LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+export LD_LIBRARY_PATH MONET_MODELS_DIR="$ROOT/models"
+SMALL=(--batch 2 --input-shape 3,64,64)
+
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
+# step NAME CMD...: runs CMD, output to $OUT/NAME.txt, one line with its exit status in session.log.
+step() {
+  local name=$1; shift
+  log "$name: $*"
+  local t0=$SECONDS
+  "$@" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  log "$name: exit $rc after $((SECONDS - t0)) s; $(tail -1 "$OUT/$name.txt")"
+  return 0
+}
+
+stage_env() {
+  { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$B/monet-run"; } > "$OUT/env.txt" 2>&1
+  step env_tiny_run "$B/monet-run" models/tiny.onnx --batch 4 --device cuda --iters 2
+}
+
+stage_tests() { step cuda_tests "$B/monet_cuda_tests" --durations yes; }
+
+stage_check() {
+  for math in fp32 default; do
+    step "check_tiny_$math" "$B/monet-check" models/tiny.onnx --batch 4 --device cuda --reference cpu --math $math \
+      --report "$OUT/check_tiny_$math.json"
+    for m in resnet50 googlenet mobilenet_v2; do
+      step "check_${m}_$math" "$B/monet-check" "models/$m.onnx" "${SMALL[@]}" --device cuda --reference cpu \
+        --math $math --report "$OUT/check_${m}_$math.json"
+    done
+    step "check_unet_$math" "$B/monet-check" models/unet.onnx "${SMALL[@]}" --loss sum --device cuda --reference cpu \
+      --math $math --report "$OUT/check_unet_$math.json"
+  done
+  # vgg16 only imports at 224x224, where the CPU reference (double and float) takes minutes: once, in fp32.
+  step check_vgg16_fp32 timeout 400 "$B/monet-check" models/vgg16.onnx --batch 1 --device cuda --reference cpu \
+    --math fp32 --report "$OUT/check_vgg16_fp32.json"
+  # A checkpoint schedule on the CUDA engine against CUDA store-all: bitwise.
+  step profile_resnet50_small "$B/monet-profile" models/resnet50.onnx "${SMALL[@]}" --device cuda \
+    --no-conv-algorithms -o "$OUT/resnet50_2_64.profile.json"
+  local half
+  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']//2)" \
+    "$OUT/resnet50_2_64.profile.json" 2>/dev/null || echo 0)
+  step solve_resnet50_small "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$half" --time-limit 30 \
+    -o "$OUT/resnet50_2_64.half.schedule.json"
+  step check_schedule_store_all "$B/monet-check" models/resnet50.onnx --schedule "$OUT/resnet50_2_64.half.schedule.json" \
+    --device cuda --reference store-all --report "$OUT/check_schedule_store_all.json"
+}
+
+stage_profile() {
+  local dir="$OUT/schedules/resnet50_184"
+  mkdir -p "$dir"
+  step profile_resnet50_184 "$B/monet-profile" models/resnet50.onnx --batch 184 --device cuda --warmup 2 --repeats 5 \
+    -o "$dir/profile_cuda.json"
+  local half
+  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']//2)" \
+    "$dir/profile_cuda.json" 2>/dev/null || echo 0)
+  step solve_resnet50_184 "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit 60 \
+    -o "$dir/checkpoint_half_cuda.json" --report "$dir/checkpoint_half_cuda.report.json"
+  step run_resnet50_184_store_all "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 10 --warmup 3 \
+    --report "$dir/run_store_all_cuda.json"
+  # $OUT is fresh in every run-tool call: keep the schedule on the machine for a later `bench` call too.
+  mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
+  step run_resnet50_184_scheduled "$B/monet-run" models/resnet50.onnx --schedule "$dir/checkpoint_half_cuda.json" \
+    --device cuda --iters 10 --warmup 3 --report "$dir/run_checkpoint_half_cuda.json"
+  for spec in "googlenet 320" "mobilenet_v2 272" "vgg16 176" "unet 11 --loss sum"; do
+    set -- $spec
+    mkdir -p "$OUT/schedules/${1}_$2"
+    step "profile_${1}_$2" timeout 150 "$B/monet-profile" "models/$1.onnx" --batch "$2" "${@:3}" --device cuda \
+      --no-conv-algorithms -o "$OUT/schedules/${1}_$2/profile_cuda.json"
+  done
+}
+
+stage_bench() {
+  local dir="$OUT/schedules/resnet50_184" sched=()
+  [ -f "$ROOT/gpu-work/checkpoint_half_cuda.json" ] && sched=(--schedule "$ROOT/gpu-work/checkpoint_half_cuda.json")
+  [ -f "$dir/checkpoint_half_cuda.json" ] && sched=(--schedule "$dir/checkpoint_half_cuda.json")
+  step bench_resnet50_184 python3 scripts/bench_pytorch.py --model resnet50 --batch 184 --monet-bin "$B" \
+    "${sched[@]}" --json "$OUT/bench_resnet50_184.json"
+}
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(all)
+[ "${stages[0]}" = all ] && stages=(env tests check profile bench)
+for s in "${stages[@]}"; do
+  case "$s" in
+    env|tests|check|profile|bench) "stage_$s" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (env tests check profile bench all)" >&2; exit 1 ;;
+  esac
+done
+log "done: ${stages[*]}; results in $OUT"
