@@ -22,6 +22,11 @@ struct CbcOptions {
   bool preprocess = false;     // CBC 2.10's preprocessing rejects warm starts (NOTES-solver.md)
   double progress_every_s = 10;
   std::function<void(const CbcProgress&)> progress;  // called at least every progress_every_s
+  // When set: CBC's own solver first solves the LP relaxation (dual simplex with presolve, within the time
+  // limit) and this is called with its solution and objective (an empty solution when it did not finish); it
+  // returns the warm start (columns, or empty). CBC's root node then starts from the relaxation's basis instead of
+  // solving it a second time. time_limit_s covers the relaxation, the callback and the search.
+  std::function<std::vector<double>(const std::vector<double>& relaxed, double objective)> after_relaxation;
 };
 
 struct CbcResult {
@@ -40,6 +45,7 @@ const char* status_name(CbcResult::Status s);
 // The LP relaxation (Clp): column values, or empty if it has no solution.
 std::vector<double> solve_lp_relaxation(const LinearProgram& lp, double* objective);
 
+// warm_start (may be null) is used when options.after_relaxation is not set.
 CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start);
 
 }  // namespace monet

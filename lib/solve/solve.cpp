@@ -65,42 +65,45 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       out.columns = static_cast<int64_t>(lp.col_names.size());
       out.rows = static_cast<int64_t>(lp.rows.size());
       out.nonzeros = lp.nonzeros();
-      // Warm start: the best heuristic, LP-guided rounding included (S[0][v] of the relaxation as scores).
-      double lp_obj = 0;
       out.setup_s = seconds();
-      std::vector<double> relaxed = solve_lp_relaxation(lp, &lp_obj);
-      out.lp_s = seconds() - out.setup_s;
-      std::vector<double> scores;
-      std::vector<std::vector<double>> lp_impl;
-      if (!relaxed.empty()) {
-        scores = cost_per_byte_scores(p);
-        double top = *std::max_element(scores.begin(), scores.end());
-        for (size_t f = 0; f < p.fvals.size(); ++f)
-          scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * scores[f] / std::max(top, 1e-30);
-        lp_impl.resize(p.num_steps());
-        for (int t = 0; t < p.num_steps(); ++t) {
-          lp_impl[t].assign(p.num_impls(t), 0.0);
-          for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
-        }
-      }
-      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, scores, lp_impl);
-      out.lp_bound_ms = relaxed.empty() ? 0 : p.base_ms + lp_obj;
-      std::vector<double> x0;
-      if (warm) x0 = to_columns(p, layout, lp, *warm);
-      out.warm_start = warm.has_value();
-      if (warm) out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
+      // Warm start: the best heuristic, LP-guided rounding included (S[0][v] and M[t] of the relaxation), computed
+      // once CBC's solver has solved the relaxation (its root then starts from that basis).
+      std::optional<Assignment> warm;
+      double warm_at = -1;
       CbcOptions cbc;
-      out.warm_start_s = seconds() - out.setup_s - out.lp_s;
-      const double warm_at = seconds();
       cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
       cbc.threads = o.threads;
+      cbc.after_relaxation = [&](const std::vector<double>& relaxed, double lp_obj) {
+        out.lp_s = seconds() - out.setup_s;
+        std::vector<double> scores;
+        std::vector<std::vector<double>> lp_impl;
+        if (!relaxed.empty()) {
+          out.lp_bound_ms = p.base_ms + lp_obj;
+          scores = cost_per_byte_scores(p);
+          double top = *std::max_element(scores.begin(), scores.end());
+          for (size_t f = 0; f < p.fvals.size(); ++f)
+            scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * scores[f] / std::max(top, 1e-30);
+          lp_impl.resize(p.num_steps());
+          for (int t = 0; t < p.num_steps(); ++t) {
+            lp_impl[t].assign(p.num_impls(t), 0.0);
+            for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
+          }
+        }
+        warm = best_heuristic(p, o.budget_bytes, scores, lp_impl);
+        out.warm_start_s = seconds() - out.setup_s - out.lp_s;
+        out.warm_start = warm.has_value();
+        if (!warm) return std::vector<double>{};
+        warm_at = seconds();
+        out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
+        return to_columns(p, layout, lp, *warm);
+      };
       // Progress in step-time terms (the MILP's objective is the recomputation time alone).
       if (o.progress)
         cbc.progress = [&](const CbcProgress& pr) {
           o.progress({pr.elapsed_s, pr.incumbent >= 0 ? pr.incumbent + p.base_ms : -1.0,
                       pr.bound >= 0 ? pr.bound + p.base_ms : -1.0});
         };
-      CbcResult r = solve_with_cbc(lp, cbc, warm ? &x0 : nullptr);
+      CbcResult r = solve_with_cbc(lp, cbc, nullptr);
       out.cbc_s = r.solve_s;
       // CBC's clock starts after the setup, the LP relaxation and the heuristics: report from the solve's start.
       out.first_feasible_s = r.first_feasible_s < 0 ? -1 : r.first_feasible_s + (seconds() - r.solve_s);
