@@ -63,10 +63,24 @@ TEST_CASE("Clip forward on hand values", "[elementwise]") {
   CHECK_THROWS_AS(run_forward({.op = "Clip", .attrs = bad, .shapes = {{2}}}), monet::Error);
 }
 
-TEST_CASE("ClipGrad passes dy on the closed interval, as torch.clamp", "[elementwise]") {
-  OpCase c{.op = "ClipGrad", .attrs = clip_bounds(0.0, 6.0), .shapes = {{6}, {6}},
-           .data = {{1, 2, 3, 4, 5, 6}, {-1, 0, 3, 6, 7.5, -0.0}}};
+TEST_CASE("ClipGrad: input-activated on the closed interval (torch.clamp), output-activated on the open one",
+          "[elementwise][impl]") {
+  const std::vector<double> dy = {1, 2, 3, 4, 5, 6}, x = {-1, 0, 3, 6, 7.5, -0.0};
+  const std::vector<double> y = run_forward({.op = "Clip", .attrs = clip_bounds(0.0, 6.0), .shapes = {{6}},
+                                             .data = {x}}).values[0];
+  OpCase c{.op = "ClipGrad", .attrs = clip_bounds(0.0, 6.0), .shapes = {{6}, {6}, {6}}, .data = {dy, x, y}};
   CHECK(run_forward(c).values[0] == std::vector<double>{0, 2, 3, 4, 0, 6});
+  // From y (relu6/hardtanh's rule): x exactly on a bound (0, 6, -0) gets no gradient; elsewhere the same.
+  c.impl = 1;
+  CHECK(run_forward(c).values[0] == std::vector<double>{0, 0, 3, 0, 0, 0});
+  const std::vector<double> inside = spread(24, -1, 1);  // no element exactly on a bound
+  const std::vector<double> ys = run_forward({.op = "Clip", .attrs = clip_bounds(-0.5, 0.5), .shapes = {{24}},
+                                              .data = {inside}}).values[0];
+  const std::vector<double> dys = random_values({24}, 5);
+  OpCase in{.op = "ClipGrad", .attrs = clip_bounds(-0.5, 0.5), .shapes = {{24}, {24}, {24}}, .data = {dys, inside, ys}};
+  OpCase out = in;
+  out.impl = 1;
+  CHECK(run_forward(in).values[0] == run_forward(out).values[0]);
 }
 
 TEST_CASE("Clip backward matches finite differences", "[elementwise]") {

@@ -49,10 +49,12 @@ void run_relu_grad(const CudaCall& c) {
       unary_grad(UnaryGrad::relu, n_of(c), c.fin(0), c.fin(c.impl == 0 ? 1 : 2), c.fout(0), 0.f, 0.f, c.ctx.stream));
 }
 
+// ClipGrad(dy, x, y): input-activated (impl 0, x, bounds inclusive) or output-activated (impl 1, y, exclusive).
 void run_clip_grad(const CudaCall& c) {
   const auto [lo, hi] = ops::clip_bounds(c.node.attrs);
-  MONET_CUDA_CHECK(unary_grad(UnaryGrad::clip, n_of(c), c.fin(0), c.fin(1), c.fout(0), static_cast<float>(lo),
-                              static_cast<float>(hi), c.ctx.stream));
+  MONET_CUDA_CHECK(unary_grad(c.impl == 0 ? UnaryGrad::clip : UnaryGrad::clip_output, n_of(c), c.fin(0),
+                              c.fin(c.impl == 0 ? 1 : 2), c.fout(0), static_cast<float>(lo), static_cast<float>(hi),
+                              c.ctx.stream));
 }
 
 void run_hard_sigmoid_grad(const CudaCall& c) {

@@ -53,6 +53,8 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
     return s > 0.f ? dy : 0.f;
   } else if constexpr (op == UnaryGrad::clip) {  // s = x, bounds inclusive
     return s >= p0 && s <= p1 ? dy : 0.f;
+  } else if constexpr (op == UnaryGrad::clip_output) {  // s = y, bounds exclusive
+    return s > p0 && s < p1 ? dy : 0.f;
   } else if constexpr (op == UnaryGrad::sigmoid) {  // s = y
     return __fmul_rn(__fmul_rn(dy, 1.f - s), s);
   } else if constexpr (op == UnaryGrad::hard_sigmoid) {  // s = x
@@ -238,7 +240,7 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
   case UnaryGrad::name:                                                                                     \
     unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);               \
     break;
-    MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
+    MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
 #undef MONET_CASE
   }

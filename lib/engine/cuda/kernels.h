@@ -29,7 +29,7 @@ enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, sq
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines.
-enum class UnaryGrad : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf };
+enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 

@@ -1,5 +1,8 @@
 // Clip: y = min(max(x, min), max). min and max are constant inputs (static, become one-element float attributes);
-// an absent bound is -inf / +inf. Backward follows torch.clamp: dx = dy where min <= x <= max (inclusive), else 0.
+// an absent bound is -inf / +inf. ClipGrad(dy, x, y) has two implementations: input-activated (the default, reads
+// x) follows torch.clamp: dx = dy where min <= x <= max (inclusive), else 0; output-activated (reads y, the
+// tensor the next layer keeps) follows torch's hardtanh/relu6 backward: dx = dy where min < y < max (exclusive).
+// They differ only where x lies exactly on a bound.
 // (min > max gives y = max everywhere and dx = 0, as ONNX and torch.clamp define it.)
 #include <limits>
 
@@ -38,7 +41,10 @@ void infer_clip(InferCtx& c) {
   infer_float_unary(c);
 }
 
-void backward_clip(GradBuilder& b) { backward_activation(b, "ClipGrad", b.in(0)); }
+void backward_clip(GradBuilder& b) {
+  if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
+  b.set_grad(0, b.emit1("ClipGrad", {b.grad_out(0), b.in(0), b.out(0)}, b.node().attrs));
+}
 
 template <class T>
 void clip_cpu(const CpuCall& c) {
@@ -47,24 +53,36 @@ void clip_cpu(const CpuCall& c) {
   map1<T>(c, [=](T x) { return std::min(std::max(x, lo), hi); });
 }
 
-// ClipGrad(dy, x) with the bounds of the forward node -> dx
+// ClipGrad(dy, x, y) with the bounds of the forward node -> dx
 void infer_clip_grad(InferCtx& c) {
   check_bounds(c);
-  infer_float_grad(c);
+  c.expect_inputs(3, 3);
+  expect_float_inputs(c);
+  infer_like_input0(c);
 }
 
 template <class T>
 void clip_grad_cpu(const CpuCall& c) {
   const T lo = static_cast<T>(clip_bound(c.node.attrs, "min", -kInf));
   const T hi = static_cast<T>(clip_bound(c.node.attrs, "max", kInf));
-  map2<T>(c, [=](T dy, T x) { return x >= lo && x <= hi ? dy : T(0); });
+  const T* dy = c.in[0].as<T>();  // (n)
+  T* dx = c.out[0].as<T>();       // (n)
+  const int64_t n = c.in[0].numel();
+  if (c.impl == 0) {
+    const T* x = c.in[1].as<T>();  // (n)
+    for (int64_t i = 0; i < n; ++i) dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : T(0);
+  } else {
+    const T* y = c.in[2].as<T>();  // (n)
+    for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > lo && y[i] < hi ? dy[i] : T(0);
+  }
 }
 
 const OpDef clip = {.name = "Clip", .infer = infer_clip, .backward = backward_clip,
                     .cpu_f32 = clip_cpu<float>, .cpu_f64 = clip_cpu<double>,
                     .static_inputs = {"", "min", "max"}};
 const OpDef clip_grad = {.name = "ClipGrad", .infer = infer_clip_grad,
-                         .cpu_f32 = clip_grad_cpu<float>, .cpu_f64 = clip_grad_cpu<double>};
+                         .cpu_f32 = clip_grad_cpu<float>, .cpu_f64 = clip_grad_cpu<double>,
+                         .impls = {{"input", 0b011}, {"output", 0b101}}};
 
 }  // namespace
 
