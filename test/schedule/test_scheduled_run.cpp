@@ -360,4 +360,26 @@ TEST_CASE("schedule files: fingerprint, batch and step errors are refused with o
   late.steps.insert(late.steps.begin() + static_cast<long>(at) + 1, Step{Step::Kind::compute, conv});
   late.steps.insert(late.steps.begin() + static_cast<long>(at) + 2, Step{Step::Kind::free, plan.nodes[conv].outputs[0]});
   CHECK_THROWS_WITH(open_with(late), Contains("updated it in place"));
+
+  // Implementations: a schedule names them by name; an unknown one is refused naming the step and node; running
+  // the input-activated ReluGrad after its x was freed is refused by the simulator with the step number.
+  int relu_grad = -1;
+  for (size_t n = 0; n < plan.nodes.size(); ++n)
+    if (plan.nodes[n].op == "ReluGrad") relu_grad = static_cast<int>(n);
+  REQUIRE(relu_grad >= 0);
+  write_file(file.path, tg, plan, good, 0);
+  nlohmann::json j = read_schedule_json(file.path);
+  for (auto& st : j["steps"])
+    if (st[0] == "compute" && st[1] == plan.nodes[relu_grad].name) st.push_back("bogus");
+  CHECK_THROWS_WITH(schedule_from_json(j, plan, "s.json"),
+                    Contains("node '" + plan.nodes[relu_grad].name + "' has no implementation 'bogus'"));
+  Schedule input_too_late = good;  // store-all frees x after its last forward reader (it reads y by default)
+  for (Step& st : input_too_late.steps)
+    if (st.kind == Step::Kind::compute && st.id == relu_grad) st.impl = 1;
+  CHECK_THROWS_WITH(open_with(input_too_late), Contains("reads") && Contains("already freed"));
+  CHECK_NOTHROW(open_with(store_all_schedule(plan, [&] {
+    std::vector<int> impl(plan.nodes.size(), 0);
+    impl[relu_grad] = 1;
+    return impl;
+  }())));
 }
