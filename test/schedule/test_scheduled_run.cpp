@@ -35,6 +35,13 @@ SessionOptions options_of(const Case& c) {
   return o;
 }
 
+TrainingGraph training_graph_of(const Case& c) {
+  ImportOptions io;
+  io.batch = c.batch;
+  io.input_shape = c.input_shape;
+  return build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+}
+
 // A schedule file under the build tree, removed when the test ends.
 struct TempSchedule {
   std::string path;
@@ -126,10 +133,7 @@ TEST_CASE("every implementation runs: gradients as store-all's (ReluGrad bitwise
   // Store-all with every node on its second implementation (input-activated ReluGrad, output-activated
   // BatchNormGrad), then with only the ReluGrads switched (identical arithmetic: bitwise).
   for (const Case& c : {Case{"tiny", 4, std::nullopt}, Case{"resnet50", 2, Shape{3, 32, 32}}}) {
-    ImportOptions io;
-    io.batch = c.batch;
-    io.input_shape = c.input_shape;
-    const TrainingGraph tg = build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+    const TrainingGraph tg = training_graph_of(c);
     auto backend = make_cpu_backend(4);
     const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
     std::vector<int> all(plan.nodes.size(), 0), relu_only(plan.nodes.size(), 0);
@@ -161,10 +165,7 @@ TEST_CASE("every implementation runs: gradients as store-all's (ReluGrad bitwise
 TEST_CASE("full-mode schedules: gradients as store-all's, arena peak = simulator peak <= budget",
           "[scheduled][impl]") {
   const Case c{"resnet50", 2, Shape{3, 32, 32}};
-  ImportOptions io;
-  io.batch = c.batch;
-  io.input_shape = c.input_shape;
-  const TrainingGraph tg = build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+  const TrainingGraph tg = training_graph_of(c);
   const Profile profile = estimate_profile(tg, Roofline{});
   const int64_t store_all_peak = simulate(profile.plan, store_all_schedule(profile.plan)).peak_bytes;
   // Budgets: the smallest the heuristics reach (activations are a sliver of resnet50's memory at this size, so
@@ -197,10 +198,7 @@ TEST_CASE("full-mode schedules: gradients as store-all's, arena peak = simulator
 TEST_CASE("solved schedules run bitwise equal to store-all, arena peak = simulator peak <= budget", "[scheduled]") {
   const Case cases[] = {{"tiny", 4, std::nullopt}, {"resnet50", 2, Shape{3, 32, 32}}};
   for (const Case& c : cases) {
-    ImportOptions io;
-    io.batch = c.batch;
-    io.input_shape = c.input_shape;
-    const TrainingGraph tg = build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+    const TrainingGraph tg = training_graph_of(c);
     const Profile profile = estimate_profile(tg, Roofline{});
     const int64_t store_all_peak = simulate(profile.plan, store_all_schedule(profile.plan)).peak_bytes;
     // The budgets 1/3, 1/2 and 2/3 of the store-all peak, where they fit; at these small inputs the resident
@@ -252,9 +250,7 @@ TEST_CASE("a recomputed Dropout draws the same mask; BatchNorm statistics are up
   // recomputation would change DropoutGrad's output and with it every gradient upstream; a second update of the
   // running statistics would change them.
   const Case c{"tiny", 4, std::nullopt};
-  ImportOptions io;
-  io.batch = c.batch;
-  const TrainingGraph tg = build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+  const TrainingGraph tg = training_graph_of(c);
   const Graph& g = tg.graph;
   auto backend = make_cpu_backend(4);
   const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(g, n); }, 4);
@@ -324,9 +320,7 @@ TEST_CASE("a recomputed Dropout draws the same mask; BatchNorm statistics are up
 
 TEST_CASE("schedule files: fingerprint, batch and step errors are refused with one line", "[scheduled][errors]") {
   const Case c{"tiny", 4, std::nullopt};
-  ImportOptions io;
-  io.batch = c.batch;
-  const TrainingGraph tg = build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
+  const TrainingGraph tg = training_graph_of(c);
   auto backend = make_cpu_backend(4);
   const PlanGraph plan =
       make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
