@@ -80,6 +80,16 @@ double Attrs::f(const std::string& name, std::optional<double> dflt) const {
     if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
   return typed<double>(map_, name, dflt, "a float");
 }
+double Attrs::scalar(const std::string& name, double dflt) const {
+  auto it = map_.find(name);
+  if (it == map_.end()) return dflt;
+  const AttrValue& v = it->second;
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  if (auto* ds = std::get_if<std::vector<double>>(&v); ds && ds->size() == 1) return (*ds)[0];
+  if (auto* is = std::get_if<std::vector<int64_t>>(&v); is && is->size() == 1) return static_cast<double>((*is)[0]);
+  fail("attribute '", name, "' must be a single number");
+}
 std::vector<int64_t> Attrs::ints(const std::string& name, std::optional<std::vector<int64_t>> dflt) const {
   return typed<std::vector<int64_t>>(map_, name, dflt, "a list of ints");
 }

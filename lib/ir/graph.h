@@ -65,6 +65,8 @@ class Attrs {
   bool has(const std::string& name) const { return map_.count(name) != 0; }
   int64_t i(const std::string& name, std::optional<int64_t> dflt = std::nullopt) const;
   double f(const std::string& name, std::optional<double> dflt = std::nullopt) const;
+  // One number however it is stored: a float, an int, or a one-element list (an importer-moved constant input).
+  double scalar(const std::string& name, double dflt) const;
   std::vector<int64_t> ints(const std::string& name, std::optional<std::vector<int64_t>> dflt = std::nullopt) const;
   std::vector<double> floats(const std::string& name, std::optional<std::vector<double>> dflt = std::nullopt) const;
   std::string s(const std::string& name, std::optional<std::string> dflt = std::nullopt) const;

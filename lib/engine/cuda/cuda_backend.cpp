@@ -125,17 +125,6 @@ void copy_bytes(const CudaCall& c, void* dst, const void* src, int64_t bytes) {
     MONET_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, c.ctx.stream));
 }
 
-double number_attr(const Attrs& a, const std::string& name, double dflt) {
-  auto it = a.all().find(name);
-  if (it == a.all().end()) return dflt;
-  const AttrValue& v = it->second;
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  if (auto* ds = std::get_if<std::vector<double>>(&v); ds && ds->size() == 1) return (*ds)[0];
-  if (auto* is = std::get_if<std::vector<int64_t>>(&v); is && is->size() == 1) return static_cast<double>((*is)[0]);
-  fail("attribute '", name, "' must be a single number");
-}
-
 // ---------------------------------------------------------------------------------------------- the backend
 
 namespace {

@@ -128,7 +128,7 @@ void run_dropout(const CudaCall& c) {
 }
 
 void run_dropout_grad(const CudaCall& c) {
-  const float scale = static_cast<float>(1.0 / (1.0 - number_attr(c.node.attrs, "ratio", 0.5)));
+  const float scale = static_cast<float>(1.0 / (1.0 - c.node.attrs.scalar("ratio", 0.5)));
   MONET_CUDA_CHECK(dropout_grad(n_of(c), c.fin(0), static_cast<const uint8_t*>(c.in[1].data), c.fout(0), scale,
                                 c.ctx.stream));
 }

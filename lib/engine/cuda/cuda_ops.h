@@ -107,7 +107,4 @@ T* upload_table(const CudaCall& c, int64_t at, const std::vector<T>& host) {
   return dst;
 }
 
-// A number attribute given as a scalar or a one-element list (how the importer delivers static inputs).
-double number_attr(const Attrs& a, const std::string& name, double dflt);
-
 }  // namespace monet::cuda

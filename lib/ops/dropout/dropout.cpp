@@ -31,28 +31,16 @@ inline double dropout_uniform(uint64_t key, int64_t i) {
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
-// A static input arrives as a one-element list (float or int); tolerate a plain scalar too.
-double scalar_attr(const Attrs& a, const std::string& name, double dflt) {
-  auto it = a.all().find(name);
-  if (it == a.all().end()) return dflt;
-  const AttrValue& v = it->second;
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  if (auto* ds = std::get_if<std::vector<double>>(&v); ds && ds->size() == 1) return (*ds)[0];
-  if (auto* is = std::get_if<std::vector<int64_t>>(&v); is && is->size() == 1) return static_cast<double>((*is)[0]);
-  fail("attribute '", name, "' must be a single number");
-}
-
 // The ratio in effect: 0 in inference mode, where Dropout is the identity.
 double effective_ratio(const Attrs& a) {
-  return scalar_attr(a, "training_mode", 0) != 0 ? scalar_attr(a, "ratio", 0.5) : 0.0;
+  return a.scalar("training_mode", 0) != 0 ? a.scalar("ratio", 0.5) : 0.0;
 }
 
 void infer_dropout(InferCtx& c) {
   c.expect_inputs(1, 1);
   if (c.num_outputs() != 2) c.fail("expects 2 outputs (Y, mask), has ", c.num_outputs());
-  const double ratio = scalar_attr(c.attrs(), "ratio", 0.5);
-  const double training_mode = scalar_attr(c.attrs(), "training_mode", 0);
+  const double ratio = c.attrs().scalar("ratio", 0.5);
+  const double training_mode = c.attrs().scalar("training_mode", 0);
   if (!(ratio >= 0 && ratio < 1)) c.fail("ratio must be in [0, 1), got ", ratio);
   if (training_mode != 0 && training_mode != 1) c.fail("training_mode must be 0 or 1, got ", training_mode);
   c.set_out(0, c.shape(0), DType::f32);
@@ -85,7 +73,7 @@ void dropout_cpu(const CpuCall& c) {
 // DropoutGrad(dY, mask) -> dX with attribute ratio (the effective one: 0 in inference mode).
 void infer_dropout_grad(InferCtx& c) {
   c.expect_inputs(2, 2);
-  const double ratio = scalar_attr(c.attrs(), "ratio", 0.5);
+  const double ratio = c.attrs().scalar("ratio", 0.5);
   if (!(ratio >= 0 && ratio < 1)) c.fail("ratio must be in [0, 1), got ", ratio);
   if (c.shape(1) != c.shape(0) || c.in(1).dtype != DType::u8)
     c.fail("mask must be uint8 of shape ", shape_str(c.shape(0)), ", got ", dtype_name(c.in(1).dtype), " ",
@@ -95,7 +83,7 @@ void infer_dropout_grad(InferCtx& c) {
 
 template <class T>
 void dropout_grad_cpu(const CpuCall& c) {
-  const T scale = static_cast<T>(1.0 / (1.0 - scalar_attr(c.node.attrs, "ratio", 0.5)));
+  const T scale = static_cast<T>(1.0 / (1.0 - c.node.attrs.scalar("ratio", 0.5)));
   const T* dy = c.in[0].as<T>();              // (n)
   const uint8_t* mask = c.in[1].as<uint8_t>();  // (n)
   T* dx = c.out[0].as<T>();                   // (n)
