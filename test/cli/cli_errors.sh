@@ -20,6 +20,10 @@ expect() {
   shift 3
   "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
   local rc=$?
+  # ASan's own note when it returns null for an allocation it cannot make (the out-of-memory row) is not ours.
+  if [ -n "${MONET_SANITIZED:-}" ]; then
+    sed -i '/^==[0-9]*==WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]* bytes$/d' "$tmp/err"
+  fi
   local lines
   lines=$(wc -l <"$tmp/err")
   if [ "$rc" -ne "$code" ] || [ "$lines" -ne 1 ] || ! grep -q -- "$pattern" "$tmp/err"; then
@@ -93,7 +97,8 @@ if ! { $profile "$tiny" --batch 2 --device estimate -o "$tmp/p.json" &&
        $profile "$tiny" --batch 2 --loss sum --device estimate -o "$tmp/p_sum.json" &&
        $solve "$tmp/p_sum.json" --budget 1MB --mode sqrtn -o "$tmp/s_sum.json" &&
        $profile "$data/conv_relu.onnx" --batch 2 --device estimate -o "$tmp/p_conv.json" &&
-       $solve "$tmp/p_conv.json" --budget 1MB --mode store-all -o "$tmp/s_conv.json"; } >"$tmp/fixtures.log" 2>&1; then
+       $solve "$tmp/p_conv.json" --budget 1MB --mode store-all -o "$tmp/s_conv.json" &&
+       $profile "$data/tiny_transformer.onnx" --batch 2 --device estimate -o "$tmp/p_tt.json"; } >"$tmp/fixtures.log" 2>&1; then
   echo "FAIL: could not make the schedule fixtures:"
   cat "$tmp/fixtures.log"
   exit 1
@@ -140,6 +145,8 @@ expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
 expect 1 "missing.json: no such file" -- $solve "$tmp/missing.json" --budget 1MB $so
 expect 1 "not a monet profile" -- $solve "$s" --budget 1MB $so
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
+# Between the lower bound (21,504 B) and the smallest heuristic schedule (26,880 B): CBC finds none in 2 s (nor in 60).
+expect 4 "no schedule within 24,000 B (0.00 GB) found in 2 s (not proven infeasible)" -- $solve "$tmp/p_tt.json" --budget 24000 --time-limit 2 -o "$tmp/out.json"
 if [ -e "$tmp/out.json" ]; then
   echo "FAIL: monet-solve left a schedule for an infeasible budget"
   failures=$((failures + 1))
