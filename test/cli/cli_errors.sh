@@ -144,6 +144,10 @@ expect 1 "mode full: implementation choices" -- $solve "$tmp/p.json" --budget 1M
 expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
 expect 1 "missing.json: no such file" -- $solve "$tmp/missing.json" --budget 1MB $so
 expect 1 "not a monet profile" -- $solve "$s" --budget 1MB $so
+edit "$tmp/p.json" "$tmp/p_huge.json" "j['values'][0]['bytes'] = 9000000000000000000"
+expect 1 "values\[0\].bytes: must be <= 17592186044416, got 9000000000000000000" -- $solve "$tmp/p_huge.json" --budget 1MB $so
+edit "$tmp/p.json" "$tmp/p_neg.json" "j['nodes'][0]['time_ms'] = -1"
+expect 1 "nodes\[0\].time_ms: must be >= 0, got -1" -- $solve "$tmp/p_neg.json" --budget 1MB $so
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
 # Between the lower bound (21,504 B) and the smallest heuristic schedule (26,880 B): CBC finds none in 2 s (nor in 60).
 expect 4 "no schedule within 24,000 B (0.00 GB) found in 2 s (not proven infeasible)" -- $solve "$tmp/p_tt.json" --budget 24000 --time-limit 2 -o "$tmp/out.json"
