@@ -16,5 +16,5 @@ ninja -C build-fuzz -j "$(nproc)" fuzz_import
 source scripts/sanitizer_env.sh
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 build-fuzz/test/fuzz/fuzz_import -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 -max_len=100000 \
-  -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ "$@" \
+  -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ -dict=test/fuzz/onnx.dict "$@" \
   build-fuzz/corpus models test/data test/fuzz/regressions

@@ -128,6 +128,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
     save(conv_relu(op="Elu"), "unsupported_op.onnx")    # Elu is not a monet op
+    save(conv_relu(op="Crop"), "experimental_op.onnx")  # ONNX's checker warns on std::cerr about Crop
     save(conv_relu(batch=2), "static_batch.onnx")       # batch fixed in the file
     save(conv_relu(hw=("H", "W")), "dynamic_hw.onnx")   # dynamic spatial dims: needs --input-shape
     save(conv_relu(out_channels=4 * 10**18), "huge_weight.onnx")  # a weight whose size overflows int64

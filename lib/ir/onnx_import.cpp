@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -393,7 +395,15 @@ class Importer {
     onnx::ModelProto model;
     if (!model.ParseFromString(bytes)) fail(path_, ": not an ONNX model (protobuf parse failed; truncated or wrong file?)");
     if (!model.has_graph()) fail(path_, ": not an ONNX model (no graph)");
+    // The checker prints warnings (experimental ops) on std::cerr; the commands promise one line, so it is muted:
+    // what matters comes back as an error here or later as "unsupported op".
+    struct MuteCerr {
+      std::ostringstream sink;
+      std::streambuf* saved = std::cerr.rdbuf(sink.rdbuf());
+      ~MuteCerr() { std::cerr.rdbuf(saved); }
+    };
     try {
+      MuteCerr mute;
       onnx::checker::check_model(model);
     } catch (const std::exception& e) {
       std::string msg = e.what();
