@@ -17,4 +17,4 @@ source scripts/sanitizer_env.sh
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 build-fuzz/test/fuzz/fuzz_import -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 -max_len=100000 \
   -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ -dict=test/fuzz/onnx.dict "$@" \
-  build-fuzz/corpus models test/data test/fuzz/regressions
+  build-fuzz/corpus models test/data test/fuzz/seeds test/fuzz/regressions
