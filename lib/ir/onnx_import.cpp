@@ -153,7 +153,8 @@ std::optional<ConstTensor> fold_broadcast(const std::string& where, const std::v
     if (!b) return std::nullopt;
     shape = *b;
   }
-  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(checked_numel(shape, kMaxFoldedValues, where, "folded constant")))};
+  const int64_t n = checked_numel(shape, kMaxFoldedValues, where, "folded constant");
+  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(n))};
   std::vector<std::vector<int64_t>> offsets;
   for (const ConstTensor* x : xs) offsets.push_back(ops::broadcast_offsets(x->shape, shape));
   std::vector<double> args(xs.size());
