@@ -61,12 +61,15 @@ int guarded_main(const char* command, CLI::App& app, int argc, char** argv, Body
   }
   try {
     return body();
+  } catch (const OutOfMemory& e) {
+    std::cerr << command << ": " << e.what() << "\n";
+    return kExitOutOfMemory;
   } catch (const Error& e) {
     std::cerr << command << ": " << e.what() << "\n";
     return kExitError;
   } catch (const std::bad_alloc&) {
-    std::cerr << command << ": out of host memory\n";
-    return kExitError;
+    std::cerr << command << ": out of memory: a host allocation failed\n";
+    return kExitOutOfMemory;
   } catch (const std::exception& e) {
     std::cerr << command << ": unexpected error: " << e.what() << "\n";
     return kExitError;

@@ -17,9 +17,9 @@ def save(model, name):
     print(name)
 
 
-def conv_relu(op="Relu", batch="N", name="g"):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
-    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3, 3, 3])
+def conv_relu(op="Relu", batch="N", name="g", hw=(8, 8), out_channels=4):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, *hw])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [out_channels, 3, 3, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4, 8, 8])
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node(op, ["c"], ["y"], name="act")]
@@ -128,7 +128,10 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
     save(conv_relu(op="Elu"), "unsupported_op.onnx")    # Elu is not a monet op
+    save(conv_relu(op="Crop"), "experimental_op.onnx")  # ONNX's checker warns on std::cerr about Crop
     save(conv_relu(batch=2), "static_batch.onnx")       # batch fixed in the file
+    save(conv_relu(hw=("H", "W")), "dynamic_hw.onnx")   # dynamic spatial dims: needs --input-shape
+    save(conv_relu(out_channels=4 * 10**18), "huge_weight.onnx")  # a weight whose size overflows int64
     # Initializers with float_data (not raw_data) and a shape subgraph folded at import.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])

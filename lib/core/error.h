@@ -14,11 +14,19 @@ enum ExitCode : int {
   kExitInfeasible = 2,  // budget below what any schedule can reach
   kExitCheckFailed = 3, // monet-check: gradients or loss outside the tolerance
   kExitNotFound = 4,    // monet-solve: no schedule found within the time limit (not proven infeasible)
+  kExitOutOfMemory = 5, // the arena's reservation (device memory; host memory for the CPU engine) or a host
+                        // allocation failed
 };
 
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// The memory to run could not be had; the message starts with "out of memory: " and says how much was asked.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
 };
 
 namespace detail {

@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -29,15 +31,33 @@ struct ConstTensor {
 };
 
 int64_t to_int(double d) {
+  if (std::isnan(d)) return INT64_MIN;  // refused wherever a size or an index is expected
   if (d >= 9.2e18) return INT64_MAX;
   if (d <= -9.2e18) return INT64_MIN;
   return static_cast<int64_t>(d);
 }
 
+// Elements of a shape, refusing negative dims and products beyond `max_elements` (checked: never wraps).
+int64_t checked_numel(const Shape& s, int64_t max_elements, const std::string& where, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (d < 0) fail(where, ": ", what, " has a negative dimension: ", shape_str(s));
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n) || n > max_elements)
+      fail(where, ": ", what, " ", shape_str(s), " is too large (over ", max_elements, " elements)");
+  return n;
+}
+
+// A tensor monet will hold: at most kMaxTensorBytes at 8 bytes an element.
+int64_t checked_tensor_numel(const Shape& s, const std::string& where, const std::string& what) {
+  return checked_numel(s, kMaxTensorBytes / 8, where, what);
+}
+
 ConstTensor read_tensor(const onnx::TensorProto& t, const std::string& where) {
   ConstTensor c;
   for (int64_t d : t.dims()) c.shape.push_back(d);
-  const int64_t n = numel(c.shape);
+  // Its values are in the file (checked below), so only the count itself must not overflow.
+  const int64_t n = checked_tensor_numel(c.shape, where, "tensor '" + t.name() + "'");
   if (t.data_location() == onnx::TensorProto::EXTERNAL) fail(where, ": external tensor data is not supported");
   const std::string& raw = t.raw_data();
   auto from_raw = [&](auto sample) {
@@ -125,14 +145,16 @@ std::vector<int64_t> ints_of(const ConstTensor& t) {
 
 // out[i] = f(x_0[..], x_1[..], ...) over the numpy broadcast of the operands' shapes.
 template <class F>
-std::optional<ConstTensor> fold_broadcast(const std::vector<const ConstTensor*>& xs, bool is_float, F f) {
+std::optional<ConstTensor> fold_broadcast(const std::string& where, const std::vector<const ConstTensor*>& xs,
+                                          bool is_float, F f) {
   Shape shape;
   for (const ConstTensor* x : xs) {
     auto b = ops::broadcast_shapes(shape, x->shape);
     if (!b) return std::nullopt;
     shape = *b;
   }
-  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(numel(shape)))};
+  const int64_t n = checked_numel(shape, kMaxFoldedValues, where, "folded constant");
+  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(n))};
   std::vector<std::vector<int64_t>> offsets;
   for (const ConstTensor* x : xs) offsets.push_back(ops::broadcast_offsets(x->shape, shape));
   std::vector<double> args(xs.size());
@@ -240,7 +262,7 @@ std::optional<ConstTensor> fold_constant_of_shape(const FoldCall& c) {
     fill = v.data.empty() ? 0 : v.data[0];
     out.is_float = v.is_float;
   }
-  out.data.assign(static_cast<size_t>(numel(out.shape)), fill);
+  out.data.assign(static_cast<size_t>(checked_numel(out.shape, kMaxFoldedValues, c.where, "ConstantOfShape")), fill);
   return out;
 }
 
@@ -253,8 +275,11 @@ std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < spec.size(); ++i) {
     out[i] = spec[i] == 0 && !allowzero && i < x.shape.size() ? x.shape[i] : spec[i];
+    if (out[i] < -1 || (out[i] == -1 && infer_at >= 0))
+      fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
     if (out[i] == -1) infer_at = static_cast<int64_t>(i);
-    else known *= out[i];
+    else if (__builtin_mul_overflow(known, out[i], &known))
+      fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
   }
   const int64_t n = numel(x.shape);
   if (infer_at >= 0 && known > 0) out[infer_at] = n / known;
@@ -270,7 +295,7 @@ std::optional<ConstTensor> fold_arith(const FoldCall& c) {
   const ConstTensor& y = c.in.at(1);
   const bool is_float = x.is_float || y.is_float;
   const bool fmod = c.attr_i("fmod", 0) != 0;
-  return fold_broadcast({&x, &y}, kOp == '=' ? false : is_float, [&](const std::vector<double>& v) {
+  return fold_broadcast(c.where, {&x, &y}, kOp == '=' ? false : is_float, [&](const std::vector<double>& v) {
     const double a = v[0], b = v[1];
     switch (kOp) {
       case '+': return a + b;
@@ -293,7 +318,7 @@ std::optional<ConstTensor> fold_not(const FoldCall& c) {
 // Where(cond, x, y): x where cond holds, else y, all three broadcast.
 std::optional<ConstTensor> fold_where(const FoldCall& c) {
   const ConstTensor &cond = c.in.at(0), &x = c.in.at(1), &y = c.in.at(2);
-  return fold_broadcast({&cond, &x, &y}, x.is_float || y.is_float,
+  return fold_broadcast(c.where, {&cond, &x, &y}, x.is_float || y.is_float,
                         [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
 }
 
@@ -303,7 +328,10 @@ std::optional<ConstTensor> fold_range(const FoldCall& c) {
   if (start.data.size() != 1 || limit.data.size() != 1 || delta.data.size() != 1) return std::nullopt;
   const double s = start.data[0], d = delta.data[0];
   if (d == 0) fail(c.where, ": Range with delta 0");
-  const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit.data[0] - s) / d)), 0);
+  const double count = std::ceil((limit.data[0] - s) / d);
+  if (!(count <= static_cast<double>(kMaxFoldedValues)))  // NaN included
+    fail(c.where, ": Range of ", count, " values is too large (over ", kMaxFoldedValues, ")");
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
   ConstTensor out{{n}, start.is_float, {}};
   for (int64_t i = 0; i < n; ++i) out.data.push_back(s + static_cast<double>(i) * d);
   return out;
@@ -326,7 +354,9 @@ const std::unordered_map<std::string, Folder>& folders() {
 
 class Importer {
  public:
-  Importer(std::string path, const ImportOptions& options) : path_(std::move(path)), options_(options) {}
+  // Reads the file at `path`, or `bytes` when given (then `path` only names the model in messages).
+  Importer(std::string path, const ImportOptions& options, const std::string* bytes = nullptr)
+      : path_(std::move(path)), options_(options), bytes_(bytes) {}
 
   Graph run() {
     onnx::ModelProto model = load();
@@ -351,18 +381,30 @@ class Importer {
   }
 
  private:
-  onnx::ModelProto load() {
+  std::string read_file() const {
     std::error_code ec;
     if (!std::filesystem::exists(path_, ec)) fail(path_, ": no such file");
     if (std::filesystem::is_directory(path_, ec)) fail(path_, ": is a directory, expected an ONNX file");
     std::ifstream in(path_, std::ios::binary);
     if (!in) fail(path_, ": cannot open for reading");
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+  onnx::ModelProto load() {
+    const std::string bytes = bytes_ ? *bytes_ : read_file();
     if (bytes.empty()) fail(path_, ": empty file, expected an ONNX model");
     onnx::ModelProto model;
     if (!model.ParseFromString(bytes)) fail(path_, ": not an ONNX model (protobuf parse failed; truncated or wrong file?)");
     if (!model.has_graph()) fail(path_, ": not an ONNX model (no graph)");
+    // The checker prints warnings (experimental ops) on std::cerr; the commands promise one line, so it is muted:
+    // what matters comes back as an error here or later as "unsupported op".
+    struct MuteCerr {
+      std::ostringstream sink;
+      std::streambuf* saved = std::cerr.rdbuf(sink.rdbuf());
+      ~MuteCerr() { std::cerr.rdbuf(saved); }
+    };
     try {
+      MuteCerr mute;
       onnx::checker::check_model(model);
     } catch (const std::exception& e) {
       std::string msg = e.what();
@@ -407,6 +449,8 @@ class Importer {
       v.name = in.name();
       v.dtype = is_float_type(tt.elem_type()) ? DType::f32 : DType::i64;
       bool is_data = g_.data_input < 0;
+      if (tt.shape().dim_size() > kMaxRank) fail(path_, ": input '", in.name(), "' has rank ", tt.shape().dim_size(),
+                                                 ", more than ", kMaxRank, " dimensions");
       for (int d = 0; d < tt.shape().dim_size(); ++d) {
         const auto& dim = tt.shape().dim(d);
         int64_t size = dim.has_dim_value() ? dim.dim_value() : -1;
@@ -414,7 +458,7 @@ class Importer {
         if (is_data && d > 0 && options_.input_shape) continue;
         if (size <= 0) {
           if (is_data && d == 0) fail(path_, ": data input '", in.name(), "' has a dynamic batch dimension: give --batch");
-          fail(path_, ": input '", in.name(), "' dimension ", d, " is dynamic",
+          fail(path_, is_data ? ": data input '" : ": input '", in.name(), "' dimension ", d, " is dynamic",
                is_data ? ": give --input-shape" : " (parameters must have static shapes)");
         }
         v.shape.push_back(size);
@@ -424,10 +468,12 @@ class Importer {
           if (v.shape.empty()) fail(path_, ": data input '", in.name(), "' has no batch dimension");
           for (int64_t d : *options_.input_shape) v.shape.push_back(d);
         }
+        checked_tensor_numel(v.shape, path_, "data input '" + in.name() + "'");
         if (v.shape.empty()) fail(path_, ": data input '", in.name(), "' is a scalar; expected (N, ...)");
         v.role = Role::input;
         g_.data_input = add(std::move(v));
       } else {
+        checked_tensor_numel(v.shape, path_, "input '" + in.name() + "'");
         v.role = Role::param;  // refined in decide_param_roles()
         add(std::move(v));
       }
@@ -537,6 +583,9 @@ class Importer {
     } catch (const Error& e) {
       fail(path_, ": ", e.what());
     }
+    // Sizes are computed from shapes everywhere after this (plan, simulator, arena): refuse what cannot be held.
+    for (int v : g_.nodes[id].outputs)
+      checked_tensor_numel(g_.values[v].shape, where, "output '" + g_.values[v].name + "'");
   }
 
   // Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
@@ -629,8 +678,11 @@ class Importer {
   }
 
  private:
+  static constexpr int kMaxRank = 16;
+
   std::string path_;
   ImportOptions options_;
+  const std::string* bytes_;
   Graph g_;
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, bool> float_const_;
@@ -642,6 +694,12 @@ class Importer {
 Graph import_onnx(const std::string& path, const ImportOptions& options) {
   if (options.batch && *options.batch <= 0) fail("--batch must be a positive integer, got ", *options.batch);
   Importer imp(path, options);
+  return imp.run();
+}
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options) {
+  if (options.batch && *options.batch <= 0) fail("--batch must be a positive integer, got ", *options.batch);
+  Importer imp(name, options, &bytes);
   return imp.run();
 }
 

@@ -18,6 +18,16 @@ struct ImportOptions {
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);
 
+// The same from a model file's bytes in memory (the fuzz target's entry); `name` stands for the file in messages
+// and gives the model its name (the stem, as for a path).
+Graph import_onnx_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options);
+
+// Limits the importer enforces so that a strange file gets an error line instead of an overflow or an allocation
+// of exabytes: any one tensor's bytes (any dtype, up to 8 bytes an element), and the values a folded constant
+// (a shape-computing subgraph, evaluated at import) may hold.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 44;  // 16 TiB: no device has this much
+inline constexpr int64_t kMaxFoldedValues = int64_t{1} << 24;
+
 // Parses "C,H,W" (positive integers) into a shape; throws on anything else.
 Shape parse_input_shape(const std::string& text);
 

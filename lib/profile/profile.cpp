@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "engine/executor.h"
+#include "ir/onnx_import.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
 
@@ -280,18 +281,27 @@ class FieldReader {
     if (!f.is_string()) bad(join(where, key), "expected a string, got ", f.dump());
     return f.get<std::string>();
   }
-  int64_t integer(const nlohmann::json& obj, const std::string& where, const char* key, int64_t lo = INT64_MIN) const {
+  int64_t integer(const nlohmann::json& obj, const std::string& where, const char* key, int64_t lo = INT64_MIN,
+                  int64_t hi = INT64_MAX) const {
     const auto& f = field(obj, where, key);
     if (!f.is_number_integer()) bad(join(where, key), "expected an integer, got ", f.dump());
+    if (f.is_number_unsigned() && f.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      bad(join(where, key), "must be <= ", hi, ", got ", f.dump());
     const int64_t v = f.get<int64_t>();
     if (v < lo) bad(join(where, key), "must be >= ", lo, ", got ", v);
+    if (v > hi) bad(join(where, key), "must be <= ", hi, ", got ", v);
     return v;
   }
-  double number(const nlohmann::json& obj, const std::string& where, const char* key) const {
+  // Byte counts: at most kMaxTensorBytes each, as the importer allows, so that sums of them cannot overflow.
+  int64_t bytes(const nlohmann::json& obj, const std::string& where, const char* key) const {
+    return integer(obj, where, key, 0, kMaxTensorBytes);
+  }
+  double number(const nlohmann::json& obj, const std::string& where, const char* key, double hi = 1e12) const {
     const auto& f = field(obj, where, key);
     if (!f.is_number()) bad(join(where, key), "expected a number, got ", f.dump());
     const double v = f.get<double>();
     if (!(v >= 0)) bad(join(where, key), "must be >= 0, got ", v);
+    if (!(v <= hi)) bad(join(where, key), "must be <= ", hi, ", got ", v);
     return v;
   }
   bool boolean(const nlohmann::json& obj, const std::string& where, const char* key) const {
@@ -359,7 +369,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
     const std::string at = "values[" + std::to_string(i) + "]";
     PlanValue v;
     v.name = r.str(values[i], at, "name");
-    v.bytes = r.integer(values[i], at, "bytes", 0);
+    v.bytes = r.bytes(values[i], at, "bytes");
     v.resident = r.boolean(values[i], at, "resident");
     v.producer = static_cast<int>(r.integer(values[i], at, "producer", -1));
     if (v.producer >= static_cast<int64_t>(nodes.size()))
@@ -383,8 +393,8 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
       if (p.plan.values[v].producer != static_cast<int>(i))
         r.bad(at + ".outputs", "value ", v, " ('", p.plan.values[v].name, "') names producer ",
               p.plan.values[v].producer, ", not this node");
-    n.time_ms = r.number(nodes[i], at, "time_ms");
-    n.workspace_bytes = r.integer(nodes[i], at, "workspace_bytes", 0);
+    n.time_ms = r.number(nodes[i], at, "time_ms", 1e9);  // 11 days for one node: anything above is not a time
+    n.workspace_bytes = r.bytes(nodes[i], at, "workspace_bytes");
     if (nodes[i].contains("impls")) {
       const auto& impls = r.array(nodes[i], at, "impls");
       for (size_t k = 0; k < impls.size(); ++k) {
@@ -392,8 +402,8 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
         PlanImpl im;
         im.name = r.str(impls[k], ia, "name");
         im.inputs = r.ids(impls[k], ia, "inputs", values.size(), "values");
-        im.time_ms = r.number(impls[k], ia, "time_ms");
-        im.workspace_bytes = r.integer(impls[k], ia, "workspace_bytes", 0);
+        im.time_ms = r.number(impls[k], ia, "time_ms", 1e9);
+        im.workspace_bytes = r.bytes(impls[k], ia, "workspace_bytes");
         for (const PlanImpl& other : n.impls)
           if (other.name == im.name) r.bad(ia + ".name", "duplicate implementation '", im.name, "'");
         n.impls.push_back(std::move(im));
@@ -404,7 +414,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
         r.bad(at + ".impls[0]", "differs from the node's own inputs, time_ms or workspace_bytes (the default)");
     }
     NodeCost c;
-    c.flops = r.number(nodes[i], at, "flops");
+    c.flops = r.number(nodes[i], at, "flops", 1e30);
     c.bytes_moved = r.integer(nodes[i], at, "bytes_moved", 0);
     p.plan.nodes.push_back(std::move(n));
     p.costs.push_back(c);

@@ -164,7 +164,9 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       if (options.progress) options.progress({shared->elapsed(), shared->incumbent, shared->bound});
   });
 
-  const std::string sec = std::to_string(std::max(1.0, options.time_limit_s - since_began())), threads = std::to_string(options.threads),
+  // 100+N: CBC's deterministic parallel mode (the search, and so the schedule, does not depend on thread timing).
+  const std::string sec = std::to_string(std::max(1.0, options.time_limit_s - since_began())),
+                    threads = std::to_string(100 + options.threads),
                     gap = std::to_string(options.relative_gap);
   std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-ratioGap", gap.c_str(),
                                    "-log", "0", "-slog", "0"};

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "core/error.h"
@@ -100,6 +102,26 @@ TEST_CASE("bad model files get one clear error", "[import][errors]") {
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(2, {5, 8, 8})), Contains("node 'conv' (Conv)"));
   // vgg16's adaptive pooling is exported for 224x224 inputs: other sizes fail at the classifier, by name.
   CHECK_THROWS_WITH(import_onnx(model_path("vgg16"), at(2, {3, 32, 32})), Contains("(Gemm)"));
+}
+
+TEST_CASE("import from bytes is import from the file; sizes that cannot be held are refused", "[import][errors]") {
+  std::ifstream in(model_path("tiny"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Graph from_file = import_onnx(model_path("tiny"), at(2));
+  const Graph from_bytes = import_onnx_bytes(bytes, "tiny.onnx", at(2));
+  CHECK(from_bytes.model_name == "tiny");
+  REQUIRE(from_bytes.values.size() == from_file.values.size());
+  for (size_t v = 0; v < from_file.values.size(); ++v) CHECK(from_bytes.values[v].shape == from_file.values[v].shape);
+  CHECK_THROWS_WITH(import_onnx_bytes("", "x.onnx", at(2)), Contains("x.onnx: empty file"));
+  CHECK_THROWS_WITH(import_onnx_bytes(bytes.substr(0, bytes.size() / 2), "x.onnx", at(2)), Contains("x.onnx: "));
+  // A weight whose element count overflows int64, and a batch whose bytes would: refused, never wrapped.
+  CHECK_THROWS_WITH(import_onnx(data_path("huge_weight.onnx"), at(2)),
+                    Contains("input 'w' [4000000000000000000,3,3,3] is too large"));
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(int64_t{1} << 40, {3, 1 << 20, 1 << 20})),
+                    Contains("data input 'x'") && Contains("is too large"));
+  // Within the limit per tensor, but the convolution's output is not.
+  CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(5 << 17, {3, 1 << 10, 1 << 10})),
+                    Contains("node 'conv' (Conv): output 'c'") && Contains("is too large"));
 }
 
 TEST_CASE("input shape parsing (--input-shape)", "[import][errors]") {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "engine/backend.h"
 #ifdef MONET_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
@@ -19,7 +20,9 @@ class CpuBackend final : public Backend {
 
   void* reserve(int64_t bytes) override {
     void* p = std::aligned_alloc(kAlignBytes, static_cast<size_t>(align_up(std::max<int64_t>(bytes, 1))));
-    if (!p) fail("cpu: cannot reserve ", bytes, " bytes of host memory");
+    if (!p)
+      throw OutOfMemory("out of memory: the cpu arena needs " + format_bytes(bytes) +
+                        " and the host could not reserve them (a smaller batch, or a schedule for a smaller budget)");
     return p;
   }
   void unreserve(void* block) override { std::free(block); }

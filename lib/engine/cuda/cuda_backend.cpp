@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/units.h"
 #include "engine/cuda/cuda_ops.h"
 
 namespace monet::cuda {
@@ -169,8 +170,9 @@ class CudaBackend final : public Backend {
     const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, kAlignBytes)));
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the sticky-free error state
-      fail("cuda: cannot reserve the arena of ", bytes, " bytes (", mib(static_cast<size_t>(bytes)), "): ",
-           mib(free_before_reserve_), " free of ", mib(total_));
+      throw OutOfMemory(detail::concat("out of memory: the cuda arena needs ", format_bytes(bytes), " and the device has ",
+                                       mib(free_before_reserve_), " free of ", mib(total_),
+                                       " (a smaller batch, or a schedule for a smaller budget)"));
     }
     MONET_CUDA_CHECK(e);
     MONET_CUDA_CHECK(cudaMemGetInfo(&free_after_reserve_, &total_));

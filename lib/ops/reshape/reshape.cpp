@@ -31,7 +31,9 @@ void infer_reshape(InferCtx& c) {
     }
     if (d <= 0) c.fail("shape ", shape_str(spec), " has dim ", d);
     out[i] = d;
-    known *= d;
+    // Checked: a spec like [1073741822, 171798691839] must not wrap around to the input's element count.
+    if (__builtin_mul_overflow(known, d, &known))
+      c.fail("cannot reshape ", shape_str(xs), " to ", shape_str(spec), ": more elements than int64 can count");
   }
   const int64_t n = numel(xs);
   if (infer_at >= 0) {

@@ -101,8 +101,14 @@ std::string plan_resize(const Attrs& a, const Shape& xs, ResizePlan& p) {
     return "nearest_mode '" + nearest_mode + "' is not supported";
   p.linear = mode == "linear";
   const std::vector<double> scales = list_attr(a, "scales");
+  // Taps are planned per output row and column (here, at import): an output side beyond 2^24 is refused before
+  // anything is sized by it, and before a double beyond int64 is converted (UB).
+  constexpr double kMaxSide = 1 << 24;
   std::vector<int64_t> sizes;  // an empty float tensor may arrive as a float list
-  for (double d : list_attr(a, "sizes")) sizes.push_back(static_cast<int64_t>(d));
+  for (double d : list_attr(a, "sizes")) {
+    if (!(std::fabs(d) <= kMaxSide)) return "sizes has " + std::to_string(d) + ", beyond 2^24";
+    sizes.push_back(static_cast<int64_t>(d));
+  }
   if (scales.empty() == sizes.empty()) return "exactly one of scales and sizes must be given (as constants)";
   std::vector<double> scale(4);
   p.out.resize(4);
@@ -111,7 +117,11 @@ std::string plan_resize(const Attrs& a, const Shape& xs, ResizePlan& p) {
     for (size_t d = 0; d < 4; ++d) {
       if (!(scales[d] > 0)) return "scales must be positive, got " + std::to_string(scales[d]);
       scale[d] = scales[d];
-      p.out[d] = static_cast<int64_t>(std::floor(static_cast<double>(xs[d]) * scales[d]));
+      const double side = std::floor(static_cast<double>(xs[d]) * scales[d]);
+      if (!(side <= kMaxSide))
+        return "scales[" + std::to_string(d) + "] = " + std::to_string(scales[d]) + " makes a side of " +
+               std::to_string(side) + ", beyond 2^24";
+      p.out[d] = static_cast<int64_t>(side);
     }
   } else {
     if (sizes.size() != 4) return "sizes has " + std::to_string(sizes.size()) + " entries for rank 4";
