@@ -4,6 +4,7 @@
 // AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its gradient), SoftmaxCrossEntropy and SumLoss
 // (with theirs). Geometry comes from the same functions as the CPU kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
+#include "ops/common/plans.h"
 #include "ops/common/pool.h"
 
 namespace monet::cuda {
@@ -174,25 +175,13 @@ void run_reduce_mean_grad(const CudaCall& c) {
 
 // ---------------------------------------------------------------------------------------------- softmax
 
-struct AxisSplit {
-  int64_t outer = 1, A = 1, inner = 1;
-};
-
-AxisSplit split_at(const Shape& x, int64_t axis) {
-  const int64_t r = static_cast<int64_t>(x.size());
-  const int64_t a = axis < 0 ? axis + r : axis;
-  AxisSplit s;
-  for (int64_t d = 0; d < r; ++d) (d < a ? s.outer : d == a ? s.A : s.inner) *= x[d];
-  return s;
-}
-
 void run_softmax(const CudaCall& c) {
-  const AxisSplit s = split_at(c.in_shape(0), c.node.attrs.i("axis", -1));
+  const ops::AxisSplit s = ops::softmax_split(c.in_shape(0), c.node.attrs.i("axis", -1));
   MONET_CUDA_CHECK(softmax(s.outer, s.A, s.inner, c.fin(0), c.fout(0), c.ctx.stream));
 }
 
 void run_softmax_grad(const CudaCall& c) {
-  const AxisSplit s = split_at(c.in_shape(0), c.node.attrs.i("axis", -1));
+  const ops::AxisSplit s = ops::softmax_split(c.in_shape(0), c.node.attrs.i("axis", -1));
   MONET_CUDA_CHECK(softmax_grad(s.outer, s.A, s.inner, c.fin(0), c.fin(1), c.fout(0), c.ctx.stream));
 }
 

@@ -50,6 +50,12 @@ GatherSpec gather_spec(const Attrs& a, const Shape& x);
 // lib/ops/dropout: the ratio in effect (0 in inference mode).
 double dropout_ratio(const Attrs& a);
 
+// lib/ops/softmax: x seen as (outer, A, inner) around the softmax axis (negative axes count from the end).
+struct AxisSplit {
+  int64_t outer = 1, A = 1, inner = 1;
+};
+AxisSplit softmax_split(const Shape& x, int64_t axis);
+
 // lib/ops/clip: (min, max), -inf / +inf where absent.
 std::pair<double, double> clip_bounds(const Attrs& a);
 

@@ -4,26 +4,10 @@
 #include <cmath>
 
 #include "ops/common/elementwise.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
-
-// The tensor seen as (outer, A, inner) around the softmax axis.
-struct AxisSplit {
-  int64_t outer = 1, A = 1, inner = 1;
-};
-
-AxisSplit split_at(const Shape& x, int64_t axis) {
-  const int64_t r = static_cast<int64_t>(x.size());
-  const int64_t a = axis < 0 ? axis + r : axis;
-  AxisSplit s;
-  for (int64_t d = 0; d < r; ++d) {
-    if (d < a) s.outer *= x[d];
-    else if (d == a) s.A = x[d];
-    else s.inner *= x[d];
-  }
-  return s;
-}
 
 void check_axis(InferCtx& c) {
   const int64_t r = static_cast<int64_t>(c.shape(0).size());
@@ -47,7 +31,7 @@ void backward_softmax(GradBuilder& b) {
 
 template <class T>
 void softmax_cpu(const CpuCall& c) {
-  const AxisSplit s = split_at(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const AxisSplit s = softmax_split(*c.in[0].shape, c.node.attrs.i("axis", -1));
   const T* x = c.in[0].as<T>();  // (outer, A, inner)
   T* y = c.out[0].as<T>();       // (outer, A, inner)
   for (int64_t o = 0; o < s.outer; ++o)
@@ -75,7 +59,7 @@ void infer_softmax_grad(InferCtx& c) {
 
 template <class T>
 void softmax_grad_cpu(const CpuCall& c) {
-  const AxisSplit s = split_at(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const AxisSplit s = softmax_split(*c.in[0].shape, c.node.attrs.i("axis", -1));
   const T* dy = c.in[0].as<T>();  // (outer, A, inner)
   const T* y = c.in[1].as<T>();   // (outer, A, inner)
   T* dx = c.out[0].as<T>();       // (outer, A, inner)
@@ -97,6 +81,19 @@ const OpDef softmax_grad = {.name = "SoftmaxGrad", .infer = infer_softmax_grad,
                             .cpu_f32 = softmax_grad_cpu<float>, .cpu_f64 = softmax_grad_cpu<double>};
 
 }  // namespace
+
+// For other backends (ops/common/plans.h).
+AxisSplit softmax_split(const Shape& x, int64_t axis) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  const int64_t a = axis < 0 ? axis + r : axis;
+  AxisSplit s;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d < a) s.outer *= x[d];
+    else if (d == a) s.A = x[d];
+    else s.inner *= x[d];
+  }
+  return s;
+}
 
 extern const std::vector<const OpDef*> softmax_ops;
 const std::vector<const OpDef*> softmax_ops = {&softmax, &softmax_grad};
