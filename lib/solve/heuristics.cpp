@@ -133,6 +133,170 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
   return score;
 }
 
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule) {
+  MONET_CHECK(!p.has_choices(), "pressure_assignment needs fixed implementations");
+  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  std::vector<std::vector<int>> reads(nf), outputs(F);  // steps reading each value (ascending); values of each node
+  for (int t = 0; t < T; ++t)
+    for (int f : p.needs[t]) reads[f].push_back(t);
+  for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
+  std::vector<char> present(nf, 0);
+  std::vector<int> pinned_until(nf, -1);  // f may not be evicted at steps <= pinned_until[f] (stage 0 counts as 0)
+  std::vector<int> seen(F, -1);
+  int stamp = 0;
+  auto chain_ms = [&](int f) {  // the producer of f plus every ancestor not present, once each
+    ++stamp;
+    double ms = 0;
+    std::vector<int> stack = {p.producer[f]};
+    while (!stack.empty()) {
+      const int k = stack.back();
+      stack.pop_back();
+      if (seen[k] == stamp) continue;
+      seen[k] = stamp;
+      ms += p.time_ms(k);
+      for (int in : p.fwd_inputs[k])
+        if (!present[in]) stack.push_back(p.producer[in]);
+    }
+    return ms;
+  };
+  auto score = [&](int f, int t) {
+    auto next = std::lower_bound(reads[f].begin(), reads[f].end(), t);
+    if (next == reads[f].end()) return -1.0;  // never read again (at most an input of recomputations): first to go
+    const double dist = *next - t + 1, bytes = static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
+    switch (rule) {
+      case Eviction::cost_per_byte_distance: return (chain_ms(f) + 1e-9) / (bytes * dist);
+      case Eviction::cost_per_byte: return (chain_ms(f) + 1e-9) / bytes;
+      case Eviction::farthest_read: return 1.0 / dist / (1.0 + 1e-15 * bytes);
+    }
+    return 0.0;
+  };
+  // Evicts the present value with the lowest score that is neither pinned nor protected; its bytes, or -1.
+  auto evict_one = [&](int t, const std::vector<char>& protect) -> int64_t {
+    int best = -1;
+    double best_score = 0;
+    for (int f = 0; f < nf; ++f) {
+      if (!present[f] || pinned_until[f] >= t || protect[f]) continue;
+      const double s = score(f, t);
+      if (best < 0 || s < best_score) {
+        best = f;
+        best_score = s;
+      }
+    }
+    if (best < 0) return -1;
+    present[best] = 0;
+    return p.bytes(best);
+  };
+  // What step t recomputes to obtain what it reads from the present values (rec: forward positions; protect: the
+  // present values it uses). Returns a value outside the window it would need, or -1.
+  auto recompute = [&](int t, std::vector<char>& rec, std::vector<char>& protect) {
+    int missing = -1;
+    std::function<void(int)> ensure = [&](int f) {
+      protect[f] = 1;
+      if (missing >= 0 || present[f] || rec[p.producer[f]]) return;
+      const int k = p.producer[f];
+      if (!std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k)) {
+        missing = f;
+        return;
+      }
+      for (int in : p.fwd_inputs[k]) ensure(in);
+      rec[k] = 1;
+    };
+    for (int f : p.needs[t]) ensure(f);
+    return missing;
+  };
+  auto rec_bytes = [&](const std::vector<char>& rec) {
+    int64_t b = 0;
+    for (int k = 0; k < F; ++k)
+      if (rec[k]) b += p.out_bytes[k];
+    return b;
+  };
+
+  // Each round that fails pins one value until the failing step and starts again: a value whose recomputation
+  // fell outside the window, or the recomputed value whose presence shrinks an over-budget step the most.
+  for (int round = 0; round <= 8 * nf + 8; ++round) {
+    Assignment a = empty_assignment(p);
+    std::fill(present.begin(), present.end(), 0);
+    const std::vector<char> none(nf, 0);
+    int64_t held = 0;
+    bool stuck = false;
+    for (int k = 0; k <= F && !stuck; ++k) {  // stage 0
+      while (p.fwd_fixed[k] + held > budget_bytes) {
+        const int64_t freed = evict_one(0, none);
+        if (freed < 0) return std::nullopt;  // what is pinned does not fit: more pins cannot help
+        held -= freed;
+      }
+      for (int f : p.fwd_released[k])
+        if (p.has_s(0, f)) {
+          present[f] = 1;
+          held += p.bytes(f);
+        }
+    }
+    int pin = -1, pin_at = -1;
+    for (int t = 0; t < T && pin < 0; ++t) {
+      for (int f = 0; f < nf; ++f)
+        if (present[f] && !p.has_s(t, f)) present[f] = 0;
+      std::vector<char> rec(F, 0), protect(nf, 0);
+      if (int missing = recompute(t, rec, protect); missing >= 0) {
+        pin = missing;
+        pin_at = t;
+        break;
+      }
+      const int64_t recomputed = rec_bytes(rec);
+      int64_t rec_ws = -1;
+      for (int k = 0; k < F; ++k)
+        if (rec[k]) rec_ws = std::max(rec_ws, p.fwd_ws[k]);
+      held = 0;
+      for (int f = 0; f < nf; ++f)
+        if (present[f]) held += p.bytes(f);
+      auto peak = [&] {  // as evaluate() counts it: recomputed outputs live for the whole step
+        int64_t m = p.bwd_fixed[t] + held + recomputed;
+        if (rec_ws >= 0) m = std::max(m, p.bwd_base[t] + held + recomputed + rec_ws);
+        return m;
+      };
+      while (peak() > budget_bytes) {
+        const int64_t freed = evict_one(t, protect);
+        if (freed >= 0) {
+          held -= freed;
+          continue;
+        }
+        // Over budget with only what the step uses: keep one recomputed value until here instead.
+        int64_t best = INT64_MAX;
+        for (int f = 0; f < nf; ++f) {
+          if (!rec[p.producer[f]] || !p.has_s(t, f) || pinned_until[f] >= t) continue;
+          std::vector<char> rec2(F, 0), protect2(nf, 0);
+          present[f] = 1;
+          const bool within = recompute(t, rec2, protect2) < 0;
+          present[f] = 0;
+          const int64_t cost = rec_bytes(rec2) + p.bytes(f);
+          if (within && cost < recomputed && cost < best) {
+            best = cost;
+            pin = f;
+          }
+        }
+        if (pin < 0) return std::nullopt;
+        pin_at = t;
+        break;
+      }
+      a.S[t] = present;
+      a.R[t] = rec;
+      for (int k = 0; k < F; ++k)
+        if (rec[k])
+          for (int f : outputs[k]) present[f] = 1;
+    }
+    if (pin >= 0) {
+      MONET_CHECK(pinned_until[pin] < pin_at, "pressure_assignment: a pinned value went missing");
+      pinned_until[pin] = pin_at;
+      continue;
+    }
+    trim(p, a);
+    const Evaluation e = evaluate(p, a);
+    MONET_CHECK(e.feasible, "pressure_assignment: ", e.violation);
+    if (e.peak_bytes > budget_bytes) return std::nullopt;
+    return a;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // Keeps the cheapest feasible assignment whose (conservative) peak fits the budget.
@@ -252,6 +416,7 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
     best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
     best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
+    for (Eviction rule : kEvictions) best.consider(with_impls(pressure_assignment(q, budget_bytes, rule), m));
   });
   return std::move(best.best);
 }
@@ -265,6 +430,19 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
         Evaluation e = evaluate(q, *a);
         if (e.feasible) best = std::min(best, e.peak_bytes);
       }
+    // Bisection over the budget: pressure_assignment fits more often as the budget grows (not strictly).
+    for (Eviction rule : kEvictions) {
+      int64_t lo = q.lower_bound_bytes(), hi = best;
+      while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000)) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (auto a = pressure_assignment(q, mid, rule)) {
+          hi = evaluate(q, *a).peak_bytes;
+          best = std::min(best, hi);
+        } else {
+          lo = mid + 1;
+        }
+      }
+    }
   });
   return best;
 }

@@ -40,6 +40,24 @@ std::vector<double> cost_per_byte_scores(const CheckpointProblem& p);
 // Returns scores for ranked_assignment (kept first = dropped last).
 std::vector<double> greedy_chain_scores(const CheckpointProblem& p);
 
+// What pressure_assignment evicts first when memory runs short (lowest score first). cost = time to recompute the
+// value from what is present now (its producer and every missing ancestor), dist = steps until its next read.
+enum class Eviction {
+  cost_per_byte_distance,  // cost / (bytes * dist): DTR's rule with the next read for staleness
+  cost_per_byte,           // cost / bytes
+  farthest_read,           // Belady: the value read last (ties: the larger)
+};
+constexpr Eviction kEvictions[] = {Eviction::cost_per_byte_distance, Eviction::cost_per_byte, Eviction::farthest_read};
+
+// Keeps every value while memory allows and evicts under pressure (in the manner of Kirisame et al.'s Dynamic
+// Tensor Rematerialization, but planned ahead on exact bytes): stage 0 keeps each value after its last forward
+// reader unless the budget is reached, when `rule` picks what to drop; each backward step recomputes what it
+// reads and is missing (from what is present), then evicts, by `rule`, values it does not use until its
+// conservative peak fits. When a step fails (a recomputation outside the window, or over budget with only what it
+// uses), one value is pinned (not evicted up to that step: the missing value, or the recomputed value whose
+// presence shrinks the step most) and the pass starts again. nullopt when no pin helps.
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule);
+
 // Checkpoints = the outputs of every `segment`-th forward node (positions segment-1, 2*segment-1, ...).
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment);
 
@@ -52,14 +70,15 @@ std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p);
 std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
                                             const std::vector<std::vector<double>>& lp_impl = {});
 
-// The cheapest of store-all, every segment length and the cost-per-byte ranking that fits the budget
-// (conservative peak), if any, under each implementation policy; lp_scores (may be empty) adds LP-guided rounding.
+// The cheapest of store-all, every segment length, the rankings and pressure_assignment under each eviction rule
+// that fits the budget (conservative peak), if any, under each implementation policy; lp_scores (may be empty)
+// adds LP-guided rounding.
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
                                          const std::vector<double>& lp_scores = {},
                                          const std::vector<std::vector<double>>& lp_impl = {});
 
-// The lowest conservative peak among store-all and every segment length, under each implementation policy: a
-// budget that is certainly feasible.
+// The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the
+// budget, each eviction rule), under each implementation policy: a budget that is certainly feasible.
 int64_t smallest_heuristic_peak(const CheckpointProblem& p);
 
 }  // namespace monet

@@ -188,3 +188,72 @@ TEST_CASE("a budget below the lower bound is infeasible", "[solve]") {
   CHECK(r.status == "infeasible");
   CHECK(r.smallest_found_bytes >= r.lower_bound_bytes);
 }
+
+TEST_CASE("pressure heuristic: feasible within the budget, never better than brute force, store-all when it fits",
+          "[solve][heuristics]") {
+  int found_any = 0, compared = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    PlanGraph plan = random_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 0);
+    size_t vars = 0;
+    for (int t = 0; t < p.num_steps(); ++t) {
+      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
+      vars += p.candidates[t].size();
+    }
+    if (vars > 20) continue;
+    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+    const int64_t lb = p.lower_bound_bytes();
+    for (int64_t budget = lb; budget <= store_all; budget += kAlignBytes) {
+      bool feasible = false;
+      const double brute = brute_force_ms(p, budget, &feasible);
+      for (Eviction rule : kEvictions) {
+        INFO("seed " << seed << " budget " << budget << " rule " << static_cast<int>(rule));
+        std::optional<Assignment> a = pressure_assignment(p, budget, rule);
+        if (!a) continue;
+        ++found_any;
+        Evaluation e = evaluate(p, *a);
+        REQUIRE(e.feasible);
+        CHECK(e.peak_bytes <= budget);
+        REQUIRE(feasible);
+        CHECK(e.recompute_ms >= brute - 1e-9);
+        if (budget == store_all) CHECK(e.recompute_ms == 0);
+      }
+      ++compared;
+    }
+    CHECK(smallest_heuristic_peak(p) >= lb);
+  }
+  CHECK(compared >= 20);
+  CHECK(found_any >= compared);
+}
+
+TEST_CASE("pressure heuristic on larger graphs: every result is valid and fits; it keeps more as the budget grows",
+          "[solve][heuristics]") {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    PlanGraph plan = random_plan(14, seed);
+    for (int window : {0, 4}) {
+      CheckpointProblem p = make_problem(plan, window);
+      const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+      const int64_t smallest = smallest_heuristic_peak(p);
+      CHECK(smallest <= store_all);
+      CHECK(smallest >= p.lower_bound_bytes());
+      int fits = 0;
+      for (Eviction rule : kEvictions) {
+        INFO("seed " << seed << " window " << window << " rule " << static_cast<int>(rule));
+        auto at_store_all = pressure_assignment(p, store_all, rule);
+        REQUIRE(at_store_all);
+        CHECK(evaluate(p, *at_store_all).recompute_ms == 0);
+        for (int64_t budget = smallest; budget <= store_all; budget += std::max<int64_t>(kAlignBytes, (store_all - smallest) / 8)) {
+          if (auto a = pressure_assignment(p, budget, rule)) {
+            Evaluation e = evaluate(p, *a);
+            CHECK(e.feasible);
+            CHECK(e.peak_bytes <= budget);
+            SimResult sim = simulate(plan, extract_schedule(p, *a, "checkpoint"));
+            CHECK(sim.peak_bytes <= e.peak_bytes);
+            ++fits;
+          }
+        }
+      }
+      CHECK(fits > 0);
+    }
+  }
+}
