@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
                         {"solve_s", r.solve_s},
                         {"phases_s", {{"setup", r.setup_s}, {"lp_relaxation", r.lp_s}, {"heuristics", r.warm_start_s},
                                       {"cbc", r.cbc_s}}},
+                        {"cbc_cuts", r.cbc_cuts},
                         {"warm_start", r.warm_start},
                         {"warm_start_ms", r.warm_start_ms},
                         {"lp_bound_ms", r.lp_bound_ms},

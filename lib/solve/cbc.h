@@ -38,6 +38,7 @@ struct CbcResult {
   double first_feasible_s = -1;  // elapsed time of the first solution (0 for an accepted warm start)
   double solve_s = 0;
   bool time_limit_reached = false;
+  bool cuts = true;  // false when the time left was too short for CBC's root cuts (see cbc.cpp)
 };
 
 const char* status_name(CbcResult::Status s);

@@ -204,12 +204,6 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
     for (int f : p.needs[t]) ensure(f);
     return missing;
   };
-  auto rec_bytes = [&](const std::vector<char>& rec) {
-    int64_t b = 0;
-    for (int k = 0; k < F; ++k)
-      if (rec[k]) b += p.out_bytes[k];
-    return b;
-  };
 
   // Each round that fails pins one value until the failing step and starts again: a value whose recomputation
   // fell outside the window, or the recomputed value whose presence shrinks an over-budget step the most.
@@ -218,8 +212,7 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
     std::fill(present.begin(), present.end(), 0);
     const std::vector<char> none(nf, 0);
     int64_t held = 0;
-    bool stuck = false;
-    for (int k = 0; k <= F && !stuck; ++k) {  // stage 0
+    for (int k = 0; k <= F; ++k) {  // stage 0
       while (p.fwd_fixed[k] + held > budget_bytes) {
         const int64_t freed = evict_one(0, none);
         if (freed < 0) return std::nullopt;  // what is pinned does not fit: more pins cannot help
@@ -241,47 +234,43 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
         pin_at = t;
         break;
       }
-      const int64_t recomputed = rec_bytes(rec);
-      int64_t rec_ws = -1;
-      for (int k = 0; k < F; ++k)
-        if (rec[k]) rec_ws = std::max(rec_ws, p.fwd_ws[k]);
-      held = 0;
-      for (int f = 0; f < nf; ++f)
-        if (present[f]) held += p.bytes(f);
-      auto peak = [&] {  // as evaluate() counts it: recomputed outputs live for the whole step
-        int64_t m = p.bwd_fixed[t] + held + recomputed;
-        if (rec_ws >= 0) m = std::max(m, p.bwd_base[t] + held + recomputed + rec_ws);
-        return m;
+      // What is carried into step t+1: what stays present, and the recomputed values a later step reads.
+      auto read_later = [&](int f) { return std::upper_bound(reads[f].begin(), reads[f].end(), t) != reads[f].end(); };
+      std::vector<char> next(nf, 0);
+      auto peak = [&](const std::vector<char>& r) {
+        if (t + 1 < T)
+          for (int f = 0; f < nf; ++f)
+            next[f] = p.has_s(t + 1, f) && (present[f] || (r[p.producer[f]] && read_later(f)));
+        return step_peak(p, t, present, r, t + 1 < T ? &next : nullptr, 0);
       };
-      while (peak() > budget_bytes) {
-        const int64_t freed = evict_one(t, protect);
-        if (freed >= 0) {
-          held -= freed;
-          continue;
-        }
+      for (int64_t now = peak(rec); now > budget_bytes; now = peak(rec)) {
+        if (evict_one(t, protect) >= 0) continue;
         // Over budget with only what the step uses: keep one recomputed value until here instead.
-        int64_t best = INT64_MAX;
+        int64_t best = now;
         for (int f = 0; f < nf; ++f) {
           if (!rec[p.producer[f]] || !p.has_s(t, f) || pinned_until[f] >= t) continue;
           std::vector<char> rec2(F, 0), protect2(nf, 0);
           present[f] = 1;
-          const bool within = recompute(t, rec2, protect2) < 0;
-          present[f] = 0;
-          const int64_t cost = rec_bytes(rec2) + p.bytes(f);
-          if (within && cost < recomputed && cost < best) {
-            best = cost;
-            pin = f;
+          if (recompute(t, rec2, protect2) < 0) {
+            const int64_t with = peak(rec2);
+            if (with < best) {
+              best = with;
+              pin = f;
+            }
           }
+          present[f] = 0;
         }
         if (pin < 0) return std::nullopt;
         pin_at = t;
         break;
       }
+      if (pin >= 0) break;
       a.S[t] = present;
       a.R[t] = rec;
       for (int k = 0; k < F; ++k)
         if (rec[k])
-          for (int f : outputs[k]) present[f] = 1;
+          for (int f : outputs[k])
+            if (read_later(f)) present[f] = 1;
     }
     if (pin >= 0) {
       MONET_CHECK(pinned_until[pin] < pin_at, "pressure_assignment: a pinned value went missing");

@@ -141,25 +141,82 @@ struct Builder {
     }
   }
 
-  // Step t: L_t = sum_f a_f S[t][f] + sum_k out_k R[t][k];
-  //   L_t <= budget - bwd_fixed[t]                       (the step's node runs with all of it live)
-  //   L_t + sum_i dws_i M[t][i] <= budget - bwd_fixed[t] (the chosen implementation's workspace, when they differ)
-  //   L_t + ws_k R[t][k] <= budget - bwd_base[t]         (a recomputation's workspace on top)
+  // Step t, with N = S[t+1] (absent at the last step) and memory as step_peak() counts it.
+  // Recomputations, a running sum over the candidates k_0 < k_1 < ... of the step:
+  //   A_0 = sum_{f used by t} a_f S[t][f] + sum_{f not used} a_f N[f] + out_{k_0} R[t][k_0]
+  //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
+  //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
+  //   K[t][f] >= N[f] - S[t][f]   (continuous: f was recomputed in this step and is kept on)
+  // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f (N[f] + sum_{i reads f} M[t][i])
+  //   L_t <= budget - bwd_fixed[t] - reads_t   (reads_t: what every implementation reads)
+  //   L_t + sum_i dws_i M[t][i] <= budget - bwd_fixed[t] - reads_t   (when workspaces differ)
   void step_memory() {
-    for (int t = 0; t < p.num_steps(); ++t) {
+    const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    m.K.assign(T, {});
+    for (int t = 0; t < T; ++t) {
+      auto next = [&](int f) { return t + 1 < T ? m.S[t + 1][f] : -1; };
+      auto append = [](std::vector<int>& cols, std::vector<double>& coefs, int col, double coef) {
+        if (col >= 0) { cols.push_back(col); coefs.push_back(coef); }
+      };
+      std::vector<int> kcol(nf, -1);
+      const std::vector<int>& cand = p.candidates[t];
+      for (size_t i = 0; i < cand.size(); ++i)
+        for (int f : p.freed_after[t][i]) {
+          if (next(f) < 0) continue;
+          kcol[f] = lp.add_col(idx("K", t, f), 0, 1, 0, false);
+          m.K[t].push_back({f, kcol[f]});
+          std::vector<int> cols = {kcol[f]};
+          std::vector<double> coefs = {1};
+          append(cols, coefs, next(f), -1);
+          append(cols, coefs, m.S[t][f], 1);
+          lp.add_row(idx("Kdef", t, f), cols, coefs, 0, kInf);
+        }
+      const double rec_cap = budget - units(p.bwd_base[t]);
+      int prev = -1;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        const int k = cand[i];
+        const int A = lp.add_col(idx("A", t, static_cast<int>(i)), 0, rec_cap < 0 ? -1 : rec_cap, 0, false);
+        std::vector<int> cols = {A};
+        std::vector<double> coefs = {1};
+        if (prev < 0) {
+          for (int f = 0; f < nf; ++f) append(cols, coefs, p.used[t][f] ? m.S[t][f] : next(f), -units(p.bytes(f)));
+        } else {
+          append(cols, coefs, prev, -1);
+          for (int f : p.freed_after[t][i - 1]) {
+            append(cols, coefs, m.R[t][p.producer[f]], units(p.bytes(f)));
+            append(cols, coefs, kcol[f], -units(p.bytes(f)));
+          }
+        }
+        append(cols, coefs, m.R[t][k], -units(p.out_bytes[k]));
+        lp.add_row(idx("Asum", t, static_cast<int>(i)), cols, coefs, 0, 0);
+        if (p.fwd_ws[k] > 0) lp.add_row(idx("ws", t, k), {A, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, rec_cap);
+        prev = A;
+      }
+
       std::vector<int> cols;
       std::vector<double> coefs;
-      for (size_t f = 0; f < p.fvals.size(); ++f)
-        if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(-units(p.bytes(static_cast<int>(f)))); }
-      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-units(p.out_bytes[k])); }
-      if (cols.empty() && p.bwd_fixed[t] <= 0) continue;
+      int64_t reads = 0;
+      for (int f = 0; f < nf; ++f) {
+        const bool needed = std::binary_search(p.needs[t].begin(), p.needs[t].end(), f);
+        if (needed) {
+          reads += p.bytes(f);
+          continue;
+        }
+        append(cols, coefs, next(f), -units(p.bytes(f)));
+        if (p.read[t][f])
+          for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i)
+            for (int g : p.impl_extra[t][i])
+              if (g == f) append(cols, coefs, m.M[t][i], -units(p.bytes(f)));
+      }
+      const double node_cap = budget - units(p.bwd_fixed[t] + reads);
+      if (cols.empty() && node_cap >= 0) continue;
       // An implementation with less workspace than the default leaves more room (wsimpl below is exact).
       int64_t least_ws = 0;
       for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) least_ws = std::min(least_ws, p.impl_ws[t][i]);
-      double hi = budget - units(p.bwd_fixed[t] + least_ws);
+      const double hi = node_cap - units(least_ws);
       const int L = lp.add_col("L_" + std::to_string(t), 0, hi < 0 ? -1 : hi, 0, false);
-      cols.push_back(L);
-      coefs.push_back(1);
+      cols.insert(cols.begin(), L);
+      coefs.insert(coefs.begin(), 1);
       lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
       bool ws_differ = false;
       for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) ws_differ |= p.impl_ws[t][i] != 0;
@@ -170,11 +227,8 @@ struct Builder {
           wc.push_back(m.M[t][i]);
           wk.push_back(static_cast<double>(p.impl_ws[t][i] / kAlignBytes));
         }
-        lp.add_row("wsimpl_" + std::to_string(t), wc, wk, -kInf, budget - units(p.bwd_fixed[t]));
+        lp.add_row("wsimpl_" + std::to_string(t), wc, wk, -kInf, node_cap);
       }
-      for (int k : p.candidates[t])
-        if (p.fwd_ws[k] > 0)
-          lp.add_row(idx("ws", t, k), {L, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, budget - units(p.bwd_base[t]));
     }
   }
 };
@@ -204,6 +258,8 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       if (m.R[t][k] >= 0) x[m.R[t][k]] = a.R[t][k];
     for (size_t i = 0; i < m.M[t].size(); ++i) x[m.M[t][i]] = a.M[t] == static_cast<int>(i);
   }
+  for (int t = 0; t < p.num_steps(); ++t)
+    for (auto [f, col] : m.K[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f]) ? 1 : 0;
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   for (const LinearProgram::Row& r : lp.rows) {
     if (r.lo != 0 || r.hi != 0) continue;

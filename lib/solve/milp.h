@@ -30,6 +30,7 @@ struct MilpLayout {
   std::vector<std::vector<int>> S;  // [t][fval]
   std::vector<std::vector<int>> R;  // [t][forward position]
   std::vector<std::vector<int>> M;  // [t][implementation], only for steps with a choice (else empty)
+  std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -8,6 +8,38 @@
 
 namespace monet {
 
+namespace {
+
+// read, used and freed_after from needs, impl_extra and candidates.
+void derive_step_sets(CheckpointProblem& p) {
+  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  p.read.assign(T, std::vector<char>(nf, 0));
+  p.used.assign(T, std::vector<char>(nf, 0));
+  p.freed_after.resize(T);
+  std::vector<std::vector<int>> values_of(F);
+  for (int f = 0; f < nf; ++f) values_of[p.producer[f]].push_back(f);
+  for (int t = 0; t < T; ++t) {
+    for (int f : p.needs[t]) p.read[t][f] = p.used[t][f] = 1;
+    for (const std::vector<int>& extra : p.impl_extra[t])
+      for (int f : extra) p.read[t][f] = p.used[t][f] = 1;
+    const std::vector<int>& cand = p.candidates[t];
+    std::vector<int> last(nf, -1);  // index into cand of the last candidate producing or reading f
+    for (size_t i = 0; i < cand.size(); ++i) {
+      for (int f : p.fwd_inputs[cand[i]]) {
+        p.used[t][f] = 1;
+        last[f] = static_cast<int>(i);
+      }
+      for (int f : values_of[cand[i]]) last[f] = static_cast<int>(i);
+    }
+    p.freed_after[t].resize(cand.size());
+    for (size_t i = 0; i < cand.size(); ++i)
+      for (int f : values_of[cand[i]])
+        if (!p.read[t][f]) p.freed_after[t][last[f]].push_back(f);
+  }
+}
+
+}  // namespace
+
 CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   CheckpointProblem p;
   p.plan = &plan;
@@ -112,6 +144,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     for (int k : cand)
       for (int f : p.fwd_inputs[k]) p.last_use[f] = std::max(p.last_use[f], t);
   }
+  derive_step_sets(p);
 
   // Fixed memory in stage 0.
   const int64_t resident = plan.resident_bytes();
@@ -197,6 +230,7 @@ CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& 
     q.impl_ms[t] = {0.0};
     q.impl_ws[t] = {0};
   }
+  derive_step_sets(q);
   return q;
 }
 
@@ -220,6 +254,41 @@ void trim(const CheckpointProblem& p, Assignment& a) {
   }
   for (int f = 0; f < nf; ++f)
     for (int t = last[f] + 1; t < T; ++t) a.S[t][f] = 0;
+}
+
+int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
+                  const std::vector<char>* next, int impl) {
+  const int nf = static_cast<int>(p.fvals.size());
+  auto kept_on = [&](int f) { return next && (*next)[f]; };
+  // Kept values: those the step may use until its node runs, the others only if they are kept on.
+  int64_t kept = 0;
+  for (int f = 0; f < nf; ++f)
+    if (p.used[t][f] ? S[f] : kept_on(f)) kept += p.bytes(f);
+  // Recomputations, in order: outputs accumulate; a value no later candidate reads leaves unless kept on (a kept
+  // value that was also present on entry is counted above already).
+  int64_t peak = 0, recomputed = 0;
+  const std::vector<int>& cand = p.candidates[t];
+  for (size_t i = 0; i < cand.size(); ++i) {
+    const int k = cand[i];
+    if (i > 0)
+      for (int f : p.freed_after[t][i - 1])
+        if (R[p.producer[f]] && !(kept_on(f) && !S[f])) recomputed -= p.bytes(f);
+    if (R[k]) recomputed += p.out_bytes[k];
+    peak = std::max(peak, p.bwd_base[t] + kept + recomputed + (R[k] ? p.fwd_ws[k] : 0));
+  }
+  // The node: what its implementation reads, and what is kept on.
+  int64_t node = p.bwd_fixed[t] + p.impl_ws[t][impl];
+  for (int f = 0; f < nf; ++f) {
+    if (!p.read[t][f]) {
+      if (kept_on(f)) node += p.bytes(f);
+      continue;
+    }
+    const bool needed = std::binary_search(p.needs[t].begin(), p.needs[t].end(), f);
+    const bool chosen = needed || std::find(p.impl_extra[t][impl].begin(), p.impl_extra[t][impl].end(), f) !=
+                                      p.impl_extra[t][impl].end();
+    if (chosen || kept_on(f)) node += p.bytes(f) * (needed ? 1 : (chosen + kept_on(f)));
+  }
+  return std::max(peak, node);
 }
 
 Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
@@ -255,19 +324,13 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       for (int f : *reads)
         if (!present(f))
           return bad("step " + std::to_string(t) + " reads '" + name(f) + "', neither kept nor recomputed");
-    int64_t live = 0;
-    for (int f = 0; f < nf; ++f)
-      if (a.S[t][f]) live += p.bytes(f);
     for (int k = 0; k < F; ++k) {
       if (!a.R[t][k]) continue;
-      live += p.out_bytes[k];
       e.recompute_ms += p.time_ms(k);
       for (int f : p.fwd_inputs[k])
         if (!present(f)) return bad("step " + std::to_string(t) + " recomputes node " + std::to_string(k) + " without its input '" + name(f) + "'");
     }
-    e.peak_bytes = std::max(e.peak_bytes, p.bwd_fixed[t] + p.impl_ws[t][impl] + live);
-    for (int k = 0; k < F; ++k)
-      if (a.R[t][k]) e.peak_bytes = std::max(e.peak_bytes, p.bwd_base[t] + live + p.fwd_ws[k]);
+    e.peak_bytes = std::max(e.peak_bytes, step_peak(p, t, a.S[t], a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl));
     if (t + 1 < T)
       for (int f = 0; f < nf; ++f)
         if (a.S[t + 1][f] && !present(f))
@@ -308,22 +371,35 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       for (int v : plan.nodes[node].outputs)
         if (grad_last[v] < 0) release(v);
   }
-  // Steps.
+  // Steps, freeing where step_peak() stops counting.
   for (int t = 0; t < T; ++t) {
-    for (int k : p.candidates[t]) {
-      if (!a.R[t][k]) continue;
-      const int node = p.fwd_nodes[k];
-      for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
-      compute(node, 0);
+    auto kept_on = [&](int f) { return t + 1 < T && a.S[t + 1][f]; };
+    for (int f = 0; f < nf; ++f)  // kept into this step, which cannot use it
+      if (!p.used[t][f] && !kept_on(f)) release(p.fvals[f]);
+    const std::vector<int>& cand = p.candidates[t];
+    for (size_t i = 0; i < cand.size(); ++i) {
+      const int k = cand[i];
+      if (a.R[t][k]) {
+        const int node = p.fwd_nodes[k];
+        for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
+        compute(node, 0);
+      }
+      for (int f : p.freed_after[t][i])  // no later recomputation of this step reads it, nor its node
+        if (!kept_on(f)) release(p.fvals[f]);
     }
     const int node = p.steps[t];
+    const std::vector<int>& extra = p.impl_extra[t][a.M[t]];
+    for (int f = 0; f < nf; ++f)  // what the node does not read
+      if (!kept_on(f) && !std::binary_search(p.needs[t].begin(), p.needs[t].end(), f) &&
+          std::find(extra.begin(), extra.end(), f) == extra.end())
+        release(p.fvals[f]);
     compute(node, a.M[t]);
     std::vector<int> touched = plan.nodes[node].inputs;
     touched.insert(touched.end(), plan.nodes[node].outputs.begin(), plan.nodes[node].outputs.end());
     for (int v : touched)
       if (!plan.values[v].resident && p.fval_of[v] < 0 && grad_last[v] <= t) release(v);
     for (int f = 0; f < nf; ++f)
-      if (live[p.fvals[f]] && (t + 1 >= T || !a.S[t + 1][f])) release(p.fvals[f]);
+      if (!kept_on(f)) release(p.fvals[f]);
   }
   return s;
 }

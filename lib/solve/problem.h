@@ -2,8 +2,10 @@
 // loss); then every backward (and update) node runs once, in order, as step t = 0..T-1. Decisions:
 //   S[t][v] = 1  forward value v is kept in memory entering step t (S[0][v]: kept when the forward pass ends),
 //   R[t][k] = 1  forward node k is recomputed during step t, before the step's node runs.
-// Memory is counted from exact bytes; within a step, every recomputed output is counted as live until the step
-// ends (a conservative bound the extracted schedule never exceeds). Variables exist only where they can matter:
+// Memory is counted from exact bytes, within a step at every recomputation and at the step's node (step_peak):
+// a recomputed value counts until the last recomputation of the step that may read it, then only if the step's
+// node reads it or it is kept into the next step; a kept value the step cannot use counts only if it is kept on.
+// The extracted schedule frees at those points, so its simulated peak never exceeds this count. Variables exist only where they can matter:
 // S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
 // forward nodes before the earliest of them.
 // With implementation choices (monet-solve --mode full), M[t] = the implementation step t's node runs: each
@@ -45,6 +47,11 @@ struct CheckpointProblem {
   // values still needed by later stage-0 nodes + outputs and workspace of k. bwd_fixed[t]: at step t's node:
   // resident + live gradients + its outputs and workspace. bwd_base[t]: resident + live gradients (recomputation).
   std::vector<int64_t> fwd_fixed, bwd_fixed, bwd_base;
+  // Within step t: read[t][f] = some implementation of the step's node reads f; used[t][f] = read, or an input of
+  // one of the step's candidates; freed_after[t][i] = values no candidate after candidates[t][i] reads (outputs of
+  // candidates the node does not read): a recomputed one is freed then unless it is kept into step t+1.
+  std::vector<std::vector<char>> read, used;
+  std::vector<std::vector<std::vector<int>>> freed_after;
   std::vector<std::vector<int>> fwd_released;  // position k -> fvals whose last stage-0 reader is k
   std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes
   double base_ms = 0;                          // every node once
@@ -78,6 +85,10 @@ Assignment empty_assignment(const CheckpointProblem& p);
 // Drops kept values after their last actual use (read by a step, or input of a recomputation): never changes
 // feasibility or time, only lowers memory.
 void trim(const CheckpointProblem& p, Assignment& a);
+
+// The peak of step t as the MILP counts it: S = S[t], R = R[t], next = S[t+1] (null for the last step), impl = M[t].
+int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
+                  const std::vector<char>* next, int impl);
 
 struct Evaluation {
   bool feasible = false;

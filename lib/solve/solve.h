@@ -33,6 +33,7 @@ struct SolveOutcome {
   double first_feasible_s = -1;
   double solve_s = 0;
   double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes)
+  bool cbc_cuts = false;             // CBC ran its root cuts (off when the time left was too short for them)
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)

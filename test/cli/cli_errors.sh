@@ -152,8 +152,9 @@ expect 1 "values\[0\].bytes: must be <= 17592186044416, got 9000000000000000000"
 edit "$tmp/p.json" "$tmp/p_neg.json" "j['nodes'][0]['time_ms'] = -1"
 expect 1 "nodes\[0\].time_ms: must be >= 0, got -1" -- $solve "$tmp/p_neg.json" --budget 1MB $so
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
-# Between the lower bound (21,504 B) and the smallest heuristic schedule (26,880 B): CBC finds none in 2 s (nor in 60).
-expect 4 "no schedule within 24,000 B (0.00 GB) found in 2 s (not proven infeasible)" -- $solve "$tmp/p_tt.json" --budget 24000 --time-limit 2 -o "$tmp/out.json"
+# Between the lower bound (2.38 GB) and the smallest heuristic schedule (4.01 GB) of resnet50 b184: its LP relaxation
+# alone takes ~15 s, so no schedule can be found in 2 s (and monet-solve stops at the limit, CBC not started).
+expect 4 "no schedule within 3,000,000,000 B (3.00 GB) found in 2 s (not proven infeasible)" -- $solve "$src/schedules/resnet50_184/profile_estimate.json" --budget 3GB --time-limit 2 -o "$tmp/out.json"
 if [ -e "$tmp/out.json" ]; then
   echo "FAIL: monet-solve left a schedule for an infeasible budget"
   failures=$((failures + 1))
