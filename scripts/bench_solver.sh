@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#models[@]} -gt 0 ] || models=(resnet50:184 googlenet:320 unet:11 mobilenet_v2:272 vgg16:176)
-bin=build/apps
+bin=${MONET_BUILD:-build}/apps  # another build directory: MONET_BUILD=build-merge
 [ -x $bin/monet-solve ] || bash scripts/build.sh
 
 for entry in "${models[@]}"; do
