@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <random>
 
 namespace monet {
 
@@ -133,7 +134,11 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
   return score;
 }
 
-std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule) {
+namespace {
+
+// pressure_assignment with the values pinned so far (pinned_until; the pins its restarts add are left in it).
+std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule, uint64_t seed,
+                                       std::vector<int>& pinned_until) {
   MONET_CHECK(!p.has_choices(), "pressure_assignment needs fixed implementations");
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   std::vector<std::vector<int>> reads(nf), outputs(F);  // steps reading each value (ascending); values of each node
@@ -141,7 +146,7 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
     for (int f : p.needs[t]) reads[f].push_back(t);
   for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
   std::vector<char> present(nf, 0);
-  std::vector<int> pinned_until(nf, -1);  // f may not be evicted at steps <= pinned_until[f] (stage 0 counts as 0)
+  // pinned_until[f]: f may not be evicted at steps <= pinned_until[f] (stage 0 counts as 0).
   std::vector<int> seen(F, -1);
   int stamp = 0;
   auto chain_ms = [&](int f) {  // the producer of f plus every ancestor not present, once each
@@ -159,14 +164,20 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
     }
     return ms;
   };
+  std::vector<double> noise(nf, 1.0);
+  if (seed != 0) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> exponent(-1.0, 1.0);
+    for (double& x : noise) x = std::exp2(exponent(rng));
+  }
   auto score = [&](int f, int t) {
     auto next = std::lower_bound(reads[f].begin(), reads[f].end(), t);
     if (next == reads[f].end()) return -1.0;  // never read again (at most an input of recomputations): first to go
     const double dist = *next - t + 1, bytes = static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
     switch (rule) {
-      case Eviction::cost_per_byte_distance: return (chain_ms(f) + 1e-9) / (bytes * dist);
-      case Eviction::cost_per_byte: return (chain_ms(f) + 1e-9) / bytes;
-      case Eviction::farthest_read: return 1.0 / dist / (1.0 + 1e-15 * bytes);
+      case Eviction::cost_per_byte_distance: return noise[f] * (chain_ms(f) + 1e-9) / (bytes * dist);
+      case Eviction::cost_per_byte: return noise[f] * (chain_ms(f) + 1e-9) / bytes;
+      case Eviction::farthest_read: return noise[f] / dist / (1.0 + 1e-15 * bytes);
     }
     return 0.0;
   };
@@ -286,7 +297,59 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
+                                              uint64_t seed) {
+  std::vector<int> pins(p.fvals.size(), -1);
+  return pressure_run(p, budget_bytes, rule, seed, pins);
+}
+
+std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
+                                          int max_runs) {
+  const int nf = static_cast<int>(p.fvals.size()), T = p.num_steps();
+  std::vector<int> pins(nf, -1);
+  std::optional<Assignment> best = pressure_run(p, budget_bytes, rule, 0, pins);
+  if (!best) return best;
+  double best_ms = evaluate(p, *best).recompute_ms;
+  int runs = 1;
+  while (runs < max_runs) {
+    // Moves: keep a value a step recomputes (and reads) until that step; the steps that recompute most first.
+    std::vector<std::pair<double, std::pair<int, int>>> moves;
+    for (int t = 0; t < T; ++t) {
+      double step_ms = 0;
+      for (int k : p.candidates[t])
+        if (best->R[t][k]) step_ms += p.time_ms(k);
+      if (step_ms <= 0) continue;
+      for (int f : p.needs[t])
+        if (best->R[t][p.producer[f]] && pins[f] < t) moves.push_back({step_ms, {f, t}});
+    }
+    std::stable_sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    bool improved = false;
+    for (const auto& [ms, move] : moves) {
+      if (runs >= max_runs) break;
+      std::vector<int> trial = pins;
+      trial[move.first] = move.second;
+      ++runs;
+      std::optional<Assignment> a = pressure_run(p, budget_bytes, rule, 0, trial);
+      if (!a) continue;
+      const double a_ms = evaluate(p, *a).recompute_ms;
+      if (a_ms < best_ms - 1e-9) {
+        best = std::move(a);
+        best_ms = a_ms;
+        pins = std::move(trial);
+        improved = true;
+        break;
+      }
+    }
+    if (!improved) break;
+  }
+  return best;
+}
+
 namespace {
+
+constexpr int kSearchRuns = 200;  // resnet50 b184: ~3 ms a run; the search stops earlier when no move helps
 
 // Keeps the cheapest feasible assignment whose (conservative) peak fits the budget.
 struct CheapestWithin {
@@ -405,7 +468,7 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
     best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
     best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
-    for (Eviction rule : kEvictions) best.consider(with_impls(pressure_assignment(q, budget_bytes, rule), m));
+    for (Eviction rule : kEvictions) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns), m));
   });
   return std::move(best.best);
 }

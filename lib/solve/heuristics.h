@@ -56,7 +56,15 @@ constexpr Eviction kEvictions[] = {Eviction::cost_per_byte_distance, Eviction::c
 // conservative peak fits. When a step fails (a recomputation outside the window, or over budget with only what it
 // uses), one value is pinned (not evicted up to that step: the missing value, or the recomputed value whose
 // presence shrinks the step most) and the pass starts again. nullopt when no pin helps.
-std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule);
+// pressure_assignment, then a local search over pins: keep a value some step recomputes until that step (the steps
+// that recompute most first) and run again; the first move that lowers the time is taken, until no move does or
+// max_runs runs have been made.
+std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
+                                          int max_runs);
+
+// seed != 0 multiplies every score by a random factor in [1/2, 2] (a different, still sensible eviction order).
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
+                                              uint64_t seed = 0);
 
 // Checkpoints = the outputs of every `segment`-th forward node (positions segment-1, 2*segment-1, ...).
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment);
@@ -70,7 +78,7 @@ std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p);
 std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
                                             const std::vector<std::vector<double>>& lp_impl = {});
 
-// The cheapest of store-all, every segment length, the rankings and pressure_assignment under each eviction rule
+// The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
 // that fits the budget (conservative peak), if any, under each implementation policy; lp_scores (may be empty)
 // adds LP-guided rounding.
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,

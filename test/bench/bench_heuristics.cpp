@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
       {"pressure cost/(byte*dist)", [](const CheckpointProblem& q, int64_t b) { return pressure_assignment(q, b, Eviction::cost_per_byte_distance); }},
       {"pressure cost/byte", [](const CheckpointProblem& q, int64_t b) { return pressure_assignment(q, b, Eviction::cost_per_byte); }},
       {"pressure farthest", [](const CheckpointProblem& q, int64_t b) { return pressure_assignment(q, b, Eviction::farthest_read); }},
+      {"pressure + pin search (best rule)", [](const CheckpointProblem& q, int64_t b) {
+         std::vector<std::optional<Assignment>> all;
+         for (Eviction rule : kEvictions) all.push_back(pressure_search(q, b, rule, 200));
+         return cheapest(q, b, std::move(all));
+       }},
   };
   try {
     std::printf("| model | mode | budget | lower bound GB | smallest found GB |");

@@ -217,6 +217,13 @@ TEST_CASE("pressure heuristic: feasible within the budget, never better than bru
         REQUIRE(feasible);
         CHECK(e.recompute_ms >= brute - 1e-9);
         if (budget == store_all) CHECK(e.recompute_ms == 0);
+        std::optional<Assignment> s = pressure_search(p, budget, rule, 50);  // starts from the same run
+        REQUIRE(s);
+        Evaluation es = evaluate(p, *s);
+        REQUIRE(es.feasible);
+        CHECK(es.peak_bytes <= budget);
+        CHECK(es.recompute_ms <= e.recompute_ms + 1e-9);
+        CHECK(es.recompute_ms >= brute - 1e-9);
       }
       ++compared;
     }
