@@ -16,7 +16,27 @@ int LinearProgram::add_col(std::string name, double lo, double hi, double obj, b
 }
 
 void LinearProgram::add_row(std::string name, std::vector<int> cols, std::vector<double> coefs, double lo, double hi) {
-  rows.push_back({std::move(name), std::move(cols), std::move(coefs), lo, hi});
+  // A column named twice (a node with several outputs, an implementation reading several values) becomes one
+  // entry with the summed coefficient: LP readers reject duplicates and Clp's factorization assumes none.
+  std::vector<int> order(cols.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return cols[a] < cols[b]; });
+  std::vector<int> merged_cols;
+  std::vector<double> merged_coefs;
+  for (int i : order) {
+    if (!merged_cols.empty() && merged_cols.back() == cols[i]) {
+      merged_coefs.back() += coefs[i];
+    } else {
+      merged_cols.push_back(cols[i]);
+      merged_coefs.push_back(coefs[i]);
+    }
+  }
+  for (size_t i = merged_cols.size(); i-- > 0;)
+    if (merged_coefs[i] == 0) {
+      merged_cols.erase(merged_cols.begin() + static_cast<std::ptrdiff_t>(i));
+      merged_coefs.erase(merged_coefs.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  rows.push_back({std::move(name), std::move(merged_cols), std::move(merged_coefs), lo, hi});
 }
 
 int64_t LinearProgram::nonzeros() const {
