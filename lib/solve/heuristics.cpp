@@ -5,7 +5,6 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
-#include <random>
 
 namespace monet {
 
@@ -16,6 +15,45 @@ std::vector<int> last_read(const CheckpointProblem& p) {
   for (int t = 0; t < p.num_steps(); ++t)
     for (int f : p.needs[t]) last[f] = std::max(last[f], t);
   return last;
+}
+
+// Time to recompute forward value f from the values marked available: its producer plus every ancestor whose
+// output is not available, each once. seen/stamp: scratch space reused across calls (seen has one entry per node).
+double chain_ms(const CheckpointProblem& p, int f, const std::vector<char>& available, std::vector<int>& seen,
+                int& stamp) {
+  ++stamp;
+  double ms = 0;
+  std::vector<int> stack = {p.producer[f]};
+  while (!stack.empty()) {
+    const int k = stack.back();
+    stack.pop_back();
+    if (seen[k] == stamp) continue;
+    seen[k] = stamp;
+    ms += p.time_ms(k);
+    for (int in : p.fwd_inputs[k])
+      if (!available[in]) stack.push_back(p.producer[in]);
+  }
+  return ms;
+}
+
+// What step t recomputes to obtain what it reads from the present values: marks the forward positions in rec and
+// the present values it uses in *used (if given). Returns a value it would need from outside the window, or -1.
+int recompute_missing(const CheckpointProblem& p, int t, const std::vector<char>& present, std::vector<char>& rec,
+                      std::vector<char>* used = nullptr) {
+  int missing = -1;
+  std::function<void(int)> ensure = [&](int f) {
+    if (used) (*used)[f] = 1;
+    if (missing >= 0 || present[f] || rec[p.producer[f]]) return;
+    const int k = p.producer[f];
+    if (!std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k)) {
+      missing = f;
+      return;
+    }
+    for (int in : p.fwd_inputs[k]) ensure(in);
+    rec[k] = 1;
+  };
+  for (int f : p.needs[t]) ensure(f);
+  return missing;
 }
 }  // namespace
 
@@ -45,22 +83,12 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
         const bool keep = present[f] && (checkpoints[f] ? p.has_s(t, f) : keep_recomputed && last[f] >= t);
         present[f] = a.S[t][f] = keep ? 1 : 0;
       }
-    bool ok = true;
-    std::function<void(int)> ensure = [&](int f) {
-      if (present[f] || !ok) return;
-      const int k = p.producer[f];
-      if (!std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k)) {
-        ok = false;
-        if (missing) *missing = f;
-        return;
-      }
-      for (int in : p.fwd_inputs[k]) ensure(in);
-      a.R[t][k] = 1;
-      for (int g = 0; g < nf; ++g)
-        if (p.producer[g] == k) present[g] = 1;
-    };
-    for (int f : p.needs[t]) ensure(f);
-    if (!ok) return std::nullopt;
+    if (int f = recompute_missing(p, t, present, a.R[t]); f >= 0) {
+      if (missing) *missing = f;
+      return std::nullopt;
+    }
+    for (int g = 0; g < nf; ++g)
+      if (a.R[t][p.producer[g]]) present[g] = 1;
   }
   trim(p, a);
   return a;
@@ -97,22 +125,8 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
   const std::vector<int> last = last_read(p);
   std::vector<char> kept(nf, 0);
   for (int f = 0; f < nf; ++f) kept[f] = last[f] >= 0;
-  // Cost to recompute f from what is kept: its producer plus, recursively, every input not kept.
-  auto chain_ms = [&](int f) {
-    std::vector<char> seen(p.num_fwd(), 0);
-    double ms = 0;
-    std::vector<int> stack = {p.producer[f]};
-    while (!stack.empty()) {
-      int k = stack.back();
-      stack.pop_back();
-      if (seen[k]) continue;
-      seen[k] = 1;
-      ms += p.time_ms(k);
-      for (int in : p.fwd_inputs[k])
-        if (!kept[in]) stack.push_back(p.producer[in]);
-    }
-    return ms;
-  };
+  std::vector<int> seen(p.num_fwd(), -1);
+  int stamp = 0;
   std::vector<double> score(nf, -1.0);  // values backward never reads rank last
   int rank = 0, remaining = 0;
   for (int f = 0; f < nf; ++f) remaining += kept[f];
@@ -121,7 +135,7 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
     double best_ratio = 0;
     for (int f = 0; f < nf; ++f) {
       if (!kept[f]) continue;
-      const double ratio = (chain_ms(f) + 1e-9) / static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
+      const double ratio = (chain_ms(p, f, kept, seen, stamp) + 1e-9) / static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
       if (best < 0 || ratio < best_ratio) {
         best = f;
         best_ratio = ratio;
@@ -137,7 +151,7 @@ std::vector<double> greedy_chain_scores(const CheckpointProblem& p) {
 namespace {
 
 // pressure_assignment with the values pinned so far (pinned_until; the pins its restarts add are left in it).
-std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule, uint64_t seed,
+std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
                                        std::vector<int>& pinned_until) {
   MONET_CHECK(!p.has_choices(), "pressure_assignment needs fixed implementations");
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
@@ -149,35 +163,14 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
   // pinned_until[f]: f may not be evicted at steps <= pinned_until[f] (stage 0 counts as 0).
   std::vector<int> seen(F, -1);
   int stamp = 0;
-  auto chain_ms = [&](int f) {  // the producer of f plus every ancestor not present, once each
-    ++stamp;
-    double ms = 0;
-    std::vector<int> stack = {p.producer[f]};
-    while (!stack.empty()) {
-      const int k = stack.back();
-      stack.pop_back();
-      if (seen[k] == stamp) continue;
-      seen[k] = stamp;
-      ms += p.time_ms(k);
-      for (int in : p.fwd_inputs[k])
-        if (!present[in]) stack.push_back(p.producer[in]);
-    }
-    return ms;
-  };
-  std::vector<double> noise(nf, 1.0);
-  if (seed != 0) {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> exponent(-1.0, 1.0);
-    for (double& x : noise) x = std::exp2(exponent(rng));
-  }
   auto score = [&](int f, int t) {
     auto next = std::lower_bound(reads[f].begin(), reads[f].end(), t);
     if (next == reads[f].end()) return -1.0;  // never read again (at most an input of recomputations): first to go
     const double dist = *next - t + 1, bytes = static_cast<double>(std::max<int64_t>(p.bytes(f), 1));
     switch (rule) {
-      case Eviction::cost_per_byte_distance: return noise[f] * (chain_ms(f) + 1e-9) / (bytes * dist);
-      case Eviction::cost_per_byte: return noise[f] * (chain_ms(f) + 1e-9) / bytes;
-      case Eviction::farthest_read: return noise[f] / dist / (1.0 + 1e-15 * bytes);
+      case Eviction::cost_per_byte_distance: return (chain_ms(p, f, present, seen, stamp) + 1e-9) / (bytes * dist);
+      case Eviction::cost_per_byte: return (chain_ms(p, f, present, seen, stamp) + 1e-9) / bytes;
+      case Eviction::farthest_read: return 1.0 / dist / (1.0 + 1e-15 * bytes);
     }
     return 0.0;
   };
@@ -197,25 +190,6 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
     present[best] = 0;
     return p.bytes(best);
   };
-  // What step t recomputes to obtain what it reads from the present values (rec: forward positions; protect: the
-  // present values it uses). Returns a value outside the window it would need, or -1.
-  auto recompute = [&](int t, std::vector<char>& rec, std::vector<char>& protect) {
-    int missing = -1;
-    std::function<void(int)> ensure = [&](int f) {
-      protect[f] = 1;
-      if (missing >= 0 || present[f] || rec[p.producer[f]]) return;
-      const int k = p.producer[f];
-      if (!std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k)) {
-        missing = f;
-        return;
-      }
-      for (int in : p.fwd_inputs[k]) ensure(in);
-      rec[k] = 1;
-    };
-    for (int f : p.needs[t]) ensure(f);
-    return missing;
-  };
-
   // Each round that fails pins one value until the failing step and starts again: a value whose recomputation
   // fell outside the window, or the recomputed value whose presence shrinks an over-budget step the most.
   for (int round = 0; round <= 8 * nf + 8; ++round) {
@@ -240,7 +214,7 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
       for (int f = 0; f < nf; ++f)
         if (present[f] && !p.has_s(t, f)) present[f] = 0;
       std::vector<char> rec(F, 0), protect(nf, 0);
-      if (int missing = recompute(t, rec, protect); missing >= 0) {
+      if (int missing = recompute_missing(p, t, present, rec, &protect); missing >= 0) {
         pin = missing;
         pin_at = t;
         break;
@@ -262,7 +236,7 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
           if (!rec[p.producer[f]] || !p.has_s(t, f) || pinned_until[f] >= t) continue;
           std::vector<char> rec2(F, 0), protect2(nf, 0);
           present[f] = 1;
-          if (recompute(t, rec2, protect2) < 0) {
+          if (recompute_missing(p, t, present, rec2, &protect2) < 0) {
             const int64_t with = peak(rec2);
             if (with < best) {
               best = with;
@@ -299,17 +273,16 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
 
 }  // namespace
 
-std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
-                                              uint64_t seed) {
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule) {
   std::vector<int> pins(p.fvals.size(), -1);
-  return pressure_run(p, budget_bytes, rule, seed, pins);
+  return pressure_run(p, budget_bytes, rule, pins);
 }
 
 std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
                                           int max_runs) {
   const int nf = static_cast<int>(p.fvals.size()), T = p.num_steps();
   std::vector<int> pins(nf, -1);
-  std::optional<Assignment> best = pressure_run(p, budget_bytes, rule, 0, pins);
+  std::optional<Assignment> best = pressure_run(p, budget_bytes, rule, pins);
   if (!best) return best;
   double best_ms = evaluate(p, *best).recompute_ms;
   int runs = 1;
@@ -331,7 +304,7 @@ std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t bu
       std::vector<int> trial = pins;
       trial[move.first] = move.second;
       ++runs;
-      std::optional<Assignment> a = pressure_run(p, budget_bytes, rule, 0, trial);
+      std::optional<Assignment> a = pressure_run(p, budget_bytes, rule, trial);
       if (!a) continue;
       const double a_ms = evaluate(p, *a).recompute_ms;
       if (a_ms < best_ms - 1e-9) {
@@ -457,18 +430,38 @@ std::optional<Assignment> with_impls(std::optional<Assignment> a, const std::vec
 
 }  // namespace
 
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
-                                         const std::vector<double>& lp_scores,
-                                         const std::vector<std::vector<double>>& lp_impl) {
+namespace {
+
+// Every heuristic that needs no LP relaxation, on q (implementations fixed to m).
+void consider_heuristics(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
+                         int64_t budget_bytes) {
+  best.consider(with_impls(store_all_assignment(q), m));
+  for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
+    best.consider(with_impls(segment_assignment(q, segment), m));
+  best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
+  best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+  for (Eviction rule : kEvictions) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns), m));
+}
+
+}  // namespace
+
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes) {
   CheapestWithin best{p, budget_bytes};
+  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+    consider_heuristics(best, q, m, budget_bytes);
+  });
+  return std::move(best.best);
+}
+
+std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
+                                          const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
+                                          const std::vector<std::vector<double>>& lp_impl) {
+  CheapestWithin best{p, budget_bytes};
+  best.consider(known);
+  const std::vector<std::vector<int>> without_lp = impl_policies(p);
   for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    best.consider(with_impls(store_all_assignment(q), m));
-    for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
-      best.consider(with_impls(segment_assignment(q, segment), m));
-    best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
-    best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+    if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) consider_heuristics(best, q, m, budget_bytes);
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
-    for (Eviction rule : kEvictions) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns), m));
   });
   return std::move(best.best);
 }

@@ -62,9 +62,7 @@ constexpr Eviction kEvictions[] = {Eviction::cost_per_byte_distance, Eviction::c
 std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
                                           int max_runs);
 
-// seed != 0 multiplies every score by a random factor in [1/2, 2] (a different, still sensible eviction order).
-std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
-                                              uint64_t seed = 0);
+std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule);
 
 // Checkpoints = the outputs of every `segment`-th forward node (positions segment-1, 2*segment-1, ...).
 std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int segment);
@@ -79,11 +77,15 @@ std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
                                             const std::vector<std::vector<double>>& lp_impl = {});
 
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
-// that fits the budget (conservative peak), if any, under each implementation policy; lp_scores (may be empty)
-// adds LP-guided rounding.
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
-                                         const std::vector<double>& lp_scores = {},
-                                         const std::vector<std::vector<double>>& lp_impl = {});
+// that fits the budget (conservative peak), if any, under each implementation policy.
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes);
+
+// What an LP relaxation adds to known = best_heuristic(p, budget_bytes) (nullopt when nothing fit): LP-guided
+// rounding with lp_scores under every policy, and every heuristic under the relaxation's implementation policy
+// (lp_impl) when it is new. Returns the cheapest, known on ties.
+std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
+                                          const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
+                                          const std::vector<std::vector<double>>& lp_impl);
 
 // The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the
 // budget, each eviction rule), under each implementation policy: a budget that is certainly feasible.

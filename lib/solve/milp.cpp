@@ -217,16 +217,14 @@ struct Builder {
       std::vector<double> coefs;
       int64_t reads = 0;
       for (int f = 0; f < nf; ++f) {
-        const bool needed = std::binary_search(p.needs[t].begin(), p.needs[t].end(), f);
-        if (needed) {
+        if (p.read_by_all(t, f)) {
           reads += p.bytes(f);
           continue;
         }
         append(cols, coefs, next(f), -units(p.bytes(f)));
         if (p.read[t][f])
           for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i)
-            for (int g : p.impl_extra[t][i])
-              if (g == f) append(cols, coefs, m.M[t][i], -units(p.bytes(f)));
+            if (p.read_by(t, i, f)) append(cols, coefs, m.M[t][i], -units(p.bytes(f)));
       }
       const double node_cap = budget - units(p.bwd_fixed[t] + reads);
       if (cols.empty() && node_cap >= 0) continue;

@@ -210,6 +210,15 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
   return lb;
 }
 
+bool CheckpointProblem::read_by_all(int t, int f) const {
+  return std::binary_search(needs[t].begin(), needs[t].end(), f);
+}
+
+bool CheckpointProblem::read_by(int t, int impl, int f) const {
+  const std::vector<int>& extra = impl_extra[t][impl];
+  return read_by_all(t, f) || std::find(extra.begin(), extra.end(), f) != extra.end();
+}
+
 bool CheckpointProblem::has_choices() const {
   for (int t = 0; t < num_steps(); ++t)
     if (num_impls(t) > 1) return true;
@@ -283,9 +292,7 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
       if (kept_on(f)) node += p.bytes(f);
       continue;
     }
-    const bool needed = std::binary_search(p.needs[t].begin(), p.needs[t].end(), f);
-    const bool chosen = needed || std::find(p.impl_extra[t][impl].begin(), p.impl_extra[t][impl].end(), f) !=
-                                      p.impl_extra[t][impl].end();
+    const bool needed = p.read_by_all(t, f), chosen = p.read_by(t, impl, f);
     if (chosen || kept_on(f)) node += p.bytes(f) * (needed ? 1 : (chosen + kept_on(f)));
   }
   return std::max(peak, node);
@@ -388,11 +395,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
         if (!kept_on(f)) release(p.fvals[f]);
     }
     const int node = p.steps[t];
-    const std::vector<int>& extra = p.impl_extra[t][a.M[t]];
     for (int f = 0; f < nf; ++f)  // what the node does not read
-      if (!kept_on(f) && !std::binary_search(p.needs[t].begin(), p.needs[t].end(), f) &&
-          std::find(extra.begin(), extra.end(), f) == extra.end())
-        release(p.fvals[f]);
+      if (!kept_on(f) && !p.read_by(t, a.M[t], f)) release(p.fvals[f]);
     compute(node, a.M[t]);
     std::vector<int> touched = plan.nodes[node].inputs;
     touched.insert(touched.end(), plan.nodes[node].outputs.begin(), plan.nodes[node].outputs.end());

@@ -60,6 +60,8 @@ struct CheckpointProblem {
   int num_steps() const { return static_cast<int>(steps.size()); }
   int num_impls(int t) const { return static_cast<int>(impl_extra[t].size()); }
   bool has_choices() const;  // some step has more than one implementation
+  bool read_by_all(int t, int f) const;        // every implementation of step t's node reads f (f in needs[t])
+  bool read_by(int t, int impl, int f) const;  // implementation impl of step t's node reads f
   int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
   double time_ms(int pos) const { return plan->nodes[fwd_nodes[pos]].time_ms; }
   bool has_s(int t, int f) const { return t <= last_use[f]; }

@@ -67,8 +67,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       out.nonzeros = lp.nonzeros();
       out.setup_s = seconds();
       // Warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s on
-      // resnet50 b184); then, once CBC's solver has solved the relaxation (its root starts from that basis), the
-      // heuristics again with LP-guided rounding (S[0][v] and M[t] of the relaxation).
+      // resnet50 b184); then, once CBC's solver has solved the relaxation (its root starts from that basis), what
+      // LP-guided rounding (S[0][v] and M[t] of the relaxation) adds to it.
       std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes);
       double warm_at = warm ? seconds() : -1;
       const double early_s = seconds() - out.setup_s;
@@ -91,10 +91,11 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
             for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
           }
         }
-        // The same heuristics plus LP-guided rounding and the LP's implementations: never worse than the first.
-        if (std::optional<Assignment> better = best_heuristic(p, o.budget_bytes, scores, lp_impl)) {
-          if (!warm) warm_at = seconds();
-          warm = std::move(better);
+        // What LP-guided rounding and the LP's implementations add: never worse than the first.
+        if (!relaxed.empty()) {
+          const bool had = warm.has_value();
+          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl);
+          if (!had && warm) warm_at = seconds();
         }
         out.warm_start_s = seconds() - out.setup_s - out.lp_s;
         out.warm_start = warm.has_value();
