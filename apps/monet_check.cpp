@@ -290,6 +290,10 @@ int check_against_cpu(const Flags& f, const SessionOptions& o) {
   const double allowed = std::max(f.tolerance, kNoiseFactor * cpu32);
   const bool pass = worst <= allowed && loss_rel <= std::max(f.tolerance, kNoiseFactor * cpu32_loss_rel);
   std::printf("math %s: allowed %.3e: %s\n", o.math.c_str(), allowed, pass ? "PASS" : "FAIL");
+  if (!pass && o.math == "default")
+    std::printf("note: --math default runs cuDNN convolutions in TF32 (10-bit mantissa), which moves ill-conditioned "
+                "gradients (BatchNorm at small batch) far beyond the fp32 noise floor, as PyTorch's own TF32 does "
+                "(scripts/tf32_noise.py); check the kernels with --math fp32\n");
   std::printf("device: %s\n", device_info.c_str());
   if (!f.report.empty()) {
     nlohmann::json j = {{"model", g.model_name},

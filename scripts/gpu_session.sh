@@ -1,34 +1,46 @@
 #!/usr/bin/env bash
-# Runs ON a lent GPU machine, from the repository root, with gpu-bundle/ carried (scripts/gpu_bundle.sh built it
-# here). Writes everything under $OUT (the run tool's output folder; ./gpu-out otherwise). Stages, each within the
+# Runs ON a lent GPU machine, from the repository root, with gpu-pack/ (or gpu-bundle/) carried
+# (scripts/gpu_bundle.sh built it here). Writes everything under $OUT (the run tool's output folder; ./gpu-out otherwise). Stages, each within the
 # run tool's 10 minutes per command (`all` runs them in order; give several to run those):
 #   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN, the bundle's cudnnGetVersion (via monet-run's device line)
 #   tests    the CUDA test suite (every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism)
 #   check    monet-check --device cuda --reference cpu on every model in models/ at small input, both math modes;
 #            a solved schedule against CUDA store-all (bitwise)
 #   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
-#            checkpoint schedule at 1/2 of the CUDA store-all peak, monet-run store-all and scheduled
+#            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
+#   tf32     scripts/tf32_noise.py: PyTorch's gradient error in fp32 and TF32 vs float64 on the check's models
 #   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# A warm machine may still hold the last call's gpu-bundle/: the carried archive wins.
+if [ -z "${MONET_BUNDLE:-}" ] && [ -f gpu-pack/bundle.tgz ]; then rm -rf gpu-bundle && tar xzf gpu-pack/bundle.tgz; fi
 B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-for d in "$SP/nvidia/cu13/lib" "$SP/nvidia/cudnn/lib" "$SP/nvidia/cublas/lib"; do
-  [ -d "$d" ] && LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+# cuDNN and cuBLAS come from PyTorch's pip wheels: the folders that hold the sonames our binaries ask for.
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+for so in $(ldd "$B/monet-run" | awk '/not found/ && /cudnn|cublas/ {print $1}'); do
+  d=$(find "$SP/nvidia" -name "$so" -printf '%h\n' 2>/dev/null | head -1)
+  [ -n "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" ;; esac
 done
 export LD_LIBRARY_PATH MONET_MODELS_DIR="$ROOT/models"
 SMALL=(--batch 2 --input-shape 3,64,64)
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
-# step NAME CMD...: runs CMD, output to $OUT/NAME.txt, one line with its exit status in session.log.
+# step NAME CMD...: runs CMD, output to $OUT/NAME.txt, one line with its exit status in session.log. Each step
+# stops after MONET_STEP_TIMEOUT seconds (default 300) and none starts or runs past MONET_DEADLINE seconds after
+# the script began (default: none), so a run-tool call returns its logs inside its own limit.
 step() {
   local name=$1; shift
+  local left=$(( ${MONET_DEADLINE:-1000000} - SECONDS ))
+  local limit=${MONET_STEP_TIMEOUT:-300}
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 5 ]; then log "$name: skipped (deadline)"; return 0; fi
   log "$name: $*"
   local t0=$SECONDS
-  "$@" > "$OUT/$name.txt" 2>&1
+  timeout -k 5 "$limit" "$@" > "$OUT/$name.txt" 2>&1
   local rc=$?
   log "$name: exit $rc after $((SECONDS - t0)) s; $(tail -1 "$OUT/$name.txt")"
   return 0
@@ -43,25 +55,22 @@ stage_env() {
 
 stage_tests() { step cuda_tests "$B/monet_cuda_tests" --durations yes; }
 
+check_model() {  # check_model MODEL MATH [ARGS...]: monet-check --device cuda --reference cpu
+  local m=$1 math=$2; shift 2
+  step "check_${m}_$math" "$B/monet-check" "models/$m.onnx" "$@" --device cuda --reference cpu --math "$math" \
+    --report "$OUT/check_${m}_$math.json"
+}
+
 stage_check() {
-  for math in fp32 default; do
-    step "check_tiny_$math" "$B/monet-check" models/tiny.onnx --batch 4 --device cuda --reference cpu --math $math \
-      --report "$OUT/check_tiny_$math.json"
-    for m in resnet50 googlenet mobilenet_v2; do
-      step "check_${m}_$math" "$B/monet-check" "models/$m.onnx" "${SMALL[@]}" --device cuda --reference cpu \
-        --math $math --report "$OUT/check_${m}_$math.json"
-    done
-    step "check_unet_$math" "$B/monet-check" models/unet.onnx "${SMALL[@]}" --loss sum --device cuda --reference cpu \
-      --math $math --report "$OUT/check_unet_$math.json"
-  done
-  # vgg16 only imports at 224x224, where the CPU reference (double and float) takes minutes: once, in fp32.
-  step check_vgg16_fp32 timeout 400 "$B/monet-check" models/vgg16.onnx --batch 1 --device cuda --reference cpu \
-    --math fp32 --report "$OUT/check_vgg16_fp32.json"
+  check_model tiny fp32 --batch 4
+  check_model tiny default --batch 4
   # A checkpoint schedule on the CUDA engine against CUDA store-all: bitwise.
   step profile_resnet50_small "$B/monet-profile" models/resnet50.onnx "${SMALL[@]}" --device cuda \
     --no-conv-algorithms -o "$OUT/resnet50_2_64.profile.json"
+  # 97% of store-all: at batch 2 the parameters, gradients and momentum are most of the peak (the smallest
+  # feasible budget is ~95% of it), so the schedule recomputes what it can.
   local half
-  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']//2)" \
+  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']*97//100)" \
     "$OUT/resnet50_2_64.profile.json" 2>/dev/null || echo 0)
   step solve_resnet50_small "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$half" --time-limit 30 \
     --mode checkpoint -o "$OUT/resnet50_2_64.half.schedule.json"
@@ -73,6 +82,12 @@ stage_check() {
   step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
     --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --reference store-all --tolerance 1e-3 \
     --report "$OUT/check_full_schedule_store_all.json"
+  for math in fp32 default; do
+    for m in resnet50 googlenet mobilenet_v2; do check_model "$m" "$math" "${SMALL[@]}"; done
+    check_model unet "$math" "${SMALL[@]}" --loss sum
+  done
+  # vgg16 only imports at 224x224, where the CPU reference (double and float) takes minutes: once, in fp32.
+  check_model vgg16 fp32 --batch 1
 }
 
 stage_profile() {
@@ -83,18 +98,22 @@ stage_profile() {
   local half
   half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']//2)" \
     "$dir/profile_cuda.json" 2>/dev/null || echo 0)
-  step solve_resnet50_184 "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit 60 \
+  step solve_resnet50_184 "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit "${MONET_SOLVE_LIMIT:-60}" \
     --mode checkpoint -o "$dir/checkpoint_half_cuda.json" --report "$dir/checkpoint_half_cuda.report.json"
+  step solve_resnet50_184_full "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit "${MONET_SOLVE_LIMIT:-60}" \
+    --mode full -o "$dir/full_half_cuda.json" --report "$dir/full_half_cuda.report.json"
   step run_resnet50_184_store_all "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 10 --warmup 3 \
     --report "$dir/run_store_all_cuda.json"
   # $OUT is fresh in every run-tool call: keep the schedule on the machine for a later `bench` call too.
   mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
   step run_resnet50_184_scheduled "$B/monet-run" models/resnet50.onnx --schedule "$dir/checkpoint_half_cuda.json" \
     --device cuda --iters 10 --warmup 3 --report "$dir/run_checkpoint_half_cuda.json"
+  step run_resnet50_184_full "$B/monet-run" models/resnet50.onnx --schedule "$dir/full_half_cuda.json" \
+    --device cuda --iters 10 --warmup 3 --report "$dir/run_full_half_cuda.json"
   for spec in "googlenet 320" "mobilenet_v2 272" "vgg16 176" "unet 11 --loss sum"; do
     set -- $spec
     mkdir -p "$OUT/schedules/${1}_$2"
-    step "profile_${1}_$2" timeout 150 "$B/monet-profile" "models/$1.onnx" --batch "$2" "${@:3}" --device cuda \
+    step "profile_${1}_$2" "$B/monet-profile" "models/$1.onnx" --batch "$2" "${@:3}" --device cuda \
       --no-conv-algorithms -o "$OUT/schedules/${1}_$2/profile_cuda.json"
   done
 }
@@ -107,13 +126,16 @@ stage_bench() {
     "${sched[@]}" --json "$OUT/bench_resnet50_184.json"
 }
 
+# PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
+stage_tf32() { step tf32_noise python3 scripts/tf32_noise.py; }
+
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(all)
-[ "${stages[0]}" = all ] && stages=(env tests check profile bench)
+[ "${stages[0]}" = all ] && stages=(env tests check tf32 profile bench)
 for s in "${stages[@]}"; do
   case "$s" in
-    env|tests|check|profile|bench) "stage_$s" ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (env tests check profile bench all)" >&2; exit 1 ;;
+    env|tests|check|tf32|profile|bench) "stage_$s" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile bench all)" >&2; exit 1 ;;
   esac
 done
 log "done: ${stages[*]}; results in $OUT"

@@ -94,8 +94,10 @@ void run_grad_sum_to(const CudaCall& c) {
 
 // Sum(x0, x1, ...): y = x0, then y += xk in input order (the CPU's order).
 void run_sum(const CudaCall& c) {
-  copy_bytes(c, c.fout(0), c.fin(0), c.out[0].numel() * 4);
-  for (size_t k = 1; k < c.in.size(); ++k)
+  if (c.in.size() == 1) return copy_bytes(c, c.fout(0), c.fin(0), c.out[0].numel() * 4);
+  // y = x0 + x1 in one pass (not a copy, then an add), then each further input added in place.
+  binary_op(c, Binary::add, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(1), c.fin(1), c.fout(0));
+  for (size_t k = 2; k < c.in.size(); ++k)
     binary_op(c, Binary::add, c.out_shape(0), c.out_shape(0), c.fout(0), c.in_shape(static_cast<int>(k)),
               c.fin(static_cast<int>(k)), c.fout(0));
 }

@@ -84,24 +84,64 @@ __global__ void unary_grad_kernel(int64_t n, const float* __restrict__ dy, const
 // ----------------------------------------------------------------------------------------------- binary
 
 template <Binary op>
+__device__ __forceinline__ float binary_of(float a, float b, float scalar) {
+  if constexpr (op == Binary::add) return a + b;
+  else if constexpr (op == Binary::sub) return a - b;
+  else if constexpr (op == Binary::mul) return a * b;
+  else if constexpr (op == Binary::div) return a / b;
+  else if constexpr (op == Binary::copy_a) return a;
+  else return a / scalar;
+}
+
+// Both operands and y contiguous over the same n elements, four at a time (16-byte aligned, n4 = n / 4). No
+// __restrict__: y may be a (Sum accumulates in place); each element is read before it is written.
+template <Binary op>
+__global__ void contiguous_binary4_kernel(int64_t n4, const float4* a, const float4* b, float4* y, float scalar) {
+  MONET_GRID_LOOP(i, n4) {
+    const float4 u = a[i], v = b[i];
+    y[i] = make_float4(binary_of<op>(u.x, v.x, scalar), binary_of<op>(u.y, v.y, scalar),
+                       binary_of<op>(u.z, v.z, scalar), binary_of<op>(u.w, v.w, scalar));
+  }
+}
+
+template <Binary op>
+__global__ void contiguous_binary_kernel(int64_t n, const float* a, const float* b, float* y, float scalar) {
+  MONET_GRID_LOOP(i, n) y[i] = binary_of<op>(a[i], b[i], scalar);
+}
+
+// The general case: each output index split into coordinates. Index is int32_t when n < 2^31 (64-bit division
+// is emulated on the GPU and made this kernel ~15x slower than the memory allows).
+template <Binary op, class Index>
 __global__ void broadcast_binary_kernel(Dims out, Strides sa, Strides sb, const float* a, const float* b, float* y,
                                         float scalar, int64_t n) {
   MONET_GRID_LOOP(i, n) {
-    int64_t rem = i, oa = 0, ob = 0;
+    Index rem = static_cast<Index>(i), oa = 0, ob = 0;
     for (int d = out.rank - 1; d >= 0; --d) {
-      const int64_t idx = rem % out.size[d];
-      rem /= out.size[d];
-      oa += idx * sa.s[d];
-      ob += idx * sb.s[d];
+      const Index size = static_cast<Index>(out.size[d]);
+      const Index idx = rem % size;
+      rem /= size;
+      oa += idx * static_cast<Index>(sa.s[d]);
+      ob += idx * static_cast<Index>(sb.s[d]);
     }
-    float v;
-    if constexpr (op == Binary::add) v = a[oa] + b[ob];
-    else if constexpr (op == Binary::sub) v = a[oa] - b[ob];
-    else if constexpr (op == Binary::mul) v = a[oa] * b[ob];
-    else if constexpr (op == Binary::div) v = a[oa] / b[ob];
-    else if constexpr (op == Binary::copy_a) v = a[oa];
-    else v = a[oa] / scalar;
-    y[i] = v;
+    y[i] = binary_of<op>(a[oa], b[ob], scalar);
+  }
+}
+
+template <Binary op>
+void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const float* a, const float* b, float* y,
+                   float scalar, int64_t n, cudaStream_t stream) {
+  const bool contiguous = out.rank == 1 && sa.s[0] == 1 && sb.s[0] == 1;
+  if (contiguous && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
+    contiguous_binary4_kernel<op><<<blocks_for(n / 4), kThreads, 0, stream>>>(
+        n / 4, reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y),
+        scalar);
+  } else if (contiguous) {
+    contiguous_binary_kernel<op><<<blocks_for(n), kThreads, 0, stream>>>(n, a, b, y, scalar);
+  } else if (n < (int64_t{1} << 31)) {
+    // Offsets into a and b are below n too: a broadcast operand has no more elements than the output.
+    broadcast_binary_kernel<op, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);
+  } else {
+    broadcast_binary_kernel<op, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);
   }
 }
 
@@ -251,11 +291,10 @@ cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, cons
                              const float* b, float* y, float scalar, cudaStream_t stream) {
   int64_t n = 1;
   for (int d = 0; d < out.rank; ++d) n *= out.size[d];
-  const unsigned blocks = blocks_for(n);
   switch (op) {
-#define MONET_CASE(name)                                                                                      \
-  case Binary::name:                                                                                          \
-    broadcast_binary_kernel<Binary::name><<<blocks, kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);  \
+#define MONET_CASE(name)                                                         \
+  case Binary::name:                                                             \
+    launch_binary<Binary::name>(out, sa, sb, a, b, y, scalar, n, stream);        \
     break;
     MONET_CASE(add) MONET_CASE(sub) MONET_CASE(mul) MONET_CASE(div) MONET_CASE(copy_a) MONET_CASE(div_a_by_scalar)
 #undef MONET_CASE

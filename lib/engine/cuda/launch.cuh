@@ -19,6 +19,9 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b);
 }
 
+// Whether float4 (16-byte) loads and stores may be used at p.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 #define MONET_GRID_LOOP(i, n)                                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);       \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
