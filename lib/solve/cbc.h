@@ -24,9 +24,21 @@ struct CbcOptions {
   std::function<void(const CbcProgress&)> progress;  // called at least every progress_every_s
   // When set: CBC's own solver first solves the LP relaxation (dual simplex with presolve, within the time
   // limit) and this is called with its solution and objective (an empty solution when it did not finish); it
-  // returns the warm start (columns, or empty). CBC's root node then starts from the relaxation's basis instead of
-  // solving it a second time. time_limit_s covers the relaxation, the callback and the search.
+  // returns the warm start (columns, or empty). Then rounds of root cuts tighten the relaxation under this
+  // call's clock, and CBC's root node starts from that LP (with the cuts, from its basis; CBC's own cuts off).
+  // time_limit_s covers the relaxation, the callback, the cut rounds and the search.
   std::function<std::vector<double>(const std::vector<double>& relaxed, double objective)> after_relaxation;
+};
+
+// Rounds of root cuts run before CBC (cbc.cpp, add_root_cuts).
+struct RootCuts {
+  int rounds = 0;        // rounds whose re-solve finished
+  int cuts = 0;          // cuts added over those rounds
+  int kept = 0;          // still tight after the last round (the rows CBC starts with beyond the model's)
+  int fixed = 0;         // binaries fixed by reduced cost against the warm start
+  double seconds = 0;
+  double bound = 0;      // the LP bound after the last round (the relaxation's when no round ran)
+  bool abandoned = false;  // the last round was cut short by the clock and taken back
 };
 
 struct CbcResult {
@@ -38,7 +50,7 @@ struct CbcResult {
   double first_feasible_s = -1;  // elapsed time of the first solution (0 for an accepted warm start)
   double solve_s = 0;
   bool time_limit_reached = false;
-  bool cuts = true;  // false when the time left was too short for CBC's root cuts (see cbc.cpp)
+  RootCuts root;  // when after_relaxation was set
 };
 
 const char* status_name(CbcResult::Status s);

@@ -59,20 +59,24 @@ struct Builder {
   LinearProgram lp;
   MilpLayout m;
 
-  // Variables. S[t][f] in {0,1} for t <= last_use(f); R[t][k] in {0,1} for k in candidates(t), cost = time of k.
+  // Variables. R[t][k] in {0,1} for k in candidates(t), cost = time of k. S[t][f] in {0,1} for t <= last_use(f),
+  // one column per keep segment of f (keep_segments): S[t][f] of every step of a segment names the same column.
   void variables() {
     const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
     m.S.assign(T, std::vector<int>(nf, -1));
     m.R.assign(T, std::vector<int>(p.num_fwd(), -1));
     m.M.assign(T, {});
     for (int t = 0; t < T; ++t) {
-      for (int f = 0; f < nf; ++f)
-        if (p.has_s(t, f)) m.S[t][f] = lp.add_col(idx("S", t, f), 0, 1, 0, true);
       for (int k : p.candidates[t]) m.R[t][k] = lp.add_col(idx("R", t, k), 0, 1, p.time_ms(k), true);
       // M[t][i] in {0,1}, cost = implementation i's time beyond the default's.
       if (p.num_impls(t) > 1)
         for (int i = 0; i < p.num_impls(t); ++i) m.M[t].push_back(lp.add_col(idx("M", t, i), 0, 1, p.impl_ms[t][i], true));
     }
+    for (int f = 0; f < nf; ++f)
+      for (auto [first, last] : keep_segments(p, f)) {
+        const int col = lp.add_col(idx("S", first, f), 0, 1, 0, true);
+        for (int t = first; t <= last; ++t) m.S[t][f] = col;
+      }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -130,7 +134,7 @@ struct Builder {
   void keeps() {
     for (int t = 1; t < p.num_steps(); ++t)
       for (size_t f = 0; f < p.fvals.size(); ++f) {
-        if (m.S[t][f] < 0) continue;
+        if (m.S[t][f] < 0 || m.S[t][f] == m.S[t - 1][f]) continue;  // within a segment: one column
         std::vector<int> cols = {m.S[t][f]};
         std::vector<double> coefs = {1};
         if (m.S[t - 1][f] >= 0) { cols.push_back(m.S[t - 1][f]); coefs.push_back(-1); }
@@ -266,8 +270,32 @@ LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, 
   return std::move(b.lp);
 }
 
+std::vector<std::pair<int, int>> keep_segments(const CheckpointProblem& p, int f) {
+  std::vector<std::pair<int, int>> out;
+  const int last = std::min(p.last_use[f], p.num_steps() - 1);
+  for (int t = 0; t <= last; ++t) {
+    const bool starts = t == 0 || p.used[t - 1][f] ||
+                        std::binary_search(p.candidates[t - 1].begin(), p.candidates[t - 1].end(), p.producer[f]);
+    if (starts) out.push_back({t, t});
+    else out.back().second = t;
+  }
+  return out;
+}
+
+void canonical_keeps(const CheckpointProblem& p, Assignment& a) {
+  for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+    for (auto [first, last] : keep_segments(p, f)) {
+      bool all = true;
+      for (int t = first; t <= last && all; ++t) all = a.S[t][f];
+      if (!all)
+        for (int t = first; t <= last; ++t) a.S[t][f] = 0;
+    }
+}
+
 std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, const LinearProgram& lp,
-                               const Assignment& a) {
+                               const Assignment& assignment) {
+  Assignment a = assignment;
+  canonical_keeps(p, a);  // the MILP has one S column per keep segment
   std::vector<double> x(lp.col_names.size(), 0.0);
   for (int t = 0; t < p.num_steps(); ++t) {
     for (size_t f = 0; f < p.fvals.size(); ++f)

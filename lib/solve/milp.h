@@ -37,7 +37,19 @@ struct MilpLayout {
 // With implementation choices in the problem this is MONeT's joint problem (checkpointing + implementations).
 LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, MilpLayout* layout);
 
-// Column values of an assignment (for a warm start), and back (rounding binaries at 0.5).
+// The keep segments of forward value f: maximal runs of steps [first, last] (within S[.][f]'s range) such that no
+// step before `last` in the run uses f (reads it, or recomputes from it) or may recompute it. Within a segment S
+// can only fall (nothing recomputes f) and nothing reads f before its last step, so dropping f at the segment's
+// start is never worse than dropping it later: the MILP takes S[.][f] constant on each segment (one column),
+// which removes most S columns and keep rows without excluding an optimal schedule.
+std::vector<std::pair<int, int>> keep_segments(const CheckpointProblem& p, int f);
+
+// An assignment in that form: a value dropped anywhere in a segment is dropped for the whole segment (memory only
+// falls; every use sees what it saw).
+void canonical_keeps(const CheckpointProblem& p, Assignment& a);
+
+// Column values of an assignment (for a warm start; canonical_keeps applied first), and back (rounding binaries
+// at 0.5).
 std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& layout, const LinearProgram& lp,
                                const Assignment& a);
 Assignment from_columns(const CheckpointProblem& p, const MilpLayout& layout, const std::vector<double>& x);

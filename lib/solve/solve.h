@@ -32,8 +32,8 @@ struct SolveOutcome {
   double gap = 0;                    // (objective - bound) / objective
   double first_feasible_s = -1;
   double solve_s = 0;
-  double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes)
-  bool cbc_cuts = false;             // CBC ran its root cuts (off when the time left was too short for them)
+  double setup_s = 0, lp_s = 0, warm_start_s = 0, root_cuts_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes)
+  RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
@@ -43,6 +43,7 @@ struct SolveOutcome {
   bool warm_start = false;
   double warm_start_ms = 0;          // predicted step time of the warm start
   double lp_bound_ms = 0;            // the LP relaxation's step time
+  double root_bound_ms = 0;          // after the root cut rounds (0 when the relaxation did not finish)
   std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
 };
 

@@ -97,12 +97,14 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
   return best;
 }
 
-// Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each.
-void compare_with_brute_force(bool impls, int wanted) {
+// Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each. Brute force
+// enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
+// constant on a segment loses nothing.
+void compare_with_brute_force(bool impls, int wanted, int window = 0) {
   int compared = 0, with_choices = 0;
   for (uint64_t seed = 1; seed <= 60 && compared < wanted; ++seed) {
     PlanGraph plan = random_plan(3, seed, impls);
-    CheckpointProblem p = make_problem(plan, 0, impls);
+    CheckpointProblem p = make_problem(plan, window, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
       for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
@@ -146,6 +148,52 @@ void compare_with_brute_force(bool impls, int wanted) {
 
 TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(false, 12);
+  compare_with_brute_force(false, 6, 1);  // a window of one forward node: fewer candidates, longer segments
+}
+
+TEST_CASE("keep segments partition each value's steps, and the canonical form of an assignment is valid and no worse",
+          "[solve][milp]") {
+  int changed = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    PlanGraph plan = random_plan(14, seed);
+    for (int window : {0, 4}) {
+      CheckpointProblem p = make_problem(plan, window);
+      for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f) {
+        const auto segments = keep_segments(p, f);
+        int next = 0;
+        for (auto [first, last] : segments) {
+          CHECK(first == next);
+          CHECK(last >= first);
+          // Nothing before a segment's last step uses f or may recompute it.
+          for (int t = first; t < last; ++t) {
+            CHECK_FALSE(p.used[t][f]);
+            CHECK_FALSE(std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), p.producer[f]));
+          }
+          next = last + 1;
+        }
+        CHECK(next == std::min(p.last_use[f], p.num_steps() - 1) + 1);
+      }
+      const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+      const int64_t smallest = smallest_heuristic_peak(p);
+      for (int64_t budget = smallest; budget <= store_all; budget += std::max<int64_t>(kAlignBytes, (store_all - smallest) / 4))
+        for (Eviction rule : kEvictions)
+          if (auto a = pressure_assignment(p, budget, rule)) {
+            INFO("seed " << seed << " window " << window << " budget " << budget);
+            Assignment c = *a;
+            canonical_keeps(p, c);
+            changed += c.S != a->S;
+            const Evaluation before = evaluate(p, *a), after = evaluate(p, c);
+            REQUIRE(after.feasible);
+            CHECK(after.peak_bytes <= before.peak_bytes);
+            CHECK(after.recompute_ms == before.recompute_ms);
+            // The MILP's columns hold it exactly: back from the columns is the canonical form.
+            MilpLayout layout;
+            LinearProgram lp = checkpoint_milp(p, budget, &layout);
+            CHECK(from_columns(p, layout, to_columns(p, layout, lp, *a)).S == c.S);
+          }
+    }
+  }
+  CHECK(changed > 0);  // the heuristics do leave values kept past the point where they could have gone
 }
 
 TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute force on tiny graphs", "[solve][milp]") {
@@ -311,4 +359,43 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
   CHECK(e.peak_bytes == (2 + 1 + 2 * 8) * kAlignBytes);
   // Counting every recomputed output until the step ends (the earlier model) would have needed 6 x 8 units.
   CHECK(e.peak_bytes < p.bwd_base[0] + 6 * 8 * kAlignBytes);
+}
+
+TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[solve][milp]") {
+  int rounds = 0, raised = 0, compared = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    PlanGraph plan = random_plan(14, seed);
+    CheckpointProblem p = make_problem(plan, 0);
+    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+    const int64_t smallest = smallest_heuristic_peak(p);
+    for (int64_t budget : {smallest, (smallest + store_all) / 2}) {
+      INFO("seed " << seed << " budget " << budget);
+      // The optimum, from CBC alone (no root rounds: solve_with_cbc without after_relaxation).
+      MilpLayout layout;
+      LinearProgram lp = checkpoint_milp(p, budget, &layout);
+      CbcOptions o;
+      o.time_limit_s = 60;
+      o.relative_gap = 0;
+      const CbcResult best = solve_with_cbc(lp, o, nullptr);
+      REQUIRE(best.status == CbcResult::Status::optimal);
+      SolveOptions so;
+      so.budget_bytes = budget;
+      so.mode = "checkpoint";
+      so.window = 0;
+      so.threads = 1;
+      so.time_limit_s = 60;
+      const SolveOutcome out = solve(plan, so);
+      REQUIRE(out.fits);
+      CHECK(out.root_bound_ms >= out.lp_bound_ms - 1e-9);
+      CHECK(out.root_bound_ms <= p.base_ms + best.objective + 1e-6);
+      CHECK(out.bound_ms <= p.base_ms + best.objective + 1e-6);
+      CHECK(out.objective_ms >= p.base_ms + best.objective - 1e-6);
+      rounds += out.root_cuts.rounds;
+      raised += out.root_bound_ms > out.lp_bound_ms + 1e-9;
+      ++compared;
+    }
+  }
+  CHECK(compared == 24);
+  CHECK(rounds > 0);
+  CHECK(raised > 0);
 }
