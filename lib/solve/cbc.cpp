@@ -48,6 +48,8 @@ constexpr int kCutsPerRound = 200;          // the most violated cuts added per 
 constexpr double kRoundStall = 1e-4;        // a round that raises the bound by less (relative) is a stall; two end it
 constexpr double kRoundTimeFactor = 2;      // a new round starts only if the time left exceeds this many last rounds
 constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rounds leave to CBC: the larger
+                                                             // (at most half the limit)
+constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs
 
 // What the event handler (running inside CBC, possibly in a clone) shares with the progress thread.
 struct Shared {
@@ -312,9 +314,11 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   std::vector<double> computed_start;
   RootCuts root;
   bool have_root = false;
+  double relaxation_s = -1;
   if (options.after_relaxation) {
     double objective = 0;
     std::vector<double> relaxed = relax(solver, n, options.time_limit_s, &objective);
+    relaxation_s = since_began();
     computed_start = options.after_relaxation(relaxed, objective);
     warm_start = computed_start.empty() ? nullptr : &computed_start;
     if (warm_start) {
@@ -326,12 +330,13 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       shared->bound = objective;
       have_root = true;
       // The rounds stop early enough to leave CBC its root (heuristics, ~7 s on googlenet b320) and some nodes.
-      const double reserve = std::max(kCbcReserveS, kCbcReserveShare * options.time_limit_s);
+      const double reserve = std::min(std::max(kCbcReserveS, kCbcReserveShare * options.time_limit_s),
+                                      0.5 * options.time_limit_s);
       root = add_root_cuts(solver, objective, warm_start ? shared->incumbent.load() : 1e30,
                            options.time_limit_s - reserve, since_began,
                            [&](double bound) { shared->bound = bound; });
     }
-    if (since_began() >= options.time_limit_s - kCbcReserveS / 2) {
+    if (options.time_limit_s - since_began() < std::min(kCbcReserveS / 2, 0.25 * options.time_limit_s)) {
       // No time left for CBC (whose root alone takes seconds, checking no clock): the warm start, if any, and the
       // root's bound.
       CbcResult r;
@@ -375,8 +380,11 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     argv.push_back("-preprocess");
     argv.push_back("off");
   }
-  // After our root cut rounds CBC's own cut loop stays off: it checks no clock (see add_root_cuts).
-  if (have_root) {
+  // After our root cut rounds CBC's own cut loop stays off: it checks no clock (see add_root_cuts). Without
+  // rounds (a short limit) CBC's cuts run only when the time left pays for them (~6 LP re-solves a pass).
+  const bool cbc_cuts = !have_root || (root.rounds == 0 && options.time_limit_s - since_began() >
+                                                                kCutTimeFactor * relaxation_s);
+  if (!cbc_cuts) {
     argv.push_back("-cuts");
     argv.push_back("off");
   }
