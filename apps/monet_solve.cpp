@@ -78,11 +78,11 @@ int main(int argc, char** argv) {
                         {"time_to_first_feasible_s", r.first_feasible_s},
                         {"solve_s", r.solve_s},
                         {"phases_s", {{"setup", r.setup_s}, {"lp_relaxation", r.lp_s}, {"heuristics", r.warm_start_s},
-                                      {"root_cuts", r.root_cuts_s}, {"cbc", r.cbc_s}}},
+                                      {"root_cuts", r.root_cuts.seconds}, {"cbc", r.cbc_s}}},
                         {"root_cuts", {{"rounds", r.root_cuts.rounds},
                                        {"cuts", r.root_cuts.cuts},
                                        {"kept", r.root_cuts.kept},
-                                       {"seconds", r.root_cuts_s},
+                                       {"seconds", r.root_cuts.seconds},
                                        {"bound_ms", r.root_bound_ms},
                                        {"abandoned", r.root_cuts.abandoned}}},
                         {"warm_start", r.warm_start},
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
       std::printf("MILP: %lld columns, %lld rows, %lld nonzeros; first feasible %.1f s, solved in %.1f s (setup %.1f, "
                   "LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",
                   static_cast<long long>(r.columns), static_cast<long long>(r.rows), static_cast<long long>(r.nonzeros),
-                  r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s, r.root_cuts_s, r.cbc_s);
+                  r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s, r.root_cuts.seconds, r.cbc_s);
       if (r.root_cuts.rounds > 0)
         std::printf("root cuts: %d rounds, %d cuts (%d kept), bound %.3f -> %.3f ms%s\n", r.root_cuts.rounds,
                     r.root_cuts.cuts, r.root_cuts.kept, r.lp_bound_ms, r.root_bound_ms,

@@ -11,20 +11,15 @@ with monet-check's metric (per parameter ||g - g64|| / max(||g64||, 1e-3 ||all o
 Usage (GPU machine): python3 scripts/tf32_noise.py [--batch 2] [--size 64] [models...]
 """
 import argparse
-import importlib.util
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load_export_models():
-    spec = importlib.util.spec_from_file_location("export_models", os.path.join(HERE, "export_models.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, HERE)
+import export_models  # noqa: E402  (the models monet imports, built as scripts/export_models.py writes them)
 
 
 def gradients(module, x, labels, loss_kind, dtype, tf32):
@@ -56,7 +51,6 @@ def main():
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("tf32_noise.py: needs a CUDA GPU")
-    em = load_export_models()
     dev = torch.device("cuda")
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, "
           f"batch {args.batch}")
@@ -64,7 +58,7 @@ def main():
     print(f"|{'-' * 16}|{'-' * 13}|{'-' * 14}|{'-' * 14}|")
     for name in args.models:
         torch.manual_seed(0)
-        module, chw = em.build(name)
+        module, chw = export_models.build(name)
         if name != "tiny":
             chw = (chw[0], args.size, args.size)
         # Dropout off: its masks would differ between the float64 and float32 runs (googlenet, mobilenet_v2).

@@ -112,7 +112,6 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       CbcResult r = solve_with_cbc(lp, cbc, nullptr);
       out.cbc_s = r.solve_s;
       out.root_cuts = r.root;
-      out.root_cuts_s = r.root.seconds;
       if (out.lp_bound_ms > 0) out.root_bound_ms = p.base_ms + r.root.bound;
       // CBC's clock starts after the setup, the LP relaxation and the heuristics: report from the solve's start.
       out.first_feasible_s = r.first_feasible_s < 0 ? -1 : r.first_feasible_s + (seconds() - r.solve_s);
