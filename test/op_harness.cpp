@@ -205,7 +205,10 @@ double gradient_error(const OpCase& c, double eps) {
   HostRunner r(g, 8);
   for (size_t i = 0; i < b.inputs.size(); ++i) r.set(g.nodes[0].inputs[i], b.inputs[i]);
   for (auto& [wid, wv] : weights) r.set(wid, wv);
-  for (size_t n = 0; n < g.nodes.size(); ++n) r.run(static_cast<int>(n));
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const bool has = n > 0 && c.backward_impl < static_cast<int>(impls_of(g.nodes[n]).size());
+    r.run(static_cast<int>(n), has ? c.backward_impl : 0);
+  }
 
   double worst = 0;
   for (size_t i = 0; i < b.inputs.size(); ++i) {

@@ -20,6 +20,8 @@ struct OpCase {
   int num_outputs = 1;
   uint64_t seed = 1;
   int impl = 0;                                   // run_forward: the implementation (unread inputs get no data)
+  int backward_impl = 0;                          // gradient_error: the backward nodes' implementation, where
+                                                  // they have that many (else their default)
 };
 
 struct OpResult {

@@ -17,7 +17,9 @@ int64_t value_bytes(const Graph& g, int v, int float_bytes) {
   return tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes);
 }
 
-// Replays the schedule's allocations on an arena: the same calls in the dry run and the real run.
+// Replays the schedule's allocations on an arena: the same calls in the dry run and the real run. In place,
+// output 0 takes the input's block (the simulator checked their bytes are equal); the input's offset is dropped
+// after the node ran.
 template <class OnCompute>
 void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Backend& backend,
             OnCompute on_compute) {
@@ -25,11 +27,15 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
   for (const Step& st : s.steps) {
     if (st.kind == Step::Kind::compute) {
       const Node& n = g.nodes[st.id];
-      for (int v : n.outputs) offset[v] = arena.allocate(value_bytes(g, v, fb));
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        const int v = n.outputs[o];
+        offset[v] = o == 0 && st.in_place >= 0 ? offset[st.in_place] : arena.allocate(value_bytes(g, v, fb));
+      }
       int64_t ws_bytes = backend.workspace_bytes(g, n);
       int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
       on_compute(st, ws);
       if (ws >= 0) arena.release(ws);
+      if (st.in_place >= 0) offset[st.in_place] = -1;
     } else {
       arena.release(offset[st.id]);
       offset[st.id] = -1;

@@ -613,7 +613,12 @@ class Importer {
         outs.push_back(outs[0] + "/mask");
       }
     } else if (op == "MaxPool") {
-      drop_from(1);  // Indices
+      // Y, argmax (packed window taps); ONNX's Indices (int64 positions) is not produced.
+      drop_from(1);
+      outs.push_back(outs[0] + "/argmax");
+    } else if (op == "Relu") {
+      drop_from(1);
+      outs.push_back(outs[0] + "/mask");  // 1 bit per element, for the intermediate-activated backward
     }
   }
 

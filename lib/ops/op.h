@@ -120,6 +120,10 @@ struct OpDef {
   double (*flops)(const Graph&, const Node&) = nullptr;
   // Implementations, the default first; empty = one implementation that reads every input.
   std::vector<ImplDef> impls = {};
+  // Inputs whose buffer output 0 may take over (run in place), in order of preference: the kernels read each
+  // element of that input before writing the same element of output 0, on every backend. The planner runs a node in
+  // place only when that input has output 0's bytes and nothing reads it afterwards.
+  std::vector<int> in_place = {};
 };
 
 // The implementations of a node's op (at least one: the default).

@@ -234,6 +234,7 @@ nlohmann::json profile_to_json(const Profile& p) {
                          {"workspace_bytes", im.workspace_bytes}});
       node["impls"] = impls;
     }
+    if (!n.in_place.empty()) node["in_place"] = n.in_place;
     nodes.push_back(std::move(node));
   }
   const ProfileTotals t = profile_totals(p);
@@ -412,6 +413,13 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
       if (n.impls[0].inputs != n.inputs || n.impls[0].time_ms != n.time_ms ||
           n.impls[0].workspace_bytes != n.workspace_bytes)
         r.bad(at + ".impls[0]", "differs from the node's own inputs, time_ms or workspace_bytes (the default)");
+    }
+    if (nodes[i].contains("in_place")) {
+      n.in_place = r.ids(nodes[i], at, "in_place", values.size(), "values");
+      for (int v : n.in_place)
+        if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end() || n.outputs.empty() ||
+            p.plan.values[v].bytes != p.plan.values[n.outputs[0]].bytes || p.plan.values[v].resident)
+          r.bad(at + ".in_place", "value ", v, " is not a transient input of output 0's bytes");
     }
     NodeCost c;
     c.flops = r.number(nodes[i], at, "flops", 1e30);

@@ -42,6 +42,9 @@ struct PlanNode {
   // Every implementation, the default first (mirroring inputs, time_ms and workspace_bytes above), when the node
   // has more than one; empty otherwise.
   std::vector<PlanImpl> impls = {};
+  // Inputs (value ids, in order of preference) whose memory output 0 may take over when nothing reads them
+  // afterwards: transient inputs of output 0's shape and dtype that the op allows (OpDef::in_place). Empty: none.
+  std::vector<int> in_place = {};
 
   int num_impls() const { return impls.empty() ? 1 : static_cast<int>(impls.size()); }
   const std::vector<int>& reads(int impl) const { return impl == 0 || impls.empty() ? inputs : impls.at(impl).inputs; }

@@ -1,5 +1,7 @@
 #include "schedule/schedule.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/op.h"
 
@@ -38,6 +40,14 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
       pn.impls.push_back(std::move(impl));
     }
     if (!pn.impls.empty()) pn.inputs = pn.impls[0].inputs;
+    for (int i : op_def(n.op).in_place) {
+      const int v = n.inputs.at(static_cast<size_t>(i));
+      // Same shape and dtype (equal bytes are not enough: a broadcast operand may round up to the same block).
+      if (!resident[v] && g.values[v].producer >= 0 && !n.outputs.empty() &&
+          g.values[v].shape == g.values[n.outputs[0]].shape && g.values[v].dtype == g.values[n.outputs[0]].dtype &&
+          std::find(pn.in_place.begin(), pn.in_place.end(), v) == pn.in_place.end())
+        pn.in_place.push_back(v);
+    }
     if (n.op == "SgdUpdate") pn.stage = Stage::update;  // the rest is stage-less here (make_plan_graph knows)
     p.nodes.push_back(std::move(pn));
   }
@@ -54,7 +64,15 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
   Schedule s;
   s.mode = "store-all";
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    s.steps.push_back({Step::Kind::compute, static_cast<int>(n), impl_of(n)});
+    Step step{Step::Kind::compute, static_cast<int>(n), impl_of(n)};
+    const std::vector<int>& reads = p.nodes[n].reads(impl_of(n));
+    for (int v : p.nodes[n].in_place)  // the first input that ends here
+      if (last_use[v] == static_cast<int>(n) && std::find(reads.begin(), reads.end(), v) != reads.end()) {
+        step.in_place = v;
+        last_use[v] = -2;  // ends here: no free step
+        break;
+      }
+    s.steps.push_back(step);
     std::vector<int> touched = p.nodes[n].reads(impl_of(n));
     touched.insert(touched.end(), p.nodes[n].outputs.begin(), p.nodes[n].outputs.end());
     for (int v : touched) {
@@ -69,7 +87,7 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
 Schedule store_all_schedule(const Graph& g) { return store_all_schedule(plan_of(g, nullptr, 4)); }
 
 SimResult simulate(const PlanGraph& p, const Schedule& s) {
-  enum State : uint8_t { absent, live, freed, resident };
+  enum State : uint8_t { absent, live, freed, resident, overwritten };
   std::vector<State> state(p.values.size(), absent);
   std::vector<int> runs(p.nodes.size(), 0);
   std::vector<int> updated_by(p.values.size(), -1);  // resident value -> the update node that changed it in place
@@ -98,7 +116,18 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
       for (int v : reads)
         if (state[v] != live && state[v] != resident)
           fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "', which is ",
-               state[v] == freed ? "already freed" : "not computed");
+               state[v] == freed ? "already freed" : state[v] == overwritten ? "overwritten in place" : "not computed");
+      if (st.in_place >= 0) {
+        const int v = st.in_place;
+        if (std::find(n.in_place.begin(), n.in_place.end(), v) == n.in_place.end() ||
+            std::find(reads.begin(), reads.end(), v) == reads.end())
+          fail("schedule step ", i, ": node '", n.name, "' cannot run in place over '",
+               v >= 0 && v < static_cast<int>(p.values.size()) ? p.values[v].name : std::to_string(v), "'");
+        if (state[v] != live)
+          fail("schedule step ", i, ": node '", n.name, "' runs in place over '", p.values[v].name, "', which is not live");
+        state[v] = overwritten;
+        live_bytes -= p.values[v].bytes;
+      }
       for (int v : n.outputs) {
         if (state[v] == live)
           fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still live");
@@ -121,7 +150,10 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
       if (st.id < 0 || st.id >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", st.id);
       if (state[st.id] != live)
         fail("schedule step ", i, ": frees '", p.values[st.id].name, "', which is ",
-             state[st.id] == resident ? "resident (never freed)" : state[st.id] == freed ? "already freed" : "not computed");
+             state[st.id] == resident      ? "resident (never freed)"
+             : state[st.id] == freed       ? "already freed"
+             : state[st.id] == overwritten ? "overwritten in place"
+                                           : "not computed");
       state[st.id] = freed;
       live_bytes -= p.values[st.id].bytes;
     }

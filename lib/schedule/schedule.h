@@ -16,6 +16,9 @@ struct Step {
   Kind kind = Kind::compute;
   int id = -1;    // node id for compute, value id for free
   int impl = 0;   // compute: the node's implementation (index into PlanNode::impls; 0 = default)
+  // compute: the input (value id, one of PlanNode::in_place) whose memory output 0 takes over, or -1. That value
+  // ends there: nothing may read or free it afterwards (a recomputation may produce it again).
+  int in_place = -1;
   bool operator==(const Step&) const = default;
 };
 
@@ -33,7 +36,8 @@ std::vector<int> resident_values(const Graph& g);
 PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& workspace_bytes, int float_bytes);
 
 // Every node once in order; each transient value freed right after its last reader (or its producer, when
-// nothing reads it). Keeps whatever backward needs: the baseline every other schedule is compared with.
+// nothing reads it), or overwritten by its last reader where that runs in place. Keeps whatever backward needs:
+// the baseline every other schedule is compared with.
 // impl (optional, per node): the implementation each node runs (default 0 for all).
 Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {});
 Schedule store_all_schedule(const Graph& g);
@@ -47,7 +51,7 @@ struct SimResult {
 };
 
 // Replays the schedule counting bytes: at a compute step the outputs and the workspace are added to what is live,
-// then the workspace is dropped. Each compute step reads, takes the time and the workspace of its implementation.
+// then the workspace is dropped (in place: output 0 replaces its input, which ends). Each compute step reads, takes the time and the workspace of its implementation.
 // Throws monet::Error naming the step number if a node or value is unknown, an
 // input is not live, a value is freed twice or never produced, a backward/update node runs twice, a node reads a
 // parameter after its update changed it in place, or a transient is still live at the end (every node but

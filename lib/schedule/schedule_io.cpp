@@ -1,5 +1,6 @@
 #include "schedule/schedule_io.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -12,12 +13,15 @@ namespace monet {
 nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : f.schedule.steps) {
-    if (s.kind == Step::Kind::compute && s.impl != 0)
-      steps.push_back({"compute", p.nodes.at(s.id).name, p.nodes.at(s.id).impl_name(s.impl)});
-    else if (s.kind == Step::Kind::compute)
-      steps.push_back({"compute", p.nodes.at(s.id).name});
-    else
+    if (s.kind == Step::Kind::free) {
       steps.push_back({"free", p.values.at(s.id).name});
+      continue;
+    }
+    nlohmann::json step = s.in_place >= 0 ? nlohmann::json{"compute_in_place", p.nodes.at(s.id).name,
+                                                           p.values.at(s.in_place).name}
+                                          : nlohmann::json{"compute", p.nodes.at(s.id).name};
+    if (s.impl != 0) step.push_back(p.nodes.at(s.id).impl_name(s.impl));
+    steps.push_back(std::move(step));
   }
   return {{"format", "monet-schedule"},
           {"version", kScheduleVersion},
@@ -35,8 +39,10 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
 ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::string& path) {
   try {
     if (!j.is_object() || j.value("format", "") != "monet-schedule") fail(path, ": not a monet schedule file");
-    if (j.at("version").get<int>() != kScheduleVersion)
-      fail(path, ": schedule version ", j.at("version").get<int>(), ", this monet reads version ", kScheduleVersion);
+    const int version = j.at("version").get<int>();
+    if (version < kOldestScheduleVersion || version > kScheduleVersion)
+      fail(path, ": schedule version ", version, ", this monet reads versions ", kOldestScheduleVersion, " to ",
+           kScheduleVersion);
     ScheduleFile f;
     f.fingerprint = j.at("fingerprint").get<std::string>();
     f.model = j.at("model").get<std::string>();
@@ -68,24 +74,34 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
     const auto& steps = j.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& s = steps[i];
-      if (!s.is_array() || s.size() < 2 || s.size() > 3 || !s[0].is_string() || !s[1].is_string() ||
-          (s.size() == 3 && (!s[2].is_string() || s[0] != "compute")))
-        fail(path, ": step ", i, " is not [\"compute\", node(, implementation)] or [\"free\", value]");
-      const std::string kind = s[0].get<std::string>(), name = s[1].get<std::string>();
-      if (kind == "compute") {
+      const bool shape_ok = s.is_array() && s.size() >= 2 && s.size() <= 4 &&
+                            std::all_of(s.begin(), s.end(), [](const nlohmann::json& e) { return e.is_string(); });
+      const std::string kind = shape_ok ? s[0].get<std::string>() : "";
+      const size_t most = kind == "compute_in_place" ? 4 : kind == "compute" ? 3 : 2;
+      if (!shape_ok || s.size() > most || (kind == "compute_in_place" && s.size() < 3))
+        fail(path, ": step ", i, " is not [\"compute\", node(, implementation)], [\"compute_in_place\", node, value(, "
+             "implementation)] or [\"free\", value]");
+      const std::string name = s[1].get<std::string>();
+      auto value_id = [&](const std::string& v) {
+        auto it = values.find(v);
+        if (it == values.end()) fail(path, ": step ", i, ": unknown value '", v, "'");
+        return it->second;
+      };
+      if (kind == "compute" || kind == "compute_in_place") {
         auto it = nodes.find(name);
         if (it == nodes.end()) fail(path, ": step ", i, ": unknown node '", name, "'");
+        const size_t impl_at = kind == "compute" ? 2 : 3;
         int impl = 0;
-        if (s.size() == 3) {
-          const std::string impl_name = s[2].get<std::string>();
+        if (s.size() > impl_at) {
+          const std::string impl_name = s[impl_at].get<std::string>();
           impl = p.nodes[it->second].find_impl(impl_name);
           if (impl < 0) fail(path, ": step ", i, ": node '", name, "' has no implementation '", impl_name, "'");
         }
-        f.schedule.steps.push_back({Step::Kind::compute, it->second, impl});
+        Step step{Step::Kind::compute, it->second, impl};
+        if (kind == "compute_in_place") step.in_place = value_id(s[2].get<std::string>());
+        f.schedule.steps.push_back(step);
       } else if (kind == "free") {
-        auto it = values.find(name);
-        if (it == values.end()) fail(path, ": step ", i, ": unknown value '", name, "'");
-        f.schedule.steps.push_back({Step::Kind::free, it->second});
+        f.schedule.steps.push_back({Step::Kind::free, value_id(name)});
       } else {
         fail(path, ": step ", i, ": unknown kind '", kind, "'");
       }

@@ -9,7 +9,8 @@
 
 namespace monet {
 
-inline constexpr int kScheduleVersion = 2;  // 2: compute steps may name an implementation
+inline constexpr int kScheduleVersion = 3;  // 2: compute steps may name an implementation; 3: compute_in_place
+inline constexpr int kOldestScheduleVersion = 2;  // read as well (a version 2 file is a version 3 one)
 
 struct ScheduleFile {
   std::string fingerprint;

@@ -198,7 +198,10 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
     const std::vector<char> none(nf, 0);
     int64_t held = 0;
     for (int k = 0; k <= F; ++k) {  // stage 0
-      while (p.fwd_fixed[k] + held > budget_bytes) {
+      // A value k may overwrite in place counts here while it may still be kept (evicting it frees it).
+      const int ip = k < F ? p.fwd_in_place[k] : -1;
+      const int64_t in_place = ip >= 0 && T > 0 && p.has_s(0, ip) ? p.bytes(ip) : 0;
+      while (p.fwd_fixed[k] + held + in_place > budget_bytes) {
         const int64_t freed = evict_one(0, none);
         if (freed < 0) return std::nullopt;  // what is pinned does not fit: more pins cannot help
         held -= freed;

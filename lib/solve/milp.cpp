@@ -146,6 +146,7 @@ struct Builder {
 
   // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f];
   //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
+  //   K_k + a_f S[0][f] <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
   void forward_memory() {
     if (p.num_steps() == 0) return;
     int prev = -1;
@@ -161,6 +162,10 @@ struct Builder {
           if (m.S[0][f] >= 0) { cols.push_back(m.S[0][f]); coefs.push_back(-units(p.bytes(f))); }
       }
       lp.add_row("Ksum_" + std::to_string(k), cols, coefs, 0, 0);
+      const int ip = k < p.num_fwd() ? p.fwd_in_place[k] : -1;
+      if (ip >= 0 && m.S[0][ip] >= 0)
+        lp.add_row("inplace_" + std::to_string(k), {K, m.S[0][ip]}, {1, units(p.bytes(ip))}, -kInf,
+                   lp.col_hi[K]);
       prev = K;
     }
   }

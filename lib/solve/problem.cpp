@@ -155,6 +155,17 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     p.fwd_released[p.last_fwd[f]].push_back(f);
   }
   for (int k = 0; k < F; ++k) p.fwd_fixed[k] += p.fwd_ws[k];
+  // In place in stage 0: over the first allowed input released at k; it counts again at k only if kept.
+  p.fwd_in_place.assign(F, -1);
+  for (int k = 0; k < F; ++k)
+    for (int v : plan.nodes[p.fwd_nodes[k]].in_place) {
+      const int f = p.fval_of[v];
+      if (f >= 0 && p.last_fwd[f] == k && p.producer[f] < k) {
+        p.fwd_in_place[k] = f;
+        p.fwd_fixed[k] -= p.bytes(f);
+        break;
+      }
+    }
 
   // Gradients (every transient value that is not a forward value) live from their producer to their last reader.
   std::vector<int> step_of(plan.nodes.size(), -2);
@@ -318,7 +329,8 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   // Stage 0: values kept into step 0 stay live after their last stage-0 reader.
   int64_t kept = 0;
   for (int k = 0; k <= F; ++k) {
-    e.peak_bytes = std::max(e.peak_bytes, p.fwd_fixed[k] + kept);
+    const int ip = k < F ? p.fwd_in_place[k] : -1;
+    e.peak_bytes = std::max(e.peak_bytes, p.fwd_fixed[k] + kept + (ip >= 0 && T > 0 && a.S[0][ip] ? p.bytes(ip) : 0));
     for (int f : p.fwd_released[k])
       if (T > 0 && a.S[0][f]) kept += p.bytes(f);
   }
@@ -353,8 +365,11 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   Schedule s;
   s.mode = mode;
   std::vector<char> live(plan.values.size(), 0);
-  auto compute = [&](int node, int impl) {
-    s.steps.push_back({Step::Kind::compute, node, impl});
+  auto compute = [&](int node, int impl, int in_place = -1) {
+    Step step{Step::Kind::compute, node, impl};
+    step.in_place = in_place;
+    s.steps.push_back(step);
+    if (in_place >= 0) live[in_place] = 0;  // ends here, without a free step
     for (int v : plan.nodes[node].outputs) live[v] = 1;
   };
   auto release = [&](int v) {
@@ -371,7 +386,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   for (int k = 0; k <= F; ++k) {
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     if (node < 0) continue;
-    compute(node, 0);
+    const int ip = k < F ? p.fwd_in_place[k] : -1;
+    compute(node, 0, ip >= 0 && (T == 0 || !a.S[0][ip]) ? p.fvals[ip] : -1);
     for (int f : p.fwd_released[k])
       if (T == 0 || !a.S[0][f]) release(p.fvals[f]);
     if (k == F)

@@ -3,6 +3,8 @@
 //   S[t][v] = 1  forward value v is kept in memory entering step t (S[0][v]: kept when the forward pass ends),
 //   R[t][k] = 1  forward node k is recomputed during step t, before the step's node runs.
 // Memory is counted from exact bytes, within a step at every recomputation and at the step's node (step_peak):
+// in stage 0 a node that may run in place does so over an input that ends there unless that input is kept
+// (recomputations run out of place).
 // a recomputed value counts until the last recomputation of the step that may read it, then only if the step's
 // node reads it or it is kept into the next step; a kept value the step cannot use counts only if it is kept on.
 // The extracted schedule frees at those points, so its simulated peak never exceeds this count. Variables exist only where they can matter:
@@ -53,6 +55,10 @@ struct CheckpointProblem {
   std::vector<std::vector<char>> read, used;
   std::vector<std::vector<std::vector<int>>> freed_after;
   std::vector<std::vector<int>> fwd_released;  // position k -> fvals whose last stage-0 reader is k
+  // fwd_in_place[k]: the fval whose memory forward position k's output 0 takes over in stage 0 when it is not
+  // kept into step 0 (one of its PlanNode::in_place inputs, released at k), or -1. fwd_fixed[k] does not count it:
+  // it counts only when kept (S[0][f] = 1).
+  std::vector<int> fwd_in_place;
   std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes
   double base_ms = 0;                          // every node once
 

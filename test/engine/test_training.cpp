@@ -85,3 +85,40 @@ TEST_CASE("a schedule that uses a freed value is rejected with its step", "[sche
   late.steps.insert(late.steps.begin() + 1, Step{Step::Kind::free, first_out});
   CHECK_THROWS_WITH(simulate(g, late, ws), Contains("already freed"));
 }
+
+TEST_CASE("in place: output 0 takes the input's bytes; the input cannot be read or freed afterwards",
+          "[schedule][in_place]") {
+  auto s = open_session(tiny_options());
+  const Graph& g = s->tg.graph;
+  auto ws = [](const Node&) { return int64_t{0}; };
+  const PlanGraph plan = plan_of(g, ws, 4);
+  const Schedule good = store_all_schedule(g);
+  // The first in-place step: its input ends there, so store-all frees nothing for it.
+  size_t at = 0;
+  while (at < good.steps.size() && (good.steps[at].kind != Step::Kind::compute || good.steps[at].in_place < 0)) ++at;
+  REQUIRE(at < good.steps.size());
+  const Step step = good.steps[at];
+  const int x = step.in_place;
+  INFO("node " << g.nodes[step.id].name << " over " << g.values[x].name);
+  // Out of place instead: the same schedule with x freed after the node needs x's bytes more at that step.
+  Schedule plain = good;
+  plain.steps[at].in_place = -1;
+  plain.steps.insert(plain.steps.begin() + static_cast<long>(at) + 1, Step{Step::Kind::free, x});
+  SimResult a = simulate(g, good, ws), b = simulate(g, plain, ws);
+  CHECK(a.peak_bytes <= b.peak_bytes);
+  CHECK(a.time_ms == b.time_ms);
+  // Reading or freeing x afterwards, running in place over a value that is not live or that the node may not
+  // overwrite: refused with the step.
+  Schedule reread = good;
+  reread.steps.insert(reread.steps.begin() + static_cast<long>(at) + 1, Step{Step::Kind::compute, step.id});
+  CHECK_THROWS_WITH(simulate(g, reread, ws), Contains("overwritten in place"));
+  Schedule refree = good;
+  refree.steps.insert(refree.steps.begin() + static_cast<long>(at) + 1, Step{Step::Kind::free, x});
+  CHECK_THROWS_WITH(simulate(g, refree, ws), Contains("frees") && Contains("overwritten in place"));
+  Schedule twice = good;
+  twice.steps.insert(twice.steps.begin() + static_cast<long>(at) + 1, step);
+  CHECK_THROWS_WITH(simulate(g, twice, ws), Contains("overwritten in place"));
+  Schedule wrong = good;
+  wrong.steps[0].in_place = plan.nodes[0].outputs[0];  // the first node over its own output
+  CHECK_THROWS_WITH(simulate(g, wrong, ws), Contains("schedule step 0") && Contains("cannot run in place"));
+}

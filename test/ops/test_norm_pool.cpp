@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "op_harness.h"
+#include "ops/common/pool.h"
 #include "ops/op.h"
 
 using namespace monet;
@@ -225,32 +226,70 @@ TEST_CASE("BatchNormalization rejects bad shapes and attributes", "[ops][norm]")
 
 // ---------------------------------------------------------------------------------------------- MaxPool
 
+namespace {
+
+// MaxPool with its two outputs (Y, argmax).
+OpCase max_pool_case(const Attrs& a, const Shape& x, std::vector<double> data = {}) {
+  OpCase c{.op = "MaxPool", .attrs = a, .shapes = {x}, .num_outputs = 2};
+  if (!data.empty()) c.data = {std::move(data)};
+  return c;
+}
+
+// MaxPoolGrad(dy, x, argmax) by both implementations: input-activated (finds the argmax in x) and
+// intermediate-activated (reads the packed argmax the forward wrote). Checks they agree bitwise; returns dx.
+std::vector<double> max_pool_grad_both(const Attrs& a, const Shape& x_shape, const std::vector<double>& dy,
+                                       const std::vector<double>& x, int float_bytes = 8) {
+  const OpResult f = run_forward(max_pool_case(a, x_shape, x), float_bytes);
+  std::vector<double> dx[2];
+  for (int impl : {0, 1}) {
+    OpCase c{.op = "MaxPoolGrad", .attrs = a, .shapes = {f.shapes[0], x_shape, f.shapes[1]},
+             .dtypes = {DType::f32, DType::f32, DType::u8}, .data = {dy, x, f.values[1]}, .impl = impl};
+    dx[impl] = run_forward(c, float_bytes).values[0];
+  }
+  CHECK(dx[0] == dx[1]);
+  return dx[0];
+}
+
+}  // namespace
+
 TEST_CASE("MaxPool forward on hand values", "[ops][pool]") {
   // 4x4 input 0..15, kernel 2 stride 2: the bottom-right element of each window.
   std::vector<double> x(16);
   for (int i = 0; i < 16; ++i) x[i] = i;
-  OpResult r = run_forward({.op = "MaxPool", .attrs = pool_attrs({2, 2}, {2, 2}), .shapes = {{1, 1, 4, 4}},
-                            .data = {x}});
+  OpResult r = run_forward(max_pool_case(pool_attrs({2, 2}, {2, 2}), {1, 1, 4, 4}, x));
   CHECK(r.shapes[0] == Shape{1, 1, 2, 2});
   CHECK(r.values[0] == std::vector<double>{5, 7, 13, 15});
+  // argmax: tap 3 (kh 1, kw 1) of every window, 4 bits each, two per byte.
+  CHECK(r.shapes[1] == Shape{2});
+  CHECK(r.values[1] == std::vector<double>{0x33, 0x33});
   // Padding never wins, even over negative values: -x with kernel 3, stride 2, pad 1.
   for (double& v : x) v = -v - 1;
-  r = run_forward({.op = "MaxPool", .attrs = pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}), .shapes = {{1, 1, 4, 4}},
-                   .data = {x}});
+  r = run_forward(max_pool_case(pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}), {1, 1, 4, 4}, x));
   CHECK(r.shapes[0] == Shape{1, 1, 2, 2});
   CHECK(r.values[0] == std::vector<double>{-1, -2, -5, -6});
   // Dilation 2: taps (0,0), (0,2), (2,0), (2,2) of each window.
   for (int i = 0; i < 16; ++i) x[i] = (i * 7) % 16;
   Attrs a = pool_attrs({2, 2});
   a.set("dilations", std::vector<int64_t>{2, 2});
-  r = run_forward({.op = "MaxPool", .attrs = a, .shapes = {{1, 1, 4, 4}}, .data = {x}});
+  r = run_forward(max_pool_case(a, {1, 1, 4, 4}, x));
   CHECK(r.shapes[0] == Shape{1, 1, 2, 2});
   // x = 0 7 14 5 | 12 3 10 1 | 8 15 6 13 | 4 11 2 9
   CHECK(r.values[0] == std::vector<double>{14, 15, 12, 11});
+  // Taps (row-major over the 2x2 dilated taps): 14 is tap 1 of window 0, 15 tap 2 of window 1, 12 tap 0 of
+  // window 2, 11 tap 2 of window 3.
+  CHECK(r.values[1] == std::vector<double>{0x21, 0x20});
+  // A 5x4 window (20 taps) stores 8 bits per output, an 18x16 one (288 taps) 16.
+  r = run_forward(max_pool_case(pool_attrs({5, 4}), {1, 1, 5, 5}, std::vector<double>(25, 0.0)));
+  CHECK(r.shapes[1] == Shape{2});
+  CHECK(r.values[1] == std::vector<double>{0, 0});
+  std::vector<double> big(18 * 16, 0.0);
+  big[17 * 16 + 15] = 1;
+  r = run_forward(max_pool_case(pool_attrs({18, 16}), {1, 1, 18, 16}, big));
+  CHECK(r.values[1] == std::vector<double>{287 & 0xff, 287 >> 8});
 }
 
 TEST_CASE("MaxPool output sizes follow PyTorch's ceil_mode rule", "[ops][pool]") {
-  auto out_hw = [](Shape x, Attrs a) { return run_forward({.op = "MaxPool", .attrs = a, .shapes = {x}}).shapes[0]; };
+  auto out_hw = [](Shape x, Attrs a) { return run_forward(max_pool_case(a, x)).shapes[0]; };
   CHECK(out_hw({1, 1, 5, 6}, pool_attrs({2, 2}, {2, 2})) == Shape{1, 1, 2, 3});
   CHECK(out_hw({1, 1, 5, 6}, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0}, 1)) == Shape{1, 1, 3, 3});
   CHECK(out_hw({1, 1, 6, 6}, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, 0)) == Shape{1, 1, 3, 3});
@@ -265,23 +304,33 @@ TEST_CASE("MaxPool output sizes follow PyTorch's ceil_mode rule", "[ops][pool]")
 }
 
 TEST_CASE("MaxPoolGrad sends tied gradients to the first maximum, as PyTorch", "[ops][pool]") {
+  // Every case by both implementations (max_pool_grad_both checks they agree bitwise).
   // x = 0 0 3 3 | 0 0 1 3, kernel 2 stride 2: the all-zero window picks (0,0), the 3-window picks (0,2).
   const std::vector<double> x = {0, 0, 3, 3, 0, 0, 1, 3};
-  OpResult r = run_forward({.op = "MaxPoolGrad", .attrs = pool_attrs({2, 2}, {2, 2}),
-                            .shapes = {{1, 1, 1, 2}, {1, 1, 2, 4}}, .data = {{5, 7}, x}});
-  CHECK(r.values[0] == std::vector<double>{5, 0, 7, 0, 0, 0, 0, 0});
+  CHECK(max_pool_grad_both(pool_attrs({2, 2}, {2, 2}), {1, 1, 2, 4}, {5, 7}, x) ==
+        std::vector<double>{5, 0, 7, 0, 0, 0, 0, 0});
   // Overlapping windows (kernel 2, stride 1) over all zeros: each window routes to its top-left element.
-  r = run_forward({.op = "MaxPoolGrad", .attrs = pool_attrs({2, 2}), .shapes = {{1, 1, 2, 2}, {1, 1, 3, 3}},
-                   .data = {{1, 2, 3, 4}, std::vector<double>(9, 0.0)}});
-  CHECK(r.values[0] == std::vector<double>{1, 2, 0, 3, 4, 0, 0, 0, 0});
+  CHECK(max_pool_grad_both(pool_attrs({2, 2}), {1, 1, 3, 3}, {1, 2, 3, 4}, std::vector<double>(9, 0.0)) ==
+        std::vector<double>{1, 2, 0, 3, 4, 0, 0, 0, 0});
   // With padding the first real element wins a tie, never the padding; ReLU-like zeros with a pad of 1.
-  r = run_forward({.op = "MaxPoolGrad", .attrs = pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}),
-                   .shapes = {{1, 1, 2, 2}, {1, 1, 4, 4}}, .data = {{1, 2, 3, 4}, std::vector<double>(16, 0.0)}});
-  CHECK(r.values[0] == std::vector<double>{1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(max_pool_grad_both(pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}), {1, 1, 4, 4}, {1, 2, 3, 4},
+                           std::vector<double>(16, 0.0)) ==
+        std::vector<double>{1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
   // NaN wins (PyTorch propagates it): the last NaN in scan order.
-  r = run_forward({.op = "MaxPoolGrad", .attrs = pool_attrs({2, 2}, {2, 2}), .shapes = {{1, 1, 1, 1}, {1, 1, 2, 2}},
-                   .data = {{1}, {9, NAN, 2, 1}}});
-  CHECK(r.values[0] == std::vector<double>{0, 1, 0, 0});
+  CHECK(max_pool_grad_both(pool_attrs({2, 2}, {2, 2}), {1, 1, 2, 2}, {1}, {9, NAN, 2, 1}) ==
+        std::vector<double>{0, 1, 0, 0});
+  // Dilated, padded, ceil-mode windows and 8- and 16-bit taps, on random values in float and double.
+  Attrs dil = pool_attrs({3, 3}, {1, 2}, {2, 1, 2, 1}, 1);
+  dil.set("dilations", std::vector<int64_t>{2, 2});
+  for (int fb : {8, 4})
+    for (const auto& [a, xs] : std::vector<std::pair<Attrs, Shape>>{{dil, {2, 3, 7, 8}},
+                                                                    {pool_attrs({5, 4}, {2, 1}), {1, 2, 9, 6}},
+                                                                    {pool_attrs({17, 16}, {1, 2}), {1, 1, 18, 19}}}) {
+      ops::Pool2d p;
+      REQUIRE(ops::pool2d_geometry(a, xs, true, p).empty());
+      INFO("X " << shape_str(xs) << " float bytes " << fb);
+      max_pool_grad_both(a, xs, random_values(p.out_shape(), 5), random_values(xs, 6), fb);
+    }
 }
 
 TEST_CASE("MaxPool backward matches finite differences", "[ops][pool]") {
@@ -304,15 +353,19 @@ TEST_CASE("MaxPool backward matches finite differences", "[ops][pool]") {
   };
   for (const Cfg& cfg : cfgs) {
     INFO("X " << shape_str(cfg.x));
-    CHECK(gradient_error({.op = "MaxPool", .attrs = cfg.a, .shapes = {cfg.x}}) < 1e-6);
+    for (int impl : {0, 1}) {
+      OpCase c = max_pool_case(cfg.a, cfg.x);
+      c.backward_impl = impl;
+      CHECK(gradient_error(c) < 1e-6);
+    }
   }
 }
 
 TEST_CASE("MaxPool rejects unsupported attributes", "[ops][pool]") {
-  OpCase ok{.op = "MaxPool", .attrs = pool_attrs({2, 2}), .shapes = {{1, 1, 4, 4}}};
+  OpCase ok = max_pool_case(pool_attrs({2, 2}), {1, 1, 4, 4});
   OpCase c = ok;
-  c.num_outputs = 2;
-  check_rejects(c, "Indices");
+  c.num_outputs = 1;
+  check_rejects(c, "2 outputs (Y, argmax)");
   c = ok;
   c.attrs.set("storage_order", int64_t{1});
   check_rejects(c, "storage_order");
@@ -574,8 +627,9 @@ TEST_CASE("Float kernels agree with double ones", "[ops][norm][pool][dropout]") 
   agree({.op = "BatchNormGrad", .shapes = {{2, 3, 4, 5}, {2, 3, 4, 5}, {3}, {3}, {3}, {2, 3, 4, 5}, {3}},
          .num_outputs = 3});
   agree({.op = "BatchNormStatGrad", .attrs = stat, .shapes = {{3}, {2, 3, 4, 5}, {3}, {3}}});
-  agree({.op = "MaxPool", .attrs = pool, .shapes = {{2, 3, 6, 7}}});
-  agree({.op = "MaxPoolGrad", .attrs = pool, .shapes = {{2, 3, 4, 4}, {2, 3, 6, 7}}});
+  agree(max_pool_case(pool, {2, 3, 6, 7}));
+  agree({.op = "MaxPoolGrad", .attrs = pool, .shapes = {{2, 3, 4, 4}, {2, 3, 6, 7}, {48}},
+         .dtypes = {DType::f32, DType::f32, DType::u8}});
   agree({.op = "AveragePool", .attrs = pool, .shapes = {{2, 3, 6, 7}}});
   agree({.op = "AveragePoolGrad", .attrs = pool_grad, .shapes = {{2, 3, 4, 4}}});
   agree({.op = "GlobalAveragePool", .shapes = {{2, 3, 4, 5}}});

@@ -195,6 +195,15 @@ TEST_CASE("read_profile rejects bad files with one line naming the file and the 
   j["nodes"][2]["workspace_bytes"] = "lots";
   f.write(j.dump());
   CHECK_THAT(read_error(f.path), Contains("nodes[2].workspace_bytes: expected an integer"));
+
+  // in_place: a transient input of output 0's bytes; the first node's first input is the (resident) data.
+  j = good;
+  size_t with = 0;
+  while (with < j["nodes"].size() && !j["nodes"][with].contains("in_place")) ++with;
+  REQUIRE(with < j["nodes"].size());  // tiny's Relu runs in place
+  j["nodes"][0]["in_place"] = {j["nodes"][0]["inputs"][0]};
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("nodes[0].in_place: value") && Contains("is not a transient input"));
 }
 
 TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile]") {
@@ -207,10 +216,10 @@ TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile
       CHECK(at.node == at.nodes);
     }
   });
-  // One pass of 1 + 2 steps per implementation index (tiny has ReluGrad nodes: 2 implementations).
+  // One pass of 1 + 2 steps per implementation index (tiny has ReluGrad nodes: 3 implementations).
   int passes = 1;
   for (const PlanNode& n : p.plan.nodes) passes = std::max(passes, n.num_impls());
-  CHECK(passes == 2);
+  CHECK(passes == 3);
   CHECK(step_ends == 3 * passes);
   CHECK(calls == 3 * passes * (static_cast<int>(tg.graph.nodes.size()) + 1));
   for (const PlanNode& n : p.plan.nodes)

@@ -19,8 +19,9 @@ namespace {
 // one backward node per forward node in reverse order (reads the running gradient and some of the node's inputs
 // and output), and one update node.
 // With impls, about half the backward nodes get a second implementation reading other saved values (the node's
-// output instead of an input, or the reverse) with its own time and workspace.
-PlanGraph random_plan(int n, uint64_t seed, bool impls = false) {
+// output instead of an input, or the reverse) with its own time and workspace. With in_place, about half the
+// forward nodes after the first may run in place over their first input (their output gets its size).
+PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanGraph p;
@@ -38,8 +39,11 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false) {
   for (int i = 0; i < n; ++i) {
     ins[i].push_back(i == 0 ? x : outs[pick(std::max(0, i - 2), i - 1)]);
     if (i >= 2 && pick(0, 2) == 0) ins[i].push_back(outs[pick(0, i - 2)]);
-    const int y = value("a" + std::to_string(i), pick(1, 6), false, static_cast<int>(p.nodes.size()));
+    const bool over = in_place && i > 0 && pick(0, 1);
+    const int units = over ? static_cast<int>(p.values[ins[i][0]].bytes / kAlignBytes) : pick(1, 6);
+    const int y = value("a" + std::to_string(i), units, false, static_cast<int>(p.nodes.size()));
     node("f" + std::to_string(i), Stage::forward, ins[i], {y}, pick(1, 9), pick(0, 1) * pick(1, 3));
+    if (over) p.nodes.back().in_place = {ins[i][0]};
     outs.push_back(y);
   }
   const int loss = value("loss", 1, false, static_cast<int>(p.nodes.size()));
@@ -100,10 +104,10 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
 // Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each. Brute force
 // enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
 // constant on a segment loses nothing.
-void compare_with_brute_force(bool impls, int wanted, int window = 0) {
-  int compared = 0, with_choices = 0;
+void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false) {
+  int compared = 0, with_choices = 0, with_in_place = 0;
   for (uint64_t seed = 1; seed <= 60 && compared < wanted; ++seed) {
-    PlanGraph plan = random_plan(3, seed, impls);
+    PlanGraph plan = random_plan(3, seed, impls, in_place);
     CheckpointProblem p = make_problem(plan, window, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
@@ -138,16 +142,19 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0) {
       CHECK(sim.time_ms == Approx(p.base_ms + e.recompute_ms));
       ++compared;
       with_choices += p.has_choices();
+      with_in_place += std::any_of(p.fwd_in_place.begin(), p.fwd_in_place.end(), [](int f) { return f >= 0; });
     }
   }
   CHECK(compared >= wanted);
   if (impls) CHECK(with_choices >= wanted / 3);
+  if (in_place) CHECK(with_in_place >= wanted / 3);
 }
 
 }  // namespace
 
 TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(false, 12);
+  compare_with_brute_force(false, 12, 0, true);  // forward nodes in place over an input that ends there
   compare_with_brute_force(false, 6, 1);  // a window of one forward node: fewer candidates, longer segments
 }
 
@@ -240,8 +247,10 @@ TEST_CASE("a budget below the lower bound is infeasible", "[solve]") {
 TEST_CASE("pressure heuristic: feasible within the budget, never better than brute force, store-all when it fits",
           "[solve][heuristics]") {
   int found_any = 0, compared = 0;
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    PlanGraph plan = random_plan(3, seed);
+  for (uint64_t run = 0; run < 80; ++run) {
+    const uint64_t seed = run % 40 + 1;
+    const bool in_place = run >= 40;  // the same graphs with forward nodes that may run in place
+    PlanGraph plan = random_plan(3, seed, false, in_place);
     CheckpointProblem p = make_problem(plan, 0);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
@@ -255,7 +264,7 @@ TEST_CASE("pressure heuristic: feasible within the budget, never better than bru
       bool feasible = false;
       const double brute = brute_force_ms(p, budget, &feasible);
       for (Eviction rule : kEvictions) {
-        INFO("seed " << seed << " budget " << budget << " rule " << static_cast<int>(rule));
+        INFO("seed " << seed << (in_place ? " in place" : "") << " budget " << budget << " rule " << static_cast<int>(rule));
         std::optional<Assignment> a = pressure_assignment(p, budget, rule);
         if (!a) continue;
         ++found_any;
@@ -277,7 +286,7 @@ TEST_CASE("pressure heuristic: feasible within the budget, never better than bru
     }
     CHECK(smallest_heuristic_peak(p) >= lb);
   }
-  CHECK(compared >= 20);
+  CHECK(compared >= 40);
   CHECK(found_any >= compared);
 }
 

@@ -43,8 +43,19 @@ void run_unary_grad(const CudaCall& c) {
   MONET_CUDA_CHECK(unary_grad(op, n_of(c), c.fin(0), c.fin(1), c.fout(0), 0.f, 0.f, c.ctx.stream));
 }
 
-// ReluGrad(dy, y, x): output-activated (impl 0) reads y, input-activated (impl 1) x; y > 0 exactly where x > 0.
+// Relu(x) -> y, mask (1 bit per element, lib/ops/relu).
+void run_relu(const CudaCall& c) {
+  MONET_CUDA_CHECK(relu_mask(n_of(c), c.fin(0), c.fout(0), static_cast<uint32_t*>(c.out[1].data), c.ctx.stream));
+}
+
+// ReluGrad(dy, y, x, mask): output-activated (impl 0) reads y, input-activated (impl 1) x, intermediate-activated
+// (impl 2) the mask; y > 0 exactly where x > 0, exactly where the mask bit is set.
 void run_relu_grad(const CudaCall& c) {
+  if (c.impl == 2) {
+    MONET_CUDA_CHECK(
+        relu_grad_mask(n_of(c), c.fin(0), static_cast<const uint32_t*>(c.in[3].data), c.fout(0), c.ctx.stream));
+    return;
+  }
   MONET_CUDA_CHECK(
       unary_grad(UnaryGrad::relu, n_of(c), c.fin(0), c.fin(c.impl == 0 ? 1 : 2), c.fout(0), 0.f, 0.f, c.ctx.stream));
 }
@@ -144,7 +155,7 @@ void run_sgd(const CudaCall& c) {
 }  // namespace
 
 void add_elementwise_kernels(CudaKernelTable& t) {
-  t["Relu"] = {run_unary<Unary::relu>};
+  t["Relu"] = {run_relu};
   t["ReluGrad"] = {run_relu_grad};
   t["Clip"] = {run_clip};
   t["ClipGrad"] = {run_clip_grad};

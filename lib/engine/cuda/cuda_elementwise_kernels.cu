@@ -43,8 +43,33 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
 }
 
 template <Unary op>
-__global__ void unary_kernel(int64_t n, const float* __restrict__ x, float* __restrict__ y, float p0, float p1) {
+// No __restrict__: y may be x (Relu and Clip run in place); each element is read before it is written.
+__global__ void unary_kernel(int64_t n, const float* x, float* y, float p0, float p1) {
   MONET_GRID_LOOP(i, n) y[i] = unary_of<op>(x[i], p0, p1);
+}
+
+// One warp per 32-element word of the mask: the loop bound is uniform over a warp, so every lane reaches the
+// ballot (blockDim is a multiple of 32). y may be x (in place).
+__global__ void relu_mask_kernel(int64_t n, const float* x, float* y, uint32_t* __restrict__ mask) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t words = (n + 31) / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < words; w += warps) {
+    const int64_t i = w * 32 + lane;
+    bool on = false;
+    if (i < n) {
+      const float v = x[i];
+      on = v > 0.f;
+      y[i] = on ? v : 0.f;
+    }
+    const unsigned bits = __ballot_sync(0xffffffffu, on);
+    if (lane == 0) mask[w] = bits;
+  }
+}
+
+__global__ void relu_grad_mask_kernel(int64_t n, const float* __restrict__ dy, const uint32_t* __restrict__ mask,
+                                      float* __restrict__ dx) {
+  MONET_GRID_LOOP(i, n) dx[i] = (mask[i >> 5] >> (i & 31)) & 1u ? dy[i] : 0.f;
 }
 
 template <UnaryGrad op>
@@ -284,6 +309,16 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
     MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
 #undef MONET_CASE
   }
+  return cudaGetLastError();
+}
+
+cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream) {
+  relu_mask_kernel<<<blocks_for((n + 31) / 32 * 32), kThreads, 0, stream>>>(n, x, y, mask);
+  return cudaGetLastError();
+}
+
+cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, float* dx, cudaStream_t stream) {
+  relu_grad_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx);
   return cudaGetLastError();
 }
 

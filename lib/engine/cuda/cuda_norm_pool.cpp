@@ -97,11 +97,15 @@ Pool pool_of(const Attrs& a, const Shape& x, bool allow_dilations) {
   return q;
 }
 
+// MaxPool(X) -> Y, argmax (packed taps, lib/ops/common/pool.h).
 void run_max_pool(const CudaCall& c) {
-  MONET_CUDA_CHECK(max_pool(pool_of(c.node.attrs, c.in_shape(0), true), c.fin(0), c.fout(0), c.ctx.stream));
+  const Pool p = pool_of(c.node.attrs, c.in_shape(0), true);
+  MONET_CUDA_CHECK(max_pool(p, c.fin(0), c.fout(0), static_cast<uint8_t*>(c.out[1].data),
+                            ops::argmax_tap_bits(p.kH * p.kW), c.ctx.stream));
 }
 
-// MaxPoolGrad(dY, X): the argmax of every window (int32 per output element) is its workspace.
+// MaxPoolGrad(dY, X, argmax): the argmax of every window (int32 per output element) is its workspace, found from
+// X (impl 0, input-activated) or unpacked from the forward's taps (impl 1).
 int64_t max_pool_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
   return numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
 }
@@ -109,7 +113,12 @@ int64_t max_pool_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
 void run_max_pool_grad(const CudaCall& c) {
   const Pool p = pool_of(c.node.attrs, c.in_shape(1), true);
   MONET_CHECK(c.workspace_bytes >= p.planes * p.OH * p.OW * 4);
-  MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), static_cast<int32_t*>(c.workspace), c.fout(0), c.ctx.stream));
+  int32_t* argmax = static_cast<int32_t*>(c.workspace);
+  if (c.impl == 1)
+    MONET_CUDA_CHECK(max_pool_grad_taps(p, c.fin(0), static_cast<const uint8_t*>(c.in[2].data),
+                                        ops::argmax_tap_bits(p.kH * p.kW), argmax, c.fout(0), c.ctx.stream));
+  else
+    MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), argmax, c.fout(0), c.ctx.stream));
 }
 
 bool count_include_pad(const Node& n) { return n.attrs.i("count_include_pad", 0) == 1; }

@@ -108,11 +108,11 @@ __global__ void bn_stat_grad_kernel(int64_t N, int64_t C, int64_t S, bool is_mea
 
 // ----------------------------------------------------------------------------------------------- max pool
 
-// Index (ih * W + iw) of window (oh, ow)'s first maximum in one plane; the CPU's window_argmax.
-__device__ int64_t window_argmax(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
+// The tap (kh * kW + kw) of window (oh, ow)'s first maximum in one plane; the CPU's window_tap.
+__device__ int64_t window_tap(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
   const int64_t ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
   float maxval = -INFINITY;
-  int64_t maxidx = -1;
+  int64_t tap = -1;
   for (int64_t kh = 0; kh < p.kH; ++kh) {
     const int64_t ih = ih0 + kh * p.dH;
     if (ih < 0 || ih >= p.H) continue;
@@ -120,20 +120,57 @@ __device__ int64_t window_argmax(const Pool& p, const float* xp, int64_t oh, int
       const int64_t iw = iw0 + kw * p.dW;
       if (iw < 0 || iw >= p.W) continue;
       const float v = xp[ih * p.W + iw];
-      if (maxidx < 0 || v > maxval || isnan(v)) {
+      if (tap < 0 || v > maxval || isnan(v)) {
         maxval = v;
-        maxidx = ih * p.W + iw;
+        tap = kh * p.kW + kw;
       }
     }
   }
-  return maxidx;
+  return tap;
 }
 
-__global__ void max_pool_kernel(Pool p, const float* x, float* y) {
+// Index (ih * W + iw) in the plane of tap `tap` of window (oh, ow).
+__device__ __forceinline__ int64_t tap_index(const Pool& p, int64_t oh, int64_t ow, int64_t tap) {
+  return (oh * p.sH - p.padT + (tap / p.kW) * p.dH) * p.W + (ow * p.sW - p.padL + (tap % p.kW) * p.dW);
+}
+
+__device__ int64_t window_argmax(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
+  return tap_index(p, oh, ow, window_tap(p, xp, oh, ow));
+}
+
+// One thread per byte of 4-bit taps (two outputs), else per output: no two threads write one byte.
+__global__ void max_pool_kernel(Pool p, const float* x, float* y, uint8_t* taps, int bits) {
+  const int64_t n = p.planes * p.OH * p.OW;
+  const int per = bits == 4 ? 2 : 1;
+  MONET_GRID_LOOP(g, (n + per - 1) / per) {
+    unsigned packed = 0;
+    for (int k = 0; k < per; ++k) {
+      const int64_t i = g * per + k;
+      if (i >= n) break;
+      const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
+      const float* xp = x + plane * p.H * p.W;
+      const int64_t oh = o / p.OW, ow = o % p.OW, tap = window_tap(p, xp, oh, ow);
+      y[i] = xp[tap_index(p, oh, ow, tap)];
+      if (bits == 4) {
+        packed |= static_cast<unsigned>(tap) << (4 * k);
+      } else if (bits == 8) {
+        taps[i] = static_cast<uint8_t>(tap);
+      } else {
+        taps[2 * i] = static_cast<uint8_t>(tap & 0xff);
+        taps[2 * i + 1] = static_cast<uint8_t>(tap >> 8);
+      }
+    }
+    if (bits == 4) taps[g] = static_cast<uint8_t>(packed);
+  }
+}
+
+__global__ void max_pool_unpack_kernel(Pool p, const uint8_t* taps, int bits, int32_t* argmax) {
   MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
-    const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
-    const float* xp = x + plane * p.H * p.W;
-    y[i] = xp[window_argmax(p, xp, o / p.OW, o % p.OW)];
+    const int64_t o = i % (p.OH * p.OW);
+    const int64_t tap = bits == 4   ? (taps[i / 2] >> (4 * (i % 2))) & 0xf
+                        : bits == 8 ? taps[i]
+                                    : taps[2 * i] | (static_cast<int64_t>(taps[2 * i + 1]) << 8);
+    argmax[i] = static_cast<int32_t>(tap_index(p, o / p.OW, o % p.OW, tap));
   }
 }
 
@@ -298,14 +335,22 @@ cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const f
   return cudaGetLastError();
 }
 
-cudaError_t max_pool(const Pool& p, const float* x, float* y, cudaStream_t stream) {
-  max_pool_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, x, y);
+cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream) {
+  const int64_t n = p.planes * p.OH * p.OW;
+  max_pool_kernel<<<blocks_for(tap_bits == 4 ? (n + 1) / 2 : n), kThreads, 0, stream>>>(p, x, y, argmax, tap_bits);
   return cudaGetLastError();
 }
 
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream) {
   max_pool_argmax_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, x, argmax);
+  max_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, dy, argmax, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, int32_t* argmax,
+                               float* dx, cudaStream_t stream) {
+  max_pool_unpack_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, taps, tap_bits, argmax);
   max_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, dy, argmax, dx);
   return cudaGetLastError();
 }

@@ -89,7 +89,7 @@ Strides broadcast_strides_to(const Shape& in, const Shape& out);  // numpy: 0 wh
 // p0, p1: shapes of the extra operands (each broadcasting to full), or null.
 ReduceGeom reduce_geom(const Shape& full, const Shape& target, const Shape* p0 = nullptr, const Shape* p1 = nullptr);
 
-// y = a op b with numpy broadcasting over out (y may alias a when a has out's shape); merges dims where it can.
+// y = a op b with numpy broadcasting over out (y may alias a or b when it has out's shape); merges dims where it can.
 void binary_op(const CudaCall& c, Binary op, const Shape& out, const Shape& sa, const float* a, const Shape& sb,
                const float* b, float* y, float scalar = 1.f);
 

@@ -33,8 +33,13 @@ enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, har
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 
+// Relu with its 1-bit mask (lib/ops/relu): y = max(x, 0) and bit i % 32 of mask[i / 32] = (x > 0), the padding
+// bits of the last word 0. relu_grad_mask: dx = dy where the bit is set, else 0.
+cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream);
+cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, float* dx, cudaStream_t stream);
+
 // y[i] = f(a[off_a(i)], b[off_b(i)]) over the output dims `out` (numpy broadcasting through zero strides).
-// copy_a: y = a (b unused); div_a_by_scalar: y = a / scalar (b unused). y may alias a when a is not broadcast.
+// copy_a: y = a (b unused); div_a_by_scalar: y = a / scalar (b unused). y may alias a (or b) when that operand is not broadcast.
 enum class Binary : int { add, sub, mul, div, copy_a, div_a_by_scalar };
 cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, const Strides& sb, const float* a,
                              const float* b, float* y, float scalar, cudaStream_t stream);
@@ -98,13 +103,17 @@ struct Pool {
   int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;  // planes = N * C
   int64_t kH = 1, kW = 1, sH = 1, sW = 1, dH = 1, dW = 1, padT = 0, padL = 0, padB = 0, padR = 0;
 };
-// Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel.
-cudaError_t max_pool(const Pool& p, const float* x, float* y, cudaStream_t stream);
+// Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel; its tap
+// (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h).
+cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream);
 // Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
 // `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,
 // in the CPU's (oh, ow) order.
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream);
+// The same from the forward's packed taps instead of X: the first pass unpacks them into `argmax`.
+cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, int32_t* argmax,
+                               float* dx, cudaStream_t stream);
 // Average pool with PyTorch's divisors (count_include_pad); grad gathers dy / divisor per dx element in order.
 cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream);
 cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,

@@ -16,7 +16,7 @@ void add_cpu(const CpuCall& c) {
 }
 
 const OpDef add = {.name = "Add", .infer = infer_broadcast_binary, .backward = backward_add,
-                   .cpu_f32 = add_cpu<float>, .cpu_f64 = add_cpu<double>};
+                   .cpu_f32 = add_cpu<float>, .cpu_f64 = add_cpu<double>, .in_place = {0, 1}};
 
 }  // namespace
 

@@ -79,7 +79,7 @@ void clip_grad_cpu(const CpuCall& c) {
 
 const OpDef clip = {.name = "Clip", .infer = infer_clip, .backward = backward_clip,
                     .cpu_f32 = clip_cpu<float>, .cpu_f64 = clip_cpu<double>,
-                    .static_inputs = {"", "min", "max"}};
+                    .static_inputs = {"", "min", "max"}, .in_place = {0}};
 const OpDef clip_grad = {.name = "ClipGrad", .infer = infer_clip_grad,
                          .cpu_f32 = clip_grad_cpu<float>, .cpu_f64 = clip_grad_cpu<double>,
                          .impls = {{"input", 0b011}, {"output", 0b101}}};

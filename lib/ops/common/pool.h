@@ -93,6 +93,15 @@ inline std::string pool2d_geometry(const Attrs& a, const Shape& x, bool allow_di
   return err;
 }
 
+// MaxPool's argmax output: per output element, the tap (kh * kW + kw) of its window's maximum, packed in
+// argmax_tap_bits bits (4 for windows of up to 16 taps, 8 up to 256, else 16), little-endian: with 4 bits output i
+// is the low (even i) or high (odd i) nibble of byte i / 2; with 16 bits bytes 2 i and 2 i + 1. argmax_bytes is
+// the tensor's size (its shape is [argmax_bytes]).
+inline int argmax_tap_bits(int64_t taps) { return taps <= 16 ? 4 : taps <= 256 ? 8 : 16; }
+inline int64_t argmax_bytes(const Pool2d& p) {
+  return (p.N * p.C * p.OH * p.OW * argmax_tap_bits(p.kH * p.kW) + 7) / 8;
+}
+
 // Geometry inside a kernel: the shape rule already accepted these attributes.
 inline Pool2d pool2d_checked(const Attrs& a, const Shape& x, bool allow_dilations) {
   Pool2d p;
