@@ -3,10 +3,10 @@
 //   S[t][v] = 1  forward value v is kept in memory entering step t (S[0][v]: kept when the forward pass ends),
 //   R[t][k] = 1  forward node k is recomputed during step t, before the step's node runs.
 // Memory is counted from exact bytes, within a step at every recomputation and at the step's node (step_peak):
-// in stage 0 a node that may run in place does so over an input that ends there unless that input is kept
-// (recomputations run out of place).
 // a recomputed value counts until the last recomputation of the step that may read it, then only if the step's
 // node reads it or it is kept into the next step; a kept value the step cannot use counts only if it is kept on.
+// In stage 0 a node that may run in place does so over an input that ends there unless that input is kept
+// (recomputations run out of place).
 // The extracted schedule frees at those points, so its simulated peak never exceeds this count. Variables exist only where they can matter:
 // S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
 // forward nodes before the earliest of them.
