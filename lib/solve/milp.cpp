@@ -176,12 +176,16 @@ struct Builder {
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
   //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
   //   K[t][f] >= N[f] - S[t][f]   (continuous: f was recomputed in this step and is kept on)
+  // In place: candidate k_i may overwrite f = rec_in_place[t][i] (freed after k_i): a continuous
+  //   Y[t][i] <= R[t][k_i],  Y[t][i] <= R[t][producer(f)] - K[t][f],  Y[t][i] <= 1 - N[f]
+  // moves f's release from A_{i+1} to A_i:  A_i -= a_f Y[t][i],  A_{i+1} += a_f Y[t][i].
   // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f (N[f] + sum_{i reads f} M[t][i])
   //   L_t <= budget - bwd_fixed[t] - reads_t   (reads_t: what every implementation reads)
   //   L_t + sum_i dws_i M[t][i] <= budget - bwd_fixed[t] - reads_t   (when workspaces differ)
   void step_memory() {
     const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
     m.K.assign(T, {});
+    m.Y.assign(T, {});
     for (int t = 0; t < T; ++t) {
       auto next = [&](int f) { return t + 1 < T ? m.S[t + 1][f] : -1; };
       auto append = [](std::vector<int>& cols, std::vector<double>& coefs, int col, double coef) {
@@ -200,6 +204,19 @@ struct Builder {
           append(cols, coefs, m.S[t][f], 1);
           lp.add_row(idx("Kdef", t, f), cols, coefs, 0, kInf);
         }
+      std::vector<int> ycol(cand.size(), -1);
+      for (size_t i = 0; i < cand.size(); ++i) {
+        const int f = p.rec_in_place[t][i];
+        if (f < 0 || m.R[t][cand[i]] < 0 || m.R[t][p.producer[f]] < 0) continue;
+        const int Y = ycol[i] = lp.add_col(idx("Y", t, static_cast<int>(i)), 0, 1, 0, false);
+        m.Y[t].push_back({static_cast<int>(i), Y});
+        lp.add_row(idx("Yrec", t, static_cast<int>(i)), {Y, m.R[t][cand[i]]}, {1, -1}, -kInf, 0);
+        std::vector<int> cols = {Y, m.R[t][p.producer[f]]};
+        std::vector<double> coefs = {1, -1};
+        append(cols, coefs, kcol[f], 1);
+        lp.add_row(idx("Yin", t, static_cast<int>(i)), cols, coefs, -kInf, 0);
+        if (next(f) >= 0) lp.add_row(idx("Ykept", t, static_cast<int>(i)), {Y, next(f)}, {1, 1}, -kInf, 1);
+      }
       const double rec_cap = budget - units(p.bwd_base[t]);
       int prev = -1;
       for (size_t i = 0; i < cand.size(); ++i) {
@@ -215,7 +232,9 @@ struct Builder {
             append(cols, coefs, m.R[t][p.producer[f]], units(p.bytes(f)));
             append(cols, coefs, kcol[f], -units(p.bytes(f)));
           }
+          if (ycol[i - 1] >= 0) append(cols, coefs, ycol[i - 1], -units(p.bytes(p.rec_in_place[t][i - 1])));
         }
+        if (ycol[i] >= 0) append(cols, coefs, ycol[i], units(p.bytes(p.rec_in_place[t][i])));
         append(cols, coefs, m.R[t][k], -units(p.out_bytes[k]));
         lp.add_row(idx("Asum", t, static_cast<int>(i)), cols, coefs, 0, 0);
         if (p.fwd_ws[k] > 0) lp.add_row(idx("ws", t, k), {A, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, rec_cap);
@@ -309,8 +328,11 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       if (m.R[t][k] >= 0) x[m.R[t][k]] = a.R[t][k];
     for (size_t i = 0; i < m.M[t].size(); ++i) x[m.M[t][i]] = a.M[t] == static_cast<int>(i);
   }
-  for (int t = 0; t < p.num_steps(); ++t)
+  for (int t = 0; t < p.num_steps(); ++t) {
     for (auto [f, col] : m.K[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f]) ? 1 : 0;
+    for (auto [i, col] : m.Y[t])
+      x[col] = in_place_at(p, t, static_cast<size_t>(i), a.R[t], t + 1 < p.num_steps() ? &a.S[t + 1] : nullptr) >= 0;
+  }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   for (const LinearProgram::Row& r : lp.rows) {
     if (r.lo != 0 || r.hi != 0) continue;

@@ -31,6 +31,7 @@ struct MilpLayout {
   std::vector<std::vector<int>> R;  // [t][forward position]
   std::vector<std::vector<int>> M;  // [t][implementation], only for steps with a choice (else empty)
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
+  std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -145,6 +145,19 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
       for (int f : p.fwd_inputs[k]) p.last_use[f] = std::max(p.last_use[f], t);
   }
   derive_step_sets(p);
+  p.rec_in_place.resize(T);
+  for (int t = 0; t < T; ++t) {
+    p.rec_in_place[t].assign(p.candidates[t].size(), -1);
+    for (size_t i = 0; i < p.candidates[t].size(); ++i)
+      for (int v : plan.nodes[p.fwd_nodes[p.candidates[t][i]]].in_place) {
+        const int f = p.fval_of[v];
+        const std::vector<int>& freed = p.freed_after[t][i];
+        if (f >= 0 && std::find(freed.begin(), freed.end(), f) != freed.end()) {
+          p.rec_in_place[t][i] = f;
+          break;
+        }
+      }
+  }
 
   // Fixed memory in stage 0.
   const int64_t resident = plan.resident_bytes();
@@ -276,6 +289,12 @@ void trim(const CheckpointProblem& p, Assignment& a) {
     for (int t = last[f] + 1; t < T; ++t) a.S[t][f] = 0;
 }
 
+int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<char>& R, const std::vector<char>* next) {
+  const int f = p.rec_in_place[t][i];
+  if (f < 0 || !R[p.candidates[t][i]] || !R[p.producer[f]] || (next && (*next)[f])) return -1;
+  return f;
+}
+
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
                   const std::vector<char>* next, int impl) {
   const int nf = static_cast<int>(p.fvals.size());
@@ -285,14 +304,17 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
   for (int f = 0; f < nf; ++f)
     if (p.used[t][f] ? S[f] : kept_on(f)) kept += p.bytes(f);
   // Recomputations, in order: outputs accumulate; a value no later candidate reads leaves unless kept on (a kept
-  // value that was also present on entry is counted above already).
+  // value that was also present on entry is counted above already) - at once when the candidate overwrites it.
   int64_t peak = 0, recomputed = 0;
   const std::vector<int>& cand = p.candidates[t];
+  int overwritten = -1;
   for (size_t i = 0; i < cand.size(); ++i) {
     const int k = cand[i];
     if (i > 0)
       for (int f : p.freed_after[t][i - 1])
-        if (R[p.producer[f]] && !(kept_on(f) && !S[f])) recomputed -= p.bytes(f);
+        if (f != overwritten && R[p.producer[f]] && !(kept_on(f) && !S[f])) recomputed -= p.bytes(f);
+    overwritten = in_place_at(p, t, i, R, next);
+    if (overwritten >= 0) recomputed -= p.bytes(overwritten);
     if (R[k]) recomputed += p.out_bytes[k];
     peak = std::max(peak, p.bwd_base[t] + kept + recomputed + (R[k] ? p.fwd_ws[k] : 0));
   }
@@ -405,7 +427,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       if (a.R[t][k]) {
         const int node = p.fwd_nodes[k];
         for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
-        compute(node, 0);
+        const int over = in_place_at(p, t, i, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr);
+        compute(node, 0, over >= 0 ? p.fvals[over] : -1);
       }
       for (int f : p.freed_after[t][i])  // no later recomputation of this step reads it, nor its node
         if (!kept_on(f)) release(p.fvals[f]);

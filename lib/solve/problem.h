@@ -5,8 +5,9 @@
 // Memory is counted from exact bytes, within a step at every recomputation and at the step's node (step_peak):
 // a recomputed value counts until the last recomputation of the step that may read it, then only if the step's
 // node reads it or it is kept into the next step; a kept value the step cannot use counts only if it is kept on.
-// In stage 0 a node that may run in place does so over an input that ends there unless that input is kept
-// (recomputations run out of place).
+// In stage 0 a node that may run in place does so over an input that ends there unless that input is kept; a
+// recomputation does so over an input recomputed in the same step that no later recomputation of the step, nor the
+// step's node, reads and that is not kept on (in_place_at).
 // The extracted schedule frees at those points, so its simulated peak never exceeds this count. Variables exist only where they can matter:
 // S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
 // forward nodes before the earliest of them.
@@ -59,6 +60,9 @@ struct CheckpointProblem {
   // kept into step 0 (one of its PlanNode::in_place inputs, released at k), or -1. fwd_fixed[k] does not count it:
   // it counts only when kept (S[0][f] = 1).
   std::vector<int> fwd_in_place;
+  // rec_in_place[t][i]: the fval that candidate i of step t may overwrite when recomputed (one of its node's
+  // in_place inputs, in freed_after[t][i]), or -1; whether it does depends on the assignment (in_place_at).
+  std::vector<std::vector<int>> rec_in_place;
   std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes
   double base_ms = 0;                          // every node once
 
@@ -93,6 +97,10 @@ Assignment empty_assignment(const CheckpointProblem& p);
 // Drops kept values after their last actual use (read by a step, or input of a recomputation): never changes
 // feasibility or time, only lowers memory.
 void trim(const CheckpointProblem& p, Assignment& a);
+
+// The fval that candidate i of step t overwrites, or -1: rec_in_place[t][i] = f when the candidate and f's producer
+// are recomputed in the step (R = R[t]) and f is not kept on (next = S[t+1], null for the last step).
+int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<char>& R, const std::vector<char>* next);
 
 // The peak of step t as the MILP counts it: S = S[t], R = R[t], next = S[t+1] (null for the last step), impl = M[t].
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,

@@ -143,11 +143,13 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       ++compared;
       with_choices += p.has_choices();
       with_in_place += std::any_of(p.fwd_in_place.begin(), p.fwd_in_place.end(), [](int f) { return f >= 0; });
+
     }
   }
   CHECK(compared >= wanted);
   if (impls) CHECK(with_choices >= wanted / 3);
   if (in_place) CHECK(with_in_place >= wanted / 3);
+
 }
 
 }  // namespace
@@ -201,6 +203,61 @@ TEST_CASE("keep segments partition each value's steps, and the canonical form of
     }
   }
   CHECK(changed > 0);  // the heuristics do leave values kept past the point where they could have gone
+}
+
+TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulator agree", "[solve][milp]") {
+  // x -> f0 -> a0 -> f1 (may run over a0) -> a1 -> f2 -> a2 -> loss (3 units of workspace); step b2 reads a1.
+  // In units: resident 5, a0 = a1 = 4. At a budget of 11 a1 cannot be kept through the loss (5 + a1 + a2 + L + 3 =
+  // 14), nor a0 (stage 0 would not run f1 in place: 5 + 4 + 4), so b2 must recompute f0 and f1, which fits only
+  // with f1 over a0 (5 + g + 4 = 10, out of place 14).
+  PlanGraph p;
+  auto value = [&](const std::string& name, int units, bool resident, int producer) {
+    p.values.push_back({name, units * kAlignBytes, resident, producer});
+    return static_cast<int>(p.values.size()) - 1;
+  };
+  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, int ws = 0) {
+    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), 1.0, ws * kAlignBytes});
+    return static_cast<int>(p.nodes.size()) - 1;
+  };
+  const int x = value("x", 4, true, -1), w = value("w", 1, true, -1);
+  const int a0 = value("a0", 4, false, 2), a1 = value("a1", 4, false, 3), a2 = value("a2", 1, false, 4);
+  const int loss = value("loss", 1, false, 5), g = value("g", 1, false, 6), g2 = value("g2", 1, false, 7);
+  const int g1 = value("g1", 1, false, 8), g0 = value("g0", 1, false, 9);
+  p.values[a0].producer = node("f0", Stage::forward, {x}, {a0});
+  p.values[a1].producer = node("f1", Stage::forward, {a0}, {a1});
+  p.nodes.back().in_place = {a0};
+  p.values[a2].producer = node("f2", Stage::forward, {a1}, {a2});
+  p.values[loss].producer = node("loss", Stage::loss, {a2}, {loss}, 3);
+  p.values[g].producer = node("loss_grad", Stage::backward, {a2}, {g});
+  p.values[g2].producer = node("b2", Stage::backward, {g, a1}, {g2});
+  p.values[g1].producer = node("b1", Stage::backward, {g2}, {g1});
+  p.values[g0].producer = node("b0", Stage::backward, {g1}, {g0});
+  node("update", Stage::update, {w, g0}, {});
+  const CheckpointProblem cp = make_problem(p, 0);
+  const int64_t budget = 11 * kAlignBytes;
+  bool found = false;
+  const double brute = brute_force_ms(cp, budget, &found);
+  REQUIRE(found);
+  MilpLayout layout;
+  CbcOptions o;
+  o.relative_gap = 0;
+  CbcResult r = solve_with_cbc(checkpoint_milp(cp, budget, &layout), o, nullptr);
+  REQUIRE(r.status == CbcResult::Status::optimal);
+  CHECK(r.objective == Approx(brute).margin(1e-6));
+  const Assignment a = from_columns(cp, layout, r.x);
+  const Schedule s = extract_schedule(cp, a, "checkpoint");
+  int recomputed_over = 0;
+  for (size_t i = 0, computes_of_f1 = 0; i < s.steps.size(); ++i)
+    if (s.steps[i].kind == Step::Kind::compute && s.steps[i].id == 1 && computes_of_f1++ > 0)
+      recomputed_over += s.steps[i].in_place == a0;
+  CHECK(recomputed_over == 1);
+  CHECK(simulate(p, s).peak_bytes <= budget);
+  CHECK(evaluate(cp, a).peak_bytes <= budget);
+  // Without the in-place option nothing fits.
+  p.nodes[1].in_place.clear();
+  found = true;
+  brute_force_ms(make_problem(p, 0), budget, &found);
+  CHECK_FALSE(found);
 }
 
 TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute force on tiny graphs", "[solve][milp]") {
