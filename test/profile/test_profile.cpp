@@ -201,7 +201,7 @@ TEST_CASE("read_profile rejects bad files with one line naming the file and the 
   size_t with = 0;
   while (with < j["nodes"].size() && !j["nodes"][with].contains("in_place")) ++with;
   REQUIRE(with < j["nodes"].size());  // tiny's Relu runs in place
-  j["nodes"][0]["in_place"] = {j["nodes"][0]["inputs"][0]};
+  j["nodes"][0]["in_place"] = nlohmann::json::array({j["nodes"][0]["inputs"][0]});
   f.write(j.dump());
   CHECK_THAT(read_error(f.path), Contains("nodes[0].in_place: value") && Contains("is not a transient input"));
 }
