@@ -73,7 +73,7 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
         break;
       }
     s.steps.push_back(step);
-    std::vector<int> touched = p.nodes[n].reads(impl_of(n));
+    std::vector<int> touched = reads;
     touched.insert(touched.end(), p.nodes[n].outputs.begin(), p.nodes[n].outputs.end());
     for (int v : touched) {
       if (p.values[v].resident || last_use[v] != static_cast<int>(n)) continue;

@@ -145,18 +145,20 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
       for (int f : p.fwd_inputs[k]) p.last_use[f] = std::max(p.last_use[f], t);
   }
   derive_step_sets(p);
+  // The first forward value among forward position k's in-place inputs that satisfies ends_here, or -1.
+  auto in_place_input = [&](int k, auto ends_here) {
+    for (int v : plan.nodes[p.fwd_nodes[k]].in_place)
+      if (const int f = p.fval_of[v]; f >= 0 && ends_here(f)) return f;
+    return -1;
+  };
   p.rec_in_place.resize(T);
   for (int t = 0; t < T; ++t) {
     p.rec_in_place[t].assign(p.candidates[t].size(), -1);
     for (size_t i = 0; i < p.candidates[t].size(); ++i)
-      for (int v : plan.nodes[p.fwd_nodes[p.candidates[t][i]]].in_place) {
-        const int f = p.fval_of[v];
+      p.rec_in_place[t][i] = in_place_input(p.candidates[t][i], [&](int f) {
         const std::vector<int>& freed = p.freed_after[t][i];
-        if (f >= 0 && std::find(freed.begin(), freed.end(), f) != freed.end()) {
-          p.rec_in_place[t][i] = f;
-          break;
-        }
-      }
+        return std::find(freed.begin(), freed.end(), f) != freed.end();
+      });
   }
 
   // Fixed memory in stage 0.
@@ -170,15 +172,10 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   for (int k = 0; k < F; ++k) p.fwd_fixed[k] += p.fwd_ws[k];
   // In place in stage 0: over the first allowed input released at k; it counts again at k only if kept.
   p.fwd_in_place.assign(F, -1);
-  for (int k = 0; k < F; ++k)
-    for (int v : plan.nodes[p.fwd_nodes[k]].in_place) {
-      const int f = p.fval_of[v];
-      if (f >= 0 && p.last_fwd[f] == k && p.producer[f] < k) {
-        p.fwd_in_place[k] = f;
-        p.fwd_fixed[k] -= p.bytes(f);
-        break;
-      }
-    }
+  for (int k = 0; k < F; ++k) {
+    p.fwd_in_place[k] = in_place_input(k, [&](int f) { return p.last_fwd[f] == k && p.producer[f] < k; });
+    if (p.fwd_in_place[k] >= 0) p.fwd_fixed[k] -= p.bytes(p.fwd_in_place[k]);
+  }
 
   // Gradients (every transient value that is not a forward value) live from their producer to their last reader.
   std::vector<int> step_of(plan.nodes.size(), -2);
