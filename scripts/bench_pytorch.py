@@ -83,6 +83,35 @@ def bench_torch(module, x, labels, args, device, checkpoint_segments=0):
     return statistics.median(ms), peak
 
 
+def profile_torch(module, x, labels, args, path):
+    """One eager step under torch.profiler: the CUDA kernels by total time, written to path (where the time goes,
+    to compare with monet-profile's per-node table). A profiler failure is reported, not fatal."""
+    import torch
+    import torch.nn.functional as F
+    opt = torch.optim.SGD(module.parameters(), lr=args.lr, momentum=0.9)
+
+    def step():
+        out = module(x)
+        loss = out.sum() if args.loss == "sum" else F.cross_entropy(out, labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    try:
+        step()
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90)
+    except Exception as e:  # noqa: BLE001 - CUPTI missing, profiler API changes: the bench still runs
+        table = f"torch.profiler failed: {e}"
+    with open(path, "w") as f:
+        f.write(table + "\n")
+    print(f"wrote {path}", flush=True)
+
+
 def run_monet(args, chw, schedule=None):
     exe = os.path.join(args.monet_bin, "monet-run")
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,6 +150,7 @@ def main():
     ap.add_argument("--schedule", help="SCHEDULE.json: also run monet with it")
     ap.add_argument("--no-monet", action="store_true", help="PyTorch rows only")
     ap.add_argument("--json", help="write the table as JSON here")
+    ap.add_argument("--torch-profile", help="cuda: write PyTorch eager's CUDA kernel times (one step) here")
     args = ap.parse_args()
     args.loss = args.loss or ("sum" if args.model == "unet" else "ce")
     args.onnx = args.onnx or os.path.join(HERE, "..", "models", args.model + ".onnx")
@@ -153,6 +183,8 @@ def main():
     rows = []
     t, peak = bench_torch(module, x, labels, args, device)
     rows.append(("pytorch eager", t, peak, ""))
+    if args.torch_profile and args.device == "cuda":
+        profile_torch(module, x, labels, args, args.torch_profile)
     seq = as_sequential(args.model, module)
     if seq is None:
         rows.append(("pytorch checkpoint_sequential", None, None, "n/a: the model is not a chain of modules"))

@@ -76,12 +76,14 @@ stage_check() {
     --mode checkpoint -o "$OUT/resnet50_2_64.half.schedule.json"
   step check_schedule_store_all "$B/monet-check" models/resnet50.onnx --schedule "$OUT/resnet50_2_64.half.schedule.json" \
     --device cuda --reference store-all --report "$OUT/check_schedule_store_all.json"
-  # A full-mode schedule (other implementations: output-activated BatchNormGrad rounds differently): within 1e-3.
+  # A full-mode schedule (other implementations: output-activated BatchNormGrad rounds differently): within 1e-3
+  # in fp32 math. (With TF32 convolutions a rounding difference upstream moves which inputs round where, and the
+  # first BatchNorm's bias gradient at this batch differed by 5.6e-3 of its size on the H100.)
   step solve_resnet50_small_full "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$half" --time-limit 30 \
     --mode full -o "$OUT/resnet50_2_64.half.full.schedule.json"
   step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
-    --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --reference store-all --tolerance 1e-3 \
-    --report "$OUT/check_full_schedule_store_all.json"
+    --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --math fp32 --reference store-all \
+    --tolerance 1e-3 --report "$OUT/check_full_schedule_store_all.json"
   for math in fp32 default; do
     for m in resnet50 googlenet mobilenet_v2; do check_model "$m" "$math" "${SMALL[@]}"; done
     check_model unet "$math" "${SMALL[@]}" --loss sum
@@ -123,7 +125,7 @@ stage_bench() {
   [ -f "$ROOT/gpu-work/checkpoint_half_cuda.json" ] && sched=(--schedule "$ROOT/gpu-work/checkpoint_half_cuda.json")
   [ -f "$dir/checkpoint_half_cuda.json" ] && sched=(--schedule "$dir/checkpoint_half_cuda.json")
   step bench_resnet50_184 python3 scripts/bench_pytorch.py --model resnet50 --batch 184 --monet-bin "$B" \
-    "${sched[@]}" --json "$OUT/bench_resnet50_184.json"
+    "${sched[@]}" --json "$OUT/bench_resnet50_184.json" --torch-profile "$OUT/torch_profile_resnet50_184.txt"
 }
 
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).

@@ -55,6 +55,7 @@ std::vector<Case> cases() {
   const Shape s4 = {2, 3, 4, 5};
   c.push_back({"Relu", {}, {s4}, {}, {}, {}, 2});
   c.push_back({"Relu", {}, {{3, 5, 7}}, {}, {}, {}, 2});  // 105 elements: a partial last mask word
+  c.push_back({"Relu", {}, {{4, 8, 36}}, {}, {}, {}, 2});  // 1152 = 9 x 128: float4 path, whole warps of words
   for (const char* op : {"Sigmoid", "Tanh", "Erf", "Identity"}) c.push_back({op, {}, {s4}});
   c.push_back({"Clip", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {s4}});
   c.push_back({"HardSigmoid", attrs({{"alpha", 1.0 / 6}, {"beta", 0.5}}), {s4}, {Fill::wide}});
@@ -65,12 +66,20 @@ std::vector<Case> cases() {
   for (const char* op : {"Add", "Sub", "Mul"}) c.push_back({op, {}, {{2, 3, 4, 5}, {3, 1, 5}}});
   c.push_back({"Div", {}, {{2, 3, 4, 5}, {3, 1, 5}}, {Fill::uniform, Fill::positive}});
   c.push_back({"Div", {}, {{2, 3}, {2, 3}}, {Fill::uniform, Fill::positive}});
+  // Row kernels (innermost dim >= 32): a per-row operand (a conv bias), rows of float4 and of floats, either side.
+  c.push_back({"Add", {}, {{2, 3, 40}, {3, 1}}});
+  c.push_back({"Sub", {}, {{3, 1}, {2, 3, 37}}});
+  c.push_back({"Mul", {}, {{2, 3, 36}, {36}}});
+  c.push_back({"Div", {}, {{2, 3, 33}, {3, 1}}, {Fill::uniform, Fill::positive}});
   c.push_back({"Sum", {}, {{3, 4}, {3, 4}, {3, 4}}});
   c.push_back({"ReduceSumTo", attrs({{"shape", I{3, 1}}}), {{2, 3, 5}}});
   c.push_back({"Expand", attrs({{"shape", I{2, 3, 4}}}), {{3, 1}}});
   c.push_back({"Conv", attrs({{"group", int64_t{2}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
                {{2, 4, 9, 9}, {6, 2, 3, 3}, {6}}});
   c.push_back({"Conv", attrs({{"dilations", I{2, 2}}, {"pads", I{2, 2, 2, 2}}}), {{2, 3, 8, 8}, {4, 3, 3, 3}}});
+  // Bias over 100 (float4 rows) and 49 (float rows) output pixels; ConvGradBias over the same.
+  c.push_back({"Conv", attrs({{"pads", I{1, 1, 1, 1}}}), {{2, 3, 10, 10}, {4, 3, 3, 3}, {4}}});
+  c.push_back({"Conv", {}, {{3, 2, 9, 9}, {5, 2, 3, 3}, {5}}});
   c.push_back({"ConvTranspose",
                attrs({{"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}, {"output_padding", I{1, 1}}}),
                {{2, 4, 5, 5}, {4, 3, 3, 3}, {3}}});
@@ -104,6 +113,10 @@ std::vector<Case> cases() {
   c.push_back({"Dropout", attrs({{"ratio", D{0.3}}, {"training_mode", I{1}}}), {{4, 50}}, {}, {}, {}, 2});
   c.push_back({"Concat", attrs({{"axis", int64_t{1}}}), {{2, 3, 4}, {2, 5, 4}}});
   c.push_back({"Split", attrs({{"axis", int64_t{1}}, {"split", I{2, 3}}}), {{2, 5, 4}}, {}, {}, {}, 2});
+  // Rows whose byte lengths and offsets allow only 4-byte units.
+  c.push_back({"Concat", attrs({{"axis", int64_t{1}}}), {{2, 3, 3}, {2, 2, 3}, {2, 1, 3}}});
+  c.push_back({"Split", attrs({{"axis", int64_t{1}}, {"split", I{2, 3}}}), {{2, 5, 3}}, {}, {}, {}, 2});
+  c.push_back({"Concat", attrs({{"axis", int64_t{0}}}), {{1, 3}, {2, 3}}});  // one row each
   c.push_back({"Slice", attrs({{"starts", I{1, -1}}, {"ends", I{3, -7}}, {"axes", I{0, 1}}, {"steps", I{1, -2}}}),
                {{4, 6, 5}}});
   c.push_back({"Flatten", attrs({{"axis", int64_t{2}}}), {s4}});

@@ -6,7 +6,7 @@
 //   ConvTranspose            backward data of the adjoint conv (input Y, output X): dy = X, w = W -> dx = Y
 //   ConvTransposeGradData    forward of the adjoint conv: x = dY, w = W -> y = dX
 //   ConvTransposeGradWeight  backward filter of the adjoint conv: x = dY, dy = X -> dw = dW
-//   ConvGradBias             dY summed over all but the channel axis (our reduction kernel)
+//   ConvGradBias             dY summed over all but the channel axis (our channel_sum kernel)
 // Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7, which allocate nothing); the first algorithm that
 // succeeds, needs at most kMaxWorkspaceBytes and, for the two backward kinds, is deterministic (so a schedule's
 // recomputation matches store-all bit for bit), else the first that succeeds. Its workspace is what
@@ -272,10 +272,17 @@ int64_t conv_workspace(const Graph& g, const Node& n, CudaContext& ctx) { return
 // ConvGradBias(dY (N, M, ...)) -> dB (M): summed in double over all but the channel axis.
 void run_conv_grad_bias(const CudaCall& c) {
   const Shape& dy = c.in_shape(0);
-  Shape target(dy.size() - 1, 1);
-  target[0] = dy[1];
-  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(dy, target), c.fin(0), nullptr, nullptr, c.fout(0), 1.0,
-                             c.ctx.stream));
+  int64_t spatial = 1;
+  for (size_t d = 2; d < dy.size(); ++d) spatial *= dy[d];
+  MONET_CHECK(c.workspace_bytes >= channel_parts(dy[0], dy[1]) * dy[1] * 8, "ConvGradBias workspace too small");
+  MONET_CUDA_CHECK(channel_sum(dy[0], dy[1], spatial, c.fin(0), c.fout(0), static_cast<double*>(c.workspace),
+                               c.ctx.stream));
+}
+
+// The per-part sums of channel_sum.
+int64_t conv_grad_bias_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const Shape& dy = g.values[n.inputs[0]].shape;
+  return channel_parts(dy[0], dy[1]) * dy[1] * static_cast<int64_t>(sizeof(double));
 }
 
 const char* status_name(cudnnStatus_t s) { return cudnnGetErrorString(s); }
@@ -286,7 +293,7 @@ void add_conv_kernels(CudaKernelTable& t) {
   for (const char* op : {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
                          "ConvTransposeGradWeight"})
     t[op] = {run_conv, conv_workspace};
-  t["ConvGradBias"] = {run_conv_grad_bias};
+  t["ConvGradBias"] = {run_conv_grad_bias, conv_grad_bias_workspace};
 }
 
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {

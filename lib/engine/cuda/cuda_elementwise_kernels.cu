@@ -9,6 +9,12 @@
 namespace monet::cuda {
 namespace {
 
+int64_t count_of(const Dims& d) {
+  int64_t n = 1;
+  for (int k = 0; k < d.rank; ++k) n *= d.size[k];
+  return n;
+}
+
 // ----------------------------------------------------------------------------------------------- unary
 
 template <Unary op>
@@ -48,6 +54,16 @@ __global__ void unary_kernel(int64_t n, const float* x, float* y, float p0, floa
   MONET_GRID_LOOP(i, n) y[i] = unary_of<op>(x[i], p0, p1);
 }
 
+// Four elements per thread (16-byte aligned, n4 = n / 4).
+template <Unary op>
+__global__ void unary4_kernel(int64_t n4, const float4* x, float4* y, float p0, float p1) {
+  MONET_GRID_LOOP(i, n4) {
+    const float4 v = x[i];
+    y[i] = make_float4(unary_of<op>(v.x, p0, p1), unary_of<op>(v.y, p0, p1), unary_of<op>(v.z, p0, p1),
+                       unary_of<op>(v.w, p0, p1));
+  }
+}
+
 // One warp per 32-element word of the mask: the loop bound is uniform over a warp, so every lane reaches the
 // ballot (blockDim is a multiple of 32). y may be x (in place).
 __global__ void relu_mask_kernel(int64_t n, const float* x, float* y, uint32_t* __restrict__ mask) {
@@ -70,6 +86,38 @@ __global__ void relu_mask_kernel(int64_t n, const float* x, float* y, uint32_t* 
 __global__ void relu_grad_mask_kernel(int64_t n, const float* __restrict__ dy, const uint32_t* __restrict__ mask,
                                       float* __restrict__ dx) {
   MONET_GRID_LOOP(i, n) dx[i] = (mask[i >> 5] >> (i & 31)) & 1u ? dy[i] : 0.f;
+}
+
+// n % 4 == 0, x and y 16-byte aligned: each lane takes four elements, so a warp covers 128 elements = 4 words; the
+// eight lanes of a word OR their nibbles together. The loop bound is uniform over a warp (every lane shuffles).
+__global__ void relu_mask4_kernel(int64_t n, const float4* x, float4* y, uint32_t* __restrict__ mask) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t chunks = (n + 127) / 128;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; c < chunks; c += warps) {
+    const int64_t i4 = c * 32 + lane;  // float4 index; elements 4 * i4 .. 4 * i4 + 3
+    unsigned bits = 0;
+    if (4 * i4 < n) {
+      const float4 v = x[i4];
+      bits = (v.x > 0.f ? 1u : 0u) | (v.y > 0.f ? 2u : 0u) | (v.z > 0.f ? 4u : 0u) | (v.w > 0.f ? 8u : 0u);
+      y[i4] = make_float4(v.x > 0.f ? v.x : 0.f, v.y > 0.f ? v.y : 0.f, v.z > 0.f ? v.z : 0.f, v.w > 0.f ? v.w : 0.f);
+    }
+    bits <<= 4 * (lane % 8);
+    bits |= __shfl_xor_sync(0xffffffffu, bits, 1);
+    bits |= __shfl_xor_sync(0xffffffffu, bits, 2);
+    bits |= __shfl_xor_sync(0xffffffffu, bits, 4);
+    const int64_t word = c * 4 + lane / 8;
+    if (lane % 8 == 0 && word * 32 < n) mask[word] = bits;
+  }
+}
+
+__global__ void relu_grad_mask4_kernel(int64_t n4, const float4* __restrict__ dy, const uint32_t* __restrict__ mask,
+                                       float4* __restrict__ dx) {
+  MONET_GRID_LOOP(i, n4) {
+    const unsigned bits = mask[i >> 3] >> (4 * (i & 7));
+    const float4 g = dy[i];
+    dx[i] = make_float4(bits & 1u ? g.x : 0.f, bits & 2u ? g.y : 0.f, bits & 4u ? g.z : 0.f, bits & 8u ? g.w : 0.f);
+  }
 }
 
 template <UnaryGrad op>
@@ -104,6 +152,16 @@ template <UnaryGrad op>
 __global__ void unary_grad_kernel(int64_t n, const float* __restrict__ dy, const float* __restrict__ s,
                                   float* __restrict__ dx, float p0, float p1) {
   MONET_GRID_LOOP(i, n) dx[i] = unary_grad_of<op>(dy[i], s[i], p0, p1);
+}
+
+template <UnaryGrad op>
+__global__ void unary_grad4_kernel(int64_t n4, const float4* __restrict__ dy, const float4* __restrict__ s,
+                                   float4* __restrict__ dx, float p0, float p1) {
+  MONET_GRID_LOOP(i, n4) {
+    const float4 g = dy[i], v = s[i];
+    dx[i] = make_float4(unary_grad_of<op>(g.x, v.x, p0, p1), unary_grad_of<op>(g.y, v.y, p0, p1),
+                        unary_grad_of<op>(g.z, v.z, p0, p1), unary_grad_of<op>(g.w, v.w, p0, p1));
+  }
 }
 
 // ----------------------------------------------------------------------------------------------- binary
@@ -152,11 +210,72 @@ __global__ void broadcast_binary_kernel(Dims out, Strides sa, Strides sb, const 
   }
 }
 
+// Rows of the innermost dim (len elements, or float4s when V = float4), each operand contiguous along it (stride 1:
+// IA/IB true) or constant along it (stride 0: a per-row value, as a conv bias or a per-channel scale). A row's
+// offsets are found once per row (blockIdx.y), not per element.
+template <Binary op, bool IA, bool IB, class V>
+__global__ void rows_binary_kernel(Dims lead, Strides sa, Strides sb, int64_t rows, int32_t len, const float* a,
+                                   const float* b, float* y, float scalar) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    int64_t rem = r, oa = 0, ob = 0;
+    for (int d = lead.rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % lead.size[d];
+      rem /= lead.size[d];
+      oa += idx * sa.s[d];
+      ob += idx * sb.s[d];
+    }
+    const V* ra = reinterpret_cast<const V*>(a + oa);
+    const V* rb = reinterpret_cast<const V*>(b + ob);
+    V* ry = reinterpret_cast<V*>(y) + r * len;
+    const float ca = IA ? 0.f : a[oa], cb = IB ? 0.f : b[ob];
+    for (int32_t j = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x); j < len;
+         j += static_cast<int32_t>(blockDim.x * gridDim.x)) {
+      if constexpr (sizeof(V) == sizeof(float)) {
+        ry[j] = binary_of<op>(IA ? ra[j] : ca, IB ? rb[j] : cb, scalar);
+      } else {
+        const float4 u = IA ? ra[j] : make_float4(ca, ca, ca, ca), v = IB ? rb[j] : make_float4(cb, cb, cb, cb);
+        ry[j] = make_float4(binary_of<op>(u.x, v.x, scalar), binary_of<op>(u.y, v.y, scalar),
+                            binary_of<op>(u.z, v.z, scalar), binary_of<op>(u.w, v.w, scalar));
+      }
+    }
+  }
+}
+
+template <Binary op, bool IA, bool IB>
+void launch_rows_binary(const Dims& out, const Strides& sa, const Strides& sb, const float* a, const float* b,
+                        float* y, float scalar, cudaStream_t stream) {
+  Dims lead = out;
+  lead.rank = out.rank - 1;
+  const int64_t len = out.size[out.rank - 1], rows = count_of(lead);
+  // float4 rows: the row length a multiple of 4 and every row start 16-byte aligned (rows of a contiguous
+  // operand start at multiples of len).
+  const bool wide = len % 4 == 0 && aligned16(y) && (!IA || aligned16(a)) && (!IB || aligned16(b));
+  const int64_t units = wide ? len / 4 : len;
+  const int64_t bx = (units + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(bx < 4096 ? bx : 4096), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  if (wide)
+    rows_binary_kernel<op, IA, IB, float4><<<grid, kThreads, 0, stream>>>(lead, sa, sb, rows,
+                                                                           static_cast<int32_t>(units), a, b, y, scalar);
+  else
+    rows_binary_kernel<op, IA, IB, float><<<grid, kThreads, 0, stream>>>(lead, sa, sb, rows,
+                                                                          static_cast<int32_t>(units), a, b, y, scalar);
+}
+
 template <Binary op>
 void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const float* a, const float* b, float* y,
                    float scalar, int64_t n, cudaStream_t stream) {
   const bool contiguous = out.rank == 1 && sa.s[0] == 1 && sb.s[0] == 1;
-  if (contiguous && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
+  const int last = out.rank - 1;
+  // Rows long enough that one thread block's worth of threads has work in each.
+  const bool rows = out.rank >= 2 && out.size[last] >= 32 && out.size[last] < (int64_t{1} << 31);
+  const int64_t ia = sa.s[last], ib = sb.s[last];
+  if (rows && ia == 1 && ib == 0) {
+    launch_rows_binary<op, true, false>(out, sa, sb, a, b, y, scalar, stream);
+  } else if (rows && ia == 0 && ib == 1) {
+    launch_rows_binary<op, false, true>(out, sa, sb, a, b, y, scalar, stream);
+  } else if (rows && ia == 1 && ib == 1) {
+    launch_rows_binary<op, true, true>(out, sa, sb, a, b, y, scalar, stream);
+  } else if (contiguous && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
     contiguous_binary4_kernel<op><<<blocks_for(n / 4), kThreads, 0, stream>>>(
         n / 4, reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y),
         scalar);
@@ -286,10 +405,16 @@ __global__ void fill_pattern_kernel(int64_t n, float* x, uint64_t seed) {
 }  // namespace
 
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream) {
-  const unsigned b = blocks_for(n);
+  const bool wide = n % 4 == 0 && aligned16(x) && aligned16(y);
+  const unsigned b = blocks_for(wide ? n / 4 : n);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float4* y4 = reinterpret_cast<float4*>(y);
   switch (op) {
-#define MONET_CASE(name) \
-  case Unary::name: unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1); break;
+#define MONET_CASE(name)                                                                       \
+  case Unary::name:                                                                            \
+    if (wide) unary4_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n / 4, x4, y4, p0, p1);    \
+    else unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);               \
+    break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
 #undef MONET_CASE
@@ -299,11 +424,16 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
 
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream) {
-  const unsigned b = blocks_for(n);
+  const bool wide = n % 4 == 0 && aligned16(dy) && aligned16(saved) && aligned16(dx);
+  const unsigned b = blocks_for(wide ? n / 4 : n);
+  const float4* dy4 = reinterpret_cast<const float4*>(dy);
+  const float4* s4 = reinterpret_cast<const float4*>(saved);
+  float4* dx4 = reinterpret_cast<float4*>(dx);
   switch (op) {
 #define MONET_CASE(name)                                                                                    \
   case UnaryGrad::name:                                                                                     \
-    unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);               \
+    if (wide) unary_grad4_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n / 4, dy4, s4, dx4, p0, p1); \
+    else unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);          \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
@@ -313,12 +443,20 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
 }
 
 cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream) {
-  relu_mask_kernel<<<blocks_for((n + 31) / 32 * 32), kThreads, 0, stream>>>(n, x, y, mask);
+  if (n % 4 == 0 && aligned16(x) && aligned16(y))
+    relu_mask4_kernel<<<blocks_for((n + 127) / 128 * 32), kThreads, 0, stream>>>(
+        n, reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), mask);
+  else
+    relu_mask_kernel<<<blocks_for((n + 31) / 32 * 32), kThreads, 0, stream>>>(n, x, y, mask);
   return cudaGetLastError();
 }
 
 cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, float* dx, cudaStream_t stream) {
-  relu_grad_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx);
+  if (n % 4 == 0 && aligned16(dy) && aligned16(dx))
+    relu_grad_mask4_kernel<<<blocks_for(n / 4), kThreads, 0, stream>>>(
+        n / 4, reinterpret_cast<const float4*>(dy), mask, reinterpret_cast<float4*>(dx));
+  else
+    relu_grad_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx);
   return cudaGetLastError();
 }
 

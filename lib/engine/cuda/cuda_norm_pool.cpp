@@ -67,8 +67,10 @@ void run_batch_norm_grad(const CudaCall& c) {
       if (scale[ch] == 0.f)
         fail("node '", c.node.name, "' (BatchNormGrad, output-activated): scale of channel ", ch,
              " is 0, so X cannot be recovered from Y");
+    MONET_CHECK(c.workspace_bytes >= 2 * C * channel_parts(N, C) * 8, "BatchNormGrad workspace too small");
     MONET_CUDA_CHECK(batch_norm_grad_from_output(N, C, S, c.fin(0), c.fin(5), c.fin(2), c.fin(6), c.fin(4),
-                                                 c.fout(0), c.fout(1), c.fout(2), c.ctx.stream));
+                                                 c.fout(0), c.fout(1), c.fout(2), static_cast<double*>(c.workspace),
+                                                 c.ctx.stream));
     return;
   }
   const BnDescriptors d(c.in_shape(1));
@@ -76,6 +78,13 @@ void run_batch_norm_grad(const CudaCall& c) {
   MONET_CUDNN_CHECK(cudnnBatchNormalizationBackward(c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
                                                     d.x(), c.fin(1), d.x(), c.fin(0), d.x(), c.fout(0), d.p(),
                                                     c.fin(2), c.fout(1), c.fout(2), 1e-5, c.fin(3), c.fin(4)));
+}
+
+// The output-activated implementation's per-part channel sums (two doubles per part); cuDNN's needs none, but a
+// node has one workspace for all its implementations.
+int64_t batch_norm_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const Shape& y = g.values[n.inputs[0]].shape;
+  return 2 * y[1] * channel_parts(y[0], y[1]) * static_cast<int64_t>(sizeof(double));
 }
 
 // BatchNormStatGrad(dStat, X, saved_mean, saved_invstd) -> dX.
@@ -237,7 +246,7 @@ void run_sum_loss_grad(const CudaCall& c) {  // dx = dloss everywhere
 
 void add_norm_pool_kernels(CudaKernelTable& t) {
   t["BatchNormalization"] = {run_batch_norm};
-  t["BatchNormGrad"] = {run_batch_norm_grad};
+  t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace};
   t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
   t["MaxPool"] = {run_max_pool};
   t["MaxPoolGrad"] = {run_max_pool_grad, max_pool_grad_workspace};

@@ -108,16 +108,36 @@ __global__ void bn_stat_grad_kernel(int64_t N, int64_t C, int64_t S, bool is_mea
 
 // ----------------------------------------------------------------------------------------------- max pool
 
+// Pool's geometry in the kernels' index type I: int32_t when every index of x and y fits (64-bit division is
+// emulated on the GPU and made these kernels several times slower than the memory allows), else int64_t.
+template <class I>
+struct PoolI {
+  I planes, H, W, OH, OW, kH, kW, sH, sW, dH, dW, padT, padL;
+};
+template <class I>
+PoolI<I> narrow(const Pool& p) {
+  return {static_cast<I>(p.planes), static_cast<I>(p.H),  static_cast<I>(p.W),  static_cast<I>(p.OH),
+          static_cast<I>(p.OW),     static_cast<I>(p.kH), static_cast<I>(p.kW), static_cast<I>(p.sH),
+          static_cast<I>(p.sW),     static_cast<I>(p.dH), static_cast<I>(p.dW), static_cast<I>(p.padT),
+          static_cast<I>(p.padL)};
+}
+bool fits32(const Pool& p) {
+  const int64_t limit = int64_t{1} << 31;
+  return p.planes * p.H * p.W < limit && p.planes * p.OH * p.OW < limit && p.kH * p.kW < limit &&
+         (p.OH + 1) * p.sH + p.kH * p.dH < limit && (p.OW + 1) * p.sW + p.kW * p.dW < limit;
+}
+
 // The tap (kh * kW + kw) of window (oh, ow)'s first maximum in one plane; the CPU's window_tap.
-__device__ int64_t window_tap(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
-  const int64_t ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
+template <class I>
+__device__ I window_tap(const PoolI<I>& p, const float* xp, I oh, I ow) {
+  const I ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
   float maxval = -INFINITY;
-  int64_t tap = -1;
-  for (int64_t kh = 0; kh < p.kH; ++kh) {
-    const int64_t ih = ih0 + kh * p.dH;
+  I tap = -1;
+  for (I kh = 0; kh < p.kH; ++kh) {
+    const I ih = ih0 + kh * p.dH;
     if (ih < 0 || ih >= p.H) continue;
-    for (int64_t kw = 0; kw < p.kW; ++kw) {
-      const int64_t iw = iw0 + kw * p.dW;
+    for (I kw = 0; kw < p.kW; ++kw) {
+      const I iw = iw0 + kw * p.dW;
       if (iw < 0 || iw >= p.W) continue;
       const float v = xp[ih * p.W + iw];
       if (tap < 0 || v > maxval || isnan(v)) {
@@ -130,78 +150,85 @@ __device__ int64_t window_tap(const Pool& p, const float* xp, int64_t oh, int64_
 }
 
 // Index (ih * W + iw) in the plane of tap `tap` of window (oh, ow).
-__device__ __forceinline__ int64_t tap_index(const Pool& p, int64_t oh, int64_t ow, int64_t tap) {
+template <class I>
+__device__ __forceinline__ I tap_index(const PoolI<I>& p, I oh, I ow, I tap) {
   return (oh * p.sH - p.padT + (tap / p.kW) * p.dH) * p.W + (ow * p.sW - p.padL + (tap % p.kW) * p.dW);
 }
 
-__device__ int64_t window_argmax(const Pool& p, const float* xp, int64_t oh, int64_t ow) {
-  return tap_index(p, oh, ow, window_tap(p, xp, oh, ow));
-}
-
 // One thread per byte of 4-bit taps (two outputs), else per output: no two threads write one byte.
-__global__ void max_pool_kernel(Pool p, const float* x, float* y, uint8_t* taps, int bits) {
-  const int64_t n = p.planes * p.OH * p.OW;
-  const int per = bits == 4 ? 2 : 1;
-  MONET_GRID_LOOP(g, (n + per - 1) / per) {
+template <class I>
+__global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* taps, int bits) {
+  const I n = p.planes * p.OH * p.OW;
+  const I per = bits == 4 ? 2 : 1;
+  MONET_GRID_LOOP(gl, (n + per - 1) / per) {
+    const I g = static_cast<I>(gl);
     unsigned packed = 0;
-    for (int k = 0; k < per; ++k) {
-      const int64_t i = g * per + k;
+    for (I k = 0; k < per; ++k) {
+      const I i = g * per + k;
       if (i >= n) break;
-      const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
-      const float* xp = x + plane * p.H * p.W;
-      const int64_t oh = o / p.OW, ow = o % p.OW, tap = window_tap(p, xp, oh, ow);
+      const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
+      const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
+      const I oh = o / p.OW, ow = o - oh * p.OW, tap = window_tap(p, xp, oh, ow);
       y[i] = xp[tap_index(p, oh, ow, tap)];
       if (bits == 4) {
         packed |= static_cast<unsigned>(tap) << (4 * k);
       } else if (bits == 8) {
         taps[i] = static_cast<uint8_t>(tap);
       } else {
-        taps[2 * i] = static_cast<uint8_t>(tap & 0xff);
-        taps[2 * i + 1] = static_cast<uint8_t>(tap >> 8);
+        taps[2 * static_cast<int64_t>(i)] = static_cast<uint8_t>(tap & 0xff);
+        taps[2 * static_cast<int64_t>(i) + 1] = static_cast<uint8_t>(tap >> 8);
       }
     }
     if (bits == 4) taps[g] = static_cast<uint8_t>(packed);
   }
 }
 
-__global__ void max_pool_unpack_kernel(Pool p, const uint8_t* taps, int bits, int32_t* argmax) {
-  MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
-    const int64_t o = i % (p.OH * p.OW);
-    const int64_t tap = bits == 4   ? (taps[i / 2] >> (4 * (i % 2))) & 0xf
-                        : bits == 8 ? taps[i]
-                                    : taps[2 * i] | (static_cast<int64_t>(taps[2 * i + 1]) << 8);
+template <class I>
+__global__ void max_pool_unpack_kernel(PoolI<I> p, const uint8_t* taps, int bits, int32_t* argmax) {
+  MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
+    const I i = static_cast<I>(il);
+    const I o = i % (p.OH * p.OW);
+    const I tap = bits == 4   ? (taps[i / 2] >> (4 * (i % 2))) & 0xf
+                  : bits == 8 ? taps[i]
+                              : taps[2 * static_cast<int64_t>(i)] | (static_cast<I>(taps[2 * static_cast<int64_t>(i) + 1]) << 8);
     argmax[i] = static_cast<int32_t>(tap_index(p, o / p.OW, o % p.OW, tap));
   }
 }
 
-__global__ void max_pool_argmax_kernel(Pool p, const float* x, int32_t* argmax) {
-  MONET_GRID_LOOP(i, p.planes * p.OH * p.OW) {
-    const int64_t plane = i / (p.OH * p.OW), o = i % (p.OH * p.OW);
-    argmax[i] = static_cast<int32_t>(window_argmax(p, x + plane * p.H * p.W, o / p.OW, o % p.OW));
+template <class I>
+__global__ void max_pool_argmax_kernel(PoolI<I> p, const float* x, int32_t* argmax) {
+  MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
+    const I i = static_cast<I>(il);
+    const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
+    const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
+    const I oh = o / p.OW, ow = o - oh * p.OW;
+    argmax[i] = static_cast<int32_t>(tap_index(p, oh, ow, window_tap(p, xp, oh, ow)));
   }
 }
 
 // The output rows [lo, hi] whose window starts at o * s - pad and spans `extent` input rows may contain row i.
-__device__ __forceinline__ void window_range(int64_t i, int64_t pad, int64_t s, int64_t extent, int64_t out,
-                                             int64_t& lo, int64_t& hi) {
-  const int64_t num = i + pad - extent + 1;  // o * s > i + pad - extent
+template <class I>
+__device__ __forceinline__ void window_range(I i, I pad, I s, I extent, I out, I& lo, I& hi) {
+  const I num = i + pad - extent + 1;  // o * s > i + pad - extent
   lo = num <= 0 ? 0 : (num + s - 1) / s;
   hi = (i + pad) / s;
   if (hi > out - 1) hi = out - 1;
 }
 
-__global__ void max_pool_grad_kernel(Pool p, const float* dy, const int32_t* argmax, float* dx) {
-  MONET_GRID_LOOP(i, p.planes * p.H * p.W) {
-    const int64_t plane = i / (p.H * p.W), e = i % (p.H * p.W);
-    const int64_t ih = e / p.W, iw = e % p.W;
-    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
-    window_range(ih, p.padT, p.sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
-    window_range(iw, p.padL, p.sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
-    const int32_t* am = argmax + plane * p.OH * p.OW;
-    const float* dyp = dy + plane * p.OH * p.OW;
+template <class I>
+__global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t* argmax, float* dx) {
+  MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * p.W) {
+    const I i = static_cast<I>(il);
+    const I plane = i / (p.H * p.W), e = i - plane * (p.H * p.W);
+    const I ih = e / p.W, iw = e - ih * p.W;
+    I oh_lo, oh_hi, ow_lo, ow_hi;
+    window_range<I>(ih, p.padT, p.sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
+    window_range<I>(iw, p.padL, p.sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
+    const int32_t* am = argmax + static_cast<int64_t>(plane) * p.OH * p.OW;
+    const float* dyp = dy + static_cast<int64_t>(plane) * p.OH * p.OW;
     float acc = 0.f;
-    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
-      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow)
+    for (I oh = oh_lo; oh <= oh_hi; ++oh)
+      for (I ow = ow_lo; ow <= ow_hi; ++ow)
         if (am[oh * p.OW + ow] == e) acc += dyp[oh * p.OW + ow];
     dx[i] = acc;
   }
@@ -242,8 +269,8 @@ __global__ void average_pool_grad_kernel(Pool p, bool cip, const float* dy, floa
     const int64_t plane = i / (p.H * p.W), e = i % (p.H * p.W);
     const int64_t ih = e / p.W, iw = e % p.W;
     int64_t oh_lo, oh_hi, ow_lo, ow_hi;
-    window_range(ih, p.padT, p.sH, p.kH, p.OH, oh_lo, oh_hi);
-    window_range(iw, p.padL, p.sW, p.kW, p.OW, ow_lo, ow_hi);
+    window_range<int64_t>(ih, p.padT, p.sH, p.kH, p.OH, oh_lo, oh_hi);
+    window_range<int64_t>(iw, p.padL, p.sW, p.kW, p.OW, ow_lo, ow_hi);
     const float* dyp = dy + plane * p.OH * p.OW;
     float acc = 0.f;
     for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
@@ -292,30 +319,58 @@ cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, 
 
 namespace {
 
-__global__ void bn_grad_from_output_sums_kernel(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
-                                                const float* scale, const float* bias, float* dscale, float* dbias) {
-  const int64_t ch = blockIdx.x;
-  const double b = bias[ch];
-  double sum_dy = 0, dot = 0;
-  for (int64_t i = threadIdx.x; i < N * S; i += blockDim.x) {
-    const int64_t e = (i / S * C + ch) * S + i % S;
-    sum_dy += dy[e];
-    dot += static_cast<double>(dy[e]) * (static_cast<double>(y[e]) - b);
+// Calls f(e) for every element e of part `part` of channel ch of (N, C, S): the images [N * part / P,
+// N * (part + 1) / P), this thread's share in a fixed order, n outer, s inner (no division per element).
+template <class F>
+__device__ __forceinline__ void for_channel_part(int64_t N, int64_t C, int64_t S, int64_t ch, int64_t part, int64_t P,
+                                                 F f) {
+  for (int64_t n = N * part / P; n < N * (part + 1) / P; ++n) {
+    const int64_t base = (n * C + ch) * S;
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) f(base + s);
   }
-  sum_dy = block_sum(sum_dy);
-  dot = block_sum(dot);
-  if (threadIdx.x == 0) {
+}
+
+// First pass of the per-channel sums: block b sums part b % P of channel b / P into partial[b] (K sums per
+// element, partial holds K arrays of C * P). The second pass adds each channel's P partials in order.
+__global__ void bn_grad_from_output_partial_kernel(int64_t N, int64_t C, int64_t S, int64_t P, const float* dy,
+                                                   const float* y, const float* bias, double* partial) {
+  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {
+    const int64_t ch = b / P;
+    const double bi = bias[ch];
+    double sum_dy = 0, dot = 0;
+    for_channel_part(N, C, S, ch, b % P, P, [&](int64_t e) {
+      sum_dy += dy[e];
+      dot += static_cast<double>(dy[e]) * (static_cast<double>(y[e]) - bi);
+    });
+    sum_dy = block_sum(sum_dy);
+    dot = block_sum(dot);
+    if (threadIdx.x == 0) {
+      partial[b] = sum_dy;
+      partial[C * P + b] = dot;
+    }
+  }
+}
+
+__global__ void bn_grad_from_output_sums_kernel(int64_t C, int64_t P, const double* partial, const float* scale,
+                                                float* dscale, float* dbias) {
+  MONET_GRID_LOOP(ch, C) {
+    double sum_dy = 0, dot = 0;
+    for (int64_t k = 0; k < P; ++k) {
+      sum_dy += partial[ch * P + k];
+      dot += partial[C * P + ch * P + k];
+    }
     dbias[ch] = static_cast<float>(sum_dy);
     dscale[ch] = static_cast<float>(dot / static_cast<double>(scale[ch]));
   }
 }
 
-__global__ void bn_grad_from_output_dx_kernel(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
-                                              const float* scale, const float* bias, const float* invstd,
-                                              const float* dscale, const float* dbias, float* dx) {
-  const double M = static_cast<double>(N * S);
-  MONET_GRID_LOOP(e, N * C * S) {
-    const int64_t ch = (e / S) % C;
+template <class I>
+__global__ void bn_grad_from_output_dx_kernel(I C, I S, const float* dy, const float* y, const float* scale,
+                                              const float* bias, const float* invstd, const float* dscale,
+                                              const float* dbias, float* dx, int64_t n, double M) {
+  MONET_GRID_LOOP(el, n) {
+    const I e = static_cast<I>(el);
+    const I ch = (e / S) % C;
     const double mul = 1.0 / static_cast<double>(scale[ch]);
     const double k = static_cast<double>(dscale[ch]) * mul / M;
     const double w = static_cast<double>(invstd[ch]) * scale[ch];
@@ -323,35 +378,95 @@ __global__ void bn_grad_from_output_dx_kernel(int64_t N, int64_t C, int64_t S, c
   }
 }
 
+__global__ void channel_partial_kernel(int64_t N, int64_t C, int64_t S, int64_t P, const float* x, double* partial) {
+  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {
+    double acc = 0;
+    for_channel_part(N, C, S, b / P, b % P, P, [&](int64_t e) { acc += x[e]; });
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partial[b] = acc;
+  }
+}
+
+__global__ void channel_sum_kernel(int64_t C, int64_t P, const double* partial, float* out) {
+  MONET_GRID_LOOP(ch, C) {
+    double acc = 0;
+    for (int64_t k = 0; k < P; ++k) acc += partial[ch * P + k];
+    out[ch] = static_cast<float>(acc);
+  }
+}
+
+unsigned blocks_of_parts(int64_t C, int64_t P) { return static_cast<unsigned>(C * P < 65535 ? C * P : 65535); }
+
 }  // namespace
+
+int64_t channel_parts(int64_t N, int64_t C) {
+  const int64_t want = (1024 + C - 1) / C;  // about 1024 blocks in all: every SM busy, C = 64 included
+  return want < N ? want : (N > 0 ? N : 1);
+}
 
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
-                                        float* dscale, float* dbias, cudaStream_t stream) {
-  bn_grad_from_output_sums_kernel<<<static_cast<unsigned>(C), kThreads, 0, stream>>>(N, C, S, dy, y, scale, bias,
-                                                                                     dscale, dbias);
-  bn_grad_from_output_dx_kernel<<<blocks_for(N * C * S), kThreads, 0, stream>>>(N, C, S, dy, y, scale, bias, invstd,
-                                                                                dscale, dbias, dx);
+                                        float* dscale, float* dbias, double* partial, cudaStream_t stream) {
+  const int64_t P = channel_parts(N, C);
+  bn_grad_from_output_partial_kernel<<<blocks_of_parts(C, P), kThreads, 0, stream>>>(N, C, S, P, dy, y, bias,
+                                                                                      partial);
+  bn_grad_from_output_sums_kernel<<<blocks_for(C), kThreads, 0, stream>>>(C, P, partial, scale, dscale, dbias);
+  const int64_t n = N * C * S;
+  const double M = static_cast<double>(N * S);
+  if (n < (int64_t{1} << 31))
+    bn_grad_from_output_dx_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<int32_t>(C), static_cast<int32_t>(S), dy, y, scale, bias, invstd, dscale, dbias, dx, n, M);
+  else
+    bn_grad_from_output_dx_kernel<int64_t><<<blocks_for(n), kThreads, 0, stream>>>(C, S, dy, y, scale, bias, invstd,
+                                                                                    dscale, dbias, dx, n, M);
   return cudaGetLastError();
 }
 
-cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream) {
+cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* out, double* partial,
+                        cudaStream_t stream) {
+  const int64_t P = channel_parts(N, C);
+  channel_partial_kernel<<<blocks_of_parts(C, P), kThreads, 0, stream>>>(N, C, S, P, x, partial);
+  channel_sum_kernel<<<blocks_for(C), kThreads, 0, stream>>>(C, P, partial, out);
+  return cudaGetLastError();
+}
+
+namespace {
+
+template <class I>
+void launch_max_pool(const Pool& p, const float* x, float* y, uint8_t* taps, int tap_bits, cudaStream_t stream) {
   const int64_t n = p.planes * p.OH * p.OW;
-  max_pool_kernel<<<blocks_for(tap_bits == 4 ? (n + 1) / 2 : n), kThreads, 0, stream>>>(p, x, y, argmax, tap_bits);
+  max_pool_kernel<I><<<blocks_for(tap_bits == 4 ? (n + 1) / 2 : n), kThreads, 0, stream>>>(narrow<I>(p), x, y, taps,
+                                                                                           tap_bits);
+}
+
+template <class I>
+void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, const uint8_t* taps, int tap_bits,
+                          int32_t* argmax, float* dx, cudaStream_t stream) {
+  const unsigned b = blocks_for(p.planes * p.OH * p.OW);
+  if (taps) max_pool_unpack_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), taps, tap_bits, argmax);
+  else max_pool_argmax_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), x, argmax);
+  max_pool_grad_kernel<I><<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(narrow<I>(p), dy, argmax, dx);
+}
+
+}  // namespace
+
+cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream) {
+  if (fits32(p)) launch_max_pool<int32_t>(p, x, y, argmax, tap_bits, stream);
+  else launch_max_pool<int64_t>(p, x, y, argmax, tap_bits, stream);
   return cudaGetLastError();
 }
 
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream) {
-  max_pool_argmax_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, x, argmax);
-  max_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, dy, argmax, dx);
+  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, x, nullptr, 0, argmax, dx, stream);
+  else launch_max_pool_grad<int64_t>(p, dy, x, nullptr, 0, argmax, dx, stream);
   return cudaGetLastError();
 }
 
 cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, int32_t* argmax,
                                float* dx, cudaStream_t stream) {
-  max_pool_unpack_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, taps, tap_bits, argmax);
-  max_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, dy, argmax, dx);
+  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, nullptr, taps, tap_bits, argmax, dx, stream);
+  else launch_max_pool_grad<int64_t>(p, dy, nullptr, taps, tap_bits, argmax, dx, stream);
   return cudaGetLastError();
 }
 

@@ -7,18 +7,35 @@
 namespace monet::cuda {
 namespace {
 
-template <class E>
+// The general case: each element's index split into coordinates. Index is int32_t when every offset fits (64-bit
+// division is emulated on the GPU and costs ~15x the memory time).
+template <class E, class Index>
 __global__ void strided_copy_kernel(Dims shape, Strides ss, int64_t sbase, const E* src, Strides ds, int64_t dbase,
                                     E* dst, int64_t n) {
   MONET_GRID_LOOP(i, n) {
-    int64_t rem = i, so = sbase, dof = dbase;
+    Index rem = static_cast<Index>(i), so = static_cast<Index>(sbase), dof = static_cast<Index>(dbase);
     for (int d = shape.rank - 1; d >= 0; --d) {
-      const int64_t idx = rem % shape.size[d];
-      rem /= shape.size[d];
-      so += idx * ss.s[d];
-      dof += idx * ds.s[d];
+      const Index size = static_cast<Index>(shape.size[d]);
+      const Index idx = rem % size;
+      rem /= size;
+      so += idx * static_cast<Index>(ss.s[d]);
+      dof += idx * static_cast<Index>(ds.s[d]);
     }
     dst[dof] = src[so];
+  }
+}
+
+// Rows of `len` contiguous units (V: a 1-, 4-, 8- or 16-byte unit) at pitches spitch and dpitch (in units):
+// Concat, Split and their gradients, and any copy whose innermost dim is contiguous on both sides. No division
+// per element; blockIdx.y walks the rows.
+template <class V>
+__global__ void copy_rows_kernel(int64_t rows, int32_t len, int64_t spitch, int64_t dpitch, const V* src, V* dst) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const V* s = src + r * spitch;
+    V* d = dst + r * dpitch;
+    for (int32_t j = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x); j < len;
+         j += static_cast<int32_t>(blockDim.x * gridDim.x))
+      d[j] = s[j];
   }
 }
 
@@ -132,28 +149,89 @@ int64_t count(const Dims& d) {
 
 }  // namespace
 
+namespace {
+
+template <class V>
+void launch_rows(int64_t rows, int64_t len, int64_t spitch, int64_t dpitch, const void* src, void* dst,
+                 cudaStream_t stream) {
+  const int64_t bx = (len + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(bx < 4096 ? bx : 4096), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  copy_rows_kernel<V><<<grid, kThreads, 0, stream>>>(rows, static_cast<int32_t>(len), spitch, dpitch,
+                                                     static_cast<const V*>(src), static_cast<V*>(dst));
+}
+
+template <class E>
+void launch_strided(const Dims& shape, const Strides& ss, int64_t sbase, const void* src, const Strides& ds,
+                    int64_t dbase, void* dst, int64_t n, bool narrow, cudaStream_t stream) {
+  const E* s = static_cast<const E*>(src);
+  E* d = static_cast<E*>(dst);
+  if (narrow)
+    strided_copy_kernel<E, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, sbase, s, ds, dbase, d, n);
+  else
+    strided_copy_kernel<E, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, sbase, s, ds, dbase, d, n);
+}
+
+// The largest offset |base + sum_d i_d * stride_d| can reach.
+int64_t max_offset(const Dims& shape, const Strides& st, int64_t base) {
+  int64_t hi = base, lo = base;
+  for (int d = 0; d < shape.rank; ++d) (st.s[d] > 0 ? hi : lo) += (shape.size[d] - 1) * st.s[d];
+  return hi > -lo ? hi : -lo;
+}
+
+}  // namespace
+
 cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_stride, int64_t src_base,
                          const void* src, const Strides& dst_stride, int64_t dst_base, void* dst,
                          cudaStream_t stream) {
+  if (elem_bytes != 1 && elem_bytes != 4 && elem_bytes != 8) return cudaErrorInvalidValue;
   const int64_t n = count(shape);
-  const unsigned b = blocks_for(n);
+  if (n == 0) return cudaSuccess;
+  // Dims of size 1 dropped; adjacent dims merged where both sides step through them as one.
+  Dims m;
+  Strides ms, md;
+  for (int d = 0; d < shape.rank; ++d) {
+    if (shape.size[d] == 1) continue;
+    const int k = m.rank - 1;
+    if (k >= 0 && ms.s[k] == src_stride.s[d] * shape.size[d] && md.s[k] == dst_stride.s[d] * shape.size[d]) {
+      m.size[k] *= shape.size[d];
+      ms.s[k] = src_stride.s[d];
+      md.s[k] = dst_stride.s[d];
+      continue;
+    }
+    m.size[m.rank] = shape.size[d];
+    ms.s[m.rank] = src_stride.s[d];
+    md.s[m.rank] = dst_stride.s[d];
+    ++m.rank;
+  }
+  if (m.rank == 0) {
+    m.rank = 1;
+    m.size[0] = 1;
+    ms.s[0] = md.s[0] = 1;
+  }
+  const char* s = static_cast<const char*>(src) + src_base * elem_bytes;
+  char* d = static_cast<char*>(dst) + dst_base * elem_bytes;
+  const int64_t len = m.size[m.rank - 1];
+  if (m.rank <= 2 && ms.s[m.rank - 1] == 1 && md.s[m.rank - 1] == 1 && len < (int64_t{1} << 31)) {
+    const int64_t rows = m.rank == 2 ? m.size[0] : 1;
+    const int64_t sp = m.rank == 2 ? ms.s[0] : 0, dp = m.rank == 2 ? md.s[0] : 0;
+    // The widest unit that divides the row length, both pitches and both addresses.
+    const int64_t lb = len * elem_bytes, spb = sp * elem_bytes, dpb = dp * elem_bytes;
+    const auto fits = [&](int64_t w) {
+      return lb % w == 0 && spb % w == 0 && dpb % w == 0 && reinterpret_cast<uintptr_t>(s) % w == 0 &&
+             reinterpret_cast<uintptr_t>(d) % w == 0;
+    };
+    if (fits(16)) launch_rows<uint4>(rows, lb / 16, spb / 16, dpb / 16, s, d, stream);
+    else if (fits(8)) launch_rows<uint64_t>(rows, lb / 8, spb / 8, dpb / 8, s, d, stream);
+    else if (fits(4)) launch_rows<uint32_t>(rows, lb / 4, spb / 4, dpb / 4, s, d, stream);
+    else launch_rows<uint8_t>(rows, lb, spb, dpb, s, d, stream);
+    return cudaGetLastError();
+  }
+  const int64_t limit = int64_t{1} << 31;
+  const bool narrow = n < limit && max_offset(m, ms, 0) < limit && max_offset(m, md, 0) < limit;
   switch (elem_bytes) {
-    case 1:
-      strided_copy_kernel<uint8_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
-                                                               static_cast<const uint8_t*>(src), dst_stride, dst_base,
-                                                               static_cast<uint8_t*>(dst), n);
-      break;
-    case 4:
-      strided_copy_kernel<uint32_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
-                                                                static_cast<const uint32_t*>(src), dst_stride,
-                                                                dst_base, static_cast<uint32_t*>(dst), n);
-      break;
-    case 8:
-      strided_copy_kernel<uint64_t><<<b, kThreads, 0, stream>>>(shape, src_stride, src_base,
-                                                                static_cast<const uint64_t*>(src), dst_stride,
-                                                                dst_base, static_cast<uint64_t*>(dst), n);
-      break;
-    default: return cudaErrorInvalidValue;
+    case 1: launch_strided<uint8_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
+    case 4: launch_strided<uint32_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
+    default: launch_strided<uint64_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
   }
   return cudaGetLastError();
 }

@@ -2,7 +2,8 @@
 // and by the C++20 host code, so it holds only plain structs and declarations: no monet headers, no std::vector.
 // Every launcher enqueues on `stream` and returns cudaGetLastError(), which the caller checks with
 // MONET_CUDA_CHECK (cuda_check.h) so that a failed launch names the calling file and line.
-// All float tensors are fp32; index math is 64-bit (ResNet-50 at batch 184 has tensors of 150M elements).
+// All float tensors are fp32. Index math is 32-bit where every index of a launch fits (64-bit division is emulated
+// on the GPU and costs several times the memory time), else 64-bit (tensors beyond 2^31 elements).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -90,13 +91,24 @@ cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* d
 cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream);
 
+// Per-channel sums over (N, C, S) run in two deterministic passes: each channel's images split into
+// channel_parts(N, C) parts (about 1024 blocks in all, so that a layer of 64 channels still fills the GPU), one
+// block per part writing a double into `partial` (workspace), then each channel adds its parts in order.
+int64_t channel_parts(int64_t N, int64_t C);
+
 // Output-activated BatchNormGrad (in-place-ABN form): xhat = (y - bias) / scale, per channel
 //   dbias = sum(dy), dscale = sum(dy * (y - bias)) / scale,
 //   dx = (dy - dbias / M - (y - bias) * dscale / (scale * M)) * invstd * scale      (M = N * S)
-// One block per channel for the sums (fixed order, double), then one pass for dx. Every scale must be non-zero.
+// The sums in double in a fixed order (partial: 2 * C * channel_parts(N, C) doubles), then one pass for dx.
+// Every scale must be non-zero.
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
-                                        float* dscale, float* dbias, cudaStream_t stream);
+                                        float* dscale, float* dbias, double* partial, cudaStream_t stream);
+
+// out[c] = sum of x (N, C, S) over n and s, in double in a fixed order (ConvGradBias; partial: C *
+// channel_parts(N, C) doubles).
+cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* out, double* partial,
+                        cudaStream_t stream);
 
 // 2-D pooling geometry, as lib/ops/common/pool.h resolves it.
 struct Pool {
