@@ -7,7 +7,7 @@ Rows, from one run of this script:
   pytorch checkpoint_sequential  torch.utils.checkpoint.checkpoint_sequential with sqrt(n) segments, where the
                                  model is a chain of modules (resnet50, vgg16, mobilenet_v2); n/a otherwise
   monet store-all                monet-run --report: median step time, arena peak (= predicted)
-  monet scheduled                monet-run --schedule S (when --schedule is given)
+  monet scheduled                monet-run --schedule S, one row per --schedule given
 
 Examples:
   scripts/bench_pytorch.py --model resnet50 --batch 184                       (GPU)
@@ -147,7 +147,8 @@ def main():
     ap.add_argument("--loss", choices=["ce", "sum"], help="default: sum for unet (one class), else ce")
     ap.add_argument("--onnx", help="ONNX file for monet (default models/<model>.onnx)")
     ap.add_argument("--monet-bin", default=os.path.join(HERE, "..", "build", "apps"), help="directory of monet-run")
-    ap.add_argument("--schedule", help="SCHEDULE.json: also run monet with it")
+    ap.add_argument("--schedule", action="append", default=[],
+                    help="SCHEDULE.json: also run monet with it (repeatable: one row per schedule)")
     ap.add_argument("--no-monet", action="store_true", help="PyTorch rows only")
     ap.add_argument("--json", help="write the table as JSON here")
     ap.add_argument("--torch-profile", help="cuda: write PyTorch eager's CUDA kernel times (one step) here")
@@ -202,9 +203,9 @@ def main():
     if not args.no_monet:
         t, peak, err = run_monet(args, chw)
         rows.append(("monet store-all", t, peak, err))
-        if args.schedule:
-            t, peak, err = run_monet(args, chw, args.schedule)
-            rows.append((f"monet scheduled ({os.path.basename(args.schedule)})", t, peak, err))
+        for schedule in args.schedule:
+            t, peak, err = run_monet(args, chw, schedule)
+            rows.append((f"monet scheduled ({os.path.basename(schedule)})", t, peak, err))
 
     eager_ms, eager_peak = rows[0][1], rows[0][2]
     title = (f"{args.model} batch {args.batch} input {'x'.join(map(str, chw))} loss {args.loss} device "

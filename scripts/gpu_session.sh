@@ -10,6 +10,7 @@
 #            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
 #   tf32     scripts/tf32_noise.py: PyTorch's gradient error in fp32 and TF32 vs float64 on the check's models
 #   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
+#            store-all and the checkpoint and full-mode schedules at 1/2 (this call's, else committed under h100/)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -107,7 +108,7 @@ stage_profile() {
   step run_resnet50_184_store_all "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 10 --warmup 3 \
     --report "$dir/run_store_all_cuda.json"
   # $OUT is fresh in every run-tool call: keep the schedule on the machine for a later `bench` call too.
-  mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
+  mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$dir/full_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
   step run_resnet50_184_scheduled "$B/monet-run" models/resnet50.onnx --schedule "$dir/checkpoint_half_cuda.json" \
     --device cuda --iters 10 --warmup 3 --report "$dir/run_checkpoint_half_cuda.json"
   step run_resnet50_184_full "$B/monet-run" models/resnet50.onnx --schedule "$dir/full_half_cuda.json" \
@@ -121,9 +122,14 @@ stage_profile() {
 }
 
 stage_bench() {
-  local dir="$OUT/schedules/resnet50_184" sched=()
-  [ -f "$ROOT/gpu-work/checkpoint_half_cuda.json" ] && sched=(--schedule "$ROOT/gpu-work/checkpoint_half_cuda.json")
-  [ -f "$dir/checkpoint_half_cuda.json" ] && sched=(--schedule "$dir/checkpoint_half_cuda.json")
+  # The schedules of this call's profile stage, else of an earlier call on this machine, else the committed ones.
+  local dir="$OUT/schedules/resnet50_184" sched=() kind f
+  for kind in checkpoint full; do
+    for f in "$dir/${kind}_half_cuda.json" "$ROOT/gpu-work/${kind}_half_cuda.json" \
+             "$ROOT/schedules/resnet50_184/h100/schedule_${kind}_1_2.json"; do
+      if [ -f "$f" ]; then sched+=(--schedule "$f"); break; fi
+    done
+  done
   step bench_resnet50_184 python3 scripts/bench_pytorch.py --model resnet50 --batch 184 --monet-bin "$B" \
     "${sched[@]}" --json "$OUT/bench_resnet50_184.json" --torch-profile "$OUT/torch_profile_resnet50_184.txt"
 }
