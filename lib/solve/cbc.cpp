@@ -16,11 +16,20 @@
 #include <OsiClpSolverInterface.hpp>
 #include <OsiCuts.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +59,7 @@ constexpr double kRoundTimeFactor = 2;      // a new round starts only if the ti
 constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rounds leave to CBC: the larger
                                                              // (at most half the limit)
 constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs
+constexpr double kKillGraceS = 0.5;    // CBC's process is stopped this long after the time limit
 
 // What the event handler (running inside CBC, possibly in a clone) shares with the progress thread.
 struct Shared {
@@ -59,26 +69,129 @@ struct Shared {
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 
+// CBC runs in a child process (run_cbc_child) that reports to the parent through a pipe, so that the parent can
+// hold the time limit: CBC checks its clock only between phases, and its root node (heuristics, strong
+// branching, RINS sub-MIPs) ran 50+ s past a 60 s limit on resnet50 b184. Messages: a type byte, a count, that
+// many doubles.
+enum class Msg : char {
+  bound = 'B',     // {bound}
+  solution = 'S',  // {objective, seconds since CBC started, x...}: a new incumbent
+  done = 'D',      // {status, objective, bound, seconds, time limit reached, x...}: CBC returned
+};
+
+bool write_all(int fd, const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t w = ::write(fd, p, bytes);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    bytes -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void send(int fd, Msg type, const std::vector<double>& head, const double* x = nullptr, int n = 0) {
+  const uint64_t count = head.size() + static_cast<size_t>(n);
+  write_all(fd, &type, 1);
+  write_all(fd, &count, sizeof count);
+  write_all(fd, head.data(), head.size() * sizeof(double));
+  if (n > 0) write_all(fd, x, static_cast<size_t>(n) * sizeof(double));
+}
+
 class ProgressHandler : public CbcEventHandler {
  public:
-  explicit ProgressHandler(std::shared_ptr<Shared> s) : shared_(std::move(s)) {}
-  ProgressHandler(const ProgressHandler& o) : CbcEventHandler(o), shared_(o.shared_) {}
+  // fd < 0: no pipe (not used in the child-less path).
+  ProgressHandler(std::shared_ptr<Shared> s, int fd, int n) : shared_(std::move(s)), fd_(fd), n_(n) {}
+  ProgressHandler(const ProgressHandler& o) : CbcEventHandler(o), shared_(o.shared_), fd_(o.fd_), n_(o.n_) {}
   CbcEventHandler* clone() const override { return new ProgressHandler(*this); }
 
   CbcAction event(CbcEvent e) override {
     if (!model_) return noAction;
+    std::lock_guard<std::mutex> lock(pipe_mutex());
     if (model_->bestSolution()) {
-      shared_->incumbent = model_->getObjValue();
+      const double obj = model_->getObjValue();
       if (shared_->first_feasible_s < 0) shared_->first_feasible_s = shared_->elapsed();
+      if (fd_ >= 0 && !(obj >= sent_objective())) {  // a better incumbent (or the first)
+        send(fd_, Msg::solution, {obj, shared_->first_feasible_s.load()}, model_->bestSolution(), n_);
+        sent_objective() = obj;
+      }
+      shared_->incumbent = obj;
     }
-    if (e == node || e == treeStatus || e == endSearch) shared_->bound = model_->getBestPossibleObjValue();
+    if (e == node || e == treeStatus || e == endSearch) {
+      const double b = model_->getBestPossibleObjValue();
+      if (fd_ >= 0 && b != shared_->bound) send(fd_, Msg::bound, {b});
+      shared_->bound = b;
+    }
     // CBC checks its own limit only between phases; stop at the first event past it.
     return shared_->elapsed() > shared_->time_limit_s ? stop : noAction;
   }
 
  private:
+  // One per (child) process: clones of the handler may run in CBC's threads.
+  static std::mutex& pipe_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static double& sent_objective() {
+    static double v = 1e300;
+    return v;
+  }
   std::shared_ptr<Shared> shared_;
+  int fd_ = -1;
+  int n_ = 0;
 };
+
+// The parent's view of the child's messages.
+struct ChildReport {
+  std::vector<double> x;  // the last complete incumbent
+  double objective = 0, bound = -1e300, first_feasible_s = -1;
+  bool done = false;
+  double status = -1, seconds = 0;
+  bool time_limit_reached = false;
+};
+
+// Reads whatever the pipe holds, applying every complete message; false at end of file.
+bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, int n) {
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (got <= 0) return false;
+    buffer.append(chunk, static_cast<size_t>(got));
+    for (;;) {
+      constexpr size_t header = 1 + sizeof(uint64_t);
+      if (buffer.size() < header) break;
+      uint64_t count = 0;
+      std::memcpy(&count, buffer.data() + 1, sizeof count);
+      if (buffer.size() < header + count * sizeof(double)) break;
+      std::vector<double> v(count);
+      std::memcpy(v.data(), buffer.data() + header, count * sizeof(double));
+      const Msg type = static_cast<Msg>(buffer[0]);
+      buffer.erase(0, header + count * sizeof(double));
+      if (type == Msg::bound && count == 1) {
+        rep.bound = v[0];
+        if (v[0] > shared.bound) shared.bound = v[0];  // the progress line shows the best bound known
+      } else if (type == Msg::solution && count == 2 + static_cast<uint64_t>(n)) {
+        rep.objective = v[0];
+        if (rep.first_feasible_s < 0) rep.first_feasible_s = v[1];
+        rep.x.assign(v.begin() + 2, v.end());
+        shared.incumbent = v[0];
+      } else if (type == Msg::done && count >= 5) {
+        rep.done = true;
+        rep.status = v[0];
+        rep.bound = v[2];
+        rep.seconds = v[3];
+        rep.time_limit_reached = v[4] != 0;
+        if (count == 5 + static_cast<uint64_t>(n)) {
+          rep.objective = v[1];
+          rep.x.assign(v.begin() + 5, v.end());
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -353,19 +466,6 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     }
   }
 
-  CbcModel model(solver);
-  ProgressHandler handler(shared);
-  model.passInEventHandler(&handler);
-  CbcSolverUsefulData data;
-  CbcMain0(model, data);
-  model.messageHandler()->setLogLevel(0);
-  if (warm_start) {
-    std::vector<std::pair<std::string, double>> start;
-    for (int j = 0; j < n; ++j)
-      if (lp.integer[j]) start.emplace_back(lp.col_names[j], (*warm_start)[j]);
-    model.setMIPStart(start);
-  }
-
   // 100+N: CBC's deterministic parallel mode (the search, and so the schedule, does not depend on thread timing).
   const std::string sec = std::to_string(std::max(1.0, options.time_limit_s - since_began())),
                     threads = std::to_string(100 + options.threads),
@@ -407,22 +507,92 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   argv.push_back("-quit");
   shared->start = Clock::now();
   shared->time_limit_s = std::max(1.0, options.time_limit_s - since_began());
-  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+
+  // CBC in a child process (see Msg): the parent reads its incumbents and bounds and, at the time limit, stops
+  // it, keeping the last incumbent.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
+  pid_t pid;
+  {
+    std::lock_guard<std::mutex> lock(mu);  // the progress thread is not inside a call while the process forks
+    pid = ::fork();
+  }
+  if (pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
+  if (pid == 0) {  // the child: CBC, messages, _exit (no destructors, no atexit handlers of the parent's)
+    ::close(fds[0]);
+    int code = 0;
+    try {
+      CbcModel model(solver);
+      ProgressHandler handler(shared, fds[1], n);
+      model.passInEventHandler(&handler);
+      CbcSolverUsefulData data;
+      CbcMain0(model, data);
+      model.messageHandler()->setLogLevel(0);
+      if (warm_start) {
+        std::vector<std::pair<std::string, double>> start;
+        for (int j = 0; j < n; ++j)
+          if (lp.integer[j]) start.emplace_back(lp.col_names[j], (*warm_start)[j]);
+        model.setMIPStart(start);
+      }
+      CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+      const bool has_x = model.bestSolution() != nullptr;
+      const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
+      send(fds[1], Msg::done,
+           {status, has_x ? model.getObjValue() : 0.0, model.getBestPossibleObjValue(), shared->elapsed(),
+            model.isSecondsLimitReached() ? 1.0 : 0.0},
+           model.bestSolution(), has_x ? n : 0);
+    } catch (...) {
+      code = 3;
+    }
+    ::close(fds[1]);
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  ChildReport rep;
+  std::string buffer;
+  bool open = true, killed = false;
+  while (open && !rep.done) {
+    const double left = options.time_limit_s + kKillGraceS - since_began();
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready > 0) open = drain(fds[0], buffer, rep, *shared, n);
+  }
+  ::close(fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!rep.done && !killed) {
+    const std::string how = WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+                                                 : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+    fail("monet-solve: CBC stopped without a result (", how, ")");
+  }
 
   CbcResult r;
   r.root = root;
-  r.solve_s = shared->elapsed();
-  r.time_limit_reached = model.isSecondsLimitReached();
+  r.solve_s = rep.done ? rep.seconds : shared->elapsed();
+  r.time_limit_reached = killed || rep.time_limit_reached;
   // Both are valid lower bounds; CBC's may be its root LP's (the same) or less when it stopped early.
-  r.bound = std::max(model.getBestPossibleObjValue(), have_root ? root.bound : -1e300);
-  if (model.bestSolution()) {
-    r.x.assign(model.bestSolution(), model.bestSolution() + n);
-    r.objective = model.getObjValue();
-    r.status = model.isProvenOptimal() ? CbcResult::Status::optimal : CbcResult::Status::feasible;
-    r.first_feasible_s = shared->first_feasible_s >= 0 ? shared->first_feasible_s.load() : r.solve_s;
-    if (warm_start && r.first_feasible_s > 0 && shared->first_feasible_s < 0) r.first_feasible_s = 0;
+  r.bound = std::max(rep.bound, have_root ? root.bound : -1e300);
+  if (rep.x.empty() && warm_start && !(rep.done && rep.status == 2)) {  // stopped before CBC reported the start
+    rep.x = *warm_start;
+    rep.objective = shared->incumbent;
+    rep.first_feasible_s = 0;
+  }
+  if (!rep.x.empty()) {
+    r.x = std::move(rep.x);
+    r.objective = rep.objective;
+    r.status = rep.done && rep.status == 0 ? CbcResult::Status::optimal : CbcResult::Status::feasible;
+    r.first_feasible_s = rep.first_feasible_s >= 0 ? rep.first_feasible_s : r.solve_s;
+    if (warm_start && r.first_feasible_s > 0 && rep.first_feasible_s < 0) r.first_feasible_s = 0;
   } else {
-    r.status = model.isProvenInfeasible() ? CbcResult::Status::infeasible : CbcResult::Status::no_solution;
+    r.status = rep.done && rep.status == 2 ? CbcResult::Status::infeasible : CbcResult::Status::no_solution;
   }
   return r;
 }
