@@ -8,6 +8,7 @@
 #            a solved schedule against CUDA store-all (bitwise)
 #   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
 #            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
+#            (MONET_PROFILE_ONLY=1: resnet50's and googlenet's profiles alone)
 #   tf32     scripts/tf32_noise.py: PyTorch's gradient error in fp32 and TF32 vs float64 on the check's models
 #   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
 #            store-all and the checkpoint and full-mode schedules at 1/2 (this call's, else committed under h100/)
@@ -20,9 +21,11 @@ B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-# cuDNN and cuBLAS come from PyTorch's pip wheels: the folders that hold the sonames our binaries ask for.
+# cuDNN and cuBLAS come from PyTorch's pip wheels, ahead of any the machine has elsewhere: both engines of the
+# comparison then run the same library versions (and cuDNN the version our headers are: the machine's own was 9.14
+# against 9.19 headers and PyTorch's 9.19).
 LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
-for so in $(ldd "$B/monet-run" | awk '/not found/ && /cudnn|cublas/ {print $1}'); do
+for so in $(ldd "$B/monet-run" | awk '/cudnn|cublas/ {print $1}'); do
   d=$(find "$SP/nvidia" -name "$so" -printf '%h\n' 2>/dev/null | head -1)
   [ -n "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" ;; esac
 done
@@ -96,6 +99,14 @@ stage_check() {
 stage_profile() {
   local dir="$OUT/schedules/resnet50_184"
   mkdir -p "$dir"
+  if [ -n "${MONET_PROFILE_ONLY:-}" ]; then  # a quick look: resnet50's and googlenet's profiles, no solves or runs
+    step profile_resnet50_184 "$B/monet-profile" models/resnet50.onnx --batch 184 --device cuda --warmup 2 --repeats 5 \
+      --no-conv-algorithms -o "$dir/profile_cuda.json"
+    mkdir -p "$OUT/schedules/googlenet_320"
+    step profile_googlenet_320 "$B/monet-profile" models/googlenet.onnx --batch 320 --device cuda --no-conv-algorithms \
+      -o "$OUT/schedules/googlenet_320/profile_cuda.json"
+    return 0
+  fi
   step profile_resnet50_184 "$B/monet-profile" models/resnet50.onnx --batch 184 --device cuda --warmup 2 --repeats 5 \
     -o "$dir/profile_cuda.json"
   local half

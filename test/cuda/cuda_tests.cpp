@@ -138,6 +138,9 @@ std::vector<Case> cases() {
   c.push_back({"Gather", attrs({{"axis", int64_t{1}}, {"indices", I{0, 3, 3, -1}}}), {{4, 5, 3}}});
   c.push_back({"SoftmaxCrossEntropy", {}, {{4, 5}, {4}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64}, {},
                1, 5});
+  // 300 contiguous classes: one block per row.
+  c.push_back({"SoftmaxCrossEntropy", {}, {{3, 300}, {3}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64}, {},
+               1, 300});
   c.push_back({"SoftmaxCrossEntropy", {}, {{2, 5, 3}, {2, 3}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64},
                {}, 1, 5});
   c.push_back({"SumLoss", {}, {{3, 4}}});

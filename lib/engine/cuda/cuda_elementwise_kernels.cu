@@ -199,13 +199,15 @@ __global__ void broadcast_binary_kernel(Dims out, Strides sa, Strides sb, const 
                                         float scalar, int64_t n) {
   MONET_GRID_LOOP(i, n) {
     Index rem = static_cast<Index>(i), oa = 0, ob = 0;
-    for (int d = out.rank - 1; d >= 0; --d) {
+    for (int d = out.rank - 1; d > 0; --d) {
       const Index size = static_cast<Index>(out.size[d]);
       const Index idx = rem % size;
       rem /= size;
       oa += idx * static_cast<Index>(sa.s[d]);
       ob += idx * static_cast<Index>(sb.s[d]);
     }
+    oa += rem * static_cast<Index>(sa.s[0]);  // the outermost coordinate is what is left: no division
+    ob += rem * static_cast<Index>(sb.s[0]);
     y[i] = binary_of<op>(a[oa], b[ob], scalar);
   }
 }

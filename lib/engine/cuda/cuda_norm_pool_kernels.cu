@@ -66,6 +66,65 @@ __global__ void ce_rows_kernel(int64_t N, int64_t C, int64_t P, const float* x, 
   }
 }
 
+// Blocks of one row each when the classes are contiguous (P == 1, ImageNet's 1000): the max and the sum of
+// exponentials reduced in shared memory in a fixed order (deterministic), instead of one thread walking 1000
+// classes three times.
+__device__ inline double block_max(double v) {
+  __shared__ double buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) buf[threadIdx.x] = fmax(buf[threadIdx.x], buf[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const double r = buf[0];
+  __syncthreads();
+  return r;
+}
+
+// The row's max and sum of exp(x - max), both in double; every thread of the block gets them.
+__device__ inline void row_max_sum(const float* row, int64_t C, double& mx, double& sum) {
+  double m = -INFINITY;
+  for (int64_t k = threadIdx.x; k < C; k += blockDim.x) m = fmax(m, static_cast<double>(row[k]));
+  mx = block_max(m);
+  double acc = 0;
+  for (int64_t k = threadIdx.x; k < C; k += blockDim.x) acc += exp(static_cast<double>(row[k]) - mx);
+  sum = block_sum(acc);
+}
+
+__global__ void ce_rows_block_kernel(int64_t N, int64_t C, const float* x, const int64_t* labels, double* rows,
+                                     int* bad_label) {
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    const float* row = x + r * C;
+    double mx, sum;
+    row_max_sum(row, C, mx, sum);
+    if (threadIdx.x == 0) {
+      const int64_t label = labels[r];
+      if (label < 0 || label >= C) {
+        *bad_label = 1;
+        rows[r] = 0;
+      } else {
+        rows[r] = log(sum) + mx - static_cast<double>(row[label]);
+      }
+    }
+  }
+}
+
+__global__ void ce_grad_block_kernel(int64_t N, int64_t C, const float* dloss, const float* x, const int64_t* labels,
+                                     float* dx) {
+  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(N);
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    const float* row = x + r * C;
+    double mx, sum;
+    row_max_sum(row, C, mx, sum);
+    const int64_t label = labels[r];
+    for (int64_t k = threadIdx.x; k < C; k += blockDim.x) {
+      const double s = exp(static_cast<double>(row[k]) - mx) / sum - (k == label ? 1.0 : 0.0);
+      dx[r * C + k] = static_cast<float>(s * scale);
+    }
+  }
+}
+
 __global__ void ce_sum_kernel(int64_t n, const double* rows, float* loss) {
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += rows[i];
@@ -215,15 +274,19 @@ __device__ __forceinline__ void window_range(I i, I pad, I s, I extent, I out, I
   if (hi > out - 1) hi = out - 1;
 }
 
-template <class I>
+// One thread per dx element. SH / SW: the strides when known at compile time (0: read from p), which turns the
+// four divisions by the stride in the window ranges into shifts; with runtime divisors this pass was bound by
+// integer division. (One block row per input row instead left most threads idle on 7x7 and 14x14 planes.)
+template <class I, int SH, int SW>
 __global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t* argmax, float* dx) {
+  const I sH = SH ? SH : p.sH, sW = SW ? SW : p.sW;
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * p.W) {
     const I i = static_cast<I>(il);
     const I plane = i / (p.H * p.W), e = i - plane * (p.H * p.W);
     const I ih = e / p.W, iw = e - ih * p.W;
     I oh_lo, oh_hi, ow_lo, ow_hi;
-    window_range<I>(ih, p.padT, p.sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
-    window_range<I>(iw, p.padL, p.sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
+    window_range<I>(ih, p.padT, sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
+    window_range<I>(iw, p.padL, sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
     const int32_t* am = argmax + static_cast<int64_t>(plane) * p.OH * p.OW;
     const float* dyp = dy + static_cast<int64_t>(plane) * p.OH * p.OW;
     float acc = 0.f;
@@ -300,14 +363,22 @@ cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* 
                                   double* rows, int* bad_label, float* loss, cudaStream_t stream) {
   cudaError_t err = cudaMemsetAsync(bad_label, 0, sizeof(int), stream);
   if (err != cudaSuccess) return err;
-  ce_rows_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, x, labels, rows, bad_label);
+  if (P == 1 && C >= 64)
+    ce_rows_block_kernel<<<static_cast<unsigned>(N < 65535 ? N : 65535), kThreads, 0, stream>>>(N, C, x, labels, rows,
+                                                                                                bad_label);
+  else
+    ce_rows_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, x, labels, rows, bad_label);
   ce_sum_kernel<<<1, kThreads, 0, stream>>>(N * P, rows, loss);
   return cudaGetLastError();
 }
 
 cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
                                        const int64_t* labels, float* dx, cudaStream_t stream) {
-  ce_grad_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
+  if (P == 1 && C >= 64)
+    ce_grad_block_kernel<<<static_cast<unsigned>(N < 65535 ? N : 65535), kThreads, 0, stream>>>(N, C, dloss, x, labels,
+                                                                                                dx);
+  else
+    ce_grad_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
   return cudaGetLastError();
 }
 
@@ -445,7 +516,11 @@ void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, const 
   const unsigned b = blocks_for(p.planes * p.OH * p.OW);
   if (taps) max_pool_unpack_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), taps, tap_bits, argmax);
   else max_pool_argmax_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), x, argmax);
-  max_pool_grad_kernel<I><<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(narrow<I>(p), dy, argmax, dx);
+  const unsigned g = blocks_for(p.planes * p.H * p.W);
+  const PoolI<I> q = narrow<I>(p);
+  if (p.sH == 1 && p.sW == 1) max_pool_grad_kernel<I, 1, 1><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
+  else if (p.sH == 2 && p.sW == 2) max_pool_grad_kernel<I, 2, 2><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
+  else max_pool_grad_kernel<I, 0, 0><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
 }
 
 }  // namespace
