@@ -5,7 +5,7 @@
 #   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN, the bundle's cudnnGetVersion (via monet-run's device line)
 #   tests    the CUDA test suite (every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism)
 #   check    monet-check --device cuda --reference cpu on every model in models/ at small input, both math modes;
-#            a solved schedule against CUDA store-all (bitwise)
+#            a solved schedule against CUDA store-all (bitwise) (MONET_CHECK_QUICK=1: the full-mode schedule only)
 #   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
 #            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
 #            (MONET_PROFILE_ONLY=1: resnet50's and googlenet's profiles alone)
@@ -66,6 +66,19 @@ check_model() {  # check_model MODEL MATH [ARGS...]: monet-check --device cuda -
 }
 
 stage_check() {
+  if [ -n "${MONET_CHECK_QUICK:-}" ]; then  # a quick look: a full-mode schedule against CUDA store-all only
+    step profile_resnet50_small "$B/monet-profile" models/resnet50.onnx "${SMALL[@]}" --device cuda \
+      --no-conv-algorithms -o "$OUT/resnet50_2_64.profile.json"
+    local budget
+    budget=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']*97//100)" \
+      "$OUT/resnet50_2_64.profile.json" 2>/dev/null || echo 0)
+    step solve_resnet50_small_full "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$budget" \
+      --time-limit 15 --mode full -o "$OUT/resnet50_2_64.half.full.schedule.json"
+    step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
+      --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --math fp32 --reference store-all \
+      --tolerance 1e-3 --report "$OUT/check_full_schedule_store_all.json"
+    return 0
+  fi
   check_model tiny fp32 --batch 4
   check_model tiny default --batch 4
   # A checkpoint schedule on the CUDA engine against CUDA store-all: bitwise.

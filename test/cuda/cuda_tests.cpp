@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/session.h"
@@ -297,6 +298,66 @@ TEST_CASE("every registry op on CUDA matches the CPU backend (fp32 math)", "[cud
   INFO("registry ops no case exercised: " << missing.size());
   for (const std::string& m : missing) UNSCOPED_INFO(m);
   CHECK(missing.empty());
+}
+
+namespace {
+
+// The forward node of a case alone, out of place or with output 0 in the buffer of the input the op may overwrite:
+// its outputs and then its inputs as the node left them (running statistics), the overwritten input left out.
+std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place) {
+  const Graph& g = b.g;
+  const Node& n = g.nodes[0];
+  std::vector<int64_t> offset(g.values.size(), -1);
+  int64_t total = 0;
+  for (int v : n.inputs) offset[v] = std::exchange(total, total + tensor_bytes(g.values[v].shape, g.values[v].dtype, 4));
+  for (int v : n.outputs) offset[v] = std::exchange(total, total + tensor_bytes(g.values[v].shape, g.values[v].dtype, 4));
+  const int64_t ws = be.workspace_bytes(g, n);
+  char* block = static_cast<char*>(be.reserve(total + align_up(ws)));
+  auto ref = [&](int v) { return TensorRef{block + offset[v], &g.values[v].shape, g.values[v].dtype}; };
+  std::vector<TensorRef> in, out;
+  for (int v : n.inputs) {
+    be.upload(ref(v), b.inputs.at(v));
+    in.push_back(ref(v));
+  }
+  for (int v : n.outputs) out.push_back(ref(v));
+  const int over = in_place ? op_def(n.op).in_place.at(0) : -1;
+  if (in_place) out[0].data = in[static_cast<size_t>(over)].data;
+  be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, 0);
+  be.synchronize();
+  std::vector<std::vector<double>> r;
+  for (const TensorRef& t : out) r.push_back(be.download(t));
+  for (size_t i = 0; i < in.size(); ++i)  // in both runs without the input that may be overwritten
+    if (static_cast<int>(i) != op_def(n.op).in_place.at(0)) r.push_back(be.download(in[i]));
+  be.unreserve(block);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ops that may run in place give on CUDA the bits they give out of place", "[cuda][ops][in_place]") {
+  auto gpu = cuda::make_cuda_backend("fp32");
+  const Attrs bn = attrs({{"epsilon", 1e-3}, {"momentum", 0.8}});
+  const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive};
+  const std::vector<bool> bn_grad = {true, true, true, false, false};
+  std::vector<Case> cs;
+  cs.push_back({"Relu", {}, {{4, 8, 36}}, {}, {}, {}, 2});
+  cs.push_back({"Relu", {}, {{3, 5, 7}}, {}, {}, {}, 2});
+  cs.push_back({"Clip", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {{2, 3, 4, 5}}});
+  cs.push_back({"Add", {}, {{2, 3, 40}, {2, 3, 40}}});
+  cs.push_back({"BatchNormalization", bn, {{4, 3, 5, 5}, {3}, {3}, {3}, {3}}, bn_fill, {}, bn_grad, 3});
+  // Large enough for cuDNN's multi-block kernels (statistics over 100K values per channel).
+  cs.push_back({"BatchNormalization", bn, {{32, 8, 56, 56}, {8}, {8}, {8}, {8}}, bn_fill, {}, bn_grad, 3});
+  uint64_t seed = 77;
+  for (const Case& k : cs) {
+    INFO(k.op << " " << shape_str(k.shapes[0]));
+    const Built b = build(k, seed++);
+    const auto plain = run_forward(b, *gpu, false), over = run_forward(b, *gpu, true);
+    REQUIRE(plain.size() == over.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      INFO("result " << i);
+      CHECK(plain[i] == over[i]);
+    }
+  }
 }
 
 namespace {

@@ -180,7 +180,48 @@ TEST_CASE("every implementation runs: gradients as store-all's (ReluGrad and Max
   }
 }
 
-TEST_CASE("in place: Relu, Clip and Add over an input that ends there give the bits of out of place, in less memory",
+namespace {
+
+// Store-all with every `grad_op` on its output-activated implementation (1), so that `op` runs in place over an
+// input that then ends there: the same bits as the same schedule out of place, and the arena peak predicted.
+void in_place_with_output_grads(const Case& c, const std::string& op, const std::string& grad_op) {
+  INFO(c.model << ": " << op << " in place");
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  std::vector<int> impl(plan.nodes.size(), 0);
+  for (size_t n = 0; n < plan.nodes.size(); ++n)
+    if (plan.nodes[n].op == grad_op) impl[n] = 1;
+  Schedule in_place = store_all_schedule(plan, impl);
+  in_place.mode = "full";
+  int count = 0;
+  for (const Step& st : in_place.steps)
+    count += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].op == op;
+  CHECK(count > 0);
+  const Schedule plain = out_of_place(in_place);
+  CHECK(simulate(plan, plain).peak_bytes >= simulate(plan, in_place).peak_bytes);  // params dominate at batch 2
+  TempSchedule a(op + "_in_place"), b(op + "_out_of_place");
+  write_file(a.path, tg, plan, in_place, 0);
+  write_file(b.path, tg, plan, plain, 0);
+  std::map<int, std::vector<double>> got[2];
+  for (int k = 0; k < 2; ++k) {
+    SessionOptions o = options_of(c);
+    o.schedule_path = k == 0 ? a.path : b.path;
+    auto s = open_session(o);
+    std::set<int> capture = {s->tg.loss};
+    for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
+    got[k] = s->executor->step(capture);
+    CHECK(s->executor->arena().peak_bytes() == s->predicted.peak_bytes);
+  }
+  for (const auto& [v, values] : got[0]) {
+    INFO(tg.graph.values[v].name);
+    CHECK(same_bits(values, got[1].at(v)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("in place: Relu, Clip, Add and BatchNormalization over an input that ends there give the bits of out of place, in less memory",
           "[scheduled][in_place]") {
   // Store-all runs every node that may in place over an input it reads last (resnet50: the Relus, the residual
   // Adds; mobilenet_v2: the residual Adds - its ReLU6 Clips keep their input for the input-activated ClipGrad). The same schedule run out of place gives the same bits (the
@@ -202,37 +243,11 @@ TEST_CASE("in place: Relu, Clip and Add over an input that ends there give the b
     write_file(file.path, tg, plan, plain, 0);
     check_against_store_all(c, file.path, 0);
   }
-  // Clip in place: mobilenet_v2 with the output-activated ClipGrad (x then ends at the Clip), in place and out of
-  // place: the same bits.
-  const Case c{"mobilenet_v2", 2, Shape{3, 32, 32}};
-  const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
-  std::vector<int> impl(plan.nodes.size(), 0);
-  for (size_t n = 0; n < plan.nodes.size(); ++n)
-    if (plan.nodes[n].op == "ClipGrad") impl[n] = 1;
-  Schedule in_place = store_all_schedule(plan, impl);
-  in_place.mode = "full";
-  int clips = 0;
-  for (const Step& st : in_place.steps) clips += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].op == "Clip";
-  CHECK(clips > 0);
-  TempSchedule a("clip_in_place"), b("clip_out_of_place");
-  write_file(a.path, tg, plan, in_place, 0);
-  write_file(b.path, tg, plan, out_of_place(in_place), 0);
-  std::map<int, std::vector<double>> got[2];
-  for (int k = 0; k < 2; ++k) {
-    SessionOptions o = options_of(c);
-    o.schedule_path = k == 0 ? a.path : b.path;
-    auto s = open_session(o);
-    std::set<int> capture = {s->tg.loss};
-    for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
-    got[k] = s->executor->step(capture);
-    CHECK(s->executor->arena().peak_bytes() == s->predicted.peak_bytes);
-  }
-  for (const auto& [v, values] : got[0]) {
-    INFO(tg.graph.values[v].name);
-    CHECK(same_bits(values, got[1].at(v)));
-  }
+  // Clip in place: mobilenet_v2 with the output-activated ClipGrad (x then ends at the Clip); BatchNormalization in
+  // place: resnet50 with the output-activated BatchNormGrad (the conv output then ends at the BatchNorm; with the
+  // in-place Relu after it, in-place ABN). In place and out of place: the same bits.
+  in_place_with_output_grads({"mobilenet_v2", 2, Shape{3, 32, 32}}, "Clip", "ClipGrad");
+  in_place_with_output_grads({"resnet50", 2, Shape{3, 32, 32}}, "BatchNormalization", "BatchNormGrad");
 }
 
 TEST_CASE("full-mode schedules: gradients as store-all's, arena peak = simulator peak <= budget",

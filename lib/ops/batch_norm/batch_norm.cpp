@@ -12,6 +12,9 @@
 // xhat = (Y - B) / scale; needs every scale non-zero, and loses precision where |scale| is tiny).
 // Gradients flowing into saved_mean / saved_invstd (no model reads them; the op test harness does) are handled
 // by BatchNormStatGrad so that the op's gradient is complete.
+// In place: Y may take X's buffer (the kernels finish a channel's statistics before writing any of its Y, and
+// write each Y element from the same X element); the planner does so where X has no later reader, i.e. where the
+// backward is output-activated - together with an in-place ReLU this is in-place ABN (Rota Bulo et al. 2018).
 #include <cmath>
 
 #include "ops/op.h"
@@ -228,7 +231,7 @@ const OpDef batch_norm = {.name = "BatchNormalization", .infer = infer_batch_nor
                           .cpu_f32 = batch_norm_cpu<float>, .cpu_f64 = batch_norm_cpu<double>,
                           .param_roles = {ParamRole::none, ParamRole::ones, ParamRole::zeros, ParamRole::running_mean,
                                           ParamRole::running_var},
-                          .flops = batch_norm_flops};
+                          .flops = batch_norm_flops, .in_place = {0}};
 const OpDef batch_norm_grad = {.name = "BatchNormGrad", .infer = infer_batch_norm_grad,
                                .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>,
                                .flops = batch_norm_grad_flops,
