@@ -198,16 +198,8 @@ template <Binary op, class Index>
 __global__ void broadcast_binary_kernel(Dims out, Strides sa, Strides sb, const float* a, const float* b, float* y,
                                         float scalar, int64_t n) {
   MONET_GRID_LOOP(i, n) {
-    Index rem = static_cast<Index>(i), oa = 0, ob = 0;
-    for (int d = out.rank - 1; d > 0; --d) {
-      const Index size = static_cast<Index>(out.size[d]);
-      const Index idx = rem % size;
-      rem /= size;
-      oa += idx * static_cast<Index>(sa.s[d]);
-      ob += idx * static_cast<Index>(sb.s[d]);
-    }
-    oa += rem * static_cast<Index>(sa.s[0]);  // the outermost coordinate is what is left: no division
-    ob += rem * static_cast<Index>(sb.s[0]);
+    Index oa = 0, ob = 0;
+    offsets_of(out, sa, sb, static_cast<Index>(i), oa, ob);
     y[i] = binary_of<op>(a[oa], b[ob], scalar);
   }
 }
@@ -219,13 +211,8 @@ template <Binary op, bool IA, bool IB, class V>
 __global__ void rows_binary_kernel(Dims lead, Strides sa, Strides sb, int64_t rows, int32_t len, const float* a,
                                    const float* b, float* y, float scalar) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    int64_t rem = r, oa = 0, ob = 0;
-    for (int d = lead.rank - 1; d >= 0; --d) {
-      const int64_t idx = rem % lead.size[d];
-      rem /= lead.size[d];
-      oa += idx * sa.s[d];
-      ob += idx * sb.s[d];
-    }
+    int64_t oa = 0, ob = 0;
+    offsets_of(lead, sa, sb, r, oa, ob);
     const V* ra = reinterpret_cast<const V*>(a + oa);
     const V* rb = reinterpret_cast<const V*>(b + ob);
     V* ry = reinterpret_cast<V*>(y) + r * len;

@@ -13,16 +13,8 @@ template <class E, class Index>
 __global__ void strided_copy_kernel(Dims shape, Strides ss, int64_t sbase, const E* src, Strides ds, int64_t dbase,
                                     E* dst, int64_t n) {
   MONET_GRID_LOOP(i, n) {
-    Index rem = static_cast<Index>(i), so = static_cast<Index>(sbase), dof = static_cast<Index>(dbase);
-    for (int d = shape.rank - 1; d > 0; --d) {
-      const Index size = static_cast<Index>(shape.size[d]);
-      const Index idx = rem % size;
-      rem /= size;
-      so += idx * static_cast<Index>(ss.s[d]);
-      dof += idx * static_cast<Index>(ds.s[d]);
-    }
-    so += rem * static_cast<Index>(ss.s[0]);  // the outermost coordinate is what is left: no division
-    dof += rem * static_cast<Index>(ds.s[0]);
+    Index so = static_cast<Index>(sbase), dof = static_cast<Index>(dbase);
+    offsets_of(shape, ss, ds, static_cast<Index>(i), so, dof);
     dst[dof] = src[so];
   }
 }

@@ -26,6 +26,23 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);       \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+// Element i of a row-major index space `dims` at strides sa and sb: its offsets oa and ob (added to their
+// values). The outermost coordinate is what the divisions leave, so a rank-r space costs r - 1 of them.
+template <class Index>
+__device__ __forceinline__ void offsets_of(const Dims& dims, const Strides& sa, const Strides& sb, Index i, Index& oa,
+                                           Index& ob) {
+  Index rem = i;
+  for (int d = dims.rank - 1; d > 0; --d) {
+    const Index size = static_cast<Index>(dims.size[d]);
+    const Index idx = rem % size;
+    rem /= size;
+    oa += idx * static_cast<Index>(sa.s[d]);
+    ob += idx * static_cast<Index>(sb.s[d]);
+  }
+  oa += rem * static_cast<Index>(sa.s[0]);
+  ob += rem * static_cast<Index>(sb.s[0]);
+}
+
 // Sums one double per thread of a block of kThreads threads; the result is valid in thread 0. Fixed order.
 __device__ inline double block_sum(double v) {
   __shared__ double buf[kThreads];
