@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -108,6 +109,10 @@ class ProgressHandler : public CbcEventHandler {
 
   CbcAction event(CbcEvent e) override {
     if (!model_) return noAction;
+    // CBC passes the handler on to the sub-MIPs of its heuristics (RINS and the like), whose columns, solutions and
+    // bounds are their own: only the search's own model reports.
+    if (model_->parentModel() != nullptr || model_->getNumCols() != n_)
+      return shared_->elapsed() > shared_->time_limit_s ? stop : noAction;
     std::lock_guard<std::mutex> lock(pipe_mutex());
     if (model_->bestSolution()) {
       const double obj = model_->getObjValue();
@@ -149,10 +154,32 @@ struct ChildReport {
   bool done = false;
   double status = -1, seconds = 0;
   bool time_limit_reached = false;
+  int rejected = 0;  // solutions that did not satisfy the program
 };
 
-// Reads whatever the pipe holds, applying every complete message; false at end of file.
-bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, int n) {
+// Whether x is integral where it must be and satisfies every row and bound of the program (CBC's tolerances,
+// relative to the row's size: memory rows count 256-byte units into the tens of millions).
+bool satisfies(const LinearProgram& lp, const std::vector<double>& x) {
+  constexpr double kTol = 1e-6;
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (x[j] < lp.col_lo[j] - kTol || x[j] > lp.col_hi[j] + kTol) return false;
+    if (lp.integer[j] && std::abs(x[j] - std::round(x[j])) > 1e-5) return false;
+  }
+  for (const LinearProgram::Row& r : lp.rows) {
+    double act = 0, size = 1;
+    for (size_t k = 0; k < r.cols.size(); ++k) {
+      act += r.coefs[k] * x[r.cols[k]];
+      size += std::abs(r.coefs[k] * x[r.cols[k]]);
+    }
+    if (act < r.lo - kTol * size || act > r.hi + kTol * size) return false;
+  }
+  return true;
+}
+
+// Reads whatever the pipe holds, applying every complete message; false at end of file. A solution that does not
+// satisfy the program is dropped (counted in rep.rejected): the parent keeps the last one that does.
+bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const LinearProgram& lp) {
+  const int n = static_cast<int>(lp.col_names.size());
   char chunk[1 << 16];
   for (;;) {
     const ssize_t got = ::read(fd, chunk, sizeof chunk);
@@ -174,9 +201,14 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, int n)
         rep.bound = v[0];
         if (v[0] > shared.bound) shared.bound = v[0];  // the progress line shows the best bound known
       } else if (type == Msg::solution && count == 2 + static_cast<uint64_t>(n)) {
+        std::vector<double> x(v.begin() + 2, v.end());
+        if (!satisfies(lp, x)) {
+          ++rep.rejected;
+          continue;
+        }
         rep.objective = v[0];
         if (rep.first_feasible_s < 0) rep.first_feasible_s = v[1];
-        rep.x.assign(v.begin() + 2, v.end());
+        rep.x = std::move(x);
         shared.incumbent = v[0];
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
@@ -185,8 +217,14 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, int n)
         rep.seconds = v[3];
         rep.time_limit_reached = v[4] != 0;
         if (count == 5 + static_cast<uint64_t>(n)) {
-          rep.objective = v[1];
-          rep.x.assign(v.begin() + 5, v.end());
+          std::vector<double> x(v.begin() + 5, v.end());
+          if (satisfies(lp, x)) {
+            rep.objective = v[1];
+            rep.x = std::move(x);
+          } else {
+            ++rep.rejected;
+            if (rep.status == 0) rep.status = 1;  // not proven optimal for the solution we keep
+          }
         }
       }
     }
@@ -562,12 +600,14 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     pollfd pfd{fds[0], POLLIN, 0};
     const int ready = ::poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
     if (ready < 0 && errno != EINTR) break;
-    if (ready > 0) open = drain(fds[0], buffer, rep, *shared, n);
+    if (ready > 0) open = drain(fds[0], buffer, rep, *shared, lp);
   }
   ::close(fds[0]);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  if (rep.rejected > 0)
+    std::fprintf(stderr, "monet-solve: note: %d solution(s) from CBC violated the MILP and were ignored\n", rep.rejected);
   if (!rep.done && !killed) {
     const std::string how = WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
                                                  : "exit code " + std::to_string(WEXITSTATUS(wstatus));
@@ -582,7 +622,8 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   r.bound = std::max(rep.bound, have_root ? root.bound : -1e300);
   if (rep.x.empty() && warm_start && !(rep.done && rep.status == 2)) {  // stopped before CBC reported the start
     rep.x = *warm_start;
-    rep.objective = shared->incumbent;
+    rep.objective = 0;
+    for (int j = 0; j < n; ++j) rep.objective += lp.objective[j] * rep.x[j];
     rep.first_feasible_s = 0;
   }
   if (!rep.x.empty()) {
