@@ -447,12 +447,13 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     while (!cv.wait_for(lock, std::chrono::duration<double>(options.progress_every_s), [&] { return done; }))
       if (options.progress) options.progress({since_began(), shared->incumbent, shared->bound});
   });
-  struct StopReporter {  // on every path out, including exceptions
+  struct StopReporter {  // before the fork (see there), and on every path out, including exceptions
     std::mutex& mu;
     std::condition_variable& cv;
     bool& done;
     std::thread& reporter;
-    ~StopReporter() {
+    void operator()() {
+      if (!reporter.joinable()) return;
       {
         std::lock_guard<std::mutex> lock(mu);
         done = true;
@@ -460,6 +461,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       cv.notify_all();
       reporter.join();
     }
+    ~StopReporter() { (*this)(); }
   } stop_reporter{mu, cv, done, reporter};
 
   std::vector<double> computed_start;
@@ -550,11 +552,11 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   // it, keeping the last incumbent.
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
-  pid_t pid;
-  {
-    std::lock_guard<std::mutex> lock(mu);  // the progress thread is not inside a call while the process forks
-    pid = ::fork();
-  }
+  // The fork copies only this thread: the progress thread is stopped first (the parent's wait loop below reports
+  // instead), so that no lock - the allocator's included - is held by a thread the child does not have. (With
+  // the progress thread still starting up, the child of an ASan build hung in the allocator.)
+  stop_reporter();
+  const pid_t pid = ::fork();
   if (pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
   if (pid == 0) {  // the child: CBC, messages, _exit (no destructors, no atexit handlers of the parent's)
     ::close(fds[0]);
@@ -590,6 +592,8 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   ChildReport rep;
   std::string buffer;
   bool open = true, killed = false;
+  const double every = options.progress_every_s;
+  double next_report = (std::floor(since_began() / every) + 1) * every;  // the progress thread's cadence
   while (open && !rep.done) {
     const double left = options.time_limit_s + kKillGraceS - since_began();
     if (left <= 0) {
@@ -597,8 +601,13 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       killed = true;
       break;
     }
+    if (since_began() >= next_report) {
+      if (options.progress) options.progress({since_began(), shared->incumbent, shared->bound});
+      next_report += every;
+    }
     pollfd pfd{fds[0], POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    const double wait = std::min({left, next_report - since_began(), 1.0});
+    const int ready = ::poll(&pfd, 1, static_cast<int>(std::max(wait, 0.0) * 1000) + 1);
     if (ready < 0 && errno != EINTR) break;
     if (ready > 0) open = drain(fds[0], buffer, rep, *shared, lp);
   }
