@@ -62,7 +62,8 @@ constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rou
 constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs
 constexpr double kKillGraceS = 0.5;    // CBC's process is stopped this long after the time limit
 
-// What the event handler (running inside CBC, possibly in a clone) shares with the progress thread.
+// What the progress thread (until the fork), the event handler (in CBC's child process) and the parent's wait loop
+// (from the child's messages) know of the search.
 struct Shared {
   Clock::time_point start = Clock::now();
   double time_limit_s = 1e30;
@@ -70,7 +71,7 @@ struct Shared {
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 
-// CBC runs in a child process (run_cbc_child) that reports to the parent through a pipe, so that the parent can
+// CBC runs in a child process (solve_with_cbc forks it) that reports to the parent through a pipe, so that the parent can
 // hold the time limit: CBC checks its clock only between phases, and its root node (heuristics, strong
 // branching, RINS sub-MIPs) ran 50+ s past a 60 s limit on resnet50 b184. Messages: a type byte, a count, that
 // many doubles.
@@ -102,7 +103,7 @@ void send(int fd, Msg type, const std::vector<double>& head, const double* x = n
 
 class ProgressHandler : public CbcEventHandler {
  public:
-  // fd < 0: no pipe (not used in the child-less path).
+  // fd: the pipe to the parent; n: the program's column count.
   ProgressHandler(std::shared_ptr<Shared> s, int fd, int n) : shared_(std::move(s)), fd_(fd), n_(n) {}
   ProgressHandler(const ProgressHandler& o) : CbcEventHandler(o), shared_(o.shared_), fd_(o.fd_), n_(o.n_) {}
   CbcEventHandler* clone() const override { return new ProgressHandler(*this); }
@@ -117,16 +118,15 @@ class ProgressHandler : public CbcEventHandler {
     if (model_->bestSolution()) {
       const double obj = model_->getObjValue();
       if (shared_->first_feasible_s < 0) shared_->first_feasible_s = shared_->elapsed();
-      if (fd_ >= 0 && !(obj >= sent_objective())) {  // a better incumbent (or the first)
+      if (!(obj >= sent_objective())) {  // a better incumbent (or the first)
         send(fd_, Msg::solution, {obj, shared_->first_feasible_s.load()}, model_->bestSolution(), n_);
         sent_objective() = obj;
       }
-      shared_->incumbent = obj;
     }
     if (e == node || e == treeStatus || e == endSearch) {
       const double b = model_->getBestPossibleObjValue();
-      if (fd_ >= 0 && b != shared_->bound) send(fd_, Msg::bound, {b});
-      shared_->bound = b;
+      if (b != shared_->bound) send(fd_, Msg::bound, {b});
+      shared_->bound = b;  // the last one sent
     }
     // CBC checks its own limit only between phases; stop at the first event past it.
     return shared_->elapsed() > shared_->time_limit_s ? stop : noAction;
@@ -143,8 +143,8 @@ class ProgressHandler : public CbcEventHandler {
     return v;
   }
   std::shared_ptr<Shared> shared_;
-  int fd_ = -1;
-  int n_ = 0;
+  int fd_;
+  int n_;
 };
 
 // The parent's view of the child's messages.
@@ -464,6 +464,14 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     ~StopReporter() { (*this)(); }
   } stop_reporter{mu, cv, done, reporter};
 
+  // A result that is the warm start (CBC not started, or stopped before it reported one).
+  auto take_warm_start = [&](CbcResult& r) {
+    r.x = *warm_start;
+    r.objective = 0;
+    for (int j = 0; j < n; ++j) r.objective += lp.objective[j] * r.x[j];
+    r.status = CbcResult::Status::feasible;
+    r.first_feasible_s = 0;
+  };
   std::vector<double> computed_start;
   RootCuts root;
   bool have_root = false;
@@ -496,12 +504,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       r.root = root;
       r.time_limit_reached = true;
       r.bound = have_root ? root.bound : 0;
-      if (warm_start) {
-        r.x = *warm_start;
-        r.objective = shared->incumbent;
-        r.status = CbcResult::Status::feasible;
-        r.first_feasible_s = 0;
-      }
+      if (warm_start) take_warm_start(r);
       return r;
     }
   }
@@ -629,18 +632,13 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   r.time_limit_reached = killed || rep.time_limit_reached;
   // Both are valid lower bounds; CBC's may be its root LP's (the same) or less when it stopped early.
   r.bound = std::max(rep.bound, have_root ? root.bound : -1e300);
-  if (rep.x.empty() && warm_start && !(rep.done && rep.status == 2)) {  // stopped before CBC reported the start
-    rep.x = *warm_start;
-    rep.objective = 0;
-    for (int j = 0; j < n; ++j) rep.objective += lp.objective[j] * rep.x[j];
-    rep.first_feasible_s = 0;
-  }
   if (!rep.x.empty()) {
     r.x = std::move(rep.x);
     r.objective = rep.objective;
     r.status = rep.done && rep.status == 0 ? CbcResult::Status::optimal : CbcResult::Status::feasible;
-    r.first_feasible_s = rep.first_feasible_s >= 0 ? rep.first_feasible_s : r.solve_s;
-    if (warm_start && r.first_feasible_s > 0 && rep.first_feasible_s < 0) r.first_feasible_s = 0;
+    r.first_feasible_s = rep.first_feasible_s >= 0 ? rep.first_feasible_s : warm_start ? 0 : r.solve_s;
+  } else if (warm_start && !(rep.done && rep.status == 2)) {  // stopped before CBC reported the start
+    take_warm_start(r);
   } else {
     r.status = rep.done && rep.status == 2 ? CbcResult::Status::infeasible : CbcResult::Status::no_solution;
   }

@@ -10,10 +10,9 @@ namespace {
 // The general case: each element's index split into coordinates. Index is int32_t when every offset fits (64-bit
 // division is emulated on the GPU and costs ~15x the memory time).
 template <class E, class Index>
-__global__ void strided_copy_kernel(Dims shape, Strides ss, int64_t sbase, const E* src, Strides ds, int64_t dbase,
-                                    E* dst, int64_t n) {
+__global__ void strided_copy_kernel(Dims shape, Strides ss, const E* src, Strides ds, E* dst, int64_t n) {
   MONET_GRID_LOOP(i, n) {
-    Index so = static_cast<Index>(sbase), dof = static_cast<Index>(dbase);
+    Index so = 0, dof = 0;  // src and dst point at the bases already
     offsets_of(shape, ss, ds, static_cast<Index>(i), so, dof);
     dst[dof] = src[so];
   }
@@ -155,19 +154,19 @@ void launch_rows(int64_t rows, int64_t len, int64_t spitch, int64_t dpitch, cons
 }
 
 template <class E>
-void launch_strided(const Dims& shape, const Strides& ss, int64_t sbase, const void* src, const Strides& ds,
-                    int64_t dbase, void* dst, int64_t n, bool narrow, cudaStream_t stream) {
+void launch_strided(const Dims& shape, const Strides& ss, const void* src, const Strides& ds, void* dst, int64_t n,
+                    bool narrow, cudaStream_t stream) {
   const E* s = static_cast<const E*>(src);
   E* d = static_cast<E*>(dst);
   if (narrow)
-    strided_copy_kernel<E, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, sbase, s, ds, dbase, d, n);
+    strided_copy_kernel<E, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, s, ds, d, n);
   else
-    strided_copy_kernel<E, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, sbase, s, ds, dbase, d, n);
+    strided_copy_kernel<E, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, s, ds, d, n);
 }
 
-// The largest offset |base + sum_d i_d * stride_d| can reach.
-int64_t max_offset(const Dims& shape, const Strides& st, int64_t base) {
-  int64_t hi = base, lo = base;
+// The largest offset |sum_d i_d * stride_d| can reach (the pointer holds the base already).
+int64_t max_offset(const Dims& shape, const Strides& st) {
+  int64_t hi = 0, lo = 0;
   for (int d = 0; d < shape.rank; ++d) (st.s[d] > 0 ? hi : lo) += (shape.size[d] - 1) * st.s[d];
   return hi > -lo ? hi : -lo;
 }
@@ -221,11 +220,11 @@ cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_s
     return cudaGetLastError();
   }
   const int64_t limit = int64_t{1} << 31;
-  const bool narrow = n < limit && max_offset(m, ms, 0) < limit && max_offset(m, md, 0) < limit;
+  const bool narrow = n < limit && max_offset(m, ms) < limit && max_offset(m, md) < limit;
   switch (elem_bytes) {
-    case 1: launch_strided<uint8_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
-    case 4: launch_strided<uint32_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
-    default: launch_strided<uint64_t>(m, ms, 0, s, md, 0, d, n, narrow, stream); break;
+    case 1: launch_strided<uint8_t>(m, ms, s, md, d, n, narrow, stream); break;
+    case 4: launch_strided<uint32_t>(m, ms, s, md, d, n, narrow, stream); break;
+    default: launch_strided<uint64_t>(m, ms, s, md, d, n, narrow, stream); break;
   }
   return cudaGetLastError();
 }
