@@ -153,6 +153,12 @@ def main():
     ap.add_argument("--json", help="write the table as JSON here")
     ap.add_argument("--torch-profile", help="cuda: write PyTorch eager's CUDA kernel times (one step) here")
     args = ap.parse_args()
+    if args.torch_profile:  # refused before minutes of benchmarking, not after
+        if args.device != "cuda":
+            sys.exit("bench_pytorch.py: --torch-profile needs --device cuda (it times CUDA kernels)")
+        folder = os.path.dirname(os.path.abspath(args.torch_profile))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            sys.exit(f"bench_pytorch.py: --torch-profile {args.torch_profile}: folder {folder} is not writable")
     args.loss = args.loss or ("sum" if args.model == "unet" else "ce")
     args.onnx = args.onnx or os.path.join(HERE, "..", "models", args.model + ".onnx")
 
@@ -184,7 +190,7 @@ def main():
     rows = []
     t, peak = bench_torch(module, x, labels, args, device)
     rows.append(("pytorch eager", t, peak, ""))
-    if args.torch_profile and args.device == "cuda":
+    if args.torch_profile:
         profile_torch(module, x, labels, args, args.torch_profile)
     seq = as_sequential(args.model, module)
     if seq is None:
