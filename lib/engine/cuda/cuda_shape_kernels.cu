@@ -57,7 +57,9 @@ __global__ void pad_kernel(Dims xd, Dims yd, const int64_t* table, Strides axis_
   MONET_GRID_LOOP(i, n) {
     int64_t rem = i, xo = 0, xstride = 1;
     bool border = false;
-    for (int d = yd.rank - 1; d >= 0; --d) {
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {  // unrolled over constant dims: no stack copy (launch.cuh offsets_of)
+      if (d >= yd.rank) continue;
       const int64_t o = rem % yd.size[d];
       rem /= yd.size[d];
       const int64_t src = table[axis_offset.s[d] + o];

@@ -28,11 +28,17 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 // Element i of a row-major index space `dims` at strides sa and sb: its offsets oa and ob (added to their
 // values). The outermost coordinate is what the divisions leave, so a rank-r space costs r - 1 of them.
+// The loop runs over the constant kMaxDims, fully unrolled, with the dims past the rank skipped: every index into
+// the by-value parameter arrays is then a compile-time constant. A loop bounded by the runtime rank indexes them
+// dynamically, and the compiler copies Dims and Strides into a per-thread stack frame (136-200 bytes of local
+// memory written and read per element: GlobalAveragePoolGrad at ResNet-50 b184 took 0.68 ms for a 74 MB write).
 template <class Index>
 __device__ __forceinline__ void offsets_of(const Dims& dims, const Strides& sa, const Strides& sb, Index i, Index& oa,
                                            Index& ob) {
   Index rem = i;
-  for (int d = dims.rank - 1; d > 0; --d) {
+#pragma unroll
+  for (int d = kMaxDims - 1; d > 0; --d) {
+    if (d >= dims.rank) continue;
     const Index size = static_cast<Index>(dims.size[d]);
     const Index idx = rem % size;
     rem /= size;
