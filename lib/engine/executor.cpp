@@ -57,6 +57,19 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
   replay(g, schedule_, dry, dry_offset, backend, [](const Step&, int64_t) {});
 
+  // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
+  std::vector<char> read(g.values.size(), 0);
+  for (const Step& st : schedule_.steps) {
+    if (st.kind != Step::Kind::compute) continue;
+    const Node& n = g.nodes[st.id];
+    const ImplDef impl = impls_of(n).at(st.impl);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (impl.reads_input(static_cast<int>(i))) read[n.inputs[i]] = 1;
+  }
+  unread_optional_.assign(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (int o : op_def(n.op).optional_outputs) unread_optional_[n.outputs[o]] = !read[n.outputs[o]];
+
   reserved_ = dry.high_water_bytes();
   block_ = static_cast<char*>(backend.reserve(reserved_));
   arena_ = std::make_unique<Arena>(reserved_);
@@ -98,7 +111,11 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       // An input the implementation does not read may not be live: it is passed without data.
       in.push_back(impl.reads_input(static_cast<int>(i)) ? ref(v) : TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype});
     }
-    for (int v : n.outputs) out.push_back(ref(v));
+    for (int v : n.outputs) {
+      // An optional output nothing reads is not written, except where it is captured or the step is profiled.
+      const bool skip = unread_optional_[v] && !node_ms && !capture.count(v);
+      out.push_back(skip ? TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype} : ref(v));
+    }
     if (node_ms) backend_.start_timer();  // host wall time on the CPU, CUDA events on the GPU
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
                  computed[node] != 0, st.impl);

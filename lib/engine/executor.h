@@ -26,7 +26,8 @@ class Executor {
 
   // Runs one training step. Each value in `capture` is copied to the host right after it is computed (the first
   // time in the step) and returned. With node_ms, each compute step's wall time (backend synchronised) is added
-  // to node_ms[node] and on_node(node) is called after it (profiling and progress).
+  // to node_ms[node] and on_node(node) is called after it (profiling and progress). Optional outputs
+  // (OpDef::optional_outputs) that no step of the schedule reads are left unwritten, unless captured or profiled.
   std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,
                                           const std::function<void(int)>& on_node = nullptr);
 
@@ -46,6 +47,7 @@ class Executor {
   int64_t reserved_ = 0;
   char* block_ = nullptr;
   std::vector<int64_t> offset_;  // per value, -1 when not placed
+  std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())
 };
 
 // Deterministic 64-bit mix (splitmix64 finaliser) used to derive per-step, per-node seeds.

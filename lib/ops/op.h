@@ -124,6 +124,11 @@ struct OpDef {
   // element of that input before writing the same element of output 0, on every backend. The planner runs a node in
   // place only when that input has output 0's bytes and nothing reads it afterwards.
   std::vector<int> in_place = {};
+  // Outputs (index > 0) that only some implementations of the node's consumers read (Relu's mask, MaxPool's
+  // argmax): where no step of a schedule reads one, the executor passes it with data null and the kernels skip
+  // writing it, on every backend. Its bytes stay placed (the arena and the planner count them), and a profiling
+  // step writes it anyway (a node's profiled time covers all its outputs, whatever a schedule picks downstream).
+  std::vector<int> optional_outputs = {};
 };
 
 // The implementations of a node's op (at least one: the default).

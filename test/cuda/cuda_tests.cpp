@@ -99,6 +99,10 @@ std::vector<Case> cases() {
                                  {"ceil_mode", int64_t{1}}}),
                {{2, 3, 9, 9}}, {Fill::relu}, {}, {}, 2});
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{2, 2}}, {"dilations", I{2, 2}}}), {{1, 2, 7, 7}}, {}, {}, {}, 2});
+  // Rows of a multiple of 4 with strides 2 and 1: MaxPoolGrad's four-elements-per-thread kernel (ties from relu)
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
+               {{2, 3, 12, 16}}, {Fill::relu}, {}, {}, 2});
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{1, 2, 8, 8}}, {}, {}, {}, 2});
   // 8-bit taps (5x4 window) and 16-bit taps (17x16), odd output counts
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{5, 4}}, {"strides", I{2, 1}}}), {{1, 3, 9, 6}}, {Fill::relu}, {},
                {}, 2});
@@ -109,6 +113,7 @@ std::vector<Case> cases() {
                {{2, 3, 8, 8}}});
   c.push_back({"AveragePool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{1, 2, 6, 7}}});
   c.push_back({"GlobalAveragePool", {}, {{2, 3, 5, 7}}});
+  c.push_back({"GlobalAveragePool", {}, {{3, 70, 7, 7}}});  // rows of 49 (ResNet-50's last), 210 warps
   c.push_back({"ReduceMean", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}});
   c.push_back({"Softmax", attrs({{"axis", int64_t{1}}}), {{2, 3, 4}}});
   c.push_back({"Dropout", attrs({{"ratio", D{0.3}}, {"training_mode", I{1}}}), {{4, 50}}, {}, {}, {}, 2});
@@ -304,7 +309,9 @@ namespace {
 
 // The forward node of a case alone, out of place or with output 0 in the buffer of the input the op may overwrite:
 // its outputs and then its inputs as the node left them (running statistics), the overwritten input left out.
-std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place) {
+// skip_optional: the op's optional outputs are passed without data (what the executor does where nothing reads
+// them) and come back empty.
+std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place, bool skip_optional = false) {
   const Graph& g = b.g;
   const Node& n = g.nodes[0];
   std::vector<int64_t> offset(g.values.size(), -1);
@@ -322,12 +329,15 @@ std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool i
   for (int v : n.outputs) out.push_back(ref(v));
   const int over = in_place ? op_def(n.op).in_place.at(0) : -1;
   if (in_place) out[0].data = in[static_cast<size_t>(over)].data;
+  if (skip_optional)
+    for (int k : op_def(n.op).optional_outputs) out[static_cast<size_t>(k)].data = nullptr;
   be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, 0);
   be.synchronize();
   std::vector<std::vector<double>> r;
-  for (const TensorRef& t : out) r.push_back(be.download(t));
+  for (const TensorRef& t : out) r.push_back(t.data ? be.download(t) : std::vector<double>{});
+  const int overwritable = op_def(n.op).in_place.empty() ? -1 : op_def(n.op).in_place.at(0);
   for (size_t i = 0; i < in.size(); ++i)  // in both runs without the input that may be overwritten
-    if (static_cast<int>(i) != op_def(n.op).in_place.at(0)) r.push_back(be.download(in[i]));
+    if (static_cast<int>(i) != overwritable) r.push_back(be.download(in[i]));
   be.unreserve(block);
   return r;
 }
@@ -357,6 +367,29 @@ TEST_CASE("ops that may run in place give on CUDA the bits they give out of plac
       INFO("result " << i);
       CHECK(plain[i] == over[i]);
     }
+  }
+}
+
+TEST_CASE("optional outputs left without data change no other output on CUDA", "[cuda][ops]") {
+  auto gpu = cuda::make_cuda_backend("fp32");
+  std::vector<Case> cs;
+  cs.push_back({"Relu", {}, {{4, 8, 36}}, {}, {}, {}, 2});
+  cs.push_back({"Relu", {}, {{3, 5, 7}}, {}, {}, {}, 2});
+  cs.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
+                {{2, 3, 9, 9}}, {}, {}, {}, 2});
+  cs.push_back({"MaxPool", attrs({{"kernel_shape", I{5, 4}}, {"strides", I{2, 1}}}), {{1, 3, 9, 6}}, {}, {}, {}, 2});
+  cs.push_back({"MaxPool", attrs({{"kernel_shape", I{17, 16}}, {"strides", I{1, 2}}}), {{1, 1, 18, 19}}, {}, {}, {},
+                2});
+  uint64_t seed = 91;
+  for (const Case& k : cs) {
+    INFO(k.op << " " << shape_str(k.shapes[0]));
+    REQUIRE(op_def(k.op).optional_outputs == std::vector<int>{1});
+    const Built b = build(k, seed++);
+    const auto all = run_forward(b, *gpu, false), some = run_forward(b, *gpu, false, true);
+    REQUIRE(all.size() == some.size());
+    CHECK(some[1].empty());
+    for (size_t i = 0; i < all.size(); ++i)
+      if (i != 1) CHECK(all[i] == some[i]);
   }
 }
 

@@ -122,3 +122,84 @@ TEST_CASE("in place: output 0 takes the input's bytes; the input cannot be read 
   wrong.steps[0].in_place = plan.nodes[0].outputs[0];  // the first node over its own output
   CHECK_THROWS_WITH(simulate(g, wrong, ws), Contains("schedule step 0") && Contains("cannot run in place"));
 }
+
+namespace {
+// A CPU backend that records, for every node run, which of its outputs came without data.
+class NullOutputRecorder : public Backend {
+ public:
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::map<std::string, std::vector<bool>> null_outputs;  // node name -> per output, at its last run
+
+  std::string name() const override { return cpu->name(); }
+  int float_bytes() const override { return cpu->float_bytes(); }
+  void* reserve(int64_t bytes) override { return cpu->reserve(bytes); }
+  void unreserve(void* block) override { cpu->unreserve(block); }
+  int64_t workspace_bytes(const Graph& g, const Node& n) const override { return cpu->workspace_bytes(g, n); }
+  void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+           void* workspace, uint64_t seed, bool recompute, int impl) override {
+    std::vector<bool>& r = null_outputs[n.name];
+    r.clear();
+    for (const TensorRef& t : out) r.push_back(t.data == nullptr);
+    cpu->run(g, n, in, out, workspace, seed, recompute, impl);
+  }
+  void upload(const TensorRef& dst, const std::vector<double>& host) override { cpu->upload(dst, host); }
+  std::vector<double> download(const TensorRef& src) override { return cpu->download(src); }
+};
+}  // namespace
+
+TEST_CASE("optional outputs nothing reads are not written unless captured or profiled", "[engine]") {
+  SessionOptions o = tiny_options();
+  o.model_path = model_path("resnet50");
+  o.import.batch = 2;
+  o.import.input_shape = Shape{3, 32, 32};
+  auto s = open_session(o);
+  const Graph& g = s->tg.graph;
+  const Schedule store_all = store_all_schedule(g);  // ReluGrad reads y, MaxPoolGrad X: masks and argmax unread
+  std::vector<int> impl(g.nodes.size(), 0);           // ReluGrad reads the mask, MaxPoolGrad the argmax
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    impl[k] = g.nodes[k].op == "ReluGrad" ? 2 : g.nodes[k].op == "MaxPoolGrad" ? 1 : 0;
+  const Schedule saved = store_all_schedule(s->plan, impl);
+  std::set<int> grads;
+  for (const ParamSlot& p : s->tg.params) grads.insert(p.grad);
+  int relu_mask = -1;
+  for (const Node& n : g.nodes)
+    if (n.op == "Relu") relu_mask = n.outputs[1];
+  REQUIRE(relu_mask >= 0);
+
+  // Runs one step of `schedule` (capturing `capture`, profiled or not) and returns the gradients; `skipped`
+  // gets the nodes whose output 1 came without data, and every other output must have had data.
+  auto run = [&](const Schedule& schedule, std::set<int> capture, bool profiled, std::set<std::string>& skipped) {
+    NullOutputRecorder rec;
+    Executor e(g, schedule, rec, 7);
+    for (int v : resident_values(g)) e.set_value(v, s->initial[v]);
+    std::vector<double> node_ms(g.nodes.size(), 0.0);
+    capture.insert(grads.begin(), grads.end());
+    auto got = e.step(capture, profiled ? &node_ms : nullptr);
+    for (const auto& [name, nulls] : rec.null_outputs)
+      for (size_t k = 0; k < nulls.size(); ++k)
+        if (nulls[k]) {
+          CHECK(k == 1);
+          skipped.insert(name);
+        }
+    return got;
+  };
+  std::set<std::string> optional;  // the Relu and MaxPool nodes
+  for (const Node& n : g.nodes)
+    if (n.op == "Relu" || n.op == "MaxPool") optional.insert(n.name);
+
+  std::set<std::string> skipped;
+  auto base = run(store_all, {}, false, skipped);
+  CHECK(skipped == optional);
+  skipped.clear();
+  auto with_saved = run(saved, {}, false, skipped);
+  CHECK(skipped.empty());
+  skipped.clear();
+  run(store_all, {}, true, skipped);
+  CHECK(skipped.empty());
+  skipped.clear();
+  run(store_all, {relu_mask}, false, skipped);
+  CHECK(skipped.size() == optional.size() - 1);
+  CHECK_FALSE(skipped.count(g.nodes[g.values[relu_mask].producer].name));
+  // Not writing them changes nothing else: the same gradients, bitwise, as the implementations that read them.
+  for (int v : grads) CHECK(base.at(v) == with_saved.at(v));
+}

@@ -182,7 +182,8 @@ class CudaBackend final : public Backend {
   }
 
   void unreserve(void* block) override {
-    // Called from destructors: report, never throw.
+    // Called from destructors: report, never throw. Updates still pending point into the block: dropped.
+    ctx_.pending_sgd.batch.count = 0;
     const cudaError_t e = cudaFree(block);
     if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFree of the arena failed: %s\n", cudaGetErrorString(e));
   }
@@ -196,11 +197,13 @@ class CudaBackend final : public Backend {
            void* workspace, uint64_t seed, bool recompute, int impl) override {
     const CudaKernelDef& def = lookup(n);
     const int64_t ws = def.workspace ? def.workspace(g, n, ctx_) : 0;
+    if (n.op != "SgdUpdate") flush_sgd(ctx_);  // SgdUpdate joins the pending batch (cuda_ops.h PendingSgd)
     def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl});
   }
 
   void upload(const TensorRef& dst, const std::vector<double>& host) override {
     MONET_CHECK(static_cast<int64_t>(host.size()) == dst.numel());
+    flush_sgd(ctx_);
     const size_t n = host.size();
     switch (dst.dtype) {
       case DType::f32: copy_in(dst.data, std::vector<float>(host.begin(), host.end())); break;
@@ -220,6 +223,7 @@ class CudaBackend final : public Backend {
   }
 
   std::vector<double> download(const TensorRef& src) override {
+    flush_sgd(ctx_);
     const size_t n = static_cast<size_t>(src.numel());
     switch (src.dtype) {
       case DType::f32: return copy_out<float>(src.data, n);
@@ -229,10 +233,18 @@ class CudaBackend final : public Backend {
     return {};
   }
 
-  void synchronize() override { MONET_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  void synchronize() override {
+    flush_sgd(ctx_);
+    MONET_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
 
-  void start_timer() override { MONET_CUDA_CHECK(cudaEventRecord(timer_start_, ctx_.stream)); }
+  // A timed node's pending updates go out before its stop event (an SgdUpdate is timed alone).
+  void start_timer() override {
+    flush_sgd(ctx_);
+    MONET_CUDA_CHECK(cudaEventRecord(timer_start_, ctx_.stream));
+  }
   double stop_timer_ms() override {
+    flush_sgd(ctx_);
     MONET_CUDA_CHECK(cudaEventRecord(timer_stop_, ctx_.stream));
     MONET_CUDA_CHECK(cudaEventSynchronize(timer_stop_));
     float ms = 0;

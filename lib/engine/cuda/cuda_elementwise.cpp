@@ -146,13 +146,27 @@ void run_dropout_grad(const CudaCall& c) {
                                 c.ctx.stream));
 }
 
+// SgdUpdate joins the context's pending batch (flush_sgd launches it): consecutive updates of a schedule go out
+// as one kernel.
 void run_sgd(const CudaCall& c) {
   const float lr = static_cast<float>(c.node.attrs.f("lr"));
   const float momentum = static_cast<float>(c.node.attrs.f("momentum"));
-  MONET_CUDA_CHECK(sgd_update(n_of(c), c.fin_mut(0), c.fin(1), c.fin_mut(2), lr, momentum, c.ctx.stream));
+  PendingSgd& q = c.ctx.pending_sgd;
+  if (q.batch.count == kSgdBatch || (q.batch.count > 0 && (q.lr != lr || q.momentum != momentum))) flush_sgd(c.ctx);
+  q.lr = lr;
+  q.momentum = momentum;
+  q.batch.t[q.batch.count++] = SgdTensor{c.fin_mut(0), c.fin(1), c.fin_mut(2), n_of(c)};
 }
 
 }  // namespace
+
+void flush_sgd(CudaContext& ctx) {
+  PendingSgd& q = ctx.pending_sgd;
+  if (q.batch.count == 0) return;
+  const SgdBatch batch = q.batch;
+  q.batch.count = 0;
+  MONET_CUDA_CHECK(sgd_update(batch, q.lr, q.momentum, ctx.stream));
+}
 
 void add_elementwise_kernels(CudaKernelTable& t) {
   t["Relu"] = {run_relu};

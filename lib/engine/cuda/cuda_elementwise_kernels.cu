@@ -340,10 +340,45 @@ __global__ void reduce_block_kernel(ReduceGeom g, const float* x, const float* p
   }
 }
 
+// One warp per output element where x is [out_n rows][red_n] row-major (GlobalAveragePool, a mean over the
+// trailing axes): lanes read a row's consecutive elements (coalesced, no index division), each sums its share in
+// double, then a fixed shuffle tree (deterministic). The thread kernel's one thread per row read strided elements and
+// split every index with 64-bit divisions.
+template <Term t>
+__global__ void reduce_rows_warp_kernel(int64_t rows, int32_t len, const float* x, float* out, double divisor) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = first; r < rows; r += step) {  // the same r across the warp: the shuffles see every lane
+    const float* row = x + r * len;
+    double acc = 0;
+    for (int32_t j = lane; j < len; j += 32) acc += term_of<t>(row[j], nullptr, nullptr, 0, 0);
+    for (int d = 16; d > 0; d /= 2) acc += __shfl_down_sync(0xffffffffu, acc, d);
+    if (lane == 0) out[r] = static_cast<float>(acc / divisor);
+  }
+}
+
+// Whether x's kept dims lead and its reduced dims trail, all contiguous: element (o, j) at o * red_n + j.
+bool rows_layout(const ReduceGeom& g) {
+  int64_t s = 1;
+  for (int d = g.red_rank - 1; d >= 0; --d) {
+    if (g.red_stride[0][d] != s) return false;
+    s *= g.red_size[d];
+  }
+  for (int d = g.kept_rank - 1; d >= 0; --d) {
+    if (g.kept_stride[0][d] != s) return false;
+    s *= g.kept_size[d];
+  }
+  return true;
+}
+
 template <Term t>
 void launch_reduce(const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out, double divisor,
                    cudaStream_t stream) {
-  if (g.red_n >= 128) {
+  if ((t == Term::x || t == Term::neg_x) && g.red_n < 128 && rows_layout(g)) {
+    reduce_rows_warp_kernel<t><<<blocks_for(g.out_n * 32), kThreads, 0, stream>>>(
+        g.out_n, static_cast<int32_t>(g.red_n), x, out, divisor);
+  } else if (g.red_n >= 128) {
     const int64_t blocks = g.out_n < 65535 ? g.out_n : 65535;
     reduce_block_kernel<t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
   } else {
@@ -376,11 +411,15 @@ __global__ void dropout_grad_kernel(int64_t n, const float* dy, const uint8_t* m
   MONET_GRID_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
 }
 
-__global__ void sgd_kernel(int64_t n, float* p, const float* g, float* buf, float lr, float momentum) {
-  MONET_GRID_LOOP(i, n) {
-    const float b = __fadd_rn(__fmul_rn(momentum, buf[i]), g[i]);
-    buf[i] = b;
-    p[i] = __fsub_rn(p[i], __fmul_rn(lr, b));
+// Grid row blockIdx.y updates parameter blockIdx.y. __grid_constant__: the batch is read in place from the
+// parameter space (indexing a by-value array with blockIdx.y would copy it into every thread's stack).
+__global__ void sgd_kernel(const __grid_constant__ SgdBatch batch, float lr, float momentum) {
+  const SgdTensor& t = batch.t[blockIdx.y];
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < t.n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const float b = __fadd_rn(__fmul_rn(momentum, t.buf[i]), t.g[i]);
+    t.buf[i] = b;
+    t.p[i] = __fsub_rn(t.p[i], __fmul_rn(lr, b));
   }
 }
 
@@ -432,6 +471,7 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
 }
 
 cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream) {
+  if (!mask) return unary(Unary::relu, n, x, y, 0.f, 0.f, stream);
   if (n % 4 == 0 && aligned16(x) && aligned16(y))
     relu_mask4_kernel<<<blocks_for((n + 127) / 128 * 32), kThreads, 0, stream>>>(
         n, reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), mask);
@@ -488,9 +528,11 @@ cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float*
   return cudaGetLastError();
 }
 
-cudaError_t sgd_update(int64_t n, float* p, const float* g, float* buf, float lr, float momentum,
-                       cudaStream_t stream) {
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, p, g, buf, lr, momentum);
+cudaError_t sgd_update(const SgdBatch& batch, float lr, float momentum, cudaStream_t stream) {
+  if (batch.count <= 0) return cudaSuccess;
+  int64_t most = 0;
+  for (int k = 0; k < batch.count; ++k) most = batch.t[k].n > most ? batch.t[k].n : most;
+  sgd_kernel<<<dim3(blocks_for(most), static_cast<unsigned>(batch.count)), kThreads, 0, stream>>>(batch, lr, momentum);
   return cudaGetLastError();
 }
 

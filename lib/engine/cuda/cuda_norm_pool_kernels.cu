@@ -229,7 +229,9 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
       const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
       const I oh = o / p.OW, ow = o - oh * p.OW, tap = window_tap(p, xp, oh, ow);
       y[i] = xp[tap_index(p, oh, ow, tap)];
-      if (bits == 4) {
+      if (!taps) {
+        continue;  // nothing reads them (OpDef::optional_outputs)
+      } else if (bits == 4) {
         packed |= static_cast<unsigned>(tap) << (4 * k);
       } else if (bits == 8) {
         taps[i] = static_cast<uint8_t>(tap);
@@ -238,7 +240,7 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
         taps[2 * static_cast<int64_t>(i) + 1] = static_cast<uint8_t>(tap >> 8);
       }
     }
-    if (bits == 4) taps[g] = static_cast<uint8_t>(packed);
+    if (taps && bits == 4) taps[g] = static_cast<uint8_t>(packed);
   }
 }
 
@@ -293,6 +295,39 @@ __global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t*
     for (I oh = oh_lo; oh <= oh_hi; ++oh)
       for (I ow = ow_lo; ow <= ow_hi; ++ow)
         if (am[oh * p.OW + ow] == e) acc += dyp[oh * p.OW + ow];
+    dx[i] = acc;
+  }
+}
+
+// max_pool_grad_kernel over four consecutive dx elements of a row per thread (W % 4 == 0, dx 16-byte aligned): one
+// index split per four elements, the windows of the four read once, one float4 store. Each element sums the same
+// windows in the same (oh, ow) order as the one-element kernel (a window's argmax lies inside it, so the extra
+// windows of the wider range never match): the same bits.
+template <class I, int SH, int SW>
+__global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, const int32_t* argmax, float4* dx) {
+  const I W4 = p.W / 4;
+  MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * W4) {
+    const I i = static_cast<I>(il);
+    const I row = i / W4, iw0 = (i - row * W4) * 4;
+    const I plane = row / p.H, ih = row - plane * p.H;
+    I oh_lo, oh_hi, ow_lo, ow_hi, unused;
+    window_range<I>(ih, p.padT, SH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
+    window_range<I>(iw0, p.padL, SW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, unused);
+    window_range<I>(iw0 + 3, p.padL, SW, (p.kW - 1) * p.dW + 1, p.OW, unused, ow_hi);
+    const int32_t* am = argmax + static_cast<int64_t>(plane) * p.OH * p.OW;
+    const float* dyp = dy + static_cast<int64_t>(plane) * p.OH * p.OW;
+    const I e0 = ih * p.W + iw0;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (I oh = oh_lo; oh <= oh_hi; ++oh)
+      for (I ow = ow_lo; ow <= ow_hi; ++ow) {
+        const I d = static_cast<I>(am[oh * p.OW + ow]) - e0;
+        if (d < 0 || d > 3) continue;
+        const float g = dyp[oh * p.OW + ow];
+        if (d == 0) acc.x += g;
+        else if (d == 1) acc.y += g;
+        else if (d == 2) acc.z += g;
+        else acc.w += g;
+      }
     dx[i] = acc;
   }
 }
@@ -518,7 +553,12 @@ void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, const 
   else max_pool_argmax_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), x, argmax);
   const unsigned g = blocks_for(p.planes * p.H * p.W);
   const PoolI<I> q = narrow<I>(p);
-  if (p.sH == 1 && p.sW == 1) max_pool_grad_kernel<I, 1, 1><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
+  const bool wide = p.W % 4 == 0 && aligned16(dx);
+  float4* dx4 = reinterpret_cast<float4*>(dx);
+  const unsigned g4 = blocks_for(p.planes * p.H * p.W / 4);
+  if (wide && p.sH == 1 && p.sW == 1) max_pool_grad4_kernel<I, 1, 1><<<g4, kThreads, 0, stream>>>(q, dy, argmax, dx4);
+  else if (wide && p.sH == 2 && p.sW == 2) max_pool_grad4_kernel<I, 2, 2><<<g4, kThreads, 0, stream>>>(q, dy, argmax, dx4);
+  else if (p.sH == 1 && p.sW == 1) max_pool_grad_kernel<I, 1, 1><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
   else if (p.sH == 2 && p.sW == 2) max_pool_grad_kernel<I, 2, 2><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
   else max_pool_grad_kernel<I, 0, 0><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
 }

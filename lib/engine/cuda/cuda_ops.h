@@ -30,6 +30,15 @@ enum class MathMode { default_math, fp32 };
 
 struct ConvPlan;  // cuda_conv.cpp: descriptors and the algorithm chosen for one convolution problem
 
+// SgdUpdate launches not yet made (cuda_elementwise.cpp run_sgd): consecutive updates of a schedule go out as one
+// kernel. Updates touch only their own parameter, gradient and momentum, and the backend flushes the batch
+// (flush_sgd) before anything else reaches the device - another node, a copy, a timer, a synchronisation - so the
+// updates run on the data, and in the order, the schedule gives (frees between them only move arena bookkeeping).
+struct PendingSgd {
+  SgdBatch batch;
+  float lr = 0, momentum = 0;
+};
+
 // What every kernel of the backend shares: handles, the stream, the math mode, cached convolution plans.
 struct CudaContext {
   cudnnHandle_t cudnn = nullptr;
@@ -38,7 +47,11 @@ struct CudaContext {
   MathMode math = MathMode::default_math;
   std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key
   std::map<std::string, int> conv_algo_override;                 // node name -> cuDNN algorithm (profiling)
+  PendingSgd pending_sgd;
 };
+
+// Launches the pending SgdUpdate batch, if any.
+void flush_sgd(CudaContext& ctx);
 
 struct CudaCall {
   const Graph& g;

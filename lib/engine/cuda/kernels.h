@@ -35,7 +35,7 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
                        cudaStream_t stream);
 
 // Relu with its 1-bit mask (lib/ops/relu): y = max(x, 0) and bit i % 32 of mask[i / 32] = (x > 0), the padding
-// bits of the last word 0. relu_grad_mask: dx = dy where the bit is set, else 0.
+// bits of the last word 0; mask null: y alone. relu_grad_mask: dx = dy where the bit is set, else 0.
 cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream);
 cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, float* dx, cudaStream_t stream);
 
@@ -65,9 +65,20 @@ cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t
 cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale,
                          cudaStream_t stream);
 
-// PyTorch's SGD with momentum in place: buf = momentum * buf + g; p -= lr * buf.
-cudaError_t sgd_update(int64_t n, float* p, const float* g, float* buf, float lr, float momentum,
-                       cudaStream_t stream);
+// PyTorch's SGD with momentum in place, on up to kSgdBatch parameters in one launch (one grid row each):
+// buf = momentum * buf + g; p -= lr * buf.
+struct SgdTensor {
+  float* p;
+  const float* g;
+  float* buf;
+  int64_t n;
+};
+inline constexpr int kSgdBatch = 32;
+struct SgdBatch {
+  int count = 0;
+  SgdTensor t[kSgdBatch];
+};
+cudaError_t sgd_update(const SgdBatch& batch, float lr, float momentum, cudaStream_t stream);
 
 // --------------------------------------------------------------------------------------- losses (.cu)
 
@@ -116,7 +127,8 @@ struct Pool {
   int64_t kH = 1, kW = 1, sH = 1, sW = 1, dH = 1, dW = 1, padT = 0, padL = 0, padB = 0, padR = 0;
 };
 // Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel; its tap
-// (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h).
+// (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h);
+// argmax null: y alone.
 cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream);
 // Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
 // `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,

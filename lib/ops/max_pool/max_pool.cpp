@@ -83,15 +83,15 @@ void max_pool_cpu(const CpuCall& c) {
   const int bits = argmax_tap_bits(p.kH * p.kW);
   const T* x = c.in[0].as<T>();                 // (N, C, H, W)
   T* y = c.out[0].as<T>();                      // (N, C, OH, OW)
-  uint8_t* argmax = c.out[1].as<uint8_t>();     // (argmax_bytes)
-  std::fill(argmax, argmax + argmax_bytes(p), uint8_t{0});
+  uint8_t* argmax = c.out[1].as<uint8_t>();     // (argmax_bytes), null when nothing reads it
+  if (argmax) std::fill(argmax, argmax + argmax_bytes(p), uint8_t{0});
   for (int64_t plane = 0; plane < p.N * p.C; ++plane) {
     const T* xp = x + plane * p.H * p.W;
     for (int64_t oh = 0; oh < p.OH; ++oh)
       for (int64_t ow = 0; ow < p.OW; ++ow) {
         const int64_t o = (plane * p.OH + oh) * p.OW + ow, tap = window_tap(xp, p, oh, ow);
         y[o] = xp[tap_index(p, oh, ow, tap)];
-        put_tap(argmax, bits, o, tap);
+        if (argmax) put_tap(argmax, bits, o, tap);
       }
   }
 }
@@ -135,7 +135,8 @@ void max_pool_grad_cpu(const CpuCall& c) {
 double max_pool_flops(const Graph& g, const Node& n) { return static_cast<double>(numel(g.values[n.outputs[0]].shape)); }
 
 const OpDef max_pool = {.name = "MaxPool", .infer = infer_max_pool, .backward = backward_max_pool,
-                        .cpu_f32 = max_pool_cpu<float>, .cpu_f64 = max_pool_cpu<double>, .flops = max_pool_flops};
+                        .cpu_f32 = max_pool_cpu<float>, .cpu_f64 = max_pool_cpu<double>, .flops = max_pool_flops,
+                        .optional_outputs = {1}};
 const OpDef max_pool_grad = {.name = "MaxPoolGrad", .infer = infer_max_pool_grad,
                              .cpu_f32 = max_pool_grad_cpu<float>, .cpu_f64 = max_pool_grad_cpu<double>,
                              .impls = {{"input", 0b011}, {"argmax", 0b101}}};

@@ -30,8 +30,12 @@ template <class T>
 void relu_cpu(const CpuCall& c) {
   const T* x = c.in[0].as<T>();              // (n)
   T* y = c.out[0].as<T>();                   // (n)
-  uint8_t* mask = c.out[1].as<uint8_t>();    // (relu_mask_bytes(n))
+  uint8_t* mask = c.out[1].as<uint8_t>();    // (relu_mask_bytes(n)), null when nothing reads it
   const int64_t n = c.in[0].numel();
+  if (!mask) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+    return;
+  }
   std::fill(mask, mask + relu_mask_bytes(n), uint8_t{0});
   for (int64_t i = 0; i < n; ++i) {
     const bool on = x[i] > T(0);
@@ -71,7 +75,7 @@ double relu_flops(const Graph& g, const Node& n) { return static_cast<double>(nu
 
 const OpDef relu = {.name = "Relu", .infer = infer_relu, .backward = backward_relu,
                     .cpu_f32 = relu_cpu<float>, .cpu_f64 = relu_cpu<double>, .flops = relu_flops,
-                    .in_place = {0}};
+                    .in_place = {0}, .optional_outputs = {1}};
 const OpDef relu_grad = {.name = "ReluGrad", .infer = infer_relu_grad,
                          .cpu_f32 = relu_grad_cpu<float>, .cpu_f64 = relu_grad_cpu<double>,
                          .impls = {{"output", 0b0011}, {"input", 0b0101}, {"mask", 0b1001}}};
