@@ -282,7 +282,7 @@ std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_
 }
 
 std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
-                                          int max_runs) {
+                                          int max_runs, Deadline deadline) {
   const int nf = static_cast<int>(p.fvals.size()), T = p.num_steps();
   std::vector<int> pins(nf, -1);
   std::optional<Assignment> best = pressure_run(p, budget_bytes, rule, pins);
@@ -303,7 +303,7 @@ std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t bu
     std::stable_sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     bool improved = false;
     for (const auto& [ms, move] : moves) {
-      if (runs >= max_runs) break;
+      if (runs >= max_runs || past(deadline)) break;
       std::vector<int> trial = pins;
       trial[move.first] = move.second;
       ++runs;
@@ -437,39 +437,41 @@ namespace {
 
 // Every heuristic that needs no LP relaxation, on q (implementations fixed to m).
 void consider_heuristics(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
-                         int64_t budget_bytes) {
+                         int64_t budget_bytes, Deadline deadline) {
   best.consider(with_impls(store_all_assignment(q), m));
   for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
     best.consider(with_impls(segment_assignment(q, segment), m));
   best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
   best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
-  for (Eviction rule : kEvictions) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns), m));
+  for (Eviction rule : kEvictions)
+    if (!past(deadline)) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns, deadline), m));
 }
 
 }  // namespace
 
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes) {
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    consider_heuristics(best, q, m, budget_bytes);
+    consider_heuristics(best, q, m, budget_bytes, deadline);
   });
   return std::move(best.best);
 }
 
 std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
                                           const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
-                                          const std::vector<std::vector<double>>& lp_impl) {
+                                          const std::vector<std::vector<double>>& lp_impl, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
   best.consider(known);
   const std::vector<std::vector<int>> without_lp = impl_policies(p);
   for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) consider_heuristics(best, q, m, budget_bytes);
+    if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end())
+      consider_heuristics(best, q, m, budget_bytes, deadline);
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
   });
   return std::move(best.best);
 }
 
-int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
+int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   int64_t best = INT64_MAX;
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>&) {
     best = std::min(best, evaluate(q, store_all_assignment(q)).peak_bytes);
@@ -481,7 +483,7 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p) {
     // Bisection over the budget: pressure_assignment fits more often as the budget grows (not strictly).
     for (Eviction rule : kEvictions) {
       int64_t lo = q.lower_bound_bytes(), hi = best;
-      while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000)) {
+      while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000) && !past(deadline)) {
         const int64_t mid = lo + (hi - lo) / 2;
         if (auto a = pressure_assignment(q, mid, rule)) {
           hi = evaluate(q, *a).peak_bytes;

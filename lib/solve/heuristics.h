@@ -2,12 +2,18 @@
 // segments and other segment lengths). They are baselines, and the MILP's warm start.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
 #include "solve/problem.h"
 
 namespace monet {
+
+// When a search gives up and returns the best it has (the solve's time limit; none by default).
+using Deadline = std::chrono::steady_clock::time_point;
+inline constexpr Deadline kNoDeadline = Deadline::max();
+inline bool past(Deadline d) { return d != kNoDeadline && std::chrono::steady_clock::now() >= d; }
 
 // The assignment builders below (store-all, checkpoints, segments, rankings) need a problem without
 // implementation choices (each step's reads fixed; see fix_impls); best_heuristic and smallest_heuristic_peak
@@ -58,9 +64,9 @@ constexpr Eviction kEvictions[] = {Eviction::cost_per_byte_distance, Eviction::c
 // presence shrinks the step most) and the pass starts again. nullopt when no pin helps.
 // pressure_assignment, then a local search over pins: keep a value some step recomputes until that step (the steps
 // that recompute most first) and run again; the first move that lowers the time is taken, until no move does or
-// max_runs runs have been made.
+// max_runs runs have been made, or the deadline has passed.
 std::optional<Assignment> pressure_search(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule,
-                                          int max_runs);
+                                          int max_runs, Deadline deadline = kNoDeadline);
 
 std::optional<Assignment> pressure_assignment(const CheckpointProblem& p, int64_t budget_bytes, Eviction rule);
 
@@ -77,18 +83,22 @@ std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
                                             const std::vector<std::vector<double>>& lp_impl = {});
 
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
-// that fits the budget (conservative peak), if any, under each implementation policy.
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes);
+// that fits the budget (conservative peak), if any, under each implementation policy. Past the deadline only the
+// quick ones run (store-all, segments, rankings: milliseconds) and the pressure searches stop where they are.
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
+                                         Deadline deadline = kNoDeadline);
 
 // What an LP relaxation adds to known = best_heuristic(p, budget_bytes) (nullopt when nothing fit): LP-guided
 // rounding with lp_scores under every policy, and every heuristic under the relaxation's implementation policy
 // (lp_impl) when it is new. Returns the cheapest, known on ties.
 std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
                                           const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
-                                          const std::vector<std::vector<double>>& lp_impl);
+                                          const std::vector<std::vector<double>>& lp_impl,
+                                          Deadline deadline = kNoDeadline);
 
 // The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the
-// budget, each eviction rule), under each implementation policy: a budget that is certainly feasible.
-int64_t smallest_heuristic_peak(const CheckpointProblem& p);
+// budget, each eviction rule), under each implementation policy: a budget that is certainly feasible. Past the
+// deadline the bisections stop (the result stays feasible, possibly higher).
+int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline = kNoDeadline);
 
 }  // namespace monet

@@ -37,7 +37,13 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
   CheckpointProblem p = make_problem(plan, milp ? o.window : 0, o.mode == "full");
   out.lower_bound_bytes = p.lower_bound_bytes();
-  out.smallest_found_bytes = smallest_heuristic_peak(p);
+  // The heuristics run before CBC, outside its clock: they get shares of the time limit and then return what they
+  // have (the smallest-peak search a fifth of it, the warm start up to half), so the limit holds for short limits
+  // too. Building the program (the setup) is not interrupted.
+  auto share = [&](double fraction) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s * fraction));
+  };
+  out.smallest_found_bytes = smallest_heuristic_peak(p, share(0.2));
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   if (o.mode == "store-all") {
@@ -69,11 +75,11 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       // Warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s on
       // resnet50 b184); then, once CBC's solver has solved the relaxation (its root starts from that basis), what
       // LP-guided rounding (S[0][v] and M[t] of the relaxation) adds to it.
-      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes);
+      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, share(0.5));
       double warm_at = warm ? seconds() : -1;
       const double early_s = seconds() - out.setup_s;
       CbcOptions cbc;
-      cbc.time_limit_s = std::max(1.0, o.time_limit_s - seconds());
+      cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
       cbc.threads = o.threads;
       cbc.after_relaxation = [&](const std::vector<double>& relaxed, double lp_obj) {
         out.lp_s = seconds() - out.setup_s - early_s;
@@ -94,7 +100,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         // What LP-guided rounding and the LP's implementations add: never worse than the first.
         if (!relaxed.empty()) {
           const bool had = warm.has_value();
-          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl);
+          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl, share(1.0));
           if (!had && warm) warm_at = seconds();
         }
         out.warm_start_s = seconds() - out.setup_s - out.lp_s;

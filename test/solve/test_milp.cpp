@@ -480,15 +480,16 @@ TEST_CASE("the time limit holds on ResNet-50 b184: CBC is stopped and its best s
   const auto t0 = std::chrono::steady_clock::now();
   const SolveOutcome r = solve(prof.plan, o);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // CBC (its phase: cbc_s) is given what the phases before it left, at least 1 s; those phases - the heuristics
-  // above all - are not interrupted, and in a sanitized build they alone outlast 8 s (CBC then does not start).
+  // CBC (its phase: cbc_s) is given what the phases before it left, at least 0.5 s, and stopped 0.5 s after it.
+  // Before it the heuristics stop at their shares of the limit (a fifth, then half; in a sanitized build they
+  // used to take 15 s alone); building the program (setup_s) and the quick heuristics are not interrupted.
   const double before_cbc = r.solve_s - r.cbc_s;
-  INFO("status " << r.status << ", solve_s " << r.solve_s << " (before CBC " << before_cbc << ", CBC " << r.cbc_s
-                 << "), wall " << wall << " s");
+  INFO("status " << r.status << ", solve_s " << r.solve_s << " (setup " << r.setup_s << ", before CBC " << before_cbc
+                 << ", CBC " << r.cbc_s << "), wall " << wall << " s");
   REQUIRE(r.fits);
   CHECK(r.status == "feasible");
-  CHECK(r.cbc_s <= std::max(1.0, o.time_limit_s - before_cbc) + 1.0);
-  if (before_cbc < o.time_limit_s - 2) CHECK(wall <= o.time_limit_s + 2.0);
+  CHECK(r.cbc_s <= std::max(0.5, o.time_limit_s - before_cbc) + 1.0);
+  CHECK(wall <= o.time_limit_s + 2.0 + r.setup_s);
   const SimResult sim = simulate(prof.plan, r.schedule);
   CHECK(sim.peak_bytes <= o.budget_bytes);
 }
