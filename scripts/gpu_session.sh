@@ -5,11 +5,14 @@
 #   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN, the bundle's cudnnGetVersion (via monet-run's device line)
 #   tests    the CUDA test suite (every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism)
 #   check    monet-check --device cuda --reference cpu on every model in models/ at small input, both math modes;
-#            a solved schedule against CUDA store-all (bitwise) (MONET_CHECK_QUICK=1: the full-mode schedule only)
+#            a solved schedule against CUDA store-all (bitwise) (MONET_CHECK_QUICK=1: the full-mode schedule only;
+#            MONET_CHECK_MATHS="fp32": the model checks in that math mode alone)
 #   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
 #            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
 #            (MONET_PROFILE_ONLY=1: resnet50's and googlenet's profiles alone)
 #   tf32     scripts/tf32_noise.py: PyTorch's gradient error in fp32 and TF32 vs float64 on the check's models
+#   kernels  Nsight Compute's time of every kernel of one monet-run store-all step (resnet50 b184), grouped by
+#            scripts/kernel_table.py: our engine's side of PyTorch's profiler table (bench's --torch-profile)
 #   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
 #            store-all and the checkpoint and full-mode schedules at 1/2 (this call's, else committed under h100/)
 set -uo pipefail
@@ -101,7 +104,7 @@ stage_check() {
   step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
     --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --math fp32 --reference store-all \
     --tolerance 1e-3 --report "$OUT/check_full_schedule_store_all.json"
-  for math in fp32 default; do
+  for math in ${MONET_CHECK_MATHS:-fp32 default}; do
     for m in resnet50 googlenet mobilenet_v2; do check_model "$m" "$math" "${SMALL[@]}"; done
     check_model unet "$math" "${SMALL[@]}" --loss sum
   done
@@ -158,6 +161,18 @@ stage_bench() {
     "${sched[@]}" --json "$OUT/bench_resnet50_184.json" --torch-profile "$OUT/torch_profile_resnet50_184.txt"
 }
 
+stage_kernels() {
+  local ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -z "$ncu" ]; then log "kernels: skipped (no ncu on this machine)"; return 0; fi
+  # One step, no warm-up (the engine picks convolution algorithms by cuDNN's heuristics: the first step runs the
+  # kernels of every later one); clocks and caches as in a plain run.
+  step ncu_store_all "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
+    "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 1 --warmup 0
+  python3 scripts/kernel_table.py "$OUT/ncu_store_all.txt" --top 60 > "$OUT/kernels_store_all.txt" 2>&1
+  log "kernels: $(tail -1 "$OUT/kernels_store_all.txt")"
+}
+
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
 stage_tf32() { step tf32_noise python3 scripts/tf32_noise.py; }
 
@@ -166,8 +181,8 @@ stages=("$@")
 [ "${stages[0]}" = all ] && stages=(env tests check tf32 profile bench)
 for s in "${stages[@]}"; do
   case "$s" in
-    env|tests|check|tf32|profile|bench) "stage_$s" ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile bench all)" >&2; exit 1 ;;
+    env|tests|check|tf32|profile|kernels|bench) "stage_$s" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile kernels bench all)" >&2; exit 1 ;;
   esac
 done
 log "done: ${stages[*]}; results in $OUT"
