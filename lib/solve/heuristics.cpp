@@ -435,14 +435,18 @@ std::optional<Assignment> with_impls(std::optional<Assignment> a, const std::vec
 
 namespace {
 
-// Every heuristic that needs no LP relaxation, on q (implementations fixed to m).
-void consider_heuristics(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
-                         int64_t budget_bytes, Deadline deadline) {
+// The heuristics that need no LP relaxation, on q (implementations fixed to m): the quick ones (store-all, every
+// segment length, the two rankings: milliseconds), or the pressure searches (seconds on large graphs; they stop at
+// the deadline).
+void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m, int64_t budget_bytes) {
   best.consider(with_impls(store_all_assignment(q), m));
   for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
     best.consider(with_impls(segment_assignment(q, segment), m));
   best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
   best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+}
+void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
+                       int64_t budget_bytes, Deadline deadline) {
   for (Eviction rule : kEvictions)
     if (!past(deadline)) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns, deadline), m));
 }
@@ -451,8 +455,12 @@ void consider_heuristics(CheapestWithin& best, const CheckpointProblem& q, const
 
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
+  // Every policy's quick heuristics before any pressure search: a deadline cuts only the slow part.
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    consider_heuristics(best, q, m, budget_bytes, deadline);
+    consider_quick(best, q, m, budget_bytes);
+  });
+  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+    consider_pressure(best, q, m, budget_bytes, deadline);
   });
   return std::move(best.best);
 }
@@ -464,8 +472,10 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
   best.consider(known);
   const std::vector<std::vector<int>> without_lp = impl_policies(p);
   for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end())
-      consider_heuristics(best, q, m, budget_bytes, deadline);
+    if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) {
+      consider_quick(best, q, m, budget_bytes);
+      consider_pressure(best, q, m, budget_bytes, deadline);
+    }
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
   });
   return std::move(best.best);
