@@ -84,17 +84,22 @@ int main(int argc, char** argv) {
     if (device == "cuda" && !no_algorithms) {
       // Every algorithm cuDNN offers for each convolution node, with its workspace and time; failures recorded.
       nlohmann::json algos = nlohmann::json::object();
-      int done = 0, convs = 0;
+      int done = 0, convs = 0, variants = 0;
       for (const Node& n : g.nodes) convs += n.op.rfind("Conv", 0) == 0 && n.op != "ConvGradBias";
       for (const Node& n : g.nodes) {
         nlohmann::json list = cuda::time_conv_algorithms(*backend, g, n, warmup, repeats);
         if (list.empty()) continue;
         algos[n.name] = {{"op", n.op}, {"algorithms", list}};
-        std::printf("conv algorithms: node %d/%d %s (%s): %zu algorithms\n", ++done, convs, n.name.c_str(),
-                    n.op.c_str(), list.size());
+        // A backward convolution's algorithms become implementations the solver may pick.
+        const int added = add_algorithm_variants(p.plan.nodes.at(static_cast<size_t>(p.plan.find_node(n.name))), list);
+        variants += added;
+        std::printf("conv algorithms: node %d/%d %s (%s): %zu algorithms, %d as implementations\n", ++done, convs,
+                    n.name.c_str(), n.op.c_str(), list.size(), added);
         std::fflush(stdout);
       }
       p.device_info["conv_algorithms"] = algos;
+      std::printf("conv algorithms: %d implementations added (deterministic, not beaten in both time and workspace)\n",
+                  variants);
     }
 #endif
 

@@ -18,11 +18,15 @@ class Backend {
   virtual int float_bytes() const = 0;  // sizeof the float type used for DType::f32
   virtual void* reserve(int64_t bytes) = 0;
   virtual void unreserve(void* block) = 0;
-  virtual int64_t workspace_bytes(const Graph& g, const Node& n) const = 0;
-  // Runs one node with implementation `impl` (index into impls_of(n)); inputs that implementation does not read
-  // have data null. seed: deterministic per (run seed, step, node); recompute: not the node's first run this step.
+  // algo: a backend algorithm of the node (a cuDNN convolution algorithm, as a schedule step names it); -1: the
+  // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
+  // node that is not a convolution, or one cuDNN does not offer for it.
+  virtual int64_t workspace_bytes(const Graph& g, const Node& n, int algo = -1) const = 0;
+  // Runs one node with implementation `impl` (index into impls_of(n)) and algorithm `algo`; inputs that
+  // implementation does not read have data null. seed: deterministic per (run seed, step, node); recompute: not the
+  // node's first run this step.
   virtual void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
-                   void* workspace, uint64_t seed, bool recompute, int impl = 0) = 0;
+                   void* workspace, uint64_t seed, bool recompute, int impl = 0, int algo = -1) = 0;
   // Host values (as double) to and from a tensor, converted to/from its dtype.
   virtual void upload(const TensorRef& dst, const std::vector<double>& host) = 0;
   virtual std::vector<double> download(const TensorRef& src) = 0;

@@ -31,7 +31,7 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
         const int v = n.outputs[o];
         offset[v] = o == 0 && st.in_place >= 0 ? offset[st.in_place] : arena.allocate(value_bytes(g, v, fb));
       }
-      int64_t ws_bytes = backend.workspace_bytes(g, n);
+      int64_t ws_bytes = backend.workspace_bytes(g, n, st.algo);
       int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
       on_compute(st, ws);
       if (ws >= 0) arena.release(ws);
@@ -45,11 +45,34 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
 
 }  // namespace
 
+std::vector<int> algorithms_of(const Graph& g, const Schedule& s) {
+  std::vector<int> algo(g.nodes.size(), -1);
+  std::vector<char> seen(g.nodes.size(), 0);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    if (st.kind != Step::Kind::compute || st.id < 0 || st.id >= static_cast<int>(g.nodes.size())) continue;
+    if (seen[st.id] && algo[st.id] != st.algo)
+      fail("schedule step ", i, ": node '", g.nodes[st.id].name, "' runs with algorithm ", st.algo, " here and ",
+           algo[st.id], " at an earlier step (one algorithm per node)");
+    seen[st.id] = 1;
+    algo[st.id] = st.algo;
+  }
+  return algo;
+}
+
 Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t seed)
     : g_(g), schedule_(std::move(schedule)), backend_(backend), seed_(seed), offset_(g.values.size(), -1) {
   const int fb = backend.float_bytes();
-  // Validates the schedule (throws naming the step) before anything runs.
-  simulate(g, schedule_, [&](const Node& n) { return backend.workspace_bytes(g, n); }, fb);
+  // Validates the schedule (throws naming the step) before anything runs; each node's workspace is its
+  // algorithm's.
+  const std::vector<int> algo = algorithms_of(g, schedule_);
+  simulate(
+      g, schedule_,
+      [&](const Node& n) {
+        const size_t k = static_cast<size_t>(&n - g.nodes.data());  // simulate's plan walks g.nodes
+        return backend.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
+      },
+      fb);
 
   const std::vector<int> resident = resident_values(g);
   Arena dry(INT64_MAX / 4);
@@ -118,7 +141,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
     }
     if (node_ms) backend_.start_timer();  // host wall time on the CPU, CUDA events on the GPU
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
-                 computed[node] != 0, st.impl);
+                 computed[node] != 0, st.impl, st.algo);
     if (node_ms) (*node_ms)[node] += backend_.stop_timer_ms();
     if (on_node) on_node(node);
     for (int v : n.outputs)

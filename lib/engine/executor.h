@@ -50,6 +50,10 @@ class Executor {
   std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())
 };
 
+// Each node's algorithm in a schedule (-1: the backend's own), throwing naming the step where a node would run
+// with two (a backend keeps one per node: its workspace is planned per node).
+std::vector<int> algorithms_of(const Graph& g, const Schedule& s);
+
 // Deterministic 64-bit mix (splitmix64 finaliser) used to derive per-step, per-node seeds.
 uint64_t mix_seed(uint64_t a, uint64_t b);
 

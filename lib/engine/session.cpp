@@ -8,8 +8,16 @@ namespace monet {
 
 namespace {
 
-PlanGraph plan_on(const TrainingGraph& tg, const Backend& b) {
-  return make_plan_graph(tg, [&](const Node& n) { return b.workspace_bytes(tg.graph, n); }, b.float_bytes());
+// algo (per node, optional): the algorithm each node runs (its workspace is that algorithm's).
+PlanGraph plan_on(const TrainingGraph& tg, const Backend& b, const std::vector<int>& algo = {}) {
+  const Graph& g = tg.graph;
+  return make_plan_graph(
+      tg,
+      [&](const Node& n) {
+        const size_t k = static_cast<size_t>(&n - g.nodes.data());
+        return b.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
+      },
+      b.float_bytes());
 }
 
 // C,H,W as --input-shape takes it.
@@ -92,6 +100,9 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
   if (m.plan.fingerprint != header.fingerprint) fail(path, ": ", mismatch_reason(header, m.tg, forward, o.train));
   m.file = schedule_from_json(j, m.plan, path);
   try {
+    // With algorithms (a schedule solved from a CUDA profile), the plan on this backend takes their workspaces.
+    const std::vector<int> algo = algorithms_of(m.tg.graph, m.file.schedule);
+    if (std::any_of(algo.begin(), algo.end(), [](int a) { return a >= 0; })) m.plan = plan_on(m.tg, b, algo);
     m.predicted = simulate(m.plan, m.file.schedule);
   } catch (const Error& e) {
     fail(path, ": ", e.what());

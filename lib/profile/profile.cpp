@@ -229,9 +229,15 @@ nlohmann::json profile_to_json(const Profile& p) {
                  {"bytes_moved", p.costs[i].bytes_moved}};
     if (!n.impls.empty()) {
       json impls = json::array();
-      for (const PlanImpl& im : n.impls)
-        impls.push_back({{"name", im.name}, {"inputs", im.inputs}, {"time_ms", im.time_ms},
-                         {"workspace_bytes", im.workspace_bytes}});
+      for (const PlanImpl& im : n.impls) {
+        json entry = {{"name", im.name}, {"inputs", im.inputs}, {"time_ms", im.time_ms},
+                      {"workspace_bytes", im.workspace_bytes}};
+        if (im.algo >= 0) {  // an algorithm variant: the implementation it runs, with which algorithm
+          entry["runs"] = n.impl_name(n.op_impl(static_cast<int>(&im - n.impls.data())));
+          entry["algorithm"] = im.algo;
+        }
+        impls.push_back(std::move(entry));
+      }
       node["impls"] = impls;
     }
     if (!n.in_place.empty()) node["in_place"] = n.in_place;
@@ -257,6 +263,52 @@ nlohmann::json profile_to_json(const Profile& p) {
             {"store_all_peak_bytes", t.store_all_peak_bytes}}},
           {"values", values},
           {"nodes", nodes}};
+}
+
+int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms) {
+  if (n.stage != Stage::backward || !algorithms.is_array()) return 0;
+  struct Option {
+    int algo;
+    double time_ms;
+    int64_t workspace;
+  };
+  std::vector<Option> ran;  // the first entry of each algorithm that ran deterministically, in list order
+  const Option* def = nullptr;
+  std::vector<int> seen;
+  int default_algo = -1;
+  for (const auto& e : algorithms) {
+    const int algo = e.value("algo", -1);
+    if (algo < 0 || std::find(seen.begin(), seen.end(), algo) != seen.end()) continue;
+    seen.push_back(algo);
+    if (e.value("status", "") != "ok" || !e.value("deterministic", false) || !e.contains("time_ms")) continue;
+    ran.push_back({algo, e["time_ms"].get<double>(), e.value("workspace_bytes", int64_t{0})});
+    if (e.value("chosen_by_default", false)) default_algo = algo;
+  }
+  for (const Option& o : ran)
+    if (o.algo == default_algo) def = &o;
+  if (!def || def->time_ms <= 0 || n.impls.size() > 1) return 0;
+  // Dominated: another option no slower and with no more workspace (on a tie, the default, then the earlier).
+  auto beats = [&](size_t d, size_t c) {
+    const Option &a = ran[d], &b = ran[c];
+    if (a.time_ms > b.time_ms || a.workspace > b.workspace) return false;
+    if (a.time_ms < b.time_ms || a.workspace < b.workspace) return true;
+    return &a == def || (&b != def && d < c);
+  };
+  const double scale = n.time_ms / def->time_ms;
+  int added = 0;
+  for (size_t c = 0; c < ran.size(); ++c) {
+    if (&ran[c] == def) continue;
+    bool dominated = false;
+    for (size_t d = 0; d < ran.size() && !dominated; ++d) dominated = d != c && beats(d, c);
+    if (dominated) continue;
+    if (n.impls.empty()) n.impls.push_back({n.impl_name(0), n.inputs, n.time_ms, n.workspace_bytes});
+    PlanImpl v{"cudnn" + std::to_string(ran[c].algo), n.impls[0].inputs, ran[c].time_ms * scale, ran[c].workspace};
+    v.op_impl = 0;
+    v.algo = ran[c].algo;
+    n.impls.push_back(std::move(v));
+    ++added;
+  }
+  return added;
 }
 
 namespace {
@@ -407,6 +459,23 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
         im.workspace_bytes = r.bytes(impls[k], ia, "workspace_bytes");
         for (const PlanImpl& other : n.impls)
           if (other.name == im.name) r.bad(ia + ".name", "duplicate implementation '", im.name, "'");
+        // An algorithm variant follows the op's implementations and names the one it runs.
+        const bool variant = impls[k].is_object() && (impls[k].contains("algorithm") || impls[k].contains("runs"));
+        if (variant) {
+          if (k == 0) r.bad(ia, "the default implementation cannot be an algorithm variant");
+          im.algo = static_cast<int>(r.integer(impls[k], ia, "algorithm", 0, 1000000));
+          const std::string runs = r.str(impls[k], ia, "runs");
+          for (size_t o = 0; o < n.impls.size() && im.op_impl < 0; ++o)
+            if (n.impls[o].algo < 0 && n.impls[o].name == runs) im.op_impl = static_cast<int>(o);
+          if (im.op_impl < 0) r.bad(ia + ".runs", "names no implementation listed before it: '", runs, "'");
+          if (im.inputs != n.impls[static_cast<size_t>(im.op_impl)].inputs)
+            r.bad(ia + ".inputs", "differ from those of '", runs, "', which it runs");
+          for (const PlanImpl& other : n.impls)
+            if (other.op_impl == im.op_impl && other.algo == im.algo)
+              r.bad(ia, "a second variant of '", runs, "' with algorithm ", im.algo);
+        } else if (!n.impls.empty() && n.impls.back().algo >= 0) {
+          r.bad(ia, "an implementation after an algorithm variant (variants come last)");
+        }
         n.impls.push_back(std::move(im));
       }
       if (n.impls.size() < 2) r.bad(at + ".impls", "lists ", n.impls.size(), " implementation(s); omit it for one");

@@ -35,6 +35,19 @@ int PlanNode::find_impl(const std::string& n) const {
   return -1;
 }
 
+bool PlanNode::has_algorithms() const {
+  for (const PlanImpl& i : impls)
+    if (i.algo >= 0) return true;
+  return false;
+}
+
+int PlanNode::impl_for(int op, int a) const {
+  for (int i = 0; i < num_impls(); ++i)
+    if (op_impl(i) == op && algo(i) == a) return i;
+  if (a >= 0 && !has_algorithms() && op >= 0 && op < num_impls()) return op;
+  return -1;
+}
+
 void PlanNode::set_impl_ms(int impl, double ms) {
   if (impl == 0) time_ms = ms;
   if (!impls.empty()) impls.at(impl).time_ms = ms;

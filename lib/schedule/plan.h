@@ -24,12 +24,16 @@ const char* stage_name(Stage s);
 Stage parse_stage(const std::string& s);
 
 // An alternative implementation of a node: the values it reads (a subset of the node's operands), its time and
-// its workspace. Outputs are the node's, whatever the implementation.
+// its workspace. Outputs are the node's, whatever the implementation. Most are the op's own implementations
+// (OpDef::impls, in that order, the default first); a CUDA profile appends algorithm variants of a convolution
+// (cuDNN algorithm `algo` of op implementation `op_impl`, with that algorithm's time and workspace).
 struct PlanImpl {
   std::string name;
   std::vector<int> inputs;
   double time_ms = 0;
   int64_t workspace_bytes = 0;
+  int op_impl = -1;  // the op implementation it runs; -1: its own index (not a variant)
+  int algo = -1;     // the backend algorithm; -1: the backend's own choice
 };
 
 struct PlanNode {
@@ -54,6 +58,14 @@ struct PlanNode {
   }
   const std::string& impl_name(int impl) const;
   int find_impl(const std::string& name) const;  // -1 if absent
+  // What implementation `impl` runs: the op's implementation (OpDef::impls index) and the algorithm (-1: default).
+  int op_impl(int impl) const { return impls.empty() || impls.at(impl).op_impl < 0 ? impl : impls.at(impl).op_impl; }
+  int algo(int impl) const { return impls.empty() ? -1 : impls.at(impl).algo; }
+  bool has_algorithms() const;
+  // The implementation that runs op implementation `op_impl` with algorithm `algo`, -1 if none. A node that lists
+  // no algorithm (a plan built from a graph on a backend, not read from a CUDA profile) answers op_impl for any
+  // algorithm: there the backend's workspace is already the chosen algorithm's (Backend::choose_algorithm).
+  int impl_for(int op_impl, int algo) const;
   // Sets time_ms of implementation `impl` (the default's field too for impl 0).
   void set_impl_ms(int impl, double ms);
 };

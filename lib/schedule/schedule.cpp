@@ -64,7 +64,8 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
   Schedule s;
   s.mode = "store-all";
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    Step step{Step::Kind::compute, static_cast<int>(n), impl_of(n)};
+    Step step{Step::Kind::compute, static_cast<int>(n), p.nodes[n].op_impl(impl_of(n))};
+    step.algo = p.nodes[n].algo(impl_of(n));
     const std::vector<int>& reads = p.nodes[n].reads(impl_of(n));
     for (int v : p.nodes[n].in_place)  // the first input that ends here
       if (last_use[v] == static_cast<int>(n) && std::find(reads.begin(), reads.end(), v) != reads.end()) {
@@ -104,9 +105,11 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
     if (st.kind == Step::Kind::compute) {
       if (st.id < 0 || st.id >= static_cast<int>(p.nodes.size())) fail("schedule step ", i, ": unknown node ", st.id);
       const PlanNode& n = p.nodes[st.id];
-      if (st.impl < 0 || st.impl >= n.num_impls())
-        fail("schedule step ", i, ": node '", n.name, "' has no implementation ", st.impl);
-      const std::vector<int>& reads = n.reads(st.impl);
+      const int impl = n.impl_for(st.impl, st.algo);
+      if (impl < 0)
+        fail("schedule step ", i, ": node '", n.name, "' has no implementation ", st.impl,
+             st.algo >= 0 ? " with algorithm " + std::to_string(st.algo) : std::string());
+      const std::vector<int>& reads = n.reads(impl);
       if (runs[st.id] > 0 && (n.stage == Stage::backward || n.stage == Stage::update || n.stage == Stage::loss))
         fail("schedule step ", i, ": ", stage_name(n.stage), " node '", n.name, "' runs a second time");
       for (int v : reads)
@@ -134,7 +137,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
         state[v] = live;
         live_bytes += p.values[v].bytes;
       }
-      const int64_t step_peak = live_bytes + align_up(n.impl_workspace(st.impl));
+      const int64_t step_peak = live_bytes + align_up(n.impl_workspace(impl));
       if (step_peak > r.peak_bytes) {
         r.peak_bytes = step_peak;
         r.peak_step = static_cast<int>(i);
@@ -144,7 +147,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
       if (n.stage == Stage::update)
         for (int v : n.inputs)
           if (state[v] == resident) updated_by[v] = st.id;
-      r.time_ms += n.impl_ms(st.impl);
+      r.time_ms += n.impl_ms(impl);
       if (runs[st.id]++ > 0) ++r.recomputations;
     } else {
       if (st.id < 0 || st.id >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", st.id);

@@ -15,7 +15,8 @@ struct Step {
   enum class Kind : uint8_t { compute, free };
   Kind kind = Kind::compute;
   int id = -1;    // node id for compute, value id for free
-  int impl = 0;   // compute: the node's implementation (index into PlanNode::impls; 0 = default)
+  int impl = 0;   // compute: the op's implementation (OpDef::impls index; 0 = default)
+  int algo = -1;  // compute: the backend algorithm (a cuDNN convolution algorithm; -1 = the backend's default)
   // compute: the input (value id, one of PlanNode::in_place) whose memory output 0 takes over, or -1. That value
   // ends there: nothing may read or free it afterwards (a recomputation may produce it again).
   int in_place = -1;
@@ -38,7 +39,8 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
 // Every node once in order; each transient value freed right after its last reader (or its producer, when
 // nothing reads it), or overwritten by its last reader where that runs in place. Keeps whatever backward needs:
 // the baseline every other schedule is compared with.
-// impl (optional, per node): the implementation each node runs (default 0 for all).
+// impl (optional, per node): the implementation each node runs (PlanNode::impls index, an algorithm variant too;
+// default 0 for all).
 Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {});
 Schedule store_all_schedule(const Graph& g);
 

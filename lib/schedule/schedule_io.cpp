@@ -20,7 +20,8 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
     nlohmann::json step = s.in_place >= 0 ? nlohmann::json{"compute_in_place", p.nodes.at(s.id).name,
                                                            p.values.at(s.in_place).name}
                                           : nlohmann::json{"compute", p.nodes.at(s.id).name};
-    if (s.impl != 0) step.push_back(p.nodes.at(s.id).impl_name(s.impl));
+    if (s.impl != 0 || s.algo >= 0) step.push_back(p.nodes.at(s.id).impl_name(s.impl));
+    if (s.algo >= 0) step.push_back({{"algorithm", s.algo}});
     steps.push_back(std::move(step));
   }
   return {{"format", "monet-schedule"},
@@ -74,13 +75,19 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
     const auto& steps = j.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& s = steps[i];
-      const bool shape_ok = s.is_array() && s.size() >= 2 && s.size() <= 4 &&
-                            std::all_of(s.begin(), s.end(), [](const nlohmann::json& e) { return e.is_string(); });
+      // An algorithm object may close a compute step after its implementation: {"algorithm": k}.
+      const bool with_algo = s.is_array() && s.size() >= 4 && s.back().is_object();
+      const size_t strings = s.is_array() ? s.size() - (with_algo ? 1 : 0) : 0;
+      const bool shape_ok = s.is_array() && s.size() >= 2 && s.size() <= 5 &&
+                            std::all_of(s.begin(), s.begin() + static_cast<long>(strings),
+                                        [](const nlohmann::json& e) { return e.is_string(); });
       const std::string kind = shape_ok ? s[0].get<std::string>() : "";
       const size_t most = kind == "compute_in_place" ? 4 : kind == "compute" ? 3 : 2;
-      if (!shape_ok || s.size() > most || (kind == "compute_in_place" && s.size() < 3))
-        fail(path, ": step ", i, " is not [\"compute\", node(, implementation)], [\"compute_in_place\", node, value(, "
-             "implementation)] or [\"free\", value]");
+      const size_t impl_at = kind == "compute" ? 2 : 3;
+      if (!shape_ok || strings > most || (kind == "compute_in_place" && strings < 3) ||
+          (with_algo && strings != impl_at + 1))
+        fail(path, ": step ", i, " is not [\"compute\", node(, implementation(, {\"algorithm\": k}))], "
+             "[\"compute_in_place\", node, value(, implementation(, {\"algorithm\": k}))] or [\"free\", value]");
       const std::string name = s[1].get<std::string>();
       auto value_id = [&](const std::string& v) {
         auto it = values.find(v);
@@ -90,14 +97,27 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
       if (kind == "compute" || kind == "compute_in_place") {
         auto it = nodes.find(name);
         if (it == nodes.end()) fail(path, ": step ", i, ": unknown node '", name, "'");
-        const size_t impl_at = kind == "compute" ? 2 : 3;
+        const PlanNode& node = p.nodes[it->second];
         int impl = 0;
-        if (s.size() > impl_at) {
+        if (strings > impl_at) {
           const std::string impl_name = s[impl_at].get<std::string>();
-          impl = p.nodes[it->second].find_impl(impl_name);
+          impl = node.find_impl(impl_name);
           if (impl < 0) fail(path, ": step ", i, ": node '", name, "' has no implementation '", impl_name, "'");
         }
-        Step step{Step::Kind::compute, it->second, impl};
+        // A profile's algorithm variant named as the implementation stands for its op implementation and algorithm.
+        Step step{Step::Kind::compute, it->second, node.op_impl(impl)};
+        step.algo = node.algo(impl);
+        if (with_algo) {
+          const auto& a = s.back();
+          if (a.size() != 1 || !a.contains("algorithm") || !a["algorithm"].is_number_integer() ||
+              a["algorithm"].get<int64_t>() < 0 || a["algorithm"].get<int64_t>() > 1000000 || step.algo >= 0)
+            fail(path, ": step ", i, ": node '", name, "': expected {\"algorithm\": k} with k >= 0 after an "
+                 "implementation of the op, got ", a.dump());
+          step.algo = a["algorithm"].get<int>();
+          if (node.impl_for(step.impl, step.algo) < 0)
+            fail(path, ": step ", i, ": node '", name, "' has no implementation '", node.impl_name(step.impl),
+                 "' with algorithm ", step.algo, " in this plan");
+        }
         if (kind == "compute_in_place") step.in_place = value_id(s[2].get<std::string>());
         f.schedule.steps.push_back(step);
       } else if (kind == "free") {

@@ -9,8 +9,10 @@
 
 namespace monet {
 
-inline constexpr int kScheduleVersion = 3;  // 2: compute steps may name an implementation; 3: compute_in_place
-inline constexpr int kOldestScheduleVersion = 2;  // read as well (a version 2 file is a version 3 one)
+// 2: compute steps may name an implementation; 3: compute_in_place; 4: a compute step may end with
+// {"algorithm": k} (a cuDNN convolution algorithm).
+inline constexpr int kScheduleVersion = 4;
+inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 4 one)
 
 struct ScheduleFile {
   std::string fingerprint;

@@ -255,7 +255,11 @@ struct Builder {
             if (p.read_by(t, i, f)) append(cols, coefs, m.M[t][i], -units(p.bytes(f)));
       }
       const double node_cap = budget - units(p.bwd_fixed[t] + reads);
-      if (cols.empty() && node_cap >= 0) continue;
+      bool ws_differ = false;
+      for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) ws_differ |= p.impl_ws[t][i] != 0;
+      // Nothing variable at the node: no row, unless the implementations' workspaces differ (algorithm variants
+      // read the same values; their workspace alone decides whether the node fits).
+      if (cols.empty() && node_cap >= 0 && !ws_differ) continue;
       // An implementation with less workspace than the default leaves more room (wsimpl below is exact).
       int64_t least_ws = 0;
       for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) least_ws = std::min(least_ws, p.impl_ws[t][i]);
@@ -264,8 +268,6 @@ struct Builder {
       cols.insert(cols.begin(), L);
       coefs.insert(coefs.begin(), 1);
       lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
-      bool ws_differ = false;
-      for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) ws_differ |= p.impl_ws[t][i] != 0;
       if (ws_differ) {
         std::vector<int> wc = {L};
         std::vector<double> wk = {1};

@@ -385,7 +385,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   s.mode = mode;
   std::vector<char> live(plan.values.size(), 0);
   auto compute = [&](int node, int impl, int in_place = -1) {
-    Step step{Step::Kind::compute, node, impl};
+    Step step{Step::Kind::compute, node, plan.nodes[node].op_impl(impl)};
+    step.algo = plan.nodes[node].algo(impl);
     step.in_place = in_place;
     s.steps.push_back(step);
     if (in_place >= 0) live[in_place] = 0;  // ends here, without a free step

@@ -20,8 +20,9 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
   MONET_CHECK(out.predicted.peak_bytes <= e.peak_bytes, "simulated peak above the formulation's bound");
   out.objective_ms = out.predicted.time_ms;
   for (const Step& st : out.schedule.steps)
-    if (st.kind == Step::Kind::compute && st.impl != 0)
-      ++out.implementations[plan.nodes[st.id].op + ":" + plan.nodes[st.id].impl_name(st.impl)];
+    if (st.kind == Step::Kind::compute && (st.impl != 0 || st.algo >= 0))
+      ++out.implementations[plan.nodes[st.id].op + ":" +
+                            plan.nodes[st.id].impl_name(plan.nodes[st.id].impl_for(st.impl, st.algo))];
   out.fits = budget <= 0 || out.predicted.peak_bytes <= budget;
 }
 

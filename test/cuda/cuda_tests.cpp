@@ -480,3 +480,60 @@ int main(int argc, char** argv) {
   std::printf("GPU: %s\n", description.c_str());
   return Catch::Session().run(argc, argv);
 }
+
+TEST_CASE("a schedule's cuDNN algorithms run: arena peak = predicted, gradients as the default algorithms'",
+          "[cuda][model][algorithms]") {
+  // ResNet-50 at batch 2, 64x64 in fp32 math: every backward convolution that cuDNN offers another deterministic
+  // algorithm for runs the first such one (its workspace planned in), against the same store-all schedule on the
+  // heuristics' algorithms.
+  auto s = open_session(model_options("resnet50", 2, Shape{3, 64, 64}, "cuda"));
+  const Graph& g = s->tg.graph;
+  Schedule with = store_all_schedule(s->plan);
+  int changed = 0;
+  for (Step& st : with.steps) {
+    if (st.kind != Step::Kind::compute || s->plan.nodes[st.id].stage != Stage::backward) continue;
+    const nlohmann::json list = cuda::time_conv_algorithms(*s->backend, g, g.nodes[st.id], 0, 1);
+    int def = -1;
+    for (const auto& e : list)
+      if (e.value("chosen_by_default", false)) def = e["algo"].get<int>();
+    for (const auto& e : list)
+      if (e["status"] == "ok" && e["deterministic"].get<bool>() && e["algo"].get<int>() != def) {
+        st.algo = e["algo"].get<int>();
+        ++changed;
+        break;
+      }
+  }
+  INFO(changed << " backward convolutions on another algorithm");
+  REQUIRE(changed >= 10);
+  const std::vector<int> algo = algorithms_of(g, with);
+  const SimResult predicted = simulate(
+      g, with, [&](const Node& n) { return s->backend->workspace_bytes(g, n, algo[&n - g.nodes.data()]); }, 4);
+  int other_workspace = 0;
+  for (const Node& n : g.nodes) {
+    const int a = algo[static_cast<size_t>(&n - g.nodes.data())];
+    other_workspace += a >= 0 && s->backend->workspace_bytes(g, n, a) != s->backend->workspace_bytes(g, n, -1);
+  }
+  CHECK(other_workspace > 0);  // the plan sees the chosen algorithms' workspaces
+  auto run = [&](const Schedule& sched, int64_t* peak) {
+    Executor e(g, sched, *s->backend, 3);
+    for (int v : resident_values(g)) e.set_value(v, s->initial[v]);
+    e.step({});
+    *peak = e.arena().peak_bytes();
+    std::vector<std::vector<double>> state;
+    for (int v : resident_values(g))
+      if (g.values[v].role == Role::momentum) state.push_back(e.get_value(v));  // = the first step's gradients
+    return state;
+  };
+  int64_t peak_with = 0, peak_default = 0;
+  const auto a = run(with, &peak_with), b = run(store_all_schedule(s->plan), &peak_default);
+  CHECK(peak_with == predicted.peak_bytes);
+  CHECK(peak_default == s->predicted.peak_bytes);
+  double d2 = 0, n2 = 0;
+  for (size_t k = 0; k < a.size(); ++k)
+    for (size_t i = 0; i < a[k].size(); ++i) {
+      d2 += (a[k][i] - b[k][i]) * (a[k][i] - b[k][i]);
+      n2 += b[k][i] * b[k][i];
+    }
+  INFO("gradients: relative difference " << std::sqrt(d2 / n2));
+  CHECK(std::sqrt(d2 / n2) <= 1e-3);
+}

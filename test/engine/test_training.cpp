@@ -134,13 +134,15 @@ class NullOutputRecorder : public Backend {
   int float_bytes() const override { return cpu->float_bytes(); }
   void* reserve(int64_t bytes) override { return cpu->reserve(bytes); }
   void unreserve(void* block) override { cpu->unreserve(block); }
-  int64_t workspace_bytes(const Graph& g, const Node& n) const override { return cpu->workspace_bytes(g, n); }
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
+    return cpu->workspace_bytes(g, n, algo);
+  }
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
-           void* workspace, uint64_t seed, bool recompute, int impl) override {
+           void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
     std::vector<bool>& r = null_outputs[n.name];
     r.clear();
     for (const TensorRef& t : out) r.push_back(t.data == nullptr);
-    cpu->run(g, n, in, out, workspace, seed, recompute, impl);
+    cpu->run(g, n, in, out, workspace, seed, recompute, impl, algo);
   }
   void upload(const TensorRef& dst, const std::vector<double>& host) override { cpu->upload(dst, host); }
   std::vector<double> download(const TensorRef& src) override { return cpu->download(src); }

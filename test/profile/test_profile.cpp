@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/json_io.h"
@@ -235,4 +237,92 @@ TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile
   const Profile e = estimate_profile(tg, Roofline{});
   CHECK(profile_totals(p).store_all_peak_bytes == profile_totals(e).store_all_peak_bytes);
   CHECK_THROWS_WITH(measure_profile_cpu(tg, 0, 0), Contains("--repeats must be positive"));
+}
+
+TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in time and workspace, scaled",
+          "[profile][algorithms]") {
+  Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
+  int conv = -1, fwd = -1;
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    if (p.plan.nodes[i].op == "ConvGradWeight" && conv < 0) conv = static_cast<int>(i);
+    if (p.plan.nodes[i].op == "Conv" && fwd < 0) fwd = static_cast<int>(i);
+  }
+  REQUIRE(conv >= 0);
+  REQUIRE(fwd >= 0);
+  PlanNode& n = p.plan.nodes[static_cast<size_t>(conv)];
+  n.time_ms = 0.4;
+  n.workspace_bytes = 1024;
+  auto entry = [](int algo, const char* status, bool det, double ms, int64_t ws, bool def = false) {
+    nlohmann::json e = {{"algo", algo}, {"status", status}, {"deterministic", det}, {"workspace_bytes", ws},
+                        {"chosen_by_default", def}};
+    if (std::string(status) == "ok") e["time_ms"] = ms;
+    return e;
+  };
+  const nlohmann::json list = nlohmann::json::array({
+      entry(1, "ok", true, 1.0, 1024, true),      // the default
+      entry(0, "ok", true, 2.0, 0),               // slower, no workspace: kept
+      entry(2, "ok", true, 1.5, 512),             // kept
+      entry(3, "ok", true, 3.0, 768),             // beaten by algorithm 2 in both
+      entry(4, "ok", false, 0.5, 0),              // not deterministic
+      entry(5, "CUDNN_STATUS_NOT_SUPPORTED", true, 0, 0),
+      entry(2, "ok", true, 0.1, 0),               // algorithm 2's second entry (another math): not the one run
+      entry(6, "ok", true, 0.9, 2048),            // faster, more workspace: kept
+      entry(7, "ok", true, 1.0, 1024),            // ties the default: beaten
+  });
+  CHECK(add_algorithm_variants(p.plan.nodes[static_cast<size_t>(fwd)], list) == 0);  // forward: not a choice
+  REQUIRE(add_algorithm_variants(n, list) == 3);
+  REQUIRE(n.impls.size() == 4);
+  CHECK(n.impls[0].name == "default");
+  CHECK(n.impls[0].algo == -1);
+  const std::vector<std::tuple<int, double, int64_t>> want = {{0, 0.8, 0}, {2, 0.6, 512}, {6, 0.36, 2048}};
+  for (size_t k = 0; k < want.size(); ++k) {
+    const PlanImpl& v = n.impls[k + 1];
+    CHECK(v.name == "cudnn" + std::to_string(std::get<0>(want[k])));
+    CHECK(v.algo == std::get<0>(want[k]));
+    CHECK(v.op_impl == 0);
+    CHECK(v.time_ms == Approx(std::get<1>(want[k])));
+    CHECK(v.workspace_bytes == std::get<2>(want[k]));
+    CHECK(v.inputs == n.inputs);
+    CHECK(n.impl_for(0, v.algo) == static_cast<int>(k + 1));
+  }
+  CHECK(n.impl_for(0, -1) == 0);
+  CHECK(n.impl_for(0, 3) == -1);  // not offered: a schedule naming it is refused
+
+  // Round trip, and a schedule that runs algorithm 0 there takes its workspace and time.
+  TempFile f("algorithms.json");
+  write_profile(f.path, p);
+  const Profile q = read_profile(f.path);
+  CHECK(profile_to_json(q) == profile_to_json(p));
+  Schedule s = store_all_schedule(q.plan);
+  Schedule lean = s;
+  for (Step& st : lean.steps)
+    if (st.kind == Step::Kind::compute && st.id == conv) st.algo = 0;
+  const SimResult a = simulate(q.plan, s), b = simulate(q.plan, lean);
+  CHECK(b.time_ms == Approx(a.time_ms + 0.4));
+  CHECK(b.peak_bytes <= a.peak_bytes);
+  for (Step& st : lean.steps)
+    if (st.kind == Step::Kind::compute && st.id == conv) st.algo = 3;
+  CHECK_THROWS_WITH(simulate(q.plan, lean), Contains("has no implementation 0 with algorithm 3"));
+
+  // Bad variants: one line naming the field.
+  const nlohmann::json good = profile_to_json(p);
+  auto bad = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j["nodes"][static_cast<size_t>(conv)]["impls"]);
+    f.write(j.dump());
+    return read_error(f.path);
+  };
+  CHECK_THAT(bad([](nlohmann::json& im) { im[1]["runs"] = "fast"; }),
+             Contains(".impls[1].runs: names no implementation listed before it: 'fast'"));
+  CHECK_THAT(bad([](nlohmann::json& im) { im[2]["algorithm"] = 0; }),
+             Contains(".impls[2]: a second variant of 'default' with algorithm 0"));
+  CHECK_THAT(bad([](nlohmann::json& im) { im[1]["algorithm"] = -2; }), Contains(".impls[1].algorithm: must be >= 0"));
+  CHECK_THAT(bad([](nlohmann::json& im) { im[1]["inputs"] = nlohmann::json::array({im[1]["inputs"][0]}); }),
+             Contains(".impls[1].inputs: differ from those of 'default'"));
+  CHECK_THAT(bad([](nlohmann::json& im) {
+               nlohmann::json plain = im[0];
+               plain["name"] = "other";
+               im.push_back(plain);
+             }),
+             Contains("an implementation after an algorithm variant"));
 }

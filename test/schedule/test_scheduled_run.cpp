@@ -482,4 +482,51 @@ TEST_CASE("schedule files: fingerprint, batch and step errors are refused with o
     impl[relu_grad] = 1;
     return impl;
   }())));
+
+  // Algorithms (a schedule solved from a CUDA profile names cuDNN algorithms): written as {"algorithm": k} after
+  // the implementation and read back; the CPU runs its one algorithm (arena peak = prediction as ever); a node
+  // given two algorithms, a malformed algorithm entry or one on a step without an implementation are refused.
+  int conv_grad = -1;
+  for (size_t n = 0; n < plan.nodes.size(); ++n)
+    if (plan.nodes[n].op == "ConvGradWeight") conv_grad = static_cast<int>(n);
+  REQUIRE(conv_grad >= 0);
+  Schedule algo = good;
+  for (Step& st : algo.steps)
+    if (st.kind == Step::Kind::compute && st.id == conv_grad) st.algo = 3;
+  write_file(file.path, tg, plan, algo, 0);
+  j = read_schedule_json(file.path);
+  CHECK(j.at("version") == 4);
+  bool named = false;
+  for (const auto& st : j["steps"])
+    if (st[1] == plan.nodes[conv_grad].name) named = st == nlohmann::json{"compute", st[1], "default", {{"algorithm", 3}}};
+  CHECK(named);
+  CHECK(schedule_from_json(j, plan, "s.json").schedule.steps == algo.steps);
+  {
+    auto session = open_with(algo);
+    session->executor->step({});
+    CHECK(session->executor->arena().peak_bytes() == session->predicted.peak_bytes);
+  }
+  Schedule twice = algo;
+  for (size_t i = 0; i < twice.steps.size(); ++i)
+    if (twice.steps[i].kind == Step::Kind::compute && twice.steps[i].id == 0) {  // the first conv, recomputed
+      Step again{Step::Kind::compute, 0};
+      again.algo = 1;
+      twice.steps[i].algo = 2;
+      twice.steps.insert(twice.steps.begin() + static_cast<long>(i) + 1,
+                         Step{Step::Kind::free, plan.nodes[0].outputs[0]});
+      twice.steps.insert(twice.steps.begin() + static_cast<long>(i) + 2, again);
+      break;
+    }
+  CHECK_THROWS_WITH(open_with(twice), Contains("runs with algorithm 1 here and 2 at an earlier step"));
+  for (const nlohmann::json& entry : {nlohmann::json{{"algorithm", -1}}, nlohmann::json{{"algo", 3}},
+                                      nlohmann::json{{"algorithm", "fast"}}}) {
+    j = read_schedule_json(file.path);
+    for (auto& st : j["steps"])
+      if (st[1] == plan.nodes[conv_grad].name) st[3] = entry;
+    CHECK_THROWS_WITH(schedule_from_json(j, plan, "s.json"), Contains("expected {\"algorithm\": k} with k >= 0"));
+  }
+  j = read_schedule_json(file.path);
+  for (auto& st : j["steps"])
+    if (st[1] == plan.nodes[conv_grad].name) st.erase(2);  // the algorithm without the implementation
+  CHECK_THROWS_WITH(schedule_from_json(j, plan, "s.json"), Contains("is not [\"compute\", node(, implementation(, "));
 }

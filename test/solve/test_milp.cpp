@@ -23,8 +23,10 @@ namespace {
 // and output), and one update node.
 // With impls, about half the backward nodes get a second implementation reading other saved values (the node's
 // output instead of an input, or the reverse) with its own time and workspace. With in_place, about half the
-// forward nodes after the first may run in place over their first input (their output gets its size).
-PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false) {
+// forward nodes after the first may run in place over their first input (their output gets its size). With algos,
+// the second implementation is instead an algorithm variant of the first (same reads, its own time and workspace:
+// what a CUDA profile adds for a backward convolution).
+PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false, bool algos = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanGraph p;
@@ -67,6 +69,14 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
       else alt.push_back(ins[i][0]);
       b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
       b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
+      if (algos) {  // faster with more workspace, or slower with less: a trade-off either way
+        const bool faster = pick(0, 1);
+        const double ms = faster ? std::max(0.5, b.time_ms - pick(1, 4)) : b.time_ms + pick(1, 4);
+        const int64_t ws = faster ? b.workspace_bytes + pick(1, 3) * kAlignBytes : 0;
+        b.impls.back() = {"cudnn5", b.inputs, ms, ws};
+        b.impls.back().op_impl = 0;
+        b.impls.back().algo = 5;
+      }
     }
     grad = g;
   }
@@ -107,10 +117,10 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
 // Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each. Brute force
 // enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
 // constant on a segment loses nothing.
-void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false) {
-  int compared = 0, with_choices = 0, with_in_place = 0;
+void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false) {
+  int compared = 0, with_choices = 0, with_in_place = 0, with_algo_steps = 0;
   for (uint64_t seed = 1; seed <= 60 && compared < wanted; ++seed) {
-    PlanGraph plan = random_plan(3, seed, impls, in_place);
+    PlanGraph plan = random_plan(3, seed, impls, in_place, algos);
     CheckpointProblem p = make_problem(plan, window, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
@@ -140,8 +150,18 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       Evaluation e = evaluate(p, a);
       CHECK(e.feasible);
       CHECK(e.peak_bytes <= budget);
-      SimResult sim = simulate(plan, extract_schedule(p, a, impls ? "full" : "checkpoint"));
+      const Schedule s = extract_schedule(p, a, impls ? "full" : "checkpoint");
+      SimResult sim = simulate(plan, s);
       CHECK(sim.peak_bytes <= e.peak_bytes);
+      for (const Step& st : s.steps) {
+        if (st.kind != Step::Kind::compute) continue;
+        if (!algos) {
+          CHECK(st.algo == -1);
+          continue;
+        }
+        CHECK(st.impl == 0);  // the op's first implementation, or an algorithm variant of it
+        if (st.algo == 5) ++with_algo_steps;
+      }
       CHECK(sim.time_ms == Approx(p.base_ms + e.recompute_ms));
       ++compared;
       with_choices += p.has_choices();
@@ -152,6 +172,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
   CHECK(compared >= wanted);
   if (impls) CHECK(with_choices >= wanted / 3);
   if (in_place) CHECK(with_in_place >= wanted / 3);
+  if (algos) CHECK(with_algo_steps >= wanted / 3);
 
 }
 
@@ -265,6 +286,11 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
 
 TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(true, 18);
+}
+
+TEST_CASE("joint MILP with algorithm variants equals brute force and its schedules name the algorithm",
+          "[solve][milp]") {
+  compare_with_brute_force(true, 12, 0, false, true);
 }
 
 TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {

@@ -27,13 +27,14 @@ class CpuBackend final : public Backend {
   }
   void unreserve(void* block) override { std::free(block); }
 
-  int64_t workspace_bytes(const Graph& g, const Node& n) const override {
+  // One algorithm per op: a schedule's (CUDA) algorithm choice does not apply here.
+  int64_t workspace_bytes(const Graph& g, const Node& n, int /*algo*/) const override {
     const OpDef& def = op_def(n.op);
     return def.cpu_workspace_bytes ? def.cpu_workspace_bytes(g, n, sizeof(T)) : 0;
   }
 
   void run(const Graph&, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
-           void* workspace, uint64_t seed, bool recompute, int impl) override {
+           void* workspace, uint64_t seed, bool recompute, int impl, int /*algo*/) override {
     const OpDef& def = op_def(n.op);
     CpuKernel k = sizeof(T) == 4 ? def.cpu_f32 : def.cpu_f64;
     if (!k) fail("node '", n.name, "' (", n.op, "): no CPU kernel");

@@ -188,17 +188,18 @@ class CudaBackend final : public Backend {
     if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFree of the arena failed: %s\n", cudaGetErrorString(e));
   }
 
-  int64_t workspace_bytes(const Graph& g, const Node& n) const override {
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
     const CudaKernelDef& def = lookup(n);
+    if (algo >= 0) return conv_workspace_with(ctx_, g, n, algo);  // refuses other ops
     return def.workspace ? def.workspace(g, n, ctx_) : 0;
   }
 
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
-           void* workspace, uint64_t seed, bool recompute, int impl) override {
+           void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
     const CudaKernelDef& def = lookup(n);
-    const int64_t ws = def.workspace ? def.workspace(g, n, ctx_) : 0;
+    const int64_t ws = workspace_bytes(g, n, algo);
     if (n.op != "SgdUpdate") flush_sgd(ctx_);  // SgdUpdate joins the pending batch (cuda_ops.h PendingSgd)
-    def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl});
+    def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl, algo});
   }
 
   void upload(const TensorRef& dst, const std::vector<double>& host) override {

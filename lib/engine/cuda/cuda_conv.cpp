@@ -164,7 +164,9 @@ std::vector<Candidate> list_candidates(const CudaContext& ctx, const ConvPlan& p
   return out;
 }
 
-std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Problem& pr) {
+// algo >= 0: that cuDNN algorithm (its first candidate in the heuristics' order that cuDNN accepts; a schedule
+// names it), else the default rule above.
+std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Problem& pr, int algo = -1) {
   auto p = std::make_shared<ConvPlan>();
   p->kind = pr.kind;
   p->g = pr.g;
@@ -192,12 +194,15 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
          g.oH, "x", g.oW, " with top/left pads ", g.pT, ",", g.pL, "; cuDNN gives ", oh, "x", ow, ")");
 
   p->candidates = list_candidates(ctx, *p);
-  auto it = ctx.conv_algo_override.find(n.name);
   const Candidate* pick = nullptr;
-  if (it != ctx.conv_algo_override.end()) {
+  if (algo >= 0) {
     for (const Candidate& c : p->candidates)
-      if (c.algo == it->second && c.status == CUDNN_STATUS_SUCCESS) pick = &c;
-    if (!pick) fail("node '", n.name, "' (", n.op, "): cuDNN algorithm ", it->second, " is not available for it");
+      if (c.algo == algo && c.status == CUDNN_STATUS_SUCCESS) {
+        pick = &c;
+        break;
+      }
+    if (!pick) fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm ", algo,
+                    " for this problem");
   } else {
     const bool want_deterministic = pr.kind != ConvKind::forward;
     for (int pass = want_deterministic ? 0 : 1; pass < 2 && !pick; ++pass)
@@ -214,13 +219,12 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
   return p;
 }
 
-std::shared_ptr<ConvPlan> plan_for(CudaContext& ctx, const Graph& gr, const Node& n) {
+std::shared_ptr<ConvPlan> plan_for(CudaContext& ctx, const Graph& gr, const Node& n, int algo) {
   const Problem pr = problem_of(gr, n);
-  auto it = ctx.conv_algo_override.find(n.name);
-  const std::string key = key_of(pr, ctx.math, it == ctx.conv_algo_override.end() ? -1 : it->second);
+  const std::string key = key_of(pr, ctx.math, algo);
   auto cached = ctx.conv_plans.find(key);
   if (cached != ctx.conv_plans.end()) return cached->second;
-  auto p = make_plan(ctx, n, pr);
+  auto p = make_plan(ctx, n, pr, algo);
   ctx.conv_plans.emplace(key, p);
   return p;
 }
@@ -254,7 +258,7 @@ std::pair<const void*, const void*> operands(const CudaCall& c) {
 }
 
 void run_conv(const CudaCall& c) {
-  auto p = plan_for(c.ctx, c.g, c.node);
+  auto p = plan_for(c.ctx, c.g, c.node, c.algo);
   MONET_CHECK(c.workspace_bytes >= p->chosen.workspace, "workspace ", c.workspace_bytes, " < ", p->chosen.workspace);
   const auto [a, b] = operands(c);
   MONET_CUDNN_CHECK(execute(c.ctx, *p, p->chosen, a, b, c.out[0].data, c.workspace, c.workspace_bytes));
@@ -267,7 +271,9 @@ void run_conv(const CudaCall& c) {
   }
 }
 
-int64_t conv_workspace(const Graph& g, const Node& n, CudaContext& ctx) { return plan_for(ctx, g, n)->chosen.workspace; }
+int64_t conv_workspace(const Graph& g, const Node& n, CudaContext& ctx) {
+  return plan_for(ctx, g, n, -1)->chosen.workspace;
+}
 
 // ConvGradBias(dY (N, M, ...)) -> dB (M): summed in double over all but the channel axis.
 void run_conv_grad_bias(const CudaCall& c) {
@@ -289,6 +295,19 @@ const char* status_name(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 
 }  // namespace
 
+bool is_cudnn_conv(const std::string& op) {
+  static const std::set<std::string> ops = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose",
+                                            "ConvTransposeGradData", "ConvTransposeGradWeight"};
+  return ops.count(op) != 0;
+}
+
+int64_t conv_workspace_with(CudaContext& ctx, const Graph& g, const Node& n, int algo) {
+  if (!is_cudnn_conv(n.op))
+    fail("node '", n.name, "' (", n.op, "): a schedule names algorithm ", algo,
+         ", but only cuDNN convolutions have algorithms");
+  return plan_for(ctx, g, n, algo)->chosen.workspace;
+}
+
 void add_conv_kernels(CudaKernelTable& t) {
   for (const char* op : {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
                          "ConvTransposeGradWeight"})
@@ -297,9 +316,7 @@ void add_conv_kernels(CudaKernelTable& t) {
 }
 
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
-  static const std::set<std::string> conv_ops = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose",
-                                                 "ConvTransposeGradData", "ConvTransposeGradWeight"};
-  if (!conv_ops.count(n.op)) return nlohmann::json::array();
+  if (!is_cudnn_conv(n.op)) return nlohmann::json::array();
   CudaContext& ctx = context_of(backend);
   const Problem pr = problem_of(g, n);
   std::shared_ptr<ConvPlan> p = make_plan(ctx, n, pr);  // a private plan: its descriptor math changes below

@@ -46,12 +46,16 @@ struct CudaContext {
   cudaStream_t stream = nullptr;  // the legacy default stream: everything of a run is ordered on it
   MathMode math = MathMode::default_math;
   std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key
-  std::map<std::string, int> conv_algo_override;                 // node name -> cuDNN algorithm (profiling)
   PendingSgd pending_sgd;
 };
 
 // Launches the pending SgdUpdate batch, if any.
 void flush_sgd(CudaContext& ctx);
+
+// The workspace of convolution node n on cuDNN algorithm `algo` (cuda_conv.cpp); throws naming the node when n is
+// not a convolution or cuDNN does not offer that algorithm for it.
+int64_t conv_workspace_with(CudaContext& ctx, const Graph& g, const Node& n, int algo);
+bool is_cudnn_conv(const std::string& op);  // the ops cuda_conv.cpp runs on cuDNN (with algorithms)
 
 struct CudaCall {
   const Graph& g;
@@ -64,6 +68,7 @@ struct CudaCall {
   bool recompute;
   CudaContext& ctx;
   int impl = 0;             // the node's implementation (ops/op.h ImplDef); unread inputs have data null
+  int algo = -1;            // the cuDNN algorithm of a convolution (-1: the heuristics' choice)
 
   const float* fin(int i) const { return static_cast<const float*>(in[i].data); }
   float* fin_mut(int i) const { return static_cast<float*>(in[i].data); }  // in-place updates (BN stats, SGD)
