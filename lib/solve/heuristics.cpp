@@ -436,14 +436,17 @@ std::optional<Assignment> with_impls(std::optional<Assignment> a, const std::vec
 namespace {
 
 // The heuristics that need no LP relaxation, on q (implementations fixed to m): the quick ones (store-all, every
-// segment length, the two rankings: milliseconds), or the pressure searches (seconds on large graphs; they stop at
-// the deadline).
-void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m, int64_t budget_bytes) {
+// segment length, the two rankings: milliseconds each, but a few seconds together on a large graph in a sanitized
+// build; past the deadline they stop once something fits), or the pressure searches (seconds on large graphs;
+// they stop at the deadline).
+void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m, int64_t budget_bytes,
+                    Deadline deadline) {
+  auto enough = [&] { return best.best && past(deadline); };
   best.consider(with_impls(store_all_assignment(q), m));
-  for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
+  for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !enough(); ++segment)
     best.consider(with_impls(segment_assignment(q, segment), m));
-  best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
-  best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+  if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
+  if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
 }
 void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
                        int64_t budget_bytes, Deadline deadline) {
@@ -457,7 +460,7 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
   CheapestWithin best{p, budget_bytes};
   // Every policy's quick heuristics before any pressure search: a deadline cuts only the slow part.
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
-    consider_quick(best, q, m, budget_bytes);
+    consider_quick(best, q, m, budget_bytes, deadline);
   });
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
     consider_pressure(best, q, m, budget_bytes, deadline);
@@ -473,7 +476,7 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
   const std::vector<std::vector<int>> without_lp = impl_policies(p);
   for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
     if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) {
-      consider_quick(best, q, m, budget_bytes);
+      consider_quick(best, q, m, budget_bytes, deadline);
       consider_pressure(best, q, m, budget_bytes, deadline);
     }
     if (!lp_scores.empty()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
@@ -485,7 +488,7 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   int64_t best = INT64_MAX;
   for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>&) {
     best = std::min(best, evaluate(q, store_all_assignment(q)).peak_bytes);
-    for (int segment = 1; segment <= std::max(1, q.num_fwd()); ++segment)
+    for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !past(deadline); ++segment)
       if (auto a = segment_assignment(q, segment)) {
         Evaluation e = evaluate(q, *a);
         if (e.feasible) best = std::min(best, e.peak_bytes);

@@ -508,7 +508,8 @@ TEST_CASE("the time limit holds on ResNet-50 b184: CBC is stopped and its best s
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // CBC (its phase: cbc_s) is given what the phases before it left, at least 0.5 s, and stopped 0.5 s after it.
   // Before it the heuristics stop at their shares of the limit (a fifth, then half; in a sanitized build they
-  // used to take 15 s alone); building the program (setup_s) and the quick heuristics are not interrupted.
+  // used to take 15 s alone; past their share the quick ones run only until something fits); building the program
+  // (setup_s) is not interrupted.
   const double before_cbc = r.solve_s - r.cbc_s;
   INFO("status " << r.status << ", solve_s " << r.solve_s << " (setup " << r.setup_s << ", before CBC " << before_cbc
                  << ", CBC " << r.cbc_s << "), wall " << wall << " s");
