@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
       app.add_option("--repeats", repeats, "cpu, cuda: timed steps; each node's time is the median (default 3)");
   bool no_algorithms = false;
   app.add_flag("--no-conv-algorithms", no_algorithms, "cuda: do not time every cuDNN algorithm of each convolution");
+  bool nondeterministic = false;
+  app.add_flag("--nondeterministic-algorithms", nondeterministic,
+               "cuda: also offer the solver cuDNN algorithms that accumulate with atomics (often the ones without "
+               "workspace); runs of a schedule that picks one are not bitwise reproducible");
   return app::guarded_main("monet-profile", app, argc, argv, [&] {
     if (device != "estimate" && device != "cpu" && device != "cuda")
       fail("--device '", device, "': expected estimate, cpu or cuda");
@@ -49,6 +53,8 @@ int main(int argc, char** argv) {
     if (!(roofline.kernel_overhead_us >= 0)) fail("--gpu-overhead-us must be >= 0, got ", roofline.kernel_overhead_us);
     if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
     if (repeats <= 0) fail("--repeats must be positive, got ", repeats);
+    if (nondeterministic && (device != "cuda" || no_algorithms))
+      fail("--nondeterministic-algorithms applies to --device cuda with its algorithms timed (not with --no-conv-algorithms)");
 
     const SessionOptions o = flags.session_options();
     const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
@@ -91,15 +97,17 @@ int main(int argc, char** argv) {
         if (list.empty()) continue;
         algos[n.name] = {{"op", n.op}, {"algorithms", list}};
         // A backward convolution's algorithms become implementations the solver may pick.
-        const int added = add_algorithm_variants(p.plan.nodes.at(static_cast<size_t>(p.plan.find_node(n.name))), list);
+        const int added = add_algorithm_variants(p.plan.nodes.at(static_cast<size_t>(p.plan.find_node(n.name))), list,
+                                                 nondeterministic);
         variants += added;
         std::printf("conv algorithms: node %d/%d %s (%s): %zu algorithms, %d as implementations\n", ++done, convs,
                     n.name.c_str(), n.op.c_str(), list.size(), added);
         std::fflush(stdout);
       }
       p.device_info["conv_algorithms"] = algos;
-      std::printf("conv algorithms: %d implementations added (deterministic, not beaten in both time and workspace)\n",
-                  variants);
+      p.device_info["nondeterministic_algorithms_offered"] = nondeterministic;
+      std::printf("conv algorithms: %d implementations added (%s, not beaten in both time and workspace)\n", variants,
+                  nondeterministic ? "deterministic or not" : "deterministic");
     }
 #endif
 

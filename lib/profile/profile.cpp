@@ -265,7 +265,7 @@ nlohmann::json profile_to_json(const Profile& p) {
           {"nodes", nodes}};
 }
 
-int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms) {
+int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic) {
   if (n.stage != Stage::backward || !algorithms.is_array()) return 0;
   struct Option {
     int algo;
@@ -280,7 +280,8 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms) {
     const int algo = e.value("algo", -1);
     if (algo < 0 || std::find(seen.begin(), seen.end(), algo) != seen.end()) continue;
     seen.push_back(algo);
-    if (e.value("status", "") != "ok" || !e.value("deterministic", false) || !e.contains("time_ms")) continue;
+    if (e.value("status", "") != "ok" || !(nondeterministic || e.value("deterministic", false)) || !e.contains("time_ms"))
+      continue;
     ran.push_back({algo, e["time_ms"].get<double>(), e.value("workspace_bytes", int64_t{0})});
     if (e.value("chosen_by_default", false)) default_algo = algo;
   }

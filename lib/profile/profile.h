@@ -88,7 +88,8 @@ ProfileTotals profile_totals(const Profile& p);
 // the node's measured time scaled by the algorithm's benchmark time over the default algorithm's, and its
 // workspace - unless another entry, the default included, is at least as fast with at most its workspace.
 // Nothing for a node that is not a backward one or whose default algorithm did not run. Returns how many.
-int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms);
+// nondeterministic: offer algorithms that are not deterministic too (monet-profile --nondeterministic-algorithms).
+int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic = false);
 
 // JSON: {"format": "monet-profile", "version": 1, "fingerprint", model metadata, "device", "device_info",
 // "values": [{name, bytes, resident, producer}], "nodes": [{name, op, stage, inputs, outputs, time_ms,

@@ -86,6 +86,7 @@ expect 1 "no such file" -- $profile "$data/missing.onnx" --batch 2 --device esti
 expect 1 "repeats must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --repeats 0 $o
 expect 1 "gpu-tflops applies to --device estimate only" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --gpu-tflops 100 $o
 expect 1 "gpu-tflops must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --gpu-tflops 0 $o
+expect 1 "nondeterministic-algorithms applies to --device cuda" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --nondeterministic-algorithms $o
 expect 1 "cannot open for writing" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate -o "$tmp/no/such/dir/p.json"
 
 # Schedules: fixtures made here from tiny (batch 2) with monet-profile and monet-solve, then edited.

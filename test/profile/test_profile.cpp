@@ -287,6 +287,14 @@ TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in
   }
   CHECK(n.impl_for(0, -1) == 0);
   CHECK(n.impl_for(0, 3) == -1);  // not offered: a schedule naming it is refused
+  {  // Nondeterministic ones on request: algorithm 4 (fastest, no workspace) beats every other then.
+    PlanNode open = p.plan.nodes[static_cast<size_t>(conv)];
+    open.impls.clear();
+    REQUIRE(add_algorithm_variants(open, list, true) == 1);
+    CHECK(open.impls[1].algo == 4);
+    CHECK(open.impls[1].time_ms == Approx(0.2));
+    CHECK(open.impls[1].workspace_bytes == 0);
+  }
 
   // Round trip, and a schedule that runs algorithm 0 there takes its workspace and time.
   TempFile f("algorithms.json");
