@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       // Every algorithm cuDNN offers for each convolution node, with its workspace and time; failures recorded.
       nlohmann::json algos = nlohmann::json::object();
       int done = 0, convs = 0, variants = 0;
-      for (const Node& n : g.nodes) convs += n.op.rfind("Conv", 0) == 0 && n.op != "ConvGradBias";
+      for (const Node& n : g.nodes) convs += cuda::is_cudnn_conv(n.op);
       for (const Node& n : g.nodes) {
         nlohmann::json list = cuda::time_conv_algorithms(*backend, g, n, warmup, repeats);
         if (list.empty()) continue;

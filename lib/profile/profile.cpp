@@ -272,7 +272,7 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
     double time_ms;
     int64_t workspace;
   };
-  std::vector<Option> ran;  // the first entry of each algorithm that ran deterministically, in list order
+  std::vector<Option> ran;  // the first entry of each algorithm that ran (and is deterministic, unless asked), in order
   const Option* def = nullptr;
   std::vector<int> seen;
   int default_algo = -1;

@@ -83,8 +83,9 @@ std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
                                             const std::vector<std::vector<double>>& lp_impl = {});
 
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
-// that fits the budget (conservative peak), if any, under each implementation policy. Past the deadline only the
-// quick ones run (store-all, segments, rankings: milliseconds) and the pressure searches stop where they are.
+// that fits the budget (conservative peak), if any, under each implementation policy: every policy's quick ones
+// (store-all, segments, rankings) first, then the pressure searches. Past the deadline the quick ones run only until
+// something fits and the pressure searches stop where they are.
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
                                          Deadline deadline = kNoDeadline);
 

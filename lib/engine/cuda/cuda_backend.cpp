@@ -189,15 +189,13 @@ class CudaBackend final : public Backend {
   }
 
   int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
-    const CudaKernelDef& def = lookup(n);
-    if (algo >= 0) return conv_workspace_with(ctx_, g, n, algo);  // refuses other ops
-    return def.workspace ? def.workspace(g, n, ctx_) : 0;
+    return workspace_of(lookup(n), g, n, algo);
   }
 
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
            void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
     const CudaKernelDef& def = lookup(n);
-    const int64_t ws = workspace_bytes(g, n, algo);
+    const int64_t ws = workspace_of(def, g, n, algo);
     if (n.op != "SgdUpdate") flush_sgd(ctx_);  // SgdUpdate joins the pending batch (cuda_ops.h PendingSgd)
     def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl, algo});
   }
@@ -272,6 +270,11 @@ class CudaBackend final : public Backend {
 
  private:
   static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+  int64_t workspace_of(const CudaKernelDef& def, const Graph& g, const Node& n, int algo) const {
+    if (algo >= 0) return conv_workspace_with(ctx_, g, n, algo);  // refuses other ops
+    return def.workspace ? def.workspace(g, n, ctx_) : 0;
+  }
 
   const CudaKernelDef& lookup(const Node& n) const {
     const CudaKernelTable& t = kernel_table();

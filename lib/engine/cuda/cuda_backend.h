@@ -21,6 +21,9 @@ std::unique_ptr<Backend> make_cuda_backend(const std::string& math);
 // Every op name the kernel table has a kernel for, sorted.
 std::vector<std::string> kernel_op_names();
 
+// The ops that run on cuDNN's convolutions, each with its algorithms (cuda_conv.cpp).
+bool is_cudnn_conv(const std::string& op);
+
 // For a Conv-family node of g: every cuDNN algorithm for its problem with its workspace, status, determinism
 // and, where it runs, its time (median of `repeats` after `warmup`, CUDA events), on inputs of the node's shapes
 // filled with a fixed pattern. Scratch memory for this comes from one cudaMalloc made and freed here (profiling

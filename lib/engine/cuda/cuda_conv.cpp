@@ -13,7 +13,7 @@
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
-#include <set>
+#include <iterator>
 #include <sstream>
 
 #include "engine/cuda/cuda_backend.h"
@@ -295,10 +295,13 @@ const char* status_name(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 
 }  // namespace
 
+namespace {
+constexpr const char* kCudnnConvOps[] = {"Conv",          "ConvGradData",          "ConvGradWeight",
+                                         "ConvTranspose", "ConvTransposeGradData", "ConvTransposeGradWeight"};
+}  // namespace
+
 bool is_cudnn_conv(const std::string& op) {
-  static const std::set<std::string> ops = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose",
-                                            "ConvTransposeGradData", "ConvTransposeGradWeight"};
-  return ops.count(op) != 0;
+  return std::find(std::begin(kCudnnConvOps), std::end(kCudnnConvOps), op) != std::end(kCudnnConvOps);
 }
 
 int64_t conv_workspace_with(CudaContext& ctx, const Graph& g, const Node& n, int algo) {
@@ -309,9 +312,7 @@ int64_t conv_workspace_with(CudaContext& ctx, const Graph& g, const Node& n, int
 }
 
 void add_conv_kernels(CudaKernelTable& t) {
-  for (const char* op : {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
-                         "ConvTransposeGradWeight"})
-    t[op] = {run_conv, conv_workspace};
+  for (const char* op : kCudnnConvOps) t[op] = {run_conv, conv_workspace};
   t["ConvGradBias"] = {run_conv_grad_bias, conv_grad_bias_workspace};
 }
 

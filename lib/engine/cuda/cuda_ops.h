@@ -55,7 +55,6 @@ void flush_sgd(CudaContext& ctx);
 // The workspace of convolution node n on cuDNN algorithm `algo` (cuda_conv.cpp); throws naming the node when n is
 // not a convolution or cuDNN does not offer that algorithm for it.
 int64_t conv_workspace_with(CudaContext& ctx, const Graph& g, const Node& n, int algo);
-bool is_cudnn_conv(const std::string& op);  // the ops cuda_conv.cpp runs on cuDNN (with algorithms)
 
 struct CudaCall {
   const Graph& g;
