@@ -61,13 +61,14 @@ constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rou
                                                              // (at most half the limit)
 constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs
 constexpr double kKillGraceS = 0.5;    // CBC's process is stopped this long after the time limit
+constexpr double kNeighborhoodS = 5;   // the longest one sub-MIP of the neighbourhood search runs
 
 // What the progress thread (until the fork), the event handler (in CBC's child process) and the parent's wait loop
 // (from the child's messages) know of the search.
 struct Shared {
   Clock::time_point start = Clock::now();
   double time_limit_s = 1e30;
-  std::atomic<double> incumbent{-1}, bound{-1}, first_feasible_s{-1};
+  std::atomic<double> incumbent{kNoValue}, bound{kNoValue}, first_feasible_s{-1};
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
 
@@ -79,6 +80,7 @@ enum class Msg : char {
   bound = 'B',     // {bound}
   solution = 'S',  // {objective, seconds since CBC started, x...}: a new incumbent
   done = 'D',      // {status, objective, bound, seconds, time limit reached, x...}: CBC returned
+  neighborhoods = 'N',  // {searched, improved, seconds since CBC started}: the neighbourhood search ended
 };
 
 bool write_all(int fd, const void* data, size_t bytes) {
@@ -103,9 +105,12 @@ void send(int fd, Msg type, const std::vector<double>& head, const double* x = n
 
 class ProgressHandler : public CbcEventHandler {
  public:
-  // fd: the pipe to the parent; n: the program's column count.
-  ProgressHandler(std::shared_ptr<Shared> s, int fd, int n) : shared_(std::move(s)), fd_(fd), n_(n) {}
-  ProgressHandler(const ProgressHandler& o) : CbcEventHandler(o), shared_(o.shared_), fd_(o.fd_), n_(o.n_) {}
+  // fd: the pipe to the parent; n: the program's column count; bounds: whether the model's bounds are the program's
+  // (not for a sub-MIP of the neighbourhood search, whose columns are the program's but whose bound is its own).
+  ProgressHandler(std::shared_ptr<Shared> s, int fd, int n, bool bounds = true)
+      : shared_(std::move(s)), fd_(fd), n_(n), bounds_(bounds) {}
+  ProgressHandler(const ProgressHandler& o)
+      : CbcEventHandler(o), shared_(o.shared_), fd_(o.fd_), n_(o.n_), bounds_(o.bounds_) {}
   CbcEventHandler* clone() const override { return new ProgressHandler(*this); }
 
   CbcAction event(CbcEvent e) override {
@@ -123,7 +128,7 @@ class ProgressHandler : public CbcEventHandler {
         sent_objective() = obj;
       }
     }
-    if (e == node || e == treeStatus || e == endSearch) {
+    if (bounds_ && (e == node || e == treeStatus || e == endSearch)) {
       const double b = model_->getBestPossibleObjValue();
       if (b != shared_->bound) send(fd_, Msg::bound, {b});
       shared_->bound = b;  // the last one sent
@@ -132,12 +137,13 @@ class ProgressHandler : public CbcEventHandler {
     return shared_->elapsed() > shared_->time_limit_s ? stop : noAction;
   }
 
- private:
   // One per (child) process: clones of the handler may run in CBC's threads.
   static std::mutex& pipe_mutex() {
     static std::mutex m;
     return m;
   }
+
+ private:
   static double& sent_objective() {
     static double v = 1e300;
     return v;
@@ -145,16 +151,18 @@ class ProgressHandler : public CbcEventHandler {
   std::shared_ptr<Shared> shared_;
   int fd_;
   int n_;
+  bool bounds_;
 };
 
 // The parent's view of the child's messages.
 struct ChildReport {
   std::vector<double> x;  // the last complete incumbent
-  double objective = 0, bound = -1e300, first_feasible_s = -1;
+  double objective = 0, bound = kNoValue, first_feasible_s = -1;
   bool done = false;
   double status = -1, seconds = 0;
   bool time_limit_reached = false;
   int rejected = 0;  // solutions that did not satisfy the program
+  Neighborhoods neighborhoods;
 };
 
 // Whether x is integral where it must be and satisfies every row and bound of the program (CBC's tolerances,
@@ -210,6 +218,8 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const 
         if (rep.first_feasible_s < 0) rep.first_feasible_s = v[1];
         rep.x = std::move(x);
         shared.incumbent = v[0];
+      } else if (type == Msg::neighborhoods && count == 3) {
+        rep.neighborhoods = {static_cast<int>(v[0]), static_cast<int>(v[1]), v[2]};
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
         rep.status = v[0];
@@ -412,6 +422,61 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
   return rc;
 }
 
+// Large-neighbourhood search, in CBC's process before its search: for each neighbourhood (a list of columns), every
+// other integer column is fixed at the incumbent's value and CBC solves what is left (a sub-MIP from the incumbent,
+// within kNeighborhoodS, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
+// a better solution becomes the incumbent (the handler sends it to the parent). Passes over the neighbourhoods repeat
+// while one improves, until `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
+std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
+                                         const std::vector<std::vector<int>>& neighborhoods, std::vector<double> x,
+                                         const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
+                                         int* improved_count) {
+  const int n = static_cast<int>(lp.col_names.size());
+  auto objective = [&](const double* v) {
+    double o = 0;
+    for (int j = 0; j < n; ++j) o += lp.objective[j] * v[j];
+    return o;
+  };
+  double best = objective(x.data());
+  std::vector<char> is_free(n);
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (const std::vector<int>& cols : neighborhoods) {
+      const double left = until_s - shared->elapsed();
+      if (left < 0.5) return x;
+      OsiClpSolverInterface sub(solver);
+      std::fill(is_free.begin(), is_free.end(), 0);
+      for (int j : cols) is_free[j] = 1;
+      std::vector<std::pair<std::string, double>> start;
+      for (int j = 0; j < n; ++j) {
+        if (!lp.integer[j]) continue;
+        const double v = std::round(x[j]);
+        if (!is_free[j]) sub.setColBounds(j, v, v);
+        start.emplace_back(lp.col_names[j], v);
+      }
+      CbcModel model(sub);
+      ProgressHandler handler(shared, fd, n, false);
+      model.passInEventHandler(&handler);
+      CbcSolverUsefulData data;
+      CbcMain0(model, data);
+      model.messageHandler()->setLogLevel(0);
+      model.setMIPStart(start);
+      const std::string sec = std::to_string(std::min(left, kNeighborhoodS));
+      std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0",
+                                       "-slog", "0", "-preprocess", "off", "-solve", "-quit"};
+      CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+      ++*searched;
+      if (model.bestSolution() && objective(model.bestSolution()) < best - 1e-9 * std::max(1.0, std::abs(best))) {
+        x.assign(model.bestSolution(), model.bestSolution() + n);
+        best = objective(x.data());
+        improved = true;
+        ++*improved_count;
+      }
+    }
+  }
+  return x;
+}
+
 }  // namespace
 
 std::vector<double> solve_lp_relaxation(const LinearProgram& lp, double* objective) {
@@ -503,7 +568,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       CbcResult r;
       r.root = root;
       r.time_limit_reached = true;
-      r.bound = have_root ? root.bound : 0;
+      r.bound = have_root ? root.bound : kNoValue;
       if (warm_start) take_warm_start(r);
       return r;
     }
@@ -565,16 +630,24 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     ::close(fds[0]);
     int code = 0;
     try {
+      std::vector<double> start_x = warm_start ? *warm_start : std::vector<double>{};
+      if (!start_x.empty() && !options.neighborhoods.empty()) {
+        int searched = 0, improved = 0;
+        start_x = search_neighborhoods(solver, lp, options.neighborhoods, std::move(start_x), shared, fds[1],
+                                       options.neighborhood_share * shared->time_limit_s, &searched, &improved);
+        std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
+        send(fds[1], Msg::neighborhoods, {double(searched), double(improved), shared->elapsed()});
+      }
       CbcModel model(solver);
       ProgressHandler handler(shared, fds[1], n);
       model.passInEventHandler(&handler);
       CbcSolverUsefulData data;
       CbcMain0(model, data);
       model.messageHandler()->setLogLevel(0);
-      if (warm_start) {
+      if (!start_x.empty()) {
         std::vector<std::pair<std::string, double>> start;
         for (int j = 0; j < n; ++j)
-          if (lp.integer[j]) start.emplace_back(lp.col_names[j], (*warm_start)[j]);
+          if (lp.integer[j]) start.emplace_back(lp.col_names[j], start_x[j]);
         model.setMIPStart(start);
       }
       CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
@@ -628,10 +701,11 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
 
   CbcResult r;
   r.root = root;
+  r.neighborhoods = rep.neighborhoods;
   r.solve_s = rep.done ? rep.seconds : shared->elapsed();
   r.time_limit_reached = killed || rep.time_limit_reached;
   // Both are valid lower bounds; CBC's may be its root LP's (the same) or less when it stopped early.
-  r.bound = std::max(rep.bound, have_root ? root.bound : -1e300);
+  r.bound = std::max(rep.bound, have_root ? root.bound : kNoValue);
   if (!rep.x.empty()) {
     r.x = std::move(rep.x);
     r.objective = rep.objective;

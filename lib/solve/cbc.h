@@ -9,10 +9,13 @@
 
 namespace monet {
 
+// "None yet" for an objective or bound (objectives may be negative: implementations faster than the defaults).
+constexpr double kNoValue = -1e300;
+
 struct CbcProgress {
   double elapsed_s = 0;
-  double incumbent = -1;  // objective of the best solution so far, < 0 when none
-  double bound = -1;      // best proven lower bound, < 0 when not known yet
+  double incumbent = kNoValue;  // objective of the best solution so far, kNoValue when none
+  double bound = kNoValue;      // best proven lower bound, kNoValue when not known yet
 };
 
 struct CbcOptions {
@@ -28,6 +31,11 @@ struct CbcOptions {
   // call's clock, and CBC's root node starts from that LP (with the cuts, from its basis; CBC's own cuts off).
   // time_limit_s covers the relaxation, the callback, the cut rounds and the search.
   std::function<std::vector<double>(const std::vector<double>& relaxed, double objective)> after_relaxation;
+  // Large-neighbourhood search before CBC's search, from the warm start: each entry lists the columns a sub-MIP may
+  // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
+  // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
+  std::vector<std::vector<int>> neighborhoods;
+  double neighborhood_share = 0.7;
 };
 
 // Rounds of root cuts run before CBC (cbc.cpp, add_root_cuts).
@@ -41,16 +49,24 @@ struct RootCuts {
   bool abandoned = false;  // the last round was cut short by the clock and taken back
 };
 
+// The neighbourhood search before CBC's (CbcOptions::neighborhoods).
+struct Neighborhoods {
+  int searched = 0;      // sub-MIPs solved (or stopped at their time limit)
+  int improved = 0;      // of them, those that found a better solution
+  double seconds = 0;    // when the search ended, from CBC's start (0: it did not run)
+};
+
 struct CbcResult {
   enum class Status { optimal, feasible, infeasible, no_solution };
   Status status = Status::no_solution;
   std::vector<double> x;
   double objective = 0;
-  double bound = 0;
+  double bound = kNoValue;
   double first_feasible_s = -1;  // elapsed time of the first solution (0 for an accepted warm start)
   double solve_s = 0;
   bool time_limit_reached = false;
   RootCuts root;  // when after_relaxation was set
+  Neighborhoods neighborhoods;
 };
 
 const char* status_name(CbcResult::Status s);

@@ -34,6 +34,7 @@ struct SolveOutcome {
   double solve_s = 0;
   double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes), with root_cuts.seconds
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
+  Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
