@@ -613,96 +613,119 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   for (const std::string& w : extra) argv.push_back(w.c_str());
   argv.push_back("-solve");
   argv.push_back("-quit");
-  shared->start = Clock::now();
-  shared->time_limit_s = std::max(1.0, options.time_limit_s - since_began());
-
   // CBC in a child process (see Msg): the parent reads its incumbents and bounds and, at the time limit, stops
-  // it, keeping the last incumbent.
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
-  // The fork copies only this thread: the progress thread is stopped first (the parent's wait loop below reports
-  // instead), so that no lock - the allocator's included - is held by a thread the child does not have. (With
-  // the progress thread still starting up, the child of an ASan build hung in the allocator.)
+  // it, keeping the last incumbent. The fork copies only this thread: the progress thread is stopped first (the
+  // parent's wait loop below reports instead), so that no lock - the allocator's included - is held by a thread the
+  // child does not have. (With the progress thread still starting up, the child of an ASan build hung in the
+  // allocator.) A child that dies (Debian's Clp asserts: one aborted a sub-MIP of the neighbourhood search on unet
+  // b11, full mode at 2/3) is started once more from the best solution so far, without the neighbourhood search;
+  // if that one dies too, or no time is left, the best solution so far is the result.
   stop_reporter();
-  const pid_t pid = ::fork();
-  if (pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
-  if (pid == 0) {  // the child: CBC, messages, _exit (no destructors, no atexit handlers of the parent's)
-    ::close(fds[0]);
-    int code = 0;
-    try {
-      std::vector<double> start_x = warm_start ? *warm_start : std::vector<double>{};
-      if (!start_x.empty() && !options.neighborhoods.empty()) {
-        int searched = 0, improved = 0;
-        start_x = search_neighborhoods(solver, lp, options.neighborhoods, std::move(start_x), shared, fds[1],
-                                       options.neighborhood_share * shared->time_limit_s, &searched, &improved);
-        std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
-        send(fds[1], Msg::neighborhoods, {double(searched), double(improved), shared->elapsed()});
+  const Clock::time_point cbc_began = Clock::now();
+  auto since_cbc = [&] { return std::chrono::duration<double>(Clock::now() - cbc_began).count(); };
+  shared->start = cbc_began;
+  ChildReport rep;
+  bool killed = false;
+  const std::vector<double>* start_from = warm_start;
+  std::vector<double> restart_x;
+  bool with_neighborhoods = !options.neighborhoods.empty();
+  for (int attempt = 0;; ++attempt) {
+    const std::string sec_left = std::to_string(std::max(1.0, options.time_limit_s - since_began()));
+    argv[2] = sec_left.c_str();
+    shared->time_limit_s = since_cbc() + std::max(1.0, options.time_limit_s - since_began());
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
+    const pid_t pid = ::fork();
+    if (pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
+    if (pid == 0) {  // the child: CBC, messages, _exit (no destructors, no atexit handlers of the parent's)
+      ::close(fds[0]);
+      int code = 0;
+      try {
+        std::vector<double> start_x = start_from ? *start_from : std::vector<double>{};
+        if (!start_x.empty() && with_neighborhoods) {
+          if (options.test_abort_in_search) std::abort();
+          int searched = 0, improved = 0;
+          start_x = search_neighborhoods(solver, lp, options.neighborhoods, std::move(start_x), shared, fds[1],
+                                         since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc()),
+                                         &searched, &improved);
+          std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
+          send(fds[1], Msg::neighborhoods, {double(searched), double(improved), shared->elapsed()});
+        }
+        CbcModel model(solver);
+        ProgressHandler handler(shared, fds[1], n);
+        model.passInEventHandler(&handler);
+        CbcSolverUsefulData data;
+        CbcMain0(model, data);
+        model.messageHandler()->setLogLevel(0);
+        if (!start_x.empty()) {
+          std::vector<std::pair<std::string, double>> start;
+          for (int j = 0; j < n; ++j)
+            if (lp.integer[j]) start.emplace_back(lp.col_names[j], start_x[j]);
+          model.setMIPStart(start);
+        }
+        CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+        const bool has_x = model.bestSolution() != nullptr;
+        const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
+        send(fds[1], Msg::done,
+             {status, has_x ? model.getObjValue() : 0.0, model.getBestPossibleObjValue(), shared->elapsed(),
+              model.isSecondsLimitReached() ? 1.0 : 0.0},
+             model.bestSolution(), has_x ? n : 0);
+      } catch (...) {
+        code = 3;
       }
-      CbcModel model(solver);
-      ProgressHandler handler(shared, fds[1], n);
-      model.passInEventHandler(&handler);
-      CbcSolverUsefulData data;
-      CbcMain0(model, data);
-      model.messageHandler()->setLogLevel(0);
-      if (!start_x.empty()) {
-        std::vector<std::pair<std::string, double>> start;
-        for (int j = 0; j < n; ++j)
-          if (lp.integer[j]) start.emplace_back(lp.col_names[j], start_x[j]);
-        model.setMIPStart(start);
-      }
-      CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
-      const bool has_x = model.bestSolution() != nullptr;
-      const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
-      send(fds[1], Msg::done,
-           {status, has_x ? model.getObjValue() : 0.0, model.getBestPossibleObjValue(), shared->elapsed(),
-            model.isSecondsLimitReached() ? 1.0 : 0.0},
-           model.bestSolution(), has_x ? n : 0);
-    } catch (...) {
-      code = 3;
+      ::close(fds[1]);
+      ::_exit(code);
     }
     ::close(fds[1]);
-    ::_exit(code);
-  }
-  ::close(fds[1]);
-  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  ChildReport rep;
-  std::string buffer;
-  bool open = true, killed = false;
-  const double every = options.progress_every_s;
-  double next_report = (std::floor(since_began() / every) + 1) * every;  // the progress thread's cadence
-  while (open && !rep.done) {
-    const double left = options.time_limit_s + kKillGraceS - since_began();
-    if (left <= 0) {
-      ::kill(pid, SIGKILL);
-      killed = true;
+    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    std::string buffer;  // a message a dead child left half written is dropped with it
+    bool open = true;
+    const double every = options.progress_every_s;
+    double next_report = (std::floor(since_began() / every) + 1) * every;  // the progress thread's cadence
+    while (open && !rep.done) {
+      const double left = options.time_limit_s + kKillGraceS - since_began();
+      if (left <= 0) {
+        ::kill(pid, SIGKILL);
+        killed = true;
+        break;
+      }
+      if (since_began() >= next_report) {
+        if (options.progress) options.progress({since_began(), shared->incumbent, shared->bound});
+        next_report += every;
+      }
+      pollfd pfd{fds[0], POLLIN, 0};
+      const double wait = std::min({left, next_report - since_began(), 1.0});
+      const int ready = ::poll(&pfd, 1, static_cast<int>(std::max(wait, 0.0) * 1000) + 1);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready > 0) open = drain(fds[0], buffer, rep, *shared, lp);
+    }
+    ::close(fds[0]);
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    if (rep.done || killed) break;
+    const std::string how = WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+                                                 : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+    if (rep.x.empty() && !warm_start) fail("monet-solve: CBC stopped without a result (", how, ")");
+    if (attempt > 0 || options.time_limit_s - since_began() < 1.0) {
+      std::fprintf(stderr, "monet-solve: note: CBC stopped (%s); the best schedule so far is the result\n", how.c_str());
       break;
     }
-    if (since_began() >= next_report) {
-      if (options.progress) options.progress({since_began(), shared->incumbent, shared->bound});
-      next_report += every;
+    std::fprintf(stderr, "monet-solve: note: CBC stopped (%s)%s; CBC again from the best schedule so far\n", how.c_str(),
+                 with_neighborhoods ? " in the neighbourhood search" : "");
+    if (!rep.x.empty()) {
+      restart_x = rep.x;
+      start_from = &restart_x;
     }
-    pollfd pfd{fds[0], POLLIN, 0};
-    const double wait = std::min({left, next_report - since_began(), 1.0});
-    const int ready = ::poll(&pfd, 1, static_cast<int>(std::max(wait, 0.0) * 1000) + 1);
-    if (ready < 0 && errno != EINTR) break;
-    if (ready > 0) open = drain(fds[0], buffer, rep, *shared, lp);
-  }
-  ::close(fds[0]);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    with_neighborhoods = false;
   }
   if (rep.rejected > 0)
     std::fprintf(stderr, "monet-solve: note: %d solution(s) from CBC violated the MILP and were ignored\n", rep.rejected);
-  if (!rep.done && !killed) {
-    const std::string how = WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
-                                                 : "exit code " + std::to_string(WEXITSTATUS(wstatus));
-    fail("monet-solve: CBC stopped without a result (", how, ")");
-  }
 
   CbcResult r;
   r.root = root;
   r.neighborhoods = rep.neighborhoods;
-  r.solve_s = rep.done ? rep.seconds : shared->elapsed();
+  r.solve_s = rep.done ? rep.seconds : since_cbc();
   r.time_limit_reached = killed || rep.time_limit_reached;
   // Both are valid lower bounds; CBC's may be its root LP's (the same) or less when it stopped early.
   r.bound = std::max(rep.bound, have_root ? root.bound : kNoValue);

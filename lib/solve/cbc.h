@@ -36,6 +36,7 @@ struct CbcOptions {
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
   std::vector<std::vector<int>> neighborhoods;
   double neighborhood_share = 0.7;
+  bool test_abort_in_search = false;  // tests only: CBC's process aborts where the neighbourhood search starts
 };
 
 // Rounds of root cuts run before CBC (cbc.cpp, add_root_cuts).

@@ -549,6 +549,14 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(one.objective == Approx(2));
   CHECK(one.neighborhoods.searched == 2);
   CHECK(one.neighborhoods.improved == 1);
+  // CBC's process dying (a Clp assertion aborted a sub-MIP on unet b11) costs the search, not the solve: CBC runs
+  // again from the best solution so far, without the neighbourhood search.
+  o.neighborhoods = {{0, 1}, {2, 3}};
+  o.test_abort_in_search = true;
+  const CbcResult again = solve_with_cbc(lp, o, &start);
+  CHECK(again.status == CbcResult::Status::optimal);
+  CHECK(again.objective == Approx(2));
+  CHECK(again.neighborhoods.searched == 0);
 }
 
 // The MILP's objective (recomputations + implementation deltas) is negative where faster implementations pay for
