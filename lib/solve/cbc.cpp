@@ -426,7 +426,8 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
 // other integer column is fixed at the incumbent's value and CBC solves what is left (a sub-MIP from the incumbent,
 // within kNeighborhoodS, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
 // a better solution becomes the incumbent (the handler sends it to the parent). Passes over the neighbourhoods repeat
-// while one improves, until `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
+// while one improves, or with twice the time per sub-MIP after a pass that improved nothing but cut sub-MIPs short,
+// until `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
 std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
                                          const std::vector<std::vector<int>>& neighborhoods, std::vector<double> x,
                                          const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
@@ -439,8 +440,9 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   };
   double best = objective(x.data());
   std::vector<char> is_free(n);
-  for (bool improved = true; improved;) {
-    improved = false;
+  double limit_s = kNeighborhoodS;
+  for (bool again = true; again;) {
+    bool improved = false, stopped = false;  // stopped: some sub-MIP ran into its limit
     for (const std::vector<int>& cols : neighborhoods) {
       const double left = until_s - shared->elapsed();
       if (left < 0.5) return x;
@@ -461,11 +463,12 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       CbcMain0(model, data);
       model.messageHandler()->setLogLevel(0);
       model.setMIPStart(start);
-      const std::string sec = std::to_string(std::min(left, kNeighborhoodS));
+      const std::string sec = std::to_string(std::min(left, limit_s));
       std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0",
                                        "-slog", "0", "-preprocess", "off", "-solve", "-quit"};
       CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
       ++*searched;
+      stopped |= model.isSecondsLimitReached();
       if (model.bestSolution() && objective(model.bestSolution()) < best - 1e-9 * std::max(1.0, std::abs(best))) {
         x.assign(model.bestSolution(), model.bestSolution() + n);
         best = objective(x.data());
@@ -473,6 +476,9 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
         ++*improved_count;
       }
     }
+    // A pass that improved nothing ends the search, unless sub-MIPs were cut short: then twice their time.
+    again = improved || stopped;
+    if (!improved) limit_s *= 2;
   }
   return x;
 }
