@@ -60,19 +60,19 @@ std::vector<int> algorithms_of(const Graph& g, const Schedule& s) {
   return algo;
 }
 
+std::function<int64_t(const Node&)> workspace_with(const Backend& backend, const Graph& g, std::vector<int> algo) {
+  return [&backend, &g, algo = std::move(algo)](const Node& n) {
+    const size_t k = static_cast<size_t>(&n - g.nodes.data());  // the planner and the simulator walk g.nodes
+    return backend.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
+  };
+}
+
 Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t seed)
     : g_(g), schedule_(std::move(schedule)), backend_(backend), seed_(seed), offset_(g.values.size(), -1) {
   const int fb = backend.float_bytes();
   // Validates the schedule (throws naming the step) before anything runs; each node's workspace is its
   // algorithm's.
-  const std::vector<int> algo = algorithms_of(g, schedule_);
-  simulate(
-      g, schedule_,
-      [&](const Node& n) {
-        const size_t k = static_cast<size_t>(&n - g.nodes.data());  // simulate's plan walks g.nodes
-        return backend.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
-      },
-      fb);
+  simulate(g, schedule_, workspace_with(backend, g, algorithms_of(g, schedule_)), fb);
 
   const std::vector<int> resident = resident_values(g);
   Arena dry(INT64_MAX / 4);

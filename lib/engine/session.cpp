@@ -10,14 +10,7 @@ namespace {
 
 // algo (per node, optional): the algorithm each node runs (its workspace is that algorithm's).
 PlanGraph plan_on(const TrainingGraph& tg, const Backend& b, const std::vector<int>& algo = {}) {
-  const Graph& g = tg.graph;
-  return make_plan_graph(
-      tg,
-      [&](const Node& n) {
-        const size_t k = static_cast<size_t>(&n - g.nodes.data());
-        return b.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
-      },
-      b.float_bytes());
+  return make_plan_graph(tg, workspace_with(b, tg.graph, algo), b.float_bytes());
 }
 
 // C,H,W as --input-shape takes it.

@@ -54,6 +54,12 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
   return p;
 }
 
+Step compute_step(const PlanGraph& p, int node, int impl) {
+  Step step{Step::Kind::compute, node, p.nodes[node].op_impl(impl)};
+  step.algo = p.nodes[node].algo(impl);
+  return step;
+}
+
 Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
   auto impl_of = [&](size_t n) { return n < impl.size() ? impl[n] : 0; };
   std::vector<int> last_use(p.values.size(), -1);
@@ -64,8 +70,7 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
   Schedule s;
   s.mode = "store-all";
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    Step step{Step::Kind::compute, static_cast<int>(n), p.nodes[n].op_impl(impl_of(n))};
-    step.algo = p.nodes[n].algo(impl_of(n));
+    Step step = compute_step(p, static_cast<int>(n), impl_of(n));
     const std::vector<int>& reads = p.nodes[n].reads(impl_of(n));
     for (int v : p.nodes[n].in_place)  // the first input that ends here
       if (last_use[v] == static_cast<int>(n) && std::find(reads.begin(), reads.end(), v) != reads.end()) {

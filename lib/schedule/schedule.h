@@ -42,6 +42,10 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
 // impl (optional, per node): the implementation each node runs (PlanNode::impls index, an algorithm variant too;
 // default 0 for all).
 Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {});
+
+// The compute step that runs implementation `impl` (PlanNode::impls index) of plan node `node`: an algorithm variant
+// becomes its op implementation and algorithm.
+Step compute_step(const PlanGraph& p, int node, int impl);
 Schedule store_all_schedule(const Graph& g);
 
 struct SimResult {

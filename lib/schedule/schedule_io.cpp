@@ -105,8 +105,7 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
           if (impl < 0) fail(path, ": step ", i, ": node '", name, "' has no implementation '", impl_name, "'");
         }
         // A profile's algorithm variant named as the implementation stands for its op implementation and algorithm.
-        Step step{Step::Kind::compute, it->second, node.op_impl(impl)};
-        step.algo = node.algo(impl);
+        Step step = compute_step(p, it->second, impl);
         if (with_algo) {
           const auto& a = s.back();
           if (a.size() != 1 || !a.contains("algorithm") || !a["algorithm"].is_number_integer() ||

@@ -422,6 +422,29 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
   return rc;
 }
 
+double objective_of(const LinearProgram& lp, const double* x) {
+  double o = 0;
+  for (size_t j = 0; j < lp.objective.size(); ++j) o += lp.objective[j] * x[j];
+  return o;
+}
+
+// CBC's stand-alone solve (CbcMain1 with argv) of `model`, reporting through `handler`, from `start` (the program's
+// columns; its integer ones are handed to CBC by name, rounded; none when empty).
+void run_cbc(CbcModel& model, ProgressHandler& handler, const LinearProgram& lp, const std::vector<double>& start,
+             std::vector<const char*> argv) {
+  model.passInEventHandler(&handler);
+  CbcSolverUsefulData data;
+  CbcMain0(model, data);
+  model.messageHandler()->setLogLevel(0);
+  if (!start.empty()) {
+    std::vector<std::pair<std::string, double>> named;
+    for (size_t j = 0; j < start.size(); ++j)
+      if (lp.integer[j]) named.emplace_back(lp.col_names[j], std::round(start[j]));
+    model.setMIPStart(named);
+  }
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+}
+
 // Large-neighbourhood search, in CBC's process before its search: for each neighbourhood (a list of columns), every
 // other integer column is fixed at the incumbent's value and CBC solves what is left (a sub-MIP from the incumbent,
 // within kNeighborhoodS, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
@@ -433,12 +456,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
                                          const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
                                          int* improved_count) {
   const int n = static_cast<int>(lp.col_names.size());
-  auto objective = [&](const double* v) {
-    double o = 0;
-    for (int j = 0; j < n; ++j) o += lp.objective[j] * v[j];
-    return o;
-  };
-  double best = objective(x.data());
+  double best = objective_of(lp, x.data());
   std::vector<char> is_free(n);
   double limit_s = kNeighborhoodS;
   for (bool again = true; again;) {
@@ -449,29 +467,19 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       OsiClpSolverInterface sub(solver);
       std::fill(is_free.begin(), is_free.end(), 0);
       for (int j : cols) is_free[j] = 1;
-      std::vector<std::pair<std::string, double>> start;
-      for (int j = 0; j < n; ++j) {
-        if (!lp.integer[j]) continue;
-        const double v = std::round(x[j]);
-        if (!is_free[j]) sub.setColBounds(j, v, v);
-        start.emplace_back(lp.col_names[j], v);
-      }
+      for (int j = 0; j < n; ++j)
+        if (lp.integer[j] && !is_free[j]) sub.setColBounds(j, std::round(x[j]), std::round(x[j]));
       CbcModel model(sub);
       ProgressHandler handler(shared, fd, n, false);
-      model.passInEventHandler(&handler);
-      CbcSolverUsefulData data;
-      CbcMain0(model, data);
-      model.messageHandler()->setLogLevel(0);
-      model.setMIPStart(start);
       const std::string sec = std::to_string(std::min(left, limit_s));
-      std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0",
-                                       "-slog", "0", "-preprocess", "off", "-solve", "-quit"};
-      CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+      run_cbc(model, handler, lp, x,
+              {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
+               "off", "-solve", "-quit"});
       ++*searched;
       stopped |= model.isSecondsLimitReached();
-      if (model.bestSolution() && objective(model.bestSolution()) < best - 1e-9 * std::max(1.0, std::abs(best))) {
+      if (model.bestSolution() && objective_of(lp, model.bestSolution()) < best - 1e-9 * std::max(1.0, std::abs(best))) {
         x.assign(model.bestSolution(), model.bestSolution() + n);
-        best = objective(x.data());
+        best = objective_of(lp, x.data());
         improved = true;
         ++*improved_count;
       }
@@ -538,8 +546,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   // A result that is the warm start (CBC not started, or stopped before it reported one).
   auto take_warm_start = [&](CbcResult& r) {
     r.x = *warm_start;
-    r.objective = 0;
-    for (int j = 0; j < n; ++j) r.objective += lp.objective[j] * r.x[j];
+    r.objective = objective_of(lp, r.x.data());
     r.status = CbcResult::Status::feasible;
     r.first_feasible_s = 0;
   };
@@ -554,9 +561,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     computed_start = options.after_relaxation(relaxed, objective);
     warm_start = computed_start.empty() ? nullptr : &computed_start;
     if (warm_start) {
-      double obj = 0;
-      for (int j = 0; j < n; ++j) obj += lp.objective[j] * (*warm_start)[j];
-      shared->incumbent = obj;
+      shared->incumbent = objective_of(lp, warm_start->data());
     }
     if (!relaxed.empty()) {
       shared->bound = objective;
@@ -581,10 +586,9 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   }
 
   // 100+N: CBC's deterministic parallel mode (the search, and so the schedule, does not depend on thread timing).
-  const std::string sec = std::to_string(std::max(1.0, options.time_limit_s - since_began())),
-                    threads = std::to_string(100 + options.threads),
-                    gap = std::to_string(options.relative_gap);
-  std::vector<const char*> argv = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-ratioGap", gap.c_str(),
+  const std::string threads = std::to_string(100 + options.threads), gap = std::to_string(options.relative_gap);
+  // argv[2], the time left, is set for each start of CBC's process below.
+  std::vector<const char*> argv = {"monet-solve", "-sec", nullptr, "-timeMode", "elapsed", "-ratioGap", gap.c_str(),
                                    "-log", "0", "-slog", "0"};
   if (options.threads > 1) {
     argv.push_back("-threads");
@@ -659,17 +663,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
         }
         CbcModel model(solver);
         ProgressHandler handler(shared, fds[1], n);
-        model.passInEventHandler(&handler);
-        CbcSolverUsefulData data;
-        CbcMain0(model, data);
-        model.messageHandler()->setLogLevel(0);
-        if (!start_x.empty()) {
-          std::vector<std::pair<std::string, double>> start;
-          for (int j = 0; j < n; ++j)
-            if (lp.integer[j]) start.emplace_back(lp.col_names[j], start_x[j]);
-          model.setMIPStart(start);
-        }
-        CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
+        run_cbc(model, handler, lp, start_x, argv);
         const bool has_x = model.bestSolution() != nullptr;
         const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
         send(fds[1], Msg::done,

@@ -385,8 +385,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   s.mode = mode;
   std::vector<char> live(plan.values.size(), 0);
   auto compute = [&](int node, int impl, int in_place = -1) {
-    Step step{Step::Kind::compute, node, plan.nodes[node].op_impl(impl)};
-    step.algo = plan.nodes[node].algo(impl);
+    Step step = compute_step(plan, node, impl);
     step.in_place = in_place;
     s.steps.push_back(step);
     if (in_place >= 0) live[in_place] = 0;  // ends here, without a free step

@@ -36,11 +36,10 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
 // (Windows of consecutive steps instead never improved a warm start on resnet50, googlenet or unet: what a
 // schedule trades is a layer's outputs kept against recomputations over every step that uses them.)
 std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const MilpLayout& m) {
-  constexpr int width = kWindowLayers;
   std::vector<std::vector<int>> out;
   const int F = p.num_fwd(), T = p.num_steps();
-  for (int a = 0; a < F; a += std::max(1, width / 2)) {
-    const int b = std::min(F, a + width);
+  for (int a = 0; a < F; a += kWindowLayers / 2) {
+    const int b = std::min(F, a + kWindowLayers);
     auto in = [&](int k) { return k >= a && k < b; };
     std::vector<int> cols;
     for (int t = 0; t < T; ++t) {
