@@ -266,7 +266,7 @@ nlohmann::json profile_to_json(const Profile& p) {
 }
 
 int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic) {
-  if (n.stage != Stage::backward || !algorithms.is_array()) return 0;
+  if ((n.stage != Stage::backward && n.stage != Stage::forward) || !algorithms.is_array()) return 0;
   struct Option {
     int algo;
     double time_ms;

@@ -81,13 +81,14 @@ struct ProfileTotals {
 };
 ProfileTotals profile_totals(const Profile& p);
 
-// Makes a backward convolution's cuDNN algorithms implementations the planner can pick (MONeT's workspace-for-time
-// choice): `algorithms` is cuda::time_conv_algorithms' list for the node (algo, status, deterministic,
+// Makes a convolution's cuDNN algorithms (forward or backward) implementations the planner can pick (MONeT's
+// workspace-for-time choice): `algorithms` is cuda::time_conv_algorithms' list for the node (algo, status, deterministic,
 // chosen_by_default, time_ms, workspace_bytes, in the heuristics' order). Each algorithm's first entry that ran
 // ("ok") and is deterministic becomes a variant of the default implementation ("cudnn<k>", PlanImpl::algo = k), with
 // the node's measured time scaled by the algorithm's benchmark time over the default algorithm's, and its
 // workspace - unless another entry, the default included, is at least as fast with at most its workspace.
-// Nothing for a node that is not a backward one or whose default algorithm did not run. Returns how many.
+// Nothing for a node that is neither a forward nor a backward one or whose default algorithm did not run. Returns
+// how many.
 // nondeterministic: offer algorithms that are not deterministic too (monet-profile --nondeterministic-algorithms).
 int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic = false);
 

@@ -372,10 +372,11 @@ std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t 
   return std::move(best.best);
 }
 
-std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
-                                            const std::vector<std::vector<double>>& lp_impl) {
-  const int T = p.num_steps();
-  std::vector<std::vector<int>> policies = {std::vector<int>(T, 0)};
+std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl,
+                                      const std::vector<std::vector<double>>& lp_fwd) {
+  const int T = p.num_steps(), F = p.num_fwd();
+  const std::vector<int> fwd_defaults(F, 0);
+  std::vector<ImplPolicy> policies = {{std::vector<int>(T, 0), fwd_defaults}};
   if (!p.has_choices()) return policies;
   // Shared reads: readers[f] = steps reading f under the current choice; each step in turn takes the
   // implementation with the fewest bytes that only it reads (ties: the lower index), twice over.
@@ -401,13 +402,24 @@ std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
       }
       count(t, +1);
     }
-  policies.push_back(choice);
-  if (!lp_impl.empty()) {
-    std::vector<int> lp_choice(T, 0);
-    for (int t = 0; t < T; ++t)
-      for (int i = 1; i < p.num_impls(t); ++i)
-        if (lp_impl[t][i] > lp_impl[t][lp_choice[t]]) lp_choice[t] = i;
-    policies.push_back(lp_choice);
+  policies.push_back({choice, fwd_defaults});
+  std::vector<int> least(F, 0);
+  for (int k = 0; k < F; ++k)
+    for (int i = 1; i < p.num_fwd_impls(k); ++i) {
+      const int64_t ws = p.fwd_impl_ws[k][i], best = p.fwd_impl_ws[k][least[k]];
+      if (ws < best || (ws == best && p.fwd_impl_ms[k][i] < p.fwd_impl_ms[k][least[k]])) least[k] = i;
+    }
+  policies.push_back({choice, least});
+  if (!lp_impl.empty() || !lp_fwd.empty()) {
+    // The largest of a relaxation's values per step (per forward node); the default where none is given.
+    auto largest = [](const std::vector<std::vector<double>>& lp, int n) {
+      std::vector<int> out(n, 0);
+      for (int j = 0; j < n && !lp.empty(); ++j)
+        for (size_t i = 1; i < lp[j].size(); ++i)
+          if (lp[j][i] > lp[j][out[j]]) out[j] = static_cast<int>(i);
+      return out;
+    };
+    policies.push_back({largest(lp_impl, T), largest(lp_fwd, F)});
   }
   std::sort(policies.begin(), policies.end());
   policies.erase(std::unique(policies.begin(), policies.end()), policies.end());
@@ -416,18 +428,22 @@ std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
 
 namespace {
 
-// Runs `search` on the problem with each implementation policy fixed; its assignments get that policy's M.
+// Runs `search` on the problem with each implementation policy fixed; its assignments get that policy's M and P.
 template <class Search>
-void for_each_policy(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl, Search search) {
+void for_each_policy(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl,
+                     const std::vector<std::vector<double>>& lp_fwd, Search search) {
   if (!p.has_choices()) {
-    search(p, std::vector<int>(p.num_steps(), 0));
+    search(p, ImplPolicy{std::vector<int>(p.num_steps(), 0), std::vector<int>(p.num_fwd(), 0)});
     return;
   }
-  for (const std::vector<int>& m : impl_policies(p, lp_impl)) search(fix_impls(p, m), m);
+  for (const ImplPolicy& m : impl_policies(p, lp_impl, lp_fwd)) search(fix_impls(p, m.M, m.P), m);
 }
 
-std::optional<Assignment> with_impls(std::optional<Assignment> a, const std::vector<int>& m) {
-  if (a) a->M = m;
+std::optional<Assignment> with_impls(std::optional<Assignment> a, const ImplPolicy& m) {
+  if (a) {
+    a->M = m.M;
+    a->P = m.P;
+  }
   return a;
 }
 
@@ -439,7 +455,7 @@ namespace {
 // segment length, the two rankings: milliseconds each, but a few seconds together on a large graph in a sanitized
 // build; past the deadline they stop once something fits), or the pressure searches (seconds on large graphs;
 // they stop at the deadline).
-void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m, int64_t budget_bytes,
+void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes,
                     Deadline deadline) {
   auto enough = [&] { return best.best && past(deadline); };
   best.consider(with_impls(store_all_assignment(q), m));
@@ -448,8 +464,7 @@ void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const std:
   if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
   if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
 }
-void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const std::vector<int>& m,
-                       int64_t budget_bytes, Deadline deadline) {
+void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes, Deadline deadline) {
   for (Eviction rule : kEvictions)
     if (!past(deadline)) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns, deadline), m));
 }
@@ -459,10 +474,10 @@ void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const s
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
   // Every policy's quick heuristics before any pressure search: a deadline cuts only the slow part.
-  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+  for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     consider_quick(best, q, m, budget_bytes, deadline);
   });
-  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+  for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     consider_pressure(best, q, m, budget_bytes, deadline);
   });
   return std::move(best.best);
@@ -470,11 +485,12 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
 
 std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
                                           const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
-                                          const std::vector<std::vector<double>>& lp_impl, Deadline deadline) {
+                                          const std::vector<std::vector<double>>& lp_impl,
+                                          const std::vector<std::vector<double>>& lp_fwd, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
   best.consider(known);
-  const std::vector<std::vector<int>> without_lp = impl_policies(p);
-  for_each_policy(p, lp_impl, [&](const CheckpointProblem& q, const std::vector<int>& m) {
+  const std::vector<ImplPolicy> without_lp = impl_policies(p);
+  for_each_policy(p, lp_impl, lp_fwd, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) {
       consider_quick(best, q, m, budget_bytes, deadline);
       consider_pressure(best, q, m, budget_bytes, deadline);
@@ -486,7 +502,7 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
 
 int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   int64_t best = INT64_MAX;
-  for_each_policy(p, {}, [&](const CheckpointProblem& q, const std::vector<int>&) {
+  for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy&) {
     best = std::min(best, evaluate(q, store_all_assignment(q)).peak_bytes);
     for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !past(deadline); ++segment)
       if (auto a = segment_assignment(q, segment)) {

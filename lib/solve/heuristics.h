@@ -76,11 +76,19 @@ std::optional<Assignment> segment_assignment(const CheckpointProblem& p, int seg
 // Chen et al.'s sqrt(n) baseline: segments of round(sqrt(F)) forward nodes.
 std::optional<Assignment> sqrtn_assignment(const CheckpointProblem& p);
 
-// Implementation policies for a problem with choices (one M vector each): every step's default; a greedy that
-// gives each step the implementation whose reads other steps share (fewest bytes read by it alone); and, when
-// lp_impl is given ([t][i], the relaxation's M), the relaxation's largest M per step.
-std::vector<std::vector<int>> impl_policies(const CheckpointProblem& p,
-                                            const std::vector<std::vector<double>>& lp_impl = {});
+// An implementation for every step (M) and every forward node (P).
+struct ImplPolicy {
+  std::vector<int> M, P;
+  auto operator<=>(const ImplPolicy&) const = default;
+};
+
+// Implementation policies for a problem with choices: every node's default; a greedy that gives each step the
+// implementation whose reads other steps share (fewest bytes read by it alone), with the forward nodes' defaults
+// and, where forward nodes have choices, with each forward node's least-workspace implementation (ties: the
+// faster); and, when lp_impl ([t][i], the relaxation's M) and lp_fwd ([k][i], its P) are given, the relaxation's
+// largest M per step and P per forward node.
+std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl = {},
+                                      const std::vector<std::vector<double>>& lp_fwd = {});
 
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
 // that fits the budget (conservative peak), if any, under each implementation policy: every policy's quick ones
@@ -91,10 +99,11 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
 
 // What an LP relaxation adds to known = best_heuristic(p, budget_bytes) (nullopt when nothing fit): LP-guided
 // rounding with lp_scores under every policy, and every heuristic under the relaxation's implementation policy
-// (lp_impl) when it is new. Returns the cheapest, known on ties.
+// (lp_impl, lp_fwd) when it is new. Returns the cheapest, known on ties.
 std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
                                           const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
                                           const std::vector<std::vector<double>>& lp_impl,
+                                          const std::vector<std::vector<double>>& lp_fwd,
                                           Deadline deadline = kNoDeadline);
 
 // The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the

@@ -72,6 +72,12 @@ struct Builder {
       if (p.num_impls(t) > 1)
         for (int i = 0; i < p.num_impls(t); ++i) m.M[t].push_back(lp.add_col(idx("M", t, i), 0, 1, p.impl_ms[t][i], true));
     }
+    // P[k][i] in {0,1}, cost = implementation i's time beyond the default's (the forward pass runs it once).
+    m.P.assign(p.num_fwd(), {});
+    for (int k = 0; k < p.num_fwd(); ++k)
+      if (p.num_fwd_impls(k) > 1)
+        for (int i = 0; i < p.num_fwd_impls(k); ++i)
+          m.P[k].push_back(lp.add_col(idx("P", k, i), 0, 1, p.fwd_impl_ms[k][i], true));
     for (int f = 0; f < nf; ++f)
       for (auto [first, last] : keep_segments(p, f)) {
         const int col = lp.add_col(idx("S", first, f), 0, 1, 0, true);
@@ -81,7 +87,31 @@ struct Builder {
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
   // uses_t_i_f:   S[t][f] + R[t][producer(f)] - M[t][i] >= 0   for every value f only implementation i reads
+  // fimpl_k:      sum_i P[k][i] = 1                      (one implementation per forward node)
+  // Each recomputation runs the node's implementation: continuous Z[t][k][i] (cost: i's time beyond the default's)
+  //   zsum_t_k:   sum_i Z[t][k][i] = R[t][k]
+  //   zimpl_t_k_i: Z[t][k][i] <= P[k][i]
+  // which makes Z[t][k][i] = R[t][k] P[k][i] wherever R and P are integral.
   void implementations() {
+    for (int k = 0; k < p.num_fwd(); ++k)
+      if (!m.P[k].empty()) lp.add_row("fimpl_" + std::to_string(k), m.P[k], std::vector<double>(m.P[k].size(), 1.0), 1, 1);
+    m.Z.assign(p.num_steps(), {});
+    for (int t = 0; t < p.num_steps(); ++t)
+      for (size_t c = 0; c < p.candidates[t].size(); ++c) {
+        const int k = p.candidates[t][c];
+        if (m.P[k].empty()) continue;
+        std::vector<int> z;
+        for (int i = 0; i < p.num_fwd_impls(k); ++i) {
+          z.push_back(lp.add_col(idx("Z", t, k) + "_" + std::to_string(i), 0, 1, p.fwd_impl_ms[k][i], false));
+          lp.add_row(idx("zimpl", t, k) + "_" + std::to_string(i), {z.back(), m.P[k][i]}, {1, -1}, -kInf, 0);
+        }
+        std::vector<int> cols = z;
+        std::vector<double> coefs(z.size(), 1.0);
+        cols.push_back(m.R[t][k]);
+        coefs.push_back(-1);
+        lp.add_row(idx("zsum", t, k), cols, coefs, 0, 0);
+        m.Z[t].push_back({static_cast<int>(c), std::move(z)});
+      }
     for (int t = 0; t < p.num_steps(); ++t) {
       if (m.M[t].empty()) continue;
       lp.add_row("impl_" + std::to_string(t), m.M[t], std::vector<double>(m.M[t].size(), 1.0), 1, 1);
@@ -147,11 +177,15 @@ struct Builder {
   // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f];
   //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
   //   K_k + a_f S[0][f] <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
+  // With implementations to choose: + sum_i dws_i P[k][i] in the row (one for both), the bound less the smallest dws_i.
   void forward_memory() {
     if (p.num_steps() == 0) return;
     int prev = -1;
     for (int k = 0; k <= p.num_fwd(); ++k) {
-      const int K = lp.add_col("K_" + std::to_string(k), 0, budget - units(p.fwd_fixed[k]), 0, false);
+      const bool choice = k < p.num_fwd() && !m.P[k].empty();
+      const double cap = budget - units(p.fwd_fixed[k]);
+      const double least = choice ? units(*std::min_element(p.fwd_impl_ws[k].begin(), p.fwd_impl_ws[k].end())) : 0;
+      const int K = lp.add_col("K_" + std::to_string(k), 0, cap - least, 0, false);
       if (lp.col_hi[K] < 0) lp.col_hi[K] = -1;  // infeasible whatever is kept; CBC proves it at once
       std::vector<int> cols = {K};
       std::vector<double> coefs = {1};
@@ -163,9 +197,17 @@ struct Builder {
       }
       lp.add_row("Ksum_" + std::to_string(k), cols, coefs, 0, 0);
       const int ip = k < p.num_fwd() ? p.fwd_in_place[k] : -1;
-      if (ip >= 0 && m.S[0][ip] >= 0)
-        lp.add_row("inplace_" + std::to_string(k), {K, m.S[0][ip]}, {1, units(p.bytes(ip))}, -kInf,
-                   lp.col_hi[K]);
+      const bool over = ip >= 0 && m.S[0][ip] >= 0;
+      if (over || choice) {
+        std::vector<int> rc = {K};
+        std::vector<double> rk = {1};
+        if (over) { rc.push_back(m.S[0][ip]); rk.push_back(units(p.bytes(ip))); }
+        for (int i = 0; choice && i < p.num_fwd_impls(k); ++i) {
+          rc.push_back(m.P[k][i]);
+          rk.push_back(units(p.fwd_impl_ws[k][i]));
+        }
+        lp.add_row((over ? "inplace_" : "fws_") + std::to_string(k), rc, rk, -kInf, cap);
+      }
       prev = K;
     }
   }
@@ -175,6 +217,7 @@ struct Builder {
   //   A_0 = sum_{f used by t} a_f S[t][f] + sum_{f not used} a_f N[f] + out_{k_0} R[t][k_0]
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
   //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
+  //   (+ sum_j dws_j Z[t][k_i][j] where k_i has implementations to choose)
   //   K[t][f] >= N[f] - S[t][f]   (continuous: f was recomputed in this step and is kept on)
   // In place: candidate k_i may overwrite f = rec_in_place[t][i] (freed after k_i): a continuous
   //   Y[t][i] <= R[t][k_i],  Y[t][i] <= R[t][producer(f)] - K[t][f],  Y[t][i] <= 1 - N[f]
@@ -217,6 +260,8 @@ struct Builder {
         lp.add_row(idx("Yin", t, static_cast<int>(i)), cols, coefs, -kInf, 0);
         if (next(f) >= 0) lp.add_row(idx("Ykept", t, static_cast<int>(i)), {Y, next(f)}, {1, 1}, -kInf, 1);
       }
+      std::vector<const std::vector<int>*> zcol(cand.size(), nullptr);  // Z[t][k_i][.] where k_i has a choice
+      for (const auto& [i, cols] : m.Z[t]) zcol[i] = &cols;
       const double rec_cap = budget - units(p.bwd_base[t]);
       int prev = -1;
       for (size_t i = 0; i < cand.size(); ++i) {
@@ -237,7 +282,16 @@ struct Builder {
         if (ycol[i] >= 0) append(cols, coefs, ycol[i], units(p.bytes(p.rec_in_place[t][i])));
         append(cols, coefs, m.R[t][k], -units(p.out_bytes[k]));
         lp.add_row(idx("Asum", t, static_cast<int>(i)), cols, coefs, 0, 0);
-        if (p.fwd_ws[k] > 0) lp.add_row(idx("ws", t, k), {A, m.R[t][k]}, {1, units(p.fwd_ws[k])}, -kInf, rec_cap);
+        std::vector<int> wc = {A, m.R[t][k]};
+        std::vector<double> wk = {1, units(p.fwd_ws[k])};
+        if (zcol[i])
+          for (int j = 0; j < p.num_fwd_impls(k); ++j) {
+            wc.push_back((*zcol[i])[j]);
+            wk.push_back(units(p.fwd_impl_ws[k][j]));
+          }
+        bool any_ws = p.fwd_ws[k] > 0;
+        for (int64_t d : p.fwd_impl_ws[k]) any_ws |= p.fwd_ws[k] + d > 0;
+        if (any_ws) lp.add_row(idx("ws", t, k), wc, wk, -kInf, rec_cap);
         prev = A;
       }
 
@@ -329,7 +383,12 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (int k = 0; k < p.num_fwd(); ++k)
       if (m.R[t][k] >= 0) x[m.R[t][k]] = a.R[t][k];
     for (size_t i = 0; i < m.M[t].size(); ++i) x[m.M[t][i]] = a.M[t] == static_cast<int>(i);
+    for (const auto& [c, cols] : m.Z[t])
+      for (size_t i = 0; i < cols.size(); ++i)
+        x[cols[i]] = a.R[t][p.candidates[t][c]] && a.P[p.candidates[t][c]] == static_cast<int>(i);
   }
+  for (int k = 0; k < p.num_fwd(); ++k)
+    for (size_t i = 0; i < m.P[k].size(); ++i) x[m.P[k][i]] = a.P[k] == static_cast<int>(i);
   for (int t = 0; t < p.num_steps(); ++t) {
     for (auto [f, col] : m.K[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f]) ? 1 : 0;
     for (auto [i, col] : m.Y[t])
@@ -361,6 +420,9 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
     for (size_t i = 0; i < m.M[t].size(); ++i)
       if (x[m.M[t][i]] > 0.5) a.M[t] = static_cast<int>(i);
   }
+  for (int k = 0; k < p.num_fwd(); ++k)
+    for (size_t i = 0; i < m.P[k].size(); ++i)
+      if (x[m.P[k][i]] > 0.5) a.P[k] = static_cast<int>(i);
   return a;
 }
 

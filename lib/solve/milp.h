@@ -30,6 +30,10 @@ struct MilpLayout {
   std::vector<std::vector<int>> S;  // [t][fval]
   std::vector<std::vector<int>> R;  // [t][forward position]
   std::vector<std::vector<int>> M;  // [t][implementation], only for steps with a choice (else empty)
+  std::vector<std::vector<int>> P;  // [forward position][implementation], only for nodes with a choice
+  // [t]: (candidate index, columns) of "recomputed with implementation i" (Z[t][k][i] = R[t][k] P[k][i]), for
+  // candidates with a choice
+  std::vector<std::vector<std::pair<int, std::vector<int>>>> Z;
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
   std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
 };

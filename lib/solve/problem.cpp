@@ -64,10 +64,24 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   p.fval_of.assign(plan.values.size(), -1);
   p.out_bytes.assign(F, 0);
   p.fwd_ws.assign(F, 0);
+  p.fwd_ms.assign(F, 0);
+  p.fwd_impl_ms.assign(F, {0.0});
+  p.fwd_impl_ws.assign(F, {0});
   p.fwd_inputs.resize(F);
   for (int k = 0; k < F; ++k) {
     const PlanNode& n = plan.nodes[p.fwd_nodes[k]];
     p.fwd_ws[k] = align_up(n.workspace_bytes);
+    p.fwd_ms[k] = n.time_ms;
+    for (int i = 1; impls && i < n.num_impls(); ++i) {
+      std::vector<int> a = n.reads(0), b = n.reads(i);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a != b)
+        fail("plan: implementation '", n.impl_name(i), "' of forward node '", n.name,
+             "' reads other values than its default (a forward node chooses only among algorithms)");
+      p.fwd_impl_ms[k].push_back(n.impl_ms(i) - n.impl_ms(0));
+      p.fwd_impl_ws[k].push_back(align_up(n.impl_workspace(i)) - align_up(n.impl_workspace(0)));
+    }
     for (int v : n.outputs) {
       p.out_bytes[k] += plan.values[v].bytes;
       p.fval_of[v] = static_cast<int>(p.fvals.size());
@@ -243,11 +257,24 @@ bool CheckpointProblem::read_by(int t, int impl, int f) const {
 bool CheckpointProblem::has_choices() const {
   for (int t = 0; t < num_steps(); ++t)
     if (num_impls(t) > 1) return true;
+  for (int k = 0; k < num_fwd(); ++k)
+    if (num_fwd_impls(k) > 1) return true;
   return false;
 }
 
-CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl) {
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd) {
   CheckpointProblem q = p;
+  for (int k = 0; k < p.num_fwd() && !fwd.empty(); ++k) {
+    const int i = fwd[k];
+    MONET_CHECK(i >= 0 && i < p.num_fwd_impls(k), "forward position ", k, ": implementation ", i, " of ",
+                p.num_fwd_impls(k));
+    q.fwd_ws[k] += p.fwd_impl_ws[k][i];
+    q.fwd_fixed[k] += p.fwd_impl_ws[k][i];
+    q.fwd_ms[k] += p.fwd_impl_ms[k][i];
+    q.base_ms += p.fwd_impl_ms[k][i];
+  }
+  q.fwd_impl_ms.assign(p.num_fwd(), {0.0});
+  q.fwd_impl_ws.assign(p.num_fwd(), {0});
   for (int t = 0; t < p.num_steps(); ++t) {
     const int i = impl[t];
     MONET_CHECK(i >= 0 && i < p.num_impls(t), "step ", t, ": implementation ", i, " of ", p.num_impls(t));
@@ -269,6 +296,7 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   a.S.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
   a.R.assign(p.num_steps(), std::vector<char>(p.num_fwd(), 0));
   a.M.assign(p.num_steps(), 0);
+  a.P.assign(p.num_fwd(), 0);
   return a;
 }
 
@@ -293,7 +321,7 @@ int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<c
 }
 
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
-                  const std::vector<char>* next, int impl) {
+                  const std::vector<char>* next, int impl, const std::vector<int>* fwd) {
   const int nf = static_cast<int>(p.fvals.size());
   auto kept_on = [&](int f) { return next && (*next)[f]; };
   // Kept values: those the step may use until its node runs, the others only if they are kept on.
@@ -313,7 +341,8 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
     overwritten = in_place_at(p, t, i, R, next);
     if (overwritten >= 0) recomputed -= p.bytes(overwritten);
     if (R[k]) recomputed += p.out_bytes[k];
-    peak = std::max(peak, p.bwd_base[t] + kept + recomputed + (R[k] ? p.fwd_ws[k] : 0));
+    const int64_t ws = R[k] ? p.fwd_ws[k] + (fwd ? p.fwd_impl_ws[k][(*fwd)[k]] : 0) : 0;
+    peak = std::max(peak, p.bwd_base[t] + kept + recomputed + ws);
   }
   // The node: what its implementation reads, and what is kept on.
   int64_t node = p.bwd_fixed[t] + p.impl_ws[t][impl];
@@ -345,11 +374,18 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       if (a.R[t][k] && !std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k))
         return bad("R[" + std::to_string(t) + "] recomputes a non-candidate node");
   }
+  for (int k = 0; k < F; ++k) {
+    if (a.P[k] < 0 || a.P[k] >= p.num_fwd_impls(k))
+      return bad("P[" + std::to_string(k) + "] is not an implementation");
+    e.recompute_ms += p.fwd_impl_ms[k][a.P[k]];
+  }
   // Stage 0: values kept into step 0 stay live after their last stage-0 reader.
   int64_t kept = 0;
   for (int k = 0; k <= F; ++k) {
     const int ip = k < F ? p.fwd_in_place[k] : -1;
-    e.peak_bytes = std::max(e.peak_bytes, p.fwd_fixed[k] + kept + (ip >= 0 && T > 0 && a.S[0][ip] ? p.bytes(ip) : 0));
+    const int64_t ws = k < F ? p.fwd_impl_ws[k][a.P[k]] : 0;
+    e.peak_bytes = std::max(e.peak_bytes,
+                            p.fwd_fixed[k] + ws + kept + (ip >= 0 && T > 0 && a.S[0][ip] ? p.bytes(ip) : 0));
     for (int f : p.fwd_released[k])
       if (T > 0 && a.S[0][f]) kept += p.bytes(f);
   }
@@ -364,11 +400,12 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
           return bad("step " + std::to_string(t) + " reads '" + name(f) + "', neither kept nor recomputed");
     for (int k = 0; k < F; ++k) {
       if (!a.R[t][k]) continue;
-      e.recompute_ms += p.time_ms(k);
+      e.recompute_ms += p.time_ms(k) + p.fwd_impl_ms[k][a.P[k]];
       for (int f : p.fwd_inputs[k])
         if (!present(f)) return bad("step " + std::to_string(t) + " recomputes node " + std::to_string(k) + " without its input '" + name(f) + "'");
     }
-    e.peak_bytes = std::max(e.peak_bytes, step_peak(p, t, a.S[t], a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl));
+    e.peak_bytes =
+        std::max(e.peak_bytes, step_peak(p, t, a.S[t], a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl, &a.P));
     if (t + 1 < T)
       for (int f = 0; f < nf; ++f)
         if (a.S[t + 1][f] && !present(f))
@@ -406,7 +443,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     if (node < 0) continue;
     const int ip = k < F ? p.fwd_in_place[k] : -1;
-    compute(node, 0, ip >= 0 && (T == 0 || !a.S[0][ip]) ? p.fvals[ip] : -1);
+    compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || !a.S[0][ip]) ? p.fvals[ip] : -1);
     for (int f : p.fwd_released[k])
       if (T == 0 || !a.S[0][f]) release(p.fvals[f]);
     if (k == F)
@@ -425,7 +462,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
         const int node = p.fwd_nodes[k];
         for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
         const int over = in_place_at(p, t, i, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr);
-        compute(node, 0, over >= 0 ? p.fvals[over] : -1);
+        compute(node, a.P[k], over >= 0 ? p.fvals[over] : -1);
       }
       for (int f : p.freed_after[t][i])  // no later recomputation of this step reads it, nor its node
         if (!kept_on(f)) release(p.fvals[f]);

@@ -13,7 +13,9 @@
 // forward nodes before the earliest of them.
 // With implementation choices (monet-solve --mode full), M[t] = the implementation step t's node runs: each
 // implementation reads its own forward values (MONeT's input-/output-activated backward) and has its own time and
-// workspace. Forward nodes run their default implementation.
+// workspace; and P[k] = the implementation of forward node k, where a CUDA profile offers a convolution's other
+// cuDNN algorithms (same reads, own time and workspace). The engine runs a node with one algorithm, so P[k] holds
+// for the forward pass and every recomputation of k alike.
 #pragma once
 
 #include <string>
@@ -63,34 +65,43 @@ struct CheckpointProblem {
   // rec_in_place[t][i]: the fval that candidate i of step t may overwrite when recomputed (one of its node's
   // in_place inputs, in freed_after[t][i]), or -1; whether it does depends on the assignment (in_place_at).
   std::vector<std::vector<int>> rec_in_place;
-  std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes
+  std::vector<int64_t> fwd_ws;                 // forward position -> workspace bytes (default implementation)
+  std::vector<double> fwd_ms;                  // forward position -> time (default implementation)
+  // Implementations of each forward node (one, the default, unless choices are on): fwd_impl_ms[k][i] and
+  // fwd_impl_ws[k][i] are implementation i's time and workspace relative to the default's (which fwd_ms, fwd_ws,
+  // fwd_fixed and base_ms count). They read and write what the default does.
+  std::vector<std::vector<double>> fwd_impl_ms;
+  std::vector<std::vector<int64_t>> fwd_impl_ws;
   double base_ms = 0;                          // every node once
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
   int num_impls(int t) const { return static_cast<int>(impl_extra[t].size()); }
-  bool has_choices() const;  // some step has more than one implementation
+  int num_fwd_impls(int k) const { return static_cast<int>(fwd_impl_ms[k].size()); }
+  bool has_choices() const;  // some step or forward node has more than one implementation
   bool read_by_all(int t, int f) const;        // every implementation of step t's node reads f (f in needs[t])
   bool read_by(int t, int impl, int f) const;  // implementation impl of step t's node reads f
   int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
-  double time_ms(int pos) const { return plan->nodes[fwd_nodes[pos]].time_ms; }
+  double time_ms(int pos) const { return fwd_ms[pos]; }
   bool has_s(int t, int f) const { return t <= last_use[f]; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };
 
-// window <= 0: no window (every ancestor may be recomputed). impls: offer every implementation of the backward
-// and update nodes (else each runs its default).
+// window <= 0: no window (every ancestor may be recomputed). impls: offer every implementation of every node
+// (else each runs its default).
 CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls = false);
 
-// The problem with every step's implementation fixed to impl[t]: a single-implementation problem whose variables
-// (S, R) are a subset of p's, so its assignments are p's assignments with M = impl.
-CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl);
+// The problem with every step's implementation fixed to impl[t] and every forward node's to fwd[k] (empty: the
+// defaults): a single-implementation problem whose variables (S, R) are a subset of p's, so its assignments are
+// p's assignments with M = impl and P = fwd.
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd = {});
 
 struct Assignment {
   std::vector<std::vector<char>> S;  // [t][fval]
   std::vector<std::vector<char>> R;  // [t][forward position]
   std::vector<int> M;                // [t]: implementation of step t's node
+  std::vector<int> P;                // [forward position]: implementation of the forward node (every run of it)
 };
 Assignment empty_assignment(const CheckpointProblem& p);
 
@@ -102,9 +113,10 @@ void trim(const CheckpointProblem& p, Assignment& a);
 // are recomputed in the step (R = R[t]) and f is not kept on (next = S[t+1], null for the last step).
 int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<char>& R, const std::vector<char>* next);
 
-// The peak of step t as the MILP counts it: S = S[t], R = R[t], next = S[t+1] (null for the last step), impl = M[t].
+// The peak of step t as the MILP counts it: S = S[t], R = R[t], next = S[t+1] (null for the last step), impl = M[t],
+// fwd = P (null: the forward nodes' defaults).
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
-                  const std::vector<char>* next, int impl);
+                  const std::vector<char>* next, int impl, const std::vector<int>* fwd = nullptr);
 
 struct Evaluation {
   bool feasible = false;

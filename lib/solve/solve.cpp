@@ -32,7 +32,8 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
 
 // The neighbourhoods of the search before CBC's: windows of kWindowLayers consecutive forward positions (half
 // overlapping), each with every column about them: their recomputations, the keeps of their outputs, the K and Y
-// columns of those outputs and recomputations, and the implementation of every step that reads one of them.
+// columns of those outputs and recomputations, the implementation of every step that reads one of them and the
+// implementations of the window's forward nodes.
 // (Windows of consecutive steps instead never improved a warm start on resnet50, googlenet or unet: what a
 // schedule trades is a layer's outputs kept against recomputations over every step that uses them.)
 std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const MilpLayout& m) {
@@ -55,7 +56,10 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
         for (int c : m.M[t]) if (c >= 0) cols.push_back(c);
       for (auto [f, c] : m.K[t]) if (in(p.producer[f])) cols.push_back(c);
       for (auto [i, c] : m.Y[t]) if (in(p.candidates[t][i])) cols.push_back(c);
+      for (const auto& [i, zs] : m.Z[t])
+        if (in(p.candidates[t][i])) cols.insert(cols.end(), zs.begin(), zs.end());
     }
+    for (int k = a; k < b; ++k) cols.insert(cols.end(), m.P[k].begin(), m.P[k].end());
     std::sort(cols.begin(), cols.end());
     cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
     out.push_back(std::move(cols));
@@ -123,7 +127,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       cbc.after_relaxation = [&](const std::vector<double>& relaxed, double lp_obj) {
         out.lp_s = seconds() - out.setup_s - early_s;
         std::vector<double> scores;
-        std::vector<std::vector<double>> lp_impl;
+        std::vector<std::vector<double>> lp_impl, lp_fwd;
         if (!relaxed.empty()) {
           out.lp_bound_ms = p.base_ms + lp_obj;
           scores = cost_per_byte_scores(p);
@@ -135,11 +139,16 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
             lp_impl[t].assign(p.num_impls(t), 0.0);
             for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
           }
+          lp_fwd.resize(p.num_fwd());
+          for (int k = 0; k < p.num_fwd(); ++k) {
+            lp_fwd[k].assign(p.num_fwd_impls(k), 0.0);
+            for (size_t i = 0; i < layout.P[k].size(); ++i) lp_fwd[k][i] = relaxed[layout.P[k][i]];
+          }
         }
         // What LP-guided rounding and the LP's implementations add: never worse than the first.
         if (!relaxed.empty()) {
           const bool had = warm.has_value();
-          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl, share(0.8));
+          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl, lp_fwd, share(0.8));
           if (!had && warm) warm_at = seconds();
         }
         out.warm_start_s = seconds() - out.setup_s - out.lp_s;
@@ -173,9 +182,10 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         finish(out, plan, p, *chosen, o.mode, o.budget_bytes);
         // The MILP's objective (recomputations + implementation deltas) is negative where the chosen
         // implementations are faster than the defaults: the bound may be too. Without one from CBC or the root
-        // rounds, every step on its fastest implementation and no recomputation bounds it.
+        // rounds, every node on its fastest implementation and no recomputation bounds it.
         double floor_ms = 0;
-        for (const std::vector<double>& ms : p.impl_ms) floor_ms += *std::min_element(ms.begin(), ms.end());
+        for (const auto* impl_ms : {&p.impl_ms, &p.fwd_impl_ms})
+          for (const std::vector<double>& ms : *impl_ms) floor_ms += *std::min_element(ms.begin(), ms.end());
         out.bound_ms = p.base_ms + std::max(floor_ms, r.bound);
         out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
       } else {

@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
           const auto start = std::chrono::steady_clock::now();
           for (auto& [name, family] : families) {
             std::optional<double> best;
-            for (const std::vector<int>& m : impl_policies(p)) {
-              CheckpointProblem q = fix_impls(p, m);
+            for (const ImplPolicy& m : impl_policies(p)) {
+              CheckpointProblem q = fix_impls(p, m.M, m.P);
               if (auto a = family(q, budget)) {
                 const double ms = q.base_ms + evaluate(q, *a).recompute_ms;
                 if (!best || ms < *best) best = ms;

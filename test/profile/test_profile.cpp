@@ -269,7 +269,18 @@ TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in
       entry(6, "ok", true, 0.9, 2048),            // faster, more workspace: kept
       entry(7, "ok", true, 1.0, 1024),            // ties the default: beaten
   });
-  CHECK(add_algorithm_variants(p.plan.nodes[static_cast<size_t>(fwd)], list) == 0);  // forward: not a choice
+  {  // A forward convolution's algorithms are choices too (the same for its forward pass and recomputations).
+    PlanNode f = p.plan.nodes[static_cast<size_t>(fwd)];
+    f.time_ms = 0.4;
+    REQUIRE(add_algorithm_variants(f, list) == 3);
+    CHECK(f.impls[1].algo == 0);
+    CHECK(f.impls[1].time_ms == Approx(0.8));
+    CHECK(f.impls[1].inputs == f.inputs);
+    PlanNode other = f;
+    other.impls.clear();
+    other.stage = Stage::update;
+    CHECK(add_algorithm_variants(other, list) == 0);  // only forward and backward nodes
+  }
   REQUIRE(add_algorithm_variants(n, list) == 3);
   REQUIRE(n.impls.size() == 4);
   CHECK(n.impls[0].name == "default");

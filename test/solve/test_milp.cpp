@@ -25,8 +25,10 @@ namespace {
 // output instead of an input, or the reverse) with its own time and workspace. With in_place, about half the
 // forward nodes after the first may run in place over their first input (their output gets its size). With algos,
 // the second implementation is instead an algorithm variant of the first (same reads, its own time and workspace:
-// what a CUDA profile adds for a backward convolution).
-PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false, bool algos = false) {
+// what a CUDA profile adds for a backward convolution). With fwd_algos, about half the forward nodes get an algorithm
+// variant too (what a CUDA profile adds for a forward convolution).
+PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false, bool algos = false,
+                      bool fwd_algos = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanGraph p;
@@ -36,6 +38,17 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
   };
   auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
     p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+  };
+  // An algorithm variant of node b's default: faster with more workspace, or slower with less (a trade-off).
+  auto add_algorithm = [&](PlanNode& b) {
+    const bool faster = pick(0, 1);
+    const double ms = faster ? std::max(0.5, b.time_ms - pick(1, 4)) : b.time_ms + pick(1, 4);
+    const int64_t ws = faster ? b.workspace_bytes + pick(1, 3) * kAlignBytes : 0;
+    if (b.impls.empty()) b.impls.push_back({"default", b.inputs, b.time_ms, b.workspace_bytes});
+    PlanImpl v{"cudnn5", b.inputs, ms, ws};
+    v.op_impl = 0;
+    v.algo = 5;
+    b.impls.push_back(std::move(v));
   };
   const int x = value("x", 2, true, -1);
   const int w = value("w", 1, true, -1);
@@ -49,6 +62,7 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     const int y = value("a" + std::to_string(i), units, false, static_cast<int>(p.nodes.size()));
     node("f" + std::to_string(i), Stage::forward, ins[i], {y}, pick(1, 9), pick(0, 1) * pick(1, 3));
     if (over) p.nodes.back().in_place = {ins[i][0]};
+    if (fwd_algos && pick(0, 1)) add_algorithm(p.nodes.back());
     outs.push_back(y);
   }
   const int loss = value("loss", 1, false, static_cast<int>(p.nodes.size()));
@@ -67,15 +81,11 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
       std::vector<int> alt = {grad};
       if (std::find(in.begin(), in.end(), outs[i]) == in.end()) alt.push_back(outs[i]);
       else alt.push_back(ins[i][0]);
-      b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
-      b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
-      if (algos) {  // faster with more workspace, or slower with less: a trade-off either way
-        const bool faster = pick(0, 1);
-        const double ms = faster ? std::max(0.5, b.time_ms - pick(1, 4)) : b.time_ms + pick(1, 4);
-        const int64_t ws = faster ? b.workspace_bytes + pick(1, 3) * kAlignBytes : 0;
-        b.impls.back() = {"cudnn5", b.inputs, ms, ws};
-        b.impls.back().op_impl = 0;
-        b.impls.back().algo = 5;
+      if (algos) {
+        add_algorithm(b);
+      } else {
+        b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
+        b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
       }
     }
     grad = g;
@@ -93,18 +103,23 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
       if (p.has_s(t, static_cast<int>(f))) vars.push_back({&a.S[t][f], 0});
     for (int k : p.candidates[t]) vars.push_back({&a.R[t][k], 0});
   }
-  std::vector<int> choice_steps;  // steps with two implementations: one more bit each
+  std::vector<int*> choices;  // steps and forward nodes with two implementations: one more bit each
   for (int t = 0; t < p.num_steps(); ++t)
     if (p.num_impls(t) > 1) {
       REQUIRE(p.num_impls(t) == 2);
-      choice_steps.push_back(t);
+      choices.push_back(&a.M[t]);
     }
-  REQUIRE(vars.size() + choice_steps.size() <= 24);
+  for (int k = 0; k < p.num_fwd(); ++k)
+    if (p.num_fwd_impls(k) > 1) {
+      REQUIRE(p.num_fwd_impls(k) == 2);
+      choices.push_back(&a.P[k]);
+    }
+  REQUIRE(vars.size() + choices.size() <= 24);
   double best = 1e300;
   *found = false;
-  for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choice_steps.size())); ++mask) {
+  for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choices.size())); ++mask) {
     for (size_t i = 0; i < vars.size(); ++i) *vars[i].first = (mask >> i) & 1;
-    for (size_t i = 0; i < choice_steps.size(); ++i) a.M[choice_steps[i]] = (mask >> (vars.size() + i)) & 1;
+    for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
     Evaluation e = evaluate(p, a);
     if (e.feasible && e.peak_bytes <= budget && e.recompute_ms < best) {
       best = e.recompute_ms;
@@ -117,16 +132,18 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
 // Compares CBC's optimum with brute force on `wanted` tiny random graphs at three budgets each. Brute force
 // enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
 // constant on a segment loses nothing.
-void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false) {
-  int compared = 0, with_choices = 0, with_in_place = 0, with_algo_steps = 0;
-  for (uint64_t seed = 1; seed <= 60 && compared < wanted; ++seed) {
-    PlanGraph plan = random_plan(3, seed, impls, in_place, algos);
+void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false,
+                              bool fwd_algos = false) {
+  int compared = 0, with_choices = 0, with_in_place = 0, with_algo_steps = 0, with_fwd_algo_steps = 0;
+  for (uint64_t seed = 1; seed <= 80 && compared < wanted; ++seed) {
+    PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos);
     CheckpointProblem p = make_problem(plan, window, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
       for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
       vars += p.candidates[t].size() + (p.num_impls(t) > 1);
     }
+    for (int k = 0; k < p.num_fwd(); ++k) vars += p.num_fwd_impls(k) > 1;
     if (vars > 20) continue;
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
     const int64_t lb = p.lower_bound_bytes();
@@ -155,12 +172,13 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       CHECK(sim.peak_bytes <= e.peak_bytes);
       for (const Step& st : s.steps) {
         if (st.kind != Step::Kind::compute) continue;
-        if (!algos) {
+        const bool fwd = plan.nodes[st.id].stage == Stage::forward;
+        if (!(fwd ? fwd_algos : algos)) {
           CHECK(st.algo == -1);
           continue;
         }
         CHECK(st.impl == 0);  // the op's first implementation, or an algorithm variant of it
-        if (st.algo == 5) ++with_algo_steps;
+        if (st.algo == 5) ++(fwd ? with_fwd_algo_steps : with_algo_steps);
       }
       CHECK(sim.time_ms == Approx(p.base_ms + e.recompute_ms));
       ++compared;
@@ -173,6 +191,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
   if (impls) CHECK(with_choices >= wanted / 3);
   if (in_place) CHECK(with_in_place >= wanted / 3);
   if (algos) CHECK(with_algo_steps >= wanted / 3);
+  if (fwd_algos) CHECK(with_fwd_algo_steps >= wanted / 3);
 
 }
 
@@ -291,6 +310,12 @@ TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute for
 TEST_CASE("joint MILP with algorithm variants equals brute force and its schedules name the algorithm",
           "[solve][milp]") {
   compare_with_brute_force(true, 12, 0, false, true);
+}
+
+TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) equals brute force",
+          "[solve][milp]") {
+  compare_with_brute_force(true, 12, 0, false, false, true);      // forward choices and saved-tensor choices
+  compare_with_brute_force(true, 8, 0, true, true, true);         // with in place and backward algorithms too
 }
 
 TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {
