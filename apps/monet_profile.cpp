@@ -1,7 +1,8 @@
 // monet-profile: writes the profile the planner reads - every value's bytes and every node's time and workspace
 // for a model at a batch - either estimated from the op formulas on a roofline (--device estimate, no hardware)
 // or measured on the CPU engine (--device cpu) or the CUDA engine (--device cuda: CUDA events, and every cuDNN
-// algorithm of every convolution timed with its workspace, recorded under device_info.conv_algorithms).
+// algorithm of every convolution timed with its workspace, recorded under device_info.conv_algorithms), or
+// re-derives a CUDA profile's algorithm choices from those timings (--rederive, no GPU).
 #include <chrono>
 #include <cstdio>
 
@@ -20,7 +21,11 @@ int main(int argc, char** argv) {
   std::string device, output;
   Roofline roofline;
   int warmup = 1, repeats = 3;
-  app.add_option("--device", device, "estimate (roofline, no hardware), cpu (measured) or cuda")->required();
+  app.add_option("--device", device, "estimate (roofline, no hardware), cpu (measured) or cuda");
+  std::string rederive;
+  app.add_option("--rederive", rederive,
+                 "instead of measuring: re-derive the convolution algorithm choices of this CUDA profile (same model, "
+                 "batch and input shape) from the cuDNN timings it recorded; no GPU needed");
   app.add_option("-o,--output", output, "profile file to write (JSON)")->required();
   auto* tflops = app.add_option("--gpu-tflops", roofline.fp32_tflops, "estimate: peak TFLOPS (default 60, H100 fp32)");
   auto* bandwidth =
@@ -38,6 +43,24 @@ int main(int argc, char** argv) {
                "cuda: also offer the solver cuDNN algorithms that accumulate with atomics (often the ones without "
                "workspace); runs of a schedule that picks one are not bitwise reproducible");
   return app::guarded_main("monet-profile", app, argc, argv, [&] {
+    if (!rederive.empty()) {
+      for (auto* o : {tflops, bandwidth, overhead, gpu_name, warmup_opt, repeats_opt})
+        if (o->count()) fail(o->get_name(), " does not apply to --rederive (nothing is measured)");
+      if (!device.empty() || no_algorithms) fail("--rederive takes neither --device nor --no-conv-algorithms");
+      const SessionOptions o = flags.session_options();
+      const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
+      Profile p = read_profile(rederive);
+      if (p.plan.fingerprint != fingerprint(tg))
+        fail(rederive, ": a profile of another model, batch or input shape (fingerprint ", p.plan.fingerprint, ", ",
+             o.model_path, " at this batch: ", fingerprint(tg), ")");
+      const int added = rederive_algorithm_variants(p, nondeterministic, rederive);
+      std::printf("conv algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
+                  added, rederive.c_str(), nondeterministic ? "deterministic or not" : "deterministic");
+      write_profile(output, p);
+      std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
+      return kExitOk;
+    }
+    if (device.empty()) fail("--device is required (estimate, cpu or cuda), or --rederive PROFILE");
     if (device != "estimate" && device != "cpu" && device != "cuda")
       fail("--device '", device, "': expected estimate, cpu or cuda");
     std::unique_ptr<Backend> backend;

@@ -312,6 +312,27 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
   return added;
 }
 
+int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path) {
+  auto it = p.device_info.find("conv_algorithms");
+  if (it == p.device_info.end() || !it->is_object())
+    fail(path, ": no cuDNN algorithm timings recorded (device_info.conv_algorithms: a --device cuda profile made "
+         "without --no-conv-algorithms has them)");
+  for (PlanNode& n : p.plan.nodes) {
+    std::erase_if(n.impls, [](const PlanImpl& im) { return im.algo >= 0; });
+    if (n.impls.size() == 1) n.impls.clear();  // the default alone: no choice
+  }
+  int added = 0;
+  for (const auto& [name, entry] : it->items()) {
+    const int node = p.plan.find_node(name);
+    if (node < 0) fail(path, ": device_info.conv_algorithms names node '", name, "', which the profile does not have");
+    if (!entry.is_object() || !entry.contains("algorithms"))
+      fail(path, ": device_info.conv_algorithms['", name, "']: expected an object with \"algorithms\"");
+    added += add_algorithm_variants(p.plan.nodes[static_cast<size_t>(node)], entry["algorithms"], nondeterministic);
+  }
+  p.device_info["nondeterministic_algorithms_offered"] = nondeterministic;
+  return added;
+}
+
 namespace {
 
 // Typed access to a profile file's fields; every failure names the file and the field ("nodes[3].inputs[1]").

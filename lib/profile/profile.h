@@ -92,6 +92,12 @@ ProfileTotals profile_totals(const Profile& p);
 // nondeterministic: offer algorithms that are not deterministic too (monet-profile --nondeterministic-algorithms).
 int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic = false);
 
+// The algorithm implementations of a CUDA profile re-derived from the cuDNN timings it recorded
+// (device_info.conv_algorithms): every node's algorithm variants are dropped, then add_algorithm_variants runs on
+// each recorded convolution. No GPU needed (monet-profile --rederive). Throws naming `path` when the profile
+// recorded none. Returns how many implementations were added.
+int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path);
+
 // JSON: {"format": "monet-profile", "version": 1, "fingerprint", model metadata, "device", "device_info",
 // "values": [{name, bytes, resident, producer}], "nodes": [{name, op, stage, inputs, outputs, time_ms,
 // workspace_bytes, flops, bytes_moved}], "totals"}. Ids are indices into values / nodes. "totals" is derived

@@ -114,6 +114,14 @@ edit "$s" "$tmp/s_small_budget.json" "j['budget_bytes'] = 1000"
 edit "$s" "$tmp/s_use_freed.json" "j['steps'].insert(1, ['free', '/conv1/Conv_output_0'])"  # before the BatchNorm reads it
 edit "$s" "$tmp/s_unknown.json" "j['steps'][next(i for i, st in enumerate(j['steps']) if st == ['compute', '/conv1/Conv'])][1] = '/conv9/Conv'"
 edit "$s" "$tmp/s_bad_impl.json" "next(st for st in j['steps'] if st[0] == 'compute' and 'ReluGrad' in st[1]).append('bogus')"
+# Re-deriving a profile's algorithm choices: only from a profile with recorded cuDNN timings, of this model.
+edit "$tmp/p.json" "$tmp/p_algos.json" "j['device_info']['conv_algorithms'] = {'/nope': {'op': 'Conv', 'algorithms': []}}"
+expect 1 "p.json: no cuDNN algorithm timings recorded" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" $o
+expect 1 "p.json: a profile of another model, batch or input shape" -- $profile "$tiny" --batch 4 --rederive "$tmp/p.json" $o
+expect 1 "conv_algorithms names node '/nope', which the profile does not have" -- $profile "$tiny" --batch 2 --rederive "$tmp/p_algos.json" $o
+expect 1 "rederive takes neither --device nor" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" --device cuda $o
+expect 1 "repeats does not apply to --rederive" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" --repeats 2 $o
+expect 1 "device is required" -- $profile "$tiny" --batch 2 $o
 expect 1 "batch 4 differs from the schedule's batch 2" -- $run "$tiny" --batch 4 --schedule "$s" $r
 expect 1 "input-shape 3,32,32 differs from the schedule's 3,16,16" -- $run "$tiny" --input-shape 3,32,32 --schedule "$s" $r
 expect 1 "fingerprint mismatch" -- $run "$tiny" --schedule "$tmp/s_relabel.json" $r

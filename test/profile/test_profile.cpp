@@ -13,6 +13,7 @@
 #include "ops/op.h"
 #include "profile/profile.h"
 #include "schedule/schedule.h"
+#include "solve/problem.h"
 #include "test_paths.h"
 
 using namespace monet;
@@ -344,4 +345,58 @@ TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in
                im.push_back(plain);
              }),
              Contains("an implementation after an algorithm variant"));
+}
+
+TEST_CASE("re-deriving algorithm choices from recorded timings: stale variants go, every recorded conv gets its own",
+          "[profile][algorithms]") {
+  Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
+  int fwd = -1, grad = -1, relu_grad = -1;
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    const std::string& op = p.plan.nodes[i].op;
+    if (op == "Conv" && fwd < 0) fwd = static_cast<int>(i);
+    if (op == "ConvGradWeight" && grad < 0) grad = static_cast<int>(i);
+    if (op == "ReluGrad" && relu_grad < 0) relu_grad = static_cast<int>(i);
+  }
+  REQUIRE(fwd >= 0);
+  REQUIRE(grad >= 0);
+  REQUIRE(relu_grad >= 0);
+  const size_t relu_impls = p.plan.nodes[static_cast<size_t>(relu_grad)].impls.size();
+  REQUIRE(relu_impls > 1);  // op implementations (saved-tensor choices) are not algorithm variants: they stay
+  CHECK_THROWS_WITH(rederive_algorithm_variants(p, false, "p.json"), Contains("p.json: no cuDNN algorithm timings"));
+
+  auto entry = [](int algo, bool det, double ms, int64_t ws, bool def = false) {
+    return nlohmann::json{{"algo", algo}, {"status", "ok"}, {"deterministic", det}, {"workspace_bytes", ws},
+                          {"chosen_by_default", def}, {"time_ms", ms}};
+  };
+  nlohmann::json algos = nlohmann::json::object();
+  algos[p.plan.nodes[static_cast<size_t>(fwd)].name] = {
+      {"op", "Conv"}, {"algorithms", {entry(1, true, 1.0, 4096, true), entry(0, true, 2.0, 0)}}};
+  algos[p.plan.nodes[static_cast<size_t>(grad)].name] = {
+      {"op", "ConvGradWeight"}, {"algorithms", {entry(1, true, 1.0, 4096, true), entry(3, false, 0.5, 0)}}};
+  p.device_info["conv_algorithms"] = algos;
+  // A stale variant (as if from an earlier derivation) on the backward convolution.
+  PlanNode& g = p.plan.nodes[static_cast<size_t>(grad)];
+  g.impls = {{"default", g.inputs, g.time_ms, g.workspace_bytes}, {"cudnn7", g.inputs, 9.0, 0}};
+  g.impls[1].op_impl = 0;
+  g.impls[1].algo = 7;
+
+  CHECK(rederive_algorithm_variants(p, false, "p.json") == 1);  // the forward conv's algorithm 0
+  const PlanNode& f = p.plan.nodes[static_cast<size_t>(fwd)];
+  REQUIRE(f.impls.size() == 2);
+  CHECK(f.impls[1].algo == 0);
+  CHECK(f.impls[1].time_ms == Approx(2.0 * f.time_ms));
+  CHECK(g.impls.empty());  // the stale variant went; algorithm 3 is nondeterministic
+  CHECK(p.plan.nodes[static_cast<size_t>(relu_grad)].impls.size() == relu_impls);
+  CHECK(p.device_info["nondeterministic_algorithms_offered"] == false);
+
+  CHECK(rederive_algorithm_variants(p, true, "p.json") == 2);  // on request, algorithm 3 too
+  REQUIRE(g.impls.size() == 2);
+  CHECK(g.impls[1].algo == 3);
+  CHECK(p.plan.nodes[static_cast<size_t>(fwd)].impls.size() == 2);  // not doubled
+
+  // The full-mode problem offers the forward choice (test_milp solves such problems against brute force).
+  CheckpointProblem cp = make_problem(p.plan, 0, true);
+  int with_choice = 0;
+  for (int k = 0; k < cp.num_fwd(); ++k) with_choice += cp.num_fwd_impls(k) > 1;
+  CHECK(with_choice == 1);
 }
