@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
                                        {"abandoned", r.root_cuts.abandoned}}},
                         {"neighborhoods", {{"searched", r.neighborhoods.searched},
                                            {"improved", r.neighborhoods.improved},
-                                           {"ended_s", r.neighborhoods.seconds}}},
+                                           {"ended_s", r.neighborhoods.seconds},
+                                           {"skipped", r.neighborhoods.skipped}}},
                         {"warm_start", r.warm_start},
                         {"warm_start_ms", r.warm_start_ms},
                         {"lp_bound_ms", r.lp_bound_ms},
@@ -142,6 +143,8 @@ int main(int argc, char** argv) {
         std::printf("root cuts: %d rounds, %d cuts (%d kept), bound %.3f -> %.3f ms%s\n", r.root_cuts.rounds,
                     r.root_cuts.cuts, r.root_cuts.kept, r.lp_bound_ms, r.root_bound_ms,
                     r.root_cuts.abandoned ? " (the last round ran out of time and was taken back)" : "");
+      if (r.neighborhoods.skipped)
+        std::printf("neighbourhood search: skipped (the warm start is within 0.1%% of store-all's step of the bound)\n");
       if (r.neighborhoods.searched > 0)
         std::printf("neighbourhood search: %d sub-MIPs, %d improved the schedule (warm start %.3f ms), %.1f s of CBC's\n",
                     r.neighborhoods.searched, r.neighborhoods.improved, r.warm_start_ms, r.neighborhoods.seconds);

@@ -639,6 +639,8 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   const std::vector<double>* start_from = warm_start;
   std::vector<double> restart_x;
   bool with_neighborhoods = !options.neighborhoods.empty();
+  const bool close = warm_start && have_root && shared->incumbent.load() - shared->bound.load() <= options.neighborhood_min_gap;
+  if (with_neighborhoods && close) with_neighborhoods = false;
   for (int attempt = 0;; ++attempt) {
     const std::string sec_left = std::to_string(std::max(1.0, options.time_limit_s - since_began()));
     argv[2] = sec_left.c_str();
@@ -725,6 +727,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   CbcResult r;
   r.root = root;
   r.neighborhoods = rep.neighborhoods;
+  r.neighborhoods.skipped = !options.neighborhoods.empty() && close;
   r.solve_s = rep.done ? rep.seconds : since_cbc();
   r.time_limit_reached = killed || rep.time_limit_reached;
   // Both are valid lower bounds; CBC's may be its root LP's (the same) or less when it stopped early.

@@ -36,6 +36,9 @@ struct CbcOptions {
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
   std::vector<std::vector<int>> neighborhoods;
   double neighborhood_share = 0.7;
+  // The search runs only when the warm start is more than this above the bound after the root cuts (objective
+  // units): closer, CBC's proof is all that is left, and a search would only delay it.
+  double neighborhood_min_gap = 0;
   bool test_abort_in_search = false;  // tests only: CBC's process aborts where the neighbourhood search starts
 };
 
@@ -54,6 +57,7 @@ struct RootCuts {
 struct Neighborhoods {
   int searched = 0;      // sub-MIPs solved (or stopped at their time limit)
   int improved = 0;      // of them, those that found a better solution
+  bool skipped = false;  // not run: the warm start was within CbcOptions::neighborhood_min_gap of the bound
   double seconds = 0;    // when the search ended, from CBC's start (0: it did not run)
 };
 

@@ -582,6 +582,20 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(again.status == CbcResult::Status::optimal);
   CHECK(again.objective == Approx(2));
   CHECK(again.neighborhoods.searched == 0);
+  // A warm start (from the relaxation's callback) within neighborhood_min_gap of the bound after the root: no search,
+  // CBC's own finishes; a gap above it: the search runs.
+  o.test_abort_in_search = false;
+  o.after_relaxation = [&](const std::vector<double>&, double) { return start; };
+  o.neighborhood_min_gap = 8;  // start 10, relaxation 2
+  const CbcResult near = solve_with_cbc(lp, o, nullptr);
+  CHECK(near.objective == Approx(2));
+  CHECK(near.neighborhoods.skipped);
+  CHECK(near.neighborhoods.searched == 0);
+  o.neighborhood_min_gap = 7.9;
+  const CbcResult far = solve_with_cbc(lp, o, nullptr);
+  CHECK(far.objective == Approx(2));
+  CHECK_FALSE(far.neighborhoods.skipped);
+  CHECK(far.neighborhoods.searched == 4);
 }
 
 // The MILP's objective (recomputations + implementation deltas) is negative where faster implementations pay for
