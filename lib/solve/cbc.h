@@ -57,8 +57,8 @@ struct RootCuts {
 struct Neighborhoods {
   int searched = 0;      // sub-MIPs solved (or stopped at their time limit)
   int improved = 0;      // of them, those that found a better solution
-  bool skipped = false;  // not run: the warm start was within CbcOptions::neighborhood_min_gap of the bound
   double seconds = 0;    // when the search ended, from CBC's start (0: it did not run)
+  bool skipped = false;  // not run: the warm start was within CbcOptions::neighborhood_min_gap of the bound
 };
 
 struct CbcResult {

@@ -464,7 +464,8 @@ void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const Impl
   if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
   if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
 }
-void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes, Deadline deadline) {
+void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes,
+                       Deadline deadline) {
   for (Eviction rule : kEvictions)
     if (!past(deadline)) best.consider(with_impls(pressure_search(q, budget_bytes, rule, kSearchRuns, deadline), m));
 }

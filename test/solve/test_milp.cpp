@@ -567,6 +567,8 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(r.x == std::vector<double>{0, 1, 0, 1});
   CHECK(r.neighborhoods.searched == 4);
   CHECK(r.neighborhoods.improved == 2);
+  CHECK(r.neighborhoods.seconds > 0);  // when it ended, from CBC's start
+  CHECK_FALSE(r.neighborhoods.skipped);
   CHECK(r.bound <= 2 + 1e-9);
   // One neighbourhood cannot reach the other pair: CBC's own search (after it) does.
   o.neighborhoods = {{0, 1}};
