@@ -230,7 +230,10 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
 
 int64_t CheckpointProblem::lower_bound_bytes() const {
   int64_t lb = 0;
-  for (int64_t m : fwd_fixed) lb = std::max(lb, m);
+  for (int k = 0; k < static_cast<int>(fwd_fixed.size()); ++k) {  // at the least-workspace implementation
+    const int64_t least = k < num_fwd() ? *std::min_element(fwd_impl_ws[k].begin(), fwd_impl_ws[k].end()) : 0;
+    lb = std::max(lb, fwd_fixed[k] + least);
+  }
   for (int t = 0; t < num_steps(); ++t) {
     int64_t m = bwd_fixed[t];
     for (int f : needs[t]) m += bytes(f);

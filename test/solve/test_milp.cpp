@@ -318,6 +318,55 @@ TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) 
   compare_with_brute_force(true, 8, 0, true, true, true);         // with in place and backward algorithms too
 }
 
+// A forward node whose default algorithm's workspace alone exceeds the budget, with an algorithm without any: the
+// lower bound counts the variant, and the full-mode solve fits by picking it (checkpoint mode cannot).
+TEST_CASE("a forward algorithm without workspace is what fits: lower bound, brute force and solve agree", "[solve][milp]") {
+  PlanGraph plan;
+  auto value = [&](const std::string& name, int units, bool resident, int producer) {
+    plan.values.push_back({name, units * kAlignBytes, resident, producer});
+    return static_cast<int>(plan.values.size()) - 1;
+  };
+  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
+    plan.nodes.push_back({name, "Conv", st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+  };
+  const int x = value("x", 2, true, -1), w = value("w", 1, true, -1);
+  const int a0 = value("a0", 4, false, 0);
+  node("conv", Stage::forward, {x, w}, {a0}, 2, 40);  // the default: 40 units of workspace
+  PlanImpl lean{"cudnn0", {x, w}, 3, 0};
+  lean.op_impl = 0;
+  lean.algo = 0;
+  plan.nodes[0].impls = {{"default", {x, w}, 2, 40 * kAlignBytes}, lean};
+  const int loss = value("loss", 1, false, 1);
+  node("loss", Stage::loss, {a0}, {loss}, 1, 0);
+  const int g = value("g", 4, false, 2);
+  node("loss_grad", Stage::backward, {a0}, {g}, 1, 0);
+  const int gw = value("gw", 1, false, 3);
+  node("conv_grad", Stage::backward, {g, x}, {gw}, 2, 0);
+  node("update", Stage::update, {w, gw}, {}, 1, 0);
+
+  const CheckpointProblem full = make_problem(plan, 0, true), fixed = make_problem(plan, 0, false);
+  const int64_t lb = full.lower_bound_bytes();
+  CHECK(lb < fixed.lower_bound_bytes());
+  bool found = false;
+  CHECK(brute_force_ms(full, lb, &found) == Approx(1));  // the lean algorithm once, nothing recomputed
+  CHECK(found);
+  brute_force_ms(full, lb - 1, &found);
+  CHECK_FALSE(found);
+  SolveOptions o;
+  o.budget_bytes = lb;
+  o.time_limit_s = 10;
+  o.threads = 1;
+  o.window = 0;
+  o.mode = "full";
+  const SolveOutcome r = solve(plan, o);
+  REQUIRE(r.fits);
+  CHECK(r.status == "optimal");
+  CHECK(r.predicted.peak_bytes <= lb);
+  CHECK(r.implementations.at("Conv:cudnn0") == 1);
+  o.mode = "checkpoint";
+  CHECK_FALSE(solve(plan, o).fits);
+}
+
 TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     PlanGraph plan = random_plan(10, seed, true);
