@@ -2,6 +2,7 @@
 #include "solve/cbc.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include <CbcEventHandler.hpp>
 #include <CbcModel.hpp>
@@ -57,6 +58,7 @@ constexpr int kMaxRootRounds = 40;          // rounds of root cuts at most
 constexpr int kCutsPerRound = 200;          // the most violated cuts added per round
 constexpr double kRoundStall = 1e-4;        // a round that raises the bound by less (relative) is a stall; two end it
 constexpr double kRoundTimeFactor = 2;      // a new round starts only if the time left exceeds this many last rounds
+constexpr double kResolveStallFactor = 4;   // a round's dual re-solve past this many LP relaxation times: presolve
 constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rounds leave to CBC: the larger
                                                              // (at most half the limit)
 constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs
@@ -314,11 +316,13 @@ int fix_by_reduced_cost(OsiClpSolverInterface& solver, double incumbent) {
 // (googlenet b320 at 1/3: five passes in 25 s, then one re-solve of 54 s; resnet50 b184 earlier: ~90 s), so a 60 s
 // limit became 80-126 s. Here each round generates cuts from the optimal LP with CBC's generators and settings
 // (Gomory and two-MIR raise the bound most on these problems), adds the most violated as rows, fixes binaries by
-// reduced cost against the warm start, and re-solves with dual simplex under a wall-clock limit. A round counts
-// only when its re-solve is optimal (so the bound is a true LP bound); a round cut short by the clock is taken
-// back. Cuts that went slack are dropped after each round. CBC then starts from this LP (its own cuts off).
+// reduced cost against the warm start, and re-solves with dual simplex under a wall-clock limit (with presolve where
+// the plain re-solve runs past stall_s). A round counts only when its re-solve is optimal (so the bound is a true LP
+// bound); a round cut short by the clock is taken back. Cuts that went slack are dropped after each round. CBC then
+// starts from this LP (its own cuts off).
 RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double incumbent, double deadline_s,
-                       const std::function<double()>& now, const std::function<void(double)>& on_round) {
+                       double stall_s, const std::function<double()>& now,
+                       const std::function<void(double)>& on_round) {
   RootCuts rc;
   rc.bound = objective;
   const double began = now();
@@ -377,10 +381,29 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
     const int before = solver.getNumRows();
     std::unique_ptr<CoinWarmStart> basis(solver.getWarmStart());
     solver.applyCuts(chosen);
-    solver.getModelPtr()->setMaximumWallSeconds(std::max(0.0, deadline_s - now()));
-    solver.resolve();
+    std::unique_ptr<CoinWarmStart> with_cuts(solver.getWarmStart());
+    // Dual simplex from the last basis, and where that stalls the same re-solve with presolve: on resnet50 b184's
+    // H100 profile (full, 1/3) the first round's dual re-solve ran past 40 s where the relaxation took 1.9 s, and
+    // with presolve took 2 s; on the estimated profiles the plain re-solves are the faster ones.
+    solver.getModelPtr()->setMaximumWallSeconds(std::max(0.0, std::min(stall_s, deadline_s - now())));
+    if (stall_s > 0) solver.resolve();
+    if ((stall_s <= 0 || !solver.isProvenOptimal()) && deadline_s > now()) {
+      solver.setWarmStart(with_cuts.get());  // from where the stalled one started
+      solver.setHintParam(OsiDoPresolveInResolve, true, OsiHintDo);
+      solver.getModelPtr()->setMaximumWallSeconds(std::max(0.0, deadline_s - now()));
+      solver.resolve();
+      solver.setHintParam(OsiDoPresolveInResolve, false, OsiHintDo);
+      ++rc.presolved;
+    }
     solver.getModelPtr()->setMaximumWallSeconds(-1);
     if (!solver.isProvenOptimal()) {  // out of time (or numerically lost): take the round back
+      if (log) {
+        std::fprintf(stderr, "round %d taken back at %.1f s: %zu cuts added; generators", round, now() - began,
+                     efficacy.size());
+        for (double g : gen_s) std::fprintf(stderr, " %.2f", g);
+        std::fprintf(stderr, " s, re-solve cut short after %.2f s\n",
+                     now() - start - std::accumulate(gen_s.begin(), gen_s.end(), 0.0));
+      }
       std::vector<int> added;
       for (int i = before; i < solver.getNumRows(); ++i) added.push_back(i);
       solver.deleteRows(static_cast<int>(added.size()), added.data());
@@ -570,7 +593,9 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       const double reserve = std::min(std::max(kCbcReserveS, kCbcReserveShare * options.time_limit_s),
                                       0.5 * options.time_limit_s);
       root = add_root_cuts(solver, objective, warm_start ? shared->incumbent.load() : 1e30,
-                           options.time_limit_s - reserve, since_began,
+                           options.time_limit_s - reserve,
+                           options.test_presolve_resolves ? 0 : kResolveStallFactor * std::max(relaxation_s, 1.0),
+                           since_began,
                            [&](double bound) { shared->bound = bound; });
     }
     if (options.time_limit_s - since_began() < std::min(kCbcReserveS / 2, 0.25 * options.time_limit_s)) {

@@ -40,6 +40,7 @@ struct CbcOptions {
   // units): closer, CBC's proof is all that is left, and a search would only delay it.
   double neighborhood_min_gap = 0;
   bool test_abort_in_search = false;  // tests only: CBC's process aborts where the neighbourhood search starts
+  bool test_presolve_resolves = false;  // tests only: every root-cut re-solve takes the path of a stalled one
 };
 
 // Rounds of root cuts run before CBC (cbc.cpp, add_root_cuts).
@@ -51,6 +52,7 @@ struct RootCuts {
   double seconds = 0;
   double bound = 0;      // the LP bound after the last round (the relaxation's when no round ran)
   bool abandoned = false;  // the last round was cut short by the clock and taken back
+  int presolved = 0;     // re-solves whose dual simplex stalled and that were finished with presolve
 };
 
 // The neighbourhood search before CBC's (CbcOptions::neighborhoods).

@@ -531,7 +531,7 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
 }
 
 TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[solve][milp]") {
-  int rounds = 0, raised = 0, compared = 0, searched = 0;
+  int rounds = 0, raised = 0, compared = 0, searched = 0, presolved = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     PlanGraph plan = random_plan(14, seed);
     CheckpointProblem p = make_problem(plan, 0);
@@ -547,6 +547,15 @@ TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[sol
       o.relative_gap = 0;
       const CbcResult best = solve_with_cbc(lp, o, nullptr);
       REQUIRE(best.status == CbcResult::Status::optimal);
+      {  // Every round's re-solve the way a stalled dual simplex is finished (with presolve, from the cuts' basis).
+        CbcOptions q = o;
+        q.test_presolve_resolves = true;
+        q.after_relaxation = [](const std::vector<double>&, double) { return std::vector<double>{}; };
+        const CbcResult r = solve_with_cbc(lp, q, nullptr);
+        CHECK(r.objective == Approx(best.objective).margin(1e-6));
+        CHECK(r.root.bound <= best.objective + 1e-6);
+        presolved += r.root.presolved;
+      }
       SolveOptions so;
       so.budget_bytes = budget;
       so.mode = "checkpoint";
@@ -569,6 +578,7 @@ TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[sol
   CHECK(rounds > 0);
   CHECK(raised > 0);
   CHECK(searched > 0);
+  CHECK(presolved > 0);
 }
 
 // CBC checks its clock only between phases; on this profile its root node ran 66 s past a 60 s limit before CBC
