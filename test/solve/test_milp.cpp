@@ -18,6 +18,20 @@ using namespace monet;
 
 namespace {
 
+// A hand-made plan graph: values sized in units of kAlignBytes, nodes appended in order (each returns its index).
+struct PlanBuilder {
+  PlanGraph plan;
+  int value(const std::string& name, int units, bool resident, int producer) {
+    plan.values.push_back({name, units * kAlignBytes, resident, producer});
+    return static_cast<int>(plan.values.size()) - 1;
+  }
+  int node(const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms = 1.0, int ws = 0,
+           const char* op = "Op") {
+    plan.nodes.push_back({name, op, st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+    return static_cast<int>(plan.nodes.size()) - 1;
+  }
+};
+
 // A random training graph shape: n forward nodes (each reads one or two earlier values, or the input), a loss,
 // one backward node per forward node in reverse order (reads the running gradient and some of the node's inputs
 // and output), and one update node.
@@ -31,13 +45,13 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
                       bool fwd_algos = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  PlanGraph p;
+  PlanBuilder pb;
+  PlanGraph& p = pb.plan;
   auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    p.values.push_back({name, units * kAlignBytes, resident, producer});
-    return static_cast<int>(p.values.size()) - 1;
+    return pb.value(name, units, resident, producer);
   };
   auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
-    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+    pb.node(name, st, std::move(in), std::move(out), ms, ws);
   };
   // An algorithm variant of node b's default: faster with more workspace, or slower with less (a trade-off).
   auto add_algorithm = [&](PlanNode& b) {
@@ -91,7 +105,7 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     grad = g;
   }
   node("update", Stage::update, {w, grad}, {}, 1, 0);
-  return p;
+  return std::move(pb.plan);
 }
 
 // Brute force over every binary assignment of the variables the problem defines.
@@ -253,14 +267,13 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
   // In units: resident 5, a0 = a1 = 4. At a budget of 11 a1 cannot be kept through the loss (5 + a1 + a2 + L + 3 =
   // 14), nor a0 (stage 0 would not run f1 in place: 5 + 4 + 4), so b2 must recompute f0 and f1, which fits only
   // with f1 over a0 (5 + g + 4 = 10, out of place 14).
-  PlanGraph p;
+  PlanBuilder pb;
+  PlanGraph& p = pb.plan;
   auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    p.values.push_back({name, units * kAlignBytes, resident, producer});
-    return static_cast<int>(p.values.size()) - 1;
+    return pb.value(name, units, resident, producer);
   };
   auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, int ws = 0) {
-    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), 1.0, ws * kAlignBytes});
-    return static_cast<int>(p.nodes.size()) - 1;
+    return pb.node(name, st, std::move(in), std::move(out), 1.0, ws);
   };
   const int x = value("x", 4, true, -1), w = value("w", 1, true, -1);
   const int a0 = value("a0", 4, false, 2), a1 = value("a1", 4, false, 3), a2 = value("a2", 1, false, 4);
@@ -321,13 +334,13 @@ TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) 
 // A forward node whose default algorithm's workspace alone exceeds the budget, with an algorithm without any: the
 // lower bound counts the variant, and the full-mode solve fits by picking it (checkpoint mode cannot).
 TEST_CASE("a forward algorithm without workspace is what fits: lower bound, brute force and solve agree", "[solve][milp]") {
-  PlanGraph plan;
+  PlanBuilder pb;
+  PlanGraph& plan = pb.plan;
   auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    plan.values.push_back({name, units * kAlignBytes, resident, producer});
-    return static_cast<int>(plan.values.size()) - 1;
+    return pb.value(name, units, resident, producer);
   };
   auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
-    plan.nodes.push_back({name, "Conv", st, std::move(in), std::move(out), ms, ws * kAlignBytes});
+    pb.node(name, st, std::move(in), std::move(out), ms, ws, "Conv");
   };
   const int x = value("x", 2, true, -1), w = value("w", 1, true, -1);
   const int a0 = value("a0", 4, false, 0);
