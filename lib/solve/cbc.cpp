@@ -221,7 +221,8 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const 
         rep.x = std::move(x);
         shared.incumbent = v[0];
       } else if (type == Msg::neighborhoods && count == 3) {
-        rep.neighborhoods = {static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], false};
+        rep.neighborhoods = {
+            .searched = static_cast<int>(v[0]), .improved = static_cast<int>(v[1]), .seconds = v[2]};
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
         rep.status = v[0];
@@ -663,10 +664,9 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   bool killed = false;
   const std::vector<double>* start_from = warm_start;
   std::vector<double> restart_x;
-  bool with_neighborhoods = !options.neighborhoods.empty();
   const bool close =
       warm_start && have_root && shared->incumbent.load() - shared->bound.load() <= options.neighborhood_min_gap;
-  if (with_neighborhoods && close) with_neighborhoods = false;
+  bool with_neighborhoods = !options.neighborhoods.empty() && !close;
   for (int attempt = 0;; ++attempt) {
     const std::string sec_left = std::to_string(std::max(1.0, options.time_limit_s - since_began()));
     argv[2] = sec_left.c_str();

@@ -47,12 +47,6 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanBuilder pb;
   PlanGraph& p = pb.plan;
-  auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    return pb.value(name, units, resident, producer);
-  };
-  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
-    pb.node(name, st, std::move(in), std::move(out), ms, ws);
-  };
   // An algorithm variant of node b's default: faster with more workspace, or slower with less (a trade-off).
   auto add_algorithm = [&](PlanNode& b) {
     const bool faster = pick(0, 1);
@@ -64,8 +58,8 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     v.algo = 5;
     b.impls.push_back(std::move(v));
   };
-  const int x = value("x", 2, true, -1);
-  const int w = value("w", 1, true, -1);
+  const int x = pb.value("x", 2, true, -1);
+  const int w = pb.value("w", 1, true, -1);
   std::vector<int> outs, ins0;
   std::vector<std::vector<int>> ins(n);
   for (int i = 0; i < n; ++i) {
@@ -73,23 +67,23 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     if (i >= 2 && pick(0, 2) == 0) ins[i].push_back(outs[pick(0, i - 2)]);
     const bool over = in_place && i > 0 && pick(0, 1);
     const int units = over ? static_cast<int>(p.values[ins[i][0]].bytes / kAlignBytes) : pick(1, 6);
-    const int y = value("a" + std::to_string(i), units, false, static_cast<int>(p.nodes.size()));
-    node("f" + std::to_string(i), Stage::forward, ins[i], {y}, pick(1, 9), pick(0, 1) * pick(1, 3));
+    const int y = pb.value("a" + std::to_string(i), units, false, static_cast<int>(p.nodes.size()));
+    pb.node("f" + std::to_string(i), Stage::forward, ins[i], {y}, pick(1, 9), pick(0, 1) * pick(1, 3));
     if (over) p.nodes.back().in_place = {ins[i][0]};
     if (fwd_algos && pick(0, 1)) add_algorithm(p.nodes.back());
     outs.push_back(y);
   }
-  const int loss = value("loss", 1, false, static_cast<int>(p.nodes.size()));
-  node("loss", Stage::loss, {outs.back()}, {loss}, 1, 0);
-  int grad = value("g_out", outs.empty() ? 1 : 2, false, static_cast<int>(p.nodes.size()));
-  node("loss_grad", Stage::backward, {outs.back()}, {grad}, 1, 0);
+  const int loss = pb.value("loss", 1, false, static_cast<int>(p.nodes.size()));
+  pb.node("loss", Stage::loss, {outs.back()}, {loss}, 1, 0);
+  int grad = pb.value("g_out", outs.empty() ? 1 : 2, false, static_cast<int>(p.nodes.size()));
+  pb.node("loss_grad", Stage::backward, {outs.back()}, {grad}, 1, 0);
   for (int i = n - 1; i >= 0; --i) {
     std::vector<int> in = {grad};
     for (int v : ins[i])
       if (v != x && pick(0, 1)) in.push_back(v);
     if (pick(0, 1)) in.push_back(outs[i]);
-    const int g = value("g" + std::to_string(i), pick(1, 4), false, static_cast<int>(p.nodes.size()));
-    node("b" + std::to_string(i), Stage::backward, in, {g}, pick(1, 9), pick(0, 1));
+    const int g = pb.value("g" + std::to_string(i), pick(1, 4), false, static_cast<int>(p.nodes.size()));
+    pb.node("b" + std::to_string(i), Stage::backward, in, {g}, pick(1, 9), pick(0, 1));
     if (impls && pick(0, 1)) {
       PlanNode& b = p.nodes.back();
       std::vector<int> alt = {grad};
@@ -104,7 +98,7 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     }
     grad = g;
   }
-  node("update", Stage::update, {w, grad}, {}, 1, 0);
+  pb.node("update", Stage::update, {w, grad}, {}, 1, 0);
   return std::move(pb.plan);
 }
 
@@ -269,26 +263,20 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
   // with f1 over a0 (5 + g + 4 = 10, out of place 14).
   PlanBuilder pb;
   PlanGraph& p = pb.plan;
-  auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    return pb.value(name, units, resident, producer);
-  };
-  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, int ws = 0) {
-    return pb.node(name, st, std::move(in), std::move(out), 1.0, ws);
-  };
-  const int x = value("x", 4, true, -1), w = value("w", 1, true, -1);
-  const int a0 = value("a0", 4, false, 2), a1 = value("a1", 4, false, 3), a2 = value("a2", 1, false, 4);
-  const int loss = value("loss", 1, false, 5), g = value("g", 1, false, 6), g2 = value("g2", 1, false, 7);
-  const int g1 = value("g1", 1, false, 8), g0 = value("g0", 1, false, 9);
-  p.values[a0].producer = node("f0", Stage::forward, {x}, {a0});
-  p.values[a1].producer = node("f1", Stage::forward, {a0}, {a1});
+  const int x = pb.value("x", 4, true, -1), w = pb.value("w", 1, true, -1);
+  const int a0 = pb.value("a0", 4, false, 2), a1 = pb.value("a1", 4, false, 3), a2 = pb.value("a2", 1, false, 4);
+  const int loss = pb.value("loss", 1, false, 5), g = pb.value("g", 1, false, 6), g2 = pb.value("g2", 1, false, 7);
+  const int g1 = pb.value("g1", 1, false, 8), g0 = pb.value("g0", 1, false, 9);
+  p.values[a0].producer = pb.node("f0", Stage::forward, {x}, {a0});
+  p.values[a1].producer = pb.node("f1", Stage::forward, {a0}, {a1});
   p.nodes.back().in_place = {a0};
-  p.values[a2].producer = node("f2", Stage::forward, {a1}, {a2});
-  p.values[loss].producer = node("loss", Stage::loss, {a2}, {loss}, 3);
-  p.values[g].producer = node("loss_grad", Stage::backward, {a2}, {g});
-  p.values[g2].producer = node("b2", Stage::backward, {g, a1}, {g2});
-  p.values[g1].producer = node("b1", Stage::backward, {g2}, {g1});
-  p.values[g0].producer = node("b0", Stage::backward, {g1}, {g0});
-  node("update", Stage::update, {w, g0}, {});
+  p.values[a2].producer = pb.node("f2", Stage::forward, {a1}, {a2});
+  p.values[loss].producer = pb.node("loss", Stage::loss, {a2}, {loss}, 1.0, 3);
+  p.values[g].producer = pb.node("loss_grad", Stage::backward, {a2}, {g});
+  p.values[g2].producer = pb.node("b2", Stage::backward, {g, a1}, {g2});
+  p.values[g1].producer = pb.node("b1", Stage::backward, {g2}, {g1});
+  p.values[g0].producer = pb.node("b0", Stage::backward, {g1}, {g0});
+  pb.node("update", Stage::update, {w, g0}, {});
   const CheckpointProblem cp = make_problem(p, 0);
   const int64_t budget = 11 * kAlignBytes;
   bool found = false;
@@ -336,26 +324,20 @@ TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) 
 TEST_CASE("a forward algorithm without workspace is what fits: lower bound, brute force and solve agree", "[solve][milp]") {
   PlanBuilder pb;
   PlanGraph& plan = pb.plan;
-  auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    return pb.value(name, units, resident, producer);
-  };
-  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms, int ws) {
-    pb.node(name, st, std::move(in), std::move(out), ms, ws, "Conv");
-  };
-  const int x = value("x", 2, true, -1), w = value("w", 1, true, -1);
-  const int a0 = value("a0", 4, false, 0);
-  node("conv", Stage::forward, {x, w}, {a0}, 2, 40);  // the default: 40 units of workspace
+  const int x = pb.value("x", 2, true, -1), w = pb.value("w", 1, true, -1);
+  const int a0 = pb.value("a0", 4, false, 0);
+  pb.node("conv", Stage::forward, {x, w}, {a0}, 2, 40, "Conv");  // the default: 40 units of workspace
   PlanImpl lean{"cudnn0", {x, w}, 3, 0};
   lean.op_impl = 0;
   lean.algo = 0;
   plan.nodes[0].impls = {{"default", {x, w}, 2, 40 * kAlignBytes}, lean};
-  const int loss = value("loss", 1, false, 1);
-  node("loss", Stage::loss, {a0}, {loss}, 1, 0);
-  const int g = value("g", 4, false, 2);
-  node("loss_grad", Stage::backward, {a0}, {g}, 1, 0);
-  const int gw = value("gw", 1, false, 3);
-  node("conv_grad", Stage::backward, {g, x}, {gw}, 2, 0);
-  node("update", Stage::update, {w, gw}, {}, 1, 0);
+  const int loss = pb.value("loss", 1, false, 1);
+  pb.node("loss", Stage::loss, {a0}, {loss}, 1, 0, "Conv");
+  const int g = pb.value("g", 4, false, 2);
+  pb.node("loss_grad", Stage::backward, {a0}, {g}, 1, 0, "Conv");
+  const int gw = pb.value("gw", 1, false, 3);
+  pb.node("conv_grad", Stage::backward, {g, x}, {gw}, 2, 0, "Conv");
+  pb.node("update", Stage::update, {w, gw}, {}, 1, 0, "Conv");
 
   const CheckpointProblem full = make_problem(plan, 0, true), fixed = make_problem(plan, 0, false);
   const int64_t lb = full.lower_bound_bytes();
@@ -499,33 +481,27 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
           "[solve]") {
   // x -> f0 -> ... -> f5 -> loss; backward bi reads the running gradient and f_i's input. Nothing is kept after
   // the forward pass: every step recomputes its input's chain from x.
-  PlanGraph plan;
-  auto value = [&](const std::string& name, int units, bool resident, int producer) {
-    plan.values.push_back({name, units * kAlignBytes, resident, producer});
-    return static_cast<int>(plan.values.size()) - 1;
-  };
-  auto node = [&](const std::string& name, Stage st, std::vector<int> in, std::vector<int> out) {
-    plan.nodes.push_back({name, "Op", st, std::move(in), std::move(out), 1.0, 0});
-  };
+  PlanBuilder pb;
+  PlanGraph& plan = pb.plan;
   const int n = 6;
-  const int x = value("x", 1, true, -1), w = value("w", 1, true, -1);
+  const int x = pb.value("x", 1, true, -1), w = pb.value("w", 1, true, -1);
   std::vector<int> a;
   for (int i = 0; i < n; ++i) {
-    a.push_back(value("a" + std::to_string(i), 8, false, static_cast<int>(plan.nodes.size())));
-    node("f" + std::to_string(i), Stage::forward, {i == 0 ? x : a[i - 1]}, {a[i]});
+    a.push_back(pb.value("a" + std::to_string(i), 8, false, static_cast<int>(plan.nodes.size())));
+    pb.node("f" + std::to_string(i), Stage::forward, {i == 0 ? x : a[i - 1]}, {a[i]});
   }
-  const int loss = value("loss", 1, false, static_cast<int>(plan.nodes.size()));
-  node("loss", Stage::loss, {a.back()}, {loss});
-  int grad = value("g", 1, false, static_cast<int>(plan.nodes.size()));
-  node("loss_grad", Stage::backward, {a.back()}, {grad});
+  const int loss = pb.value("loss", 1, false, static_cast<int>(plan.nodes.size()));
+  pb.node("loss", Stage::loss, {a.back()}, {loss});
+  int grad = pb.value("g", 1, false, static_cast<int>(plan.nodes.size()));
+  pb.node("loss_grad", Stage::backward, {a.back()}, {grad});
   for (int i = n - 1; i >= 0; --i) {
-    const int g = value("g" + std::to_string(i), 1, false, static_cast<int>(plan.nodes.size()));
+    const int g = pb.value("g" + std::to_string(i), 1, false, static_cast<int>(plan.nodes.size()));
     std::vector<int> in = {grad};
     if (i > 0) in.push_back(a[i - 1]);
-    node("b" + std::to_string(i), Stage::backward, in, {g});
+    pb.node("b" + std::to_string(i), Stage::backward, in, {g});
     grad = g;
   }
-  node("update", Stage::update, {w, grad}, {});
+  pb.node("update", Stage::update, {w, grad}, {});
 
   CheckpointProblem p = make_problem(plan, 0);
   Assignment none = empty_assignment(p);
