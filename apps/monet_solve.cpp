@@ -1,6 +1,7 @@
 // monet-solve: reads a profile, decides what to keep and what to recompute within a memory budget (the MONeT
 // MILP on CBC, or a baseline), verifies the schedule with the simulator and writes it.
 #include <cstdio>
+#include <string>
 
 #include "common.h"
 #include "core/json_io.h"
@@ -15,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{"monet-solve: the fastest schedule of a profiled model that fits a memory budget"};
   std::string profile_path, budget_text, out_path, report, mode = "full";
   double time_limit = 600;
-  int threads = 2, window = 30;
+  int threads = 2;
+  std::string window_text = "auto";
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")->required();
   app.add_option("-o,--output", out_path, "SCHEDULE.json to write")->required();
@@ -24,13 +26,26 @@ int main(int argc, char** argv) {
                  "keep/recompute only), store-all, sqrtn (baselines)");
   app.add_option("--time-limit", time_limit, "solver time limit in seconds, elapsed (default 600)");
   app.add_option("--threads", threads, "CBC threads (default 2)");
-  app.add_option("--window", window, "recomputation window in forward nodes, 0 = none (default 30)");
+  app.add_option("--window", window_text,
+                 "recomputation window in levels of the forward graph (longest path from the inputs): N, 0 = none, "
+                 "or auto (default: the widest window with at most " + std::to_string(kAutoWindowCandidates) +
+                 " recomputation candidates)");
   app.add_option("--report", report, "write a JSON report here");
   return app::guarded_main("monet-solve", app, argc, argv, [&]() -> int {
     const int64_t budget = parse_bytes(budget_text, "--budget");
     if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
     if (threads < 1) fail("--threads must be >= 1, got ", threads);
-    if (window < 0) fail("--window must be >= 0, got ", window);
+    int window = -1;
+    if (window_text != "auto") {
+      size_t used = 0;
+      try {
+        window = std::stoi(window_text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != window_text.size() || window < 0)
+        fail("--window: expected auto or a number of levels >= 0, got '", window_text, "'");
+    }
     Profile profile = read_profile(profile_path);
     const PlanGraph& plan = profile.plan;
     std::printf("profile %s: %s batch %lld, %zu nodes, device %s\n", profile_path.c_str(), profile.model.c_str(),
@@ -97,7 +112,7 @@ int main(int argc, char** argv) {
                         {"rows", r.rows},
                         {"nonzeros", r.nonzeros},
                         {"implementations", r.implementations},
-                        {"window", window},
+                        {"window", r.window},
                         {"time_limit_s", time_limit},
                         {"threads", threads}};
     std::printf("status %s; store-all: peak %s, step %.3f ms\n", r.status.c_str(),
@@ -116,9 +131,13 @@ int main(int argc, char** argv) {
         return kExitInfeasible;
       }
       if (r.why_none == "infeasible") {
-        std::fprintf(stderr, "monet-solve: no schedule with recomputation windows of %d nodes fits %s (proven); the "
-                     "smallest feasible budget is between %s and %s; try --window 0\n", window,
-                     format_bytes(budget).c_str(), lb.c_str(), found.c_str());
+        if (r.window > 0)
+          std::fprintf(stderr, "monet-solve: no schedule with recomputation windows of %d levels fits %s (proven); "
+                       "the smallest feasible budget is between %s and %s; try --window 0\n", r.window,
+                       format_bytes(budget).c_str(), lb.c_str(), found.c_str());
+        else
+          std::fprintf(stderr, "monet-solve: no schedule fits %s (proven); the smallest feasible budget is between "
+                       "%s and %s\n", format_bytes(budget).c_str(), lb.c_str(), found.c_str());
         return kExitInfeasible;
       }
       std::fprintf(stderr, "monet-solve: no schedule within %s found in %.0f s (not proven infeasible); the smallest "
@@ -135,11 +154,13 @@ int main(int argc, char** argv) {
       for (const auto& [name, count] : r.implementations) std::printf(" %s x%d", name.c_str(), count);
       std::printf("\n");
     }
+    const std::string window_name = r.window > 0 ? std::to_string(r.window) + " levels" : "none";
     if (r.columns > 0)
-      std::printf("MILP: %lld columns, %lld rows, %lld nonzeros; first feasible %.1f s, solved in %.1f s (setup %.1f, "
-                  "LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",
+      std::printf("MILP: %lld columns, %lld rows, %lld nonzeros, window %s; first feasible %.1f s, solved in %.1f s "
+                  "(setup %.1f, LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",
                   static_cast<long long>(r.columns), static_cast<long long>(r.rows), static_cast<long long>(r.nonzeros),
-                  r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s, r.root_cuts.seconds, r.cbc_s);
+                  window_name.c_str(), r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s,
+                  r.root_cuts.seconds, r.cbc_s);
       if (r.root_cuts.rounds > 0)
         std::printf("root cuts: %d rounds, %d cuts (%d kept), bound %.3f -> %.3f ms%s\n", r.root_cuts.rounds,
                     r.root_cuts.cuts, r.root_cuts.kept, r.lp_bound_ms, r.root_bound_ms,
@@ -159,7 +180,7 @@ int main(int argc, char** argv) {
     // Nothing measured in seconds here: the same profile, budget, limit and threads give the same bytes
     // (README, "Determinism"); timings go to --report.
     f.solver = {{"status", r.status}, {"gap", r.gap}, {"bound_ms", r.bound_ms}, {"columns", r.columns},
-                {"rows", r.rows}, {"nonzeros", r.nonzeros}, {"window", window}};
+                {"rows", r.rows}, {"nonzeros", r.nonzeros}, {"window", r.window}};
     f.predicted = {{"peak_bytes", r.predicted.peak_bytes}, {"step_ms", r.objective_ms},
                    {"store_all_peak_bytes", r.store_all.peak_bytes}, {"store_all_step_ms", r.store_all.time_ms},
                    {"overhead", overhead}, {"recomputations", r.predicted.recomputations}};

@@ -58,7 +58,7 @@ constexpr int kMaxRootRounds = 40;          // rounds of root cuts at most
 constexpr int kCutsPerRound = 200;          // the most violated cuts added per round
 constexpr double kRoundStall = 1e-4;        // a round that raises the bound by less (relative) is a stall; two end it
 constexpr double kRoundTimeFactor = 2;      // a new round starts only if the time left exceeds this many last rounds
-constexpr double kResolveStallFactor = 4;   // a round's dual re-solve past this many LP relaxation times: presolve
+constexpr double kResolveStallFactor = 1.5; // a round's dual re-solve past this many LP relaxation times: presolve
 constexpr double kCbcReserveS = 10, kCbcReserveShare = 0.2;  // time the cut rounds leave to CBC: the larger
                                                              // (at most half the limit)
 constexpr double kCutTimeFactor = 10;  // without rounds, CBC's cuts only if the time left exceeds this many LPs

@@ -41,6 +41,11 @@ void derive_step_sets(CheckpointProblem& p) {
 }  // namespace
 
 CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
+  if (window < 0) {
+    CheckpointProblem none = make_problem(plan, 0, impls);
+    const int w = auto_window(none, kAutoWindowCandidates);
+    return w == 0 ? none : make_problem(plan, w, impls);
+  }
   CheckpointProblem p;
   p.plan = &plan;
   p.window = window;
@@ -102,6 +107,11 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     }
   }
 
+  // Levels: the longest path of forward nodes from the inputs (parallel branches share levels).
+  p.level.assign(F, 0);
+  for (int k = 0; k < F; ++k)
+    for (int f : p.fwd_inputs[k]) p.level[k] = std::max(p.level[k], p.level[p.producer[f]] + 1);
+
   // What each step reads (under each implementation), and which forward nodes may be recomputed for it.
   const int nf = static_cast<int>(p.fvals.size());
   p.needs.resize(T);
@@ -142,7 +152,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     }
     if (any.empty()) continue;
     int lo = F;
-    for (int f : any) lo = std::min(lo, p.producer[f]);
+    for (int f : any) lo = std::min(lo, p.level[p.producer[f]]);
     lo = window > 0 ? std::max(0, lo - window) : 0;
     std::set<int> cand;
     std::vector<int> stack;
@@ -150,7 +160,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     while (!stack.empty()) {
       int k = stack.back();
       stack.pop_back();
-      if (k < lo || !cand.insert(k).second) continue;
+      if (p.level[k] < lo || !cand.insert(k).second) continue;
       for (int f : p.fwd_inputs[k]) stack.push_back(p.producer[f]);
     }
     p.candidates[t].assign(cand.begin(), cand.end());
@@ -263,6 +273,43 @@ bool CheckpointProblem::has_choices() const {
   for (int k = 0; k < num_fwd(); ++k)
     if (num_fwd_impls(k) > 1) return true;
   return false;
+}
+
+int64_t window_candidates(const CheckpointProblem& unwindowed, int window) {
+  MONET_CHECK(unwindowed.window <= 0, "window_candidates needs the problem without a window");
+  int64_t count = 0;
+  for (int t = 0; t < unwindowed.num_steps(); ++t) {
+    if (window <= 0) {
+      count += static_cast<int64_t>(unwindowed.candidates[t].size());
+      continue;
+    }
+    // make_problem's window: W levels below the lowest level that any implementation of the step reads. Without a
+    // window the candidates are every ancestor; a window keeps those at or above that level (every path from one
+    // of them to what the step reads stays above it, levels rising along each edge).
+    int lowest = unwindowed.num_fwd();
+    auto lower = [&](const std::vector<int>& read) {
+      for (int f : read) lowest = std::min(lowest, unwindowed.level[unwindowed.producer[f]]);
+    };
+    lower(unwindowed.needs[t]);
+    for (const std::vector<int>& extra : unwindowed.impl_extra[t]) lower(extra);
+    for (int k : unwindowed.candidates[t]) count += unwindowed.level[k] >= lowest - window;
+  }
+  return count;
+}
+
+int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates) {
+  if (window_candidates(unwindowed, 0) <= max_candidates) return 0;
+  int w = 1;  // the candidates grow with the window: the largest that stays within max_candidates (at least 1)
+  for (int lo = 2, hi = unwindowed.num_fwd(); lo <= hi;) {
+    const int mid = lo + (hi - lo) / 2;
+    if (window_candidates(unwindowed, mid) <= max_candidates) {
+      w = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return w;
 }
 
 CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd) {

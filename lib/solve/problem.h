@@ -10,7 +10,8 @@
 // step's node, reads and that is not kept on (in_place_at).
 // The extracted schedule frees at those points, so its simulated peak never exceeds this count. Variables exist only where they can matter:
 // S[t][v] up to v's last possible use, R[t][k] only for ancestors of what step t reads, within a window of W
-// forward nodes before the earliest of them.
+// levels (longest path of forward nodes from the inputs) below the lowest level among them. Levels rather than
+// positions: an inception module's parallel branches sit side by side in levels but one after another in order.
 // With implementation choices (monet-solve --mode full), M[t] = the implementation step t's node runs: each
 // implementation reads its own forward values (MONeT's input-/output-activated backward) and has its own time and
 // workspace; and P[k] = the implementation of forward node k, where a CUDA profile offers a convolution's other
@@ -27,8 +28,10 @@ namespace monet {
 
 struct CheckpointProblem {
   const PlanGraph* plan = nullptr;
-  int window = 0;
+  int window = 0;                 // the recomputation window in levels (0: none)
   std::vector<int> fwd_nodes;     // plan node ids of the forward nodes, in order (position k = 0..F-1)
+  std::vector<int> level;         // forward position -> its level: 0 when it reads no forward value, else 1 + the
+                                  // highest level among the producers of what it reads
   int loss_node = -1;             // plan node id, run after the forward nodes in stage 0 (position F)
   std::vector<int> steps;         // plan node ids of the backward and update nodes (t = 0..T-1)
 
@@ -88,9 +91,23 @@ struct CheckpointProblem {
   int64_t lower_bound_bytes() const;
 };
 
-// window <= 0: no window (every ancestor may be recomputed). impls: offer every implementation of every node
-// (else each runs its default).
+// The auto window's limit on recomputation candidates (R variables): ResNet-50 b184, GoogLeNet b320 and
+// MobileNetV2 b272 get windows of 5-10 levels, in which CBC finds better schedules in 60 s than in wider ones;
+// the smaller UNet and VGG-16 graphs get none (schedules/SOLVER-notes.md, session 10).
+constexpr int64_t kAutoWindowCandidates = 1800;
+constexpr int kAutoWindow = -1;
+
+// window: W levels (see above); 0: none (every ancestor may be recomputed); kAutoWindow: the largest window whose
+// problem offers at most kAutoWindowCandidates recomputation candidates (auto_window). impls: offer every
+// implementation of every node (else each runs its default).
 CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls = false);
+
+// The recomputation candidates (R variables) in all that make_problem(plan, window) offers, counted on the
+// problem without a window (unwindowed: make_problem(plan, 0)).
+int64_t window_candidates(const CheckpointProblem& unwindowed, int window);
+// The largest window whose problem offers at most max_candidates recomputation candidates: 0 (none) when the
+// problem without a window does, else the most levels that do (at least 1).
+int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates);
 
 // The problem with every step's implementation fixed to impl[t] and every forward node's to fwd[k] (empty: the
 // defaults): a single-implementation problem whose variables (S, R) are a subset of p's, so its assignments are

@@ -82,6 +82,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   out.store_all = simulate(plan, store_all_schedule(plan));
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
   CheckpointProblem p = make_problem(plan, milp ? o.window : 0, o.mode == "full");
+  out.window = p.window;
   out.lower_bound_bytes = p.lower_bound_bytes();
   // The heuristics run before CBC, outside its clock: they get shares of the time limit and then return what they
   // have (the smallest-peak search a fifth of it, the warm start up to half, what the LP relaxation adds to it up

@@ -7,6 +7,7 @@
 
 #include "schedule/schedule.h"
 #include "solve/cbc.h"
+#include "solve/problem.h"
 
 namespace monet {
 
@@ -17,7 +18,7 @@ struct SolveOptions {
   std::string mode = "checkpoint";
   double time_limit_s = 600;
   int threads = 2;
-  int window = 30;                   // recomputation window W (forward nodes before a step's earliest need)
+  int window = kAutoWindow;          // recomputation window in levels, 0 = none (make_problem, problem.h)
   std::function<void(const CbcProgress&)> progress;  // incumbent and bound as predicted step times (ms)
 };
 
@@ -35,6 +36,7 @@ struct SolveOutcome {
   double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes), with root_cuts.seconds
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
+  int window = 0;                    // the recomputation window used (levels; 0 = none)
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)

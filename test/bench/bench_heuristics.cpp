@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
       for (const char* mode : {"checkpoint", "full"}) {
         const bool full = std::string(mode) == "full";
-        CheckpointProblem p = make_problem(plan, 30, full);
+        CheckpointProblem p = make_problem(plan, kAutoWindow, full);
         const int64_t smallest = smallest_heuristic_peak(p);
         for (auto [num, den] : {std::pair{1, 3}, {1, 2}, {2, 3}}) {
           const int64_t budget = store_all / den * num;

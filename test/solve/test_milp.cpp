@@ -208,7 +208,67 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
 TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(false, 12);
   compare_with_brute_force(false, 12, 0, true);  // forward nodes in place over an input that ends there
-  compare_with_brute_force(false, 6, 1);  // a window of one forward node: fewer candidates, longer segments
+  compare_with_brute_force(false, 6, 1);  // a window of one level: fewer candidates, longer segments
+}
+
+TEST_CASE("the recomputation window counts levels, and the auto window is the largest within its limit",
+          "[solve][milp]") {
+  // x -> a0 -> a1 -> a2 -> a3 (a long branch) and a0 -> b1 (a short one, after the long one in order); c reads
+  // a3 and b1. Step "bb1" reads only b1: one level below it is a0, four positions before it.
+  PlanBuilder pb;
+  const int x = pb.value("x", 1, true, -1);
+  auto fwd = [&](const std::string& name, std::vector<int> in) {
+    const int out = pb.value(name, 1, false, static_cast<int>(pb.plan.nodes.size()));
+    pb.node("f_" + name, Stage::forward, std::move(in), {out});
+    return out;
+  };
+  const int a0 = fwd("a0", {x}), a1 = fwd("a1", {a0}), a2 = fwd("a2", {a1}), a3 = fwd("a3", {a2});
+  const int b1 = fwd("b1", {a0}), c = fwd("c", {a3, b1});
+  pb.node("loss", Stage::loss, {c}, {pb.value("loss", 1, false, static_cast<int>(pb.plan.nodes.size()))});
+  const int g = pb.value("g", 1, false, static_cast<int>(pb.plan.nodes.size()));
+  pb.node("bc", Stage::backward, {c}, {g});
+  const int gb = pb.value("gb", 1, false, static_cast<int>(pb.plan.nodes.size()));
+  pb.node("bb1", Stage::backward, {g, b1}, {gb});
+  const int ga = pb.value("ga", 1, false, static_cast<int>(pb.plan.nodes.size()));
+  pb.node("ba2", Stage::backward, {gb, a2}, {ga});
+  const CheckpointProblem none = make_problem(pb.plan, 0), one = make_problem(pb.plan, 1);
+  CHECK(one.level == std::vector<int>{0, 1, 2, 3, 1, 4});
+  const int step = 1;  // bb1
+  REQUIRE(pb.plan.nodes[one.steps[step]].name == "bb1");
+  CHECK(one.candidates[step] == std::vector<int>{0, 4});  // b1 and a0 (position 0, level 0)
+  CHECK(none.candidates[step] == std::vector<int>{0, 4});
+  CHECK(one.candidates[2] == std::vector<int>{1, 2});     // ba2 reads a2 (level 2): a1 and a2, not a0
+  CHECK(none.candidates[2] == std::vector<int>{0, 1, 2});
+  CHECK(one.candidates[0] == std::vector<int>{3, 5});     // bc reads c (level 4): c and a3, not b1 (level 1)
+  CHECK(window_candidates(none, 0) == 6 + 2 + 3);
+  CHECK(window_candidates(none, 1) == 2 + 2 + 2);
+
+  // On random graphs: the count from the problem without a window is that of the windowed problem, and the auto
+  // window is the largest within the limit.
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    PlanGraph plan = random_plan(16, seed, seed % 2 == 0);
+    const CheckpointProblem p0 = make_problem(plan, 0, seed % 2 == 0);
+    std::vector<int64_t> count;
+    for (int w = 0; w <= p0.num_fwd(); ++w) {
+      const CheckpointProblem pw = make_problem(plan, w, seed % 2 == 0);
+      int64_t n = 0;
+      for (const auto& cand : pw.candidates) n += static_cast<int64_t>(cand.size());
+      INFO("seed " << seed << " window " << w);
+      CHECK(window_candidates(p0, w) == n);
+      count.push_back(n);
+    }
+    for (int w = 2; w <= p0.num_fwd(); ++w) CHECK(count[w] >= count[w - 1]);
+    CHECK(count[p0.num_fwd()] == count[0]);  // as many levels as nodes: every ancestor
+    CHECK(auto_window(p0, count[0]) == 0);
+    for (int64_t cap = count[1]; cap < count[0]; ++cap) {
+      const int w = auto_window(p0, cap);
+      INFO("seed " << seed << " cap " << cap);
+      REQUIRE(w >= 1);
+      CHECK(count[w] <= cap);
+      if (w < p0.num_fwd()) CHECK(count[w + 1] > cap);
+    }
+    CHECK(auto_window(p0, 0) == 1);  // never below one level
+  }
 }
 
 TEST_CASE("keep segments partition each value's steps, and the canonical form of an assignment is valid and no worse",
