@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Heuristics benchmark (no MILP): the best predicted step time each family of primal heuristics finds on the
-# estimated profiles in schedules/*/ at 1/3, 1/2 and 2/3 of each store-all peak, window 30, in checkpoint and full
-# mode (all implementation policies), and the smallest budget they reach. Writes schedules/HEURISTICS.md.
+# estimated profiles in schedules/*/ at 1/3, 1/2 and 2/3 of each store-all peak, the auto window (as monet-solve),
+# in checkpoint and full mode (all implementation policies), and the smallest budget they reach. Writes
+# schedules/HEURISTICS.md.
 # Usage: scripts/bench_heuristics.sh [PROFILE.json...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +14,9 @@ profiles=("$@")
   echo "# Primal heuristics (scripts/bench_heuristics.sh)"
   echo
   echo "Predicted step time (ms) of the cheapest schedule each heuristic family finds within the budget, without"
-  echo "CBC; '—' = none fits. Window 30; in full mode the best over the implementation policies. 'smallest found'"
-  echo "is the lowest budget any heuristic meets (the figure monet-solve names when a budget is too small)."
+  echo "CBC; '—' = none fits. The auto window (as monet-solve); in full mode the best over the implementation"
+  echo "policies. 'smallest found' is the lowest budget any heuristic meets (the figure monet-solve names when a"
+  echo "budget is too small)."
   echo
   "$build/test/monet_bench_heuristics" "${profiles[@]}"
 } > schedules/HEURISTICS.md.tmp

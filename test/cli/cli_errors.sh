@@ -157,6 +157,8 @@ expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --ti
 expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --time-limit -5 $so
 expect 1 "threads must be >= 1" -- $solve "$tmp/p.json" --budget 1MB --threads 0 $so
 expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
+expect 1 "--window: expected auto or a number of levels >= 0, got '-1'" -- $solve "$tmp/p.json" --budget 1MB --window -1 $so
+expect 1 "--window: expected auto or a number of levels >= 0, got '10x'" -- $solve "$tmp/p.json" --budget 1MB --window 10x $so
 expect 1 "missing.json: no such file" -- $solve "$tmp/missing.json" --budget 1MB $so
 expect 1 "not a monet profile" -- $solve "$s" --budget 1MB $so
 edit "$tmp/p.json" "$tmp/p_huge.json" "j['values'][0]['bytes'] = 9000000000000000000"
