@@ -284,8 +284,9 @@ int64_t window_candidates(const CheckpointProblem& unwindowed, int window) {
       continue;
     }
     // make_problem's window: W levels below the lowest level that any implementation of the step reads. Without a
-    // window the candidates are every ancestor; a window keeps those at or above that level (every path from one
-    // of them to what the step reads stays above it, levels rising along each edge).
+    // window the candidates are every ancestor; a window keeps those at most W levels below it (make_problem's
+    // search stops at the first node below, and every path from a kept one to what the step reads stays above,
+    // levels rising along each edge).
     int lowest = unwindowed.num_fwd();
     auto lower = [&](const std::vector<int>& read) {
       for (int f : read) lowest = std::min(lowest, unwindowed.level[unwindowed.producer[f]]);

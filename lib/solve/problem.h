@@ -91,9 +91,9 @@ struct CheckpointProblem {
   int64_t lower_bound_bytes() const;
 };
 
-// The auto window's limit on recomputation candidates (R variables): ResNet-50 b184 gets 10 levels, GoogLeNet
-// b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none; CBC finds better schedules in these than in wider
-// windows within 60 s (schedules/SOLVER-notes.md, session 10).
+// The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
+// ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
+// gains and costs within 60 s: schedules/SOLVER-notes.md, session 10).
 constexpr int64_t kAutoWindowCandidates = 1800;
 constexpr int kAutoWindow = -1;
 

@@ -268,6 +268,7 @@ TEST_CASE("the recomputation window counts levels, and the auto window is the la
       if (w < p0.num_fwd()) CHECK(count[w + 1] > cap);
     }
     CHECK(auto_window(p0, 0) == 1);  // never below one level
+    CHECK(make_problem(plan, kAutoWindow, seed % 2 == 0).window == auto_window(p0, kAutoWindowCandidates));
   }
 }
 
