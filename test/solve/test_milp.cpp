@@ -217,20 +217,17 @@ TEST_CASE("the recomputation window counts levels, and the auto window is the la
   // a3 and b1. Step "bb1" reads only b1: one level below it is a0, four positions before it.
   PlanBuilder pb;
   const int x = pb.value("x", 1, true, -1);
-  auto fwd = [&](const std::string& name, std::vector<int> in) {
+  auto add = [&](const std::string& name, Stage st, std::vector<int> in) {  // a node and its one output
     const int out = pb.value(name, 1, false, static_cast<int>(pb.plan.nodes.size()));
-    pb.node("f_" + name, Stage::forward, std::move(in), {out});
+    pb.node(name, st, std::move(in), {out});
     return out;
   };
-  const int a0 = fwd("a0", {x}), a1 = fwd("a1", {a0}), a2 = fwd("a2", {a1}), a3 = fwd("a3", {a2});
-  const int b1 = fwd("b1", {a0}), c = fwd("c", {a3, b1});
-  pb.node("loss", Stage::loss, {c}, {pb.value("loss", 1, false, static_cast<int>(pb.plan.nodes.size()))});
-  const int g = pb.value("g", 1, false, static_cast<int>(pb.plan.nodes.size()));
-  pb.node("bc", Stage::backward, {c}, {g});
-  const int gb = pb.value("gb", 1, false, static_cast<int>(pb.plan.nodes.size()));
-  pb.node("bb1", Stage::backward, {g, b1}, {gb});
-  const int ga = pb.value("ga", 1, false, static_cast<int>(pb.plan.nodes.size()));
-  pb.node("ba2", Stage::backward, {gb, a2}, {ga});
+  const Stage fw = Stage::forward, bw = Stage::backward;
+  const int a0 = add("a0", fw, {x}), a1 = add("a1", fw, {a0}), a2 = add("a2", fw, {a1}), a3 = add("a3", fw, {a2});
+  const int b1 = add("b1", fw, {a0}), c = add("c", fw, {a3, b1});
+  add("loss", Stage::loss, {c});
+  const int g = add("bc", bw, {c}), gb = add("bb1", bw, {g, b1});
+  add("ba2", bw, {gb, a2});
   const CheckpointProblem none = make_problem(pb.plan, 0), one = make_problem(pb.plan, 1);
   CHECK(one.level == std::vector<int>{0, 1, 2, 3, 1, 4});
   const int step = 1;  // bb1
