@@ -469,12 +469,15 @@ void run_cbc(CbcModel& model, ProgressHandler& handler, const LinearProgram& lp,
   CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
 }
 
-// Large-neighbourhood search, in CBC's process before its search: for each neighbourhood (a list of columns), every
+// Large-neighbourhood search, in CBC's process before its search: for a neighbourhood (a list of columns), every
 // other integer column is fixed at the incumbent's value and CBC solves what is left (a sub-MIP from the incumbent,
-// within kNeighborhoodS, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
-// a better solution becomes the incumbent (the handler sends it to the parent). Passes over the neighbourhoods repeat
-// while one improves, or with twice the time per sub-MIP after a pass that improved nothing but cut sub-MIPs short,
-// until `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
+// within a time limit, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
+// a better solution becomes the incumbent (the handler sends it to the parent). A neighbourhood whose sub-MIP ran
+// to its end (optimal; not stopped at its time limit) is closed: solving it again would give the same answer while
+// the incumbent's columns outside it stay the same, so only an improvement elsewhere reopens it (the one that improved stays closed: only its own
+// columns changed). Passes over the open neighbourhoods repeat, with twice the time per sub-MIP after a pass that
+// improved nothing (those left open were stopped at their limit), until every neighbourhood is closed or `until_s`
+// on shared's clock. Returns the incumbent; `searched` and `improved` count.
 std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
                                          const std::vector<std::vector<int>>& neighborhoods, std::vector<double> x,
                                          const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
@@ -482,15 +485,17 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   const int n = static_cast<int>(lp.col_names.size());
   double best = objective_of(lp, x.data());
   std::vector<char> is_free(n);
+  std::vector<char> closed(neighborhoods.size(), 0);
   double limit_s = kNeighborhoodS;
-  for (bool again = true; again;) {
-    bool improved = false, stopped = false;  // stopped: some sub-MIP ran into its limit
-    for (const std::vector<int>& cols : neighborhoods) {
+  while (std::find(closed.begin(), closed.end(), 0) != closed.end()) {
+    bool improved = false;
+    for (size_t i = 0; i < neighborhoods.size(); ++i) {
+      if (closed[i]) continue;
       const double left = until_s - shared->elapsed();
       if (left < 0.5) return x;
       OsiClpSolverInterface sub(solver);
       std::fill(is_free.begin(), is_free.end(), 0);
-      for (int j : cols) is_free[j] = 1;
+      for (int j : neighborhoods[i]) is_free[j] = 1;
       for (int j = 0; j < n; ++j)
         if (lp.integer[j] && !is_free[j]) sub.setColBounds(j, std::round(x[j]), std::round(x[j]));
       CbcModel model(sub);
@@ -500,16 +505,15 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
               {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
                "off", "-solve", "-quit"});
       ++*searched;
-      stopped |= model.isSecondsLimitReached();
       if (model.bestSolution() && objective_of(lp, model.bestSolution()) < best - 1e-9 * std::max(1.0, std::abs(best))) {
         x.assign(model.bestSolution(), model.bestSolution() + n);
         best = objective_of(lp, x.data());
         improved = true;
         ++*improved_count;
+        std::fill(closed.begin(), closed.end(), 0);
       }
+      closed[i] = !model.isSecondsLimitReached();
     }
-    // A pass that improved nothing ends the search, unless sub-MIPs were cut short: then twice their time.
-    again = improved || stopped;
     if (!improved) limit_s *= 2;
   }
   return x;
