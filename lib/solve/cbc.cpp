@@ -471,13 +471,13 @@ void run_cbc(CbcModel& model, ProgressHandler& handler, const LinearProgram& lp,
 
 // Large-neighbourhood search, in CBC's process before its search: for a neighbourhood (a list of columns), every
 // other integer column is fixed at the incumbent's value and CBC solves what is left (a sub-MIP from the incumbent,
-// within a time limit, without preprocessing: it rejects the start, and a run with a cutoff instead found less);
-// a better solution becomes the incumbent (the handler sends it to the parent). A neighbourhood whose sub-MIP ran
-// to its end (optimal; not stopped at its time limit) is closed: solving it again would give the same answer while
-// the incumbent's columns outside it stay the same, so only an improvement elsewhere reopens it (the one that improved stays closed: only its own
-// columns changed). Passes over the open neighbourhoods repeat, with twice the time per sub-MIP after a pass that
-// improved nothing (those left open were stopped at their limit), until every neighbourhood is closed or `until_s`
-// on shared's clock. Returns the incumbent; `searched` and `improved` count.
+// within a time limit, without preprocessing: it rejects the start, and a run with a cutoff instead found less); a
+// better solution becomes the incumbent (the handler sends it to the parent). A neighbourhood whose sub-MIP ran to
+// its end (not stopped at its time limit) is closed: solving it again gives the same answer while the incumbent's
+// columns outside it stay the same, so only an improvement elsewhere reopens it (the one that improved stays
+// closed: only its own columns changed). Passes over the open neighbourhoods repeat, with twice the time per
+// sub-MIP after a pass that improved nothing (those left open were stopped at their limit), until every
+// neighbourhood is closed or `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
 std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
                                          const std::vector<std::vector<int>>& neighborhoods, std::vector<double> x,
                                          const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
