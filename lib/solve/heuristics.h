@@ -99,7 +99,8 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
 
 // What an LP relaxation adds to known = best_heuristic(p, budget_bytes) (nullopt when nothing fit): LP-guided
 // rounding with lp_scores under every policy, and every heuristic under the relaxation's implementation policy
-// (lp_impl, lp_fwd) when it is new. Returns the cheapest, known on ties.
+// (lp_impl, lp_fwd) when it is new. Returns the cheapest, known on ties. Past the deadline it stops once something
+// fits (known included).
 std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t budget_bytes,
                                           const std::optional<Assignment>& known, const std::vector<double>& lp_scores,
                                           const std::vector<std::vector<double>>& lp_impl,
