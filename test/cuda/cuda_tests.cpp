@@ -453,7 +453,7 @@ void check_model(const std::string& model, int64_t batch, std::optional<Shape> c
 
 }  // namespace
 
-TEST_CASE("a training step of tiny on CUDA matches the CPU engine; arena peak = predicted", "[cuda][model]") {
+TEST_CASE("a training step of tiny on CUDA matches the CPU engine, and arena peak = predicted", "[cuda][model]") {
   check_model("tiny", 4, std::nullopt, 1e-4);
 }
 

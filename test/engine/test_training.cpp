@@ -86,7 +86,7 @@ TEST_CASE("a schedule that uses a freed value is rejected with its step", "[sche
   CHECK_THROWS_WITH(simulate(g, late, ws), Contains("already freed"));
 }
 
-TEST_CASE("in place: output 0 takes the input's bytes; the input cannot be read or freed afterwards",
+TEST_CASE("in place: output 0 takes the input's bytes, and the input cannot be read or freed afterwards",
           "[schedule][in_place]") {
   auto s = open_session(tiny_options());
   const Graph& g = s->tg.graph;

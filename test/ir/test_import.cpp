@@ -104,7 +104,7 @@ TEST_CASE("bad model files get one clear error", "[import][errors]") {
   CHECK_THROWS_WITH(import_onnx(model_path("vgg16"), at(2, {3, 32, 32})), Contains("(Gemm)"));
 }
 
-TEST_CASE("import from bytes is import from the file; sizes that cannot be held are refused", "[import][errors]") {
+TEST_CASE("import from bytes is import from the file, and sizes that cannot be held are refused", "[import][errors]") {
   std::ifstream in(model_path("tiny"), std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const Graph from_file = import_onnx(model_path("tiny"), at(2));

@@ -335,7 +335,7 @@ TEST_CASE("solved schedules run bitwise equal to store-all, arena peak = simulat
   }
 }
 
-TEST_CASE("a recomputed Dropout draws the same mask; BatchNorm statistics are updated once", "[scheduled]") {
+TEST_CASE("a recomputed Dropout draws the same mask, and BatchNorm statistics are updated once", "[scheduled]") {
   // The MILP has no reason to recompute tiny's Dropout (its output is small and read late; only sqrt(n) does), so
   // this checkpoint schedule is made by hand from store-all: the Dropout's outputs are dropped after the forward
   // pass and the node runs again right before backward first reads them; the BatchNorm is recomputed the same way. A different mask on

@@ -420,7 +420,7 @@ TEST_CASE("a forward algorithm without workspace is what fits: lower bound, brut
   CHECK_FALSE(solve(plan, o).fits);
 }
 
-TEST_CASE("every mode's schedule passes the simulator; MILP is never worse than the heuristics", "[solve]") {
+TEST_CASE("every mode's schedule passes the simulator, and MILP is never worse than the heuristics", "[solve]") {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     PlanGraph plan = random_plan(10, seed, true);
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
@@ -503,7 +503,7 @@ TEST_CASE("pressure heuristic: feasible within the budget, never better than bru
   CHECK(found_any >= compared);
 }
 
-TEST_CASE("pressure heuristic on larger graphs: every result is valid and fits; it keeps more as the budget grows",
+TEST_CASE("pressure heuristic on larger graphs: every result is valid and fits, and it keeps more as the budget grows",
           "[solve][heuristics]") {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     PlanGraph plan = random_plan(14, seed);
@@ -538,7 +538,8 @@ TEST_CASE("pressure heuristic on larger graphs: every result is valid and fits; 
 // improve_with_lp past its deadline (the time limit's share for it) returns what it was given once that fits: in a
 // sanitized build its LP-guided rounding per implementation policy used to run on regardless, seconds past the
 // limit on ResNet-50 b184. With nothing given it still runs until something fits.
-TEST_CASE("improve_with_lp: past its deadline it keeps what fits; before it, it is never worse", "[solve][heuristics]") {
+TEST_CASE("improve_with_lp: past its deadline it keeps what fits, and before it, it is never worse",
+          "[solve][heuristics]") {
   int improved = 0, compared = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     PlanGraph plan = random_plan(14, seed);
@@ -571,7 +572,7 @@ TEST_CASE("improve_with_lp: past its deadline it keeps what fits; before it, it 
   CHECK(improved > 0);  // the deadline is what kept `after` at the given schedule
 }
 
-TEST_CASE("memory within a step: a recomputed chain holds only what its later readers need; the count is exact",
+TEST_CASE("memory within a step: a recomputed chain holds only what its later readers need, and the count is exact",
           "[solve]") {
   // x -> f0 -> ... -> f5 -> loss; backward bi reads the running gradient and f_i's input. Nothing is kept after
   // the forward pass: every step recomputes its input's chain from x.
