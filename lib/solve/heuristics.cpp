@@ -343,6 +343,8 @@ struct CheapestWithin {
       best_ms = e.recompute_ms;
     }
   }
+  // Past the deadline a search stops once something fits.
+  bool enough(Deadline deadline) const { return best && past(deadline); }
 };
 
 template <class Consider>
@@ -457,12 +459,13 @@ namespace {
 // they stop at the deadline).
 void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes,
                     Deadline deadline) {
-  auto enough = [&] { return best.best && past(deadline); };
   best.consider(with_impls(store_all_assignment(q), m));
-  for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !enough(); ++segment)
+  for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !best.enough(deadline); ++segment)
     best.consider(with_impls(segment_assignment(q, segment), m));
-  if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
-  if (!enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+  if (!best.enough(deadline))
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
+  if (!best.enough(deadline))
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
 }
 void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes,
                        Deadline deadline) {
@@ -493,14 +496,14 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
   const std::vector<ImplPolicy> without_lp = impl_policies(p);
   // Past the deadline, once something fits, the remaining policies are left out (LP-guided rounding tries ~120
   // checkpoint sets per policy: about a second each in a sanitized build on resnet50 b184).
-  auto enough = [&] { return best.best && past(deadline); };
   for_each_policy(p, lp_impl, lp_fwd, [&](const CheckpointProblem& q, const ImplPolicy& m) {
-    if (enough()) return;
+    if (best.enough(deadline)) return;
     if (std::find(without_lp.begin(), without_lp.end(), m) == without_lp.end()) {
       consider_quick(best, q, m, budget_bytes, deadline);
       consider_pressure(best, q, m, budget_bytes, deadline);
     }
-    if (!lp_scores.empty() && !enough()) best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
+    if (!lp_scores.empty() && !best.enough(deadline))
+      best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
   });
   return std::move(best.best);
 }

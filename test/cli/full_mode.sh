@@ -15,8 +15,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bin/monet-solve" "$tmp/p.json" --budget 1 --report "$tmp/probe.json" -o "$tmp/none.json" >/dev/null 2>&1
 budget=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['smallest_found_bytes'])" "$tmp/probe.json") ||
   fail "no smallest_found_bytes in the report"
-# 20 s: the heuristics get their shares of it (the LP's implementation policy past 10 s in a sanitized build under
-# ctest -j2); with 10 s a default-implementation schedule that fits was all there was time for.
+# 20 s: the warm start's heuristics stop at shares of the limit, and in a sanitized build under ctest -j2 a 10 s limit
+# once left time only for a schedule with default implementations (none of the LP's implementation policy).
 "$bin/monet-solve" "$tmp/p.json" --budget "$budget" --time-limit 20 --threads 1 -o "$tmp/s.json" \
   --report "$tmp/r.json" >"$tmp/solve.log" || { cat "$tmp/solve.log"; fail "monet-solve --mode full at $budget"; }
 /usr/bin/python3 - "$tmp/r.json" "$tmp/s.json" <<'PY' || fail "report or schedule"

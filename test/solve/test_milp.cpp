@@ -545,7 +545,8 @@ TEST_CASE("improve_with_lp: past its deadline it keeps what fits, and before it,
     PlanGraph plan = random_plan(14, seed);
     CheckpointProblem p = make_problem(plan, 0);
     const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
-    const int64_t budget = smallest_heuristic_peak(p) + (store_all - smallest_heuristic_peak(p)) / 2;
+    const int64_t smallest = smallest_heuristic_peak(p);
+    const int64_t budget = smallest + (store_all - smallest) / 2;
     // A poor schedule that fits: the longest segments that do.
     std::optional<Assignment> known;
     for (int segment = p.num_fwd(); segment >= 1 && !known; --segment)
@@ -752,11 +753,17 @@ TEST_CASE("a negative objective keeps its bound: the gap of a solve stopped at i
   const Profile prof = read_profile(std::string(MONET_SOURCE_DIR) + "/schedules/vgg16_176/profile_estimate.json");
   SolveOptions o;
   o.mode = "full";
-  o.time_limit_s = 4;
   o.budget_bytes = profile_totals(prof).store_all_peak_bytes * 2 / 3;
-  const SolveOutcome r = solve(prof.plan, o);
-  INFO("status " << r.status << ", step " << r.objective_ms << " ms, bound " << r.bound_ms << " ms, LP "
-                 << r.lp_bound_ms << " ms, store-all " << r.store_all.time_ms << " ms");
+  // The warm start (295.33 ms) is slower than store-all (295.16 ms); the neighbourhood search finds 293.89 ms in
+  // about a second in a Release build, but a sanitized build beside other tests may need ten: longer limits then.
+  SolveOutcome r;
+  for (double limit : {4.0, 16.0, 40.0}) {
+    o.time_limit_s = limit;
+    r = solve(prof.plan, o);
+    if (r.fits && r.objective_ms < r.store_all.time_ms) break;
+  }
+  INFO(o.time_limit_s << " s: status " << r.status << ", step " << r.objective_ms << " ms, bound " << r.bound_ms
+                      << " ms, LP " << r.lp_bound_ms << " ms, store-all " << r.store_all.time_ms << " ms");
   REQUIRE(r.fits);
   REQUIRE(r.objective_ms < r.store_all.time_ms);  // the case: faster than store-all
   CHECK(r.status == "feasible");
