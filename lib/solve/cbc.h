@@ -74,6 +74,7 @@ struct CbcResult {
   bool time_limit_reached = false;
   RootCuts root;  // when after_relaxation was set
   Neighborhoods neighborhoods;
+  int rejected = 0;  // solutions from CBC's process that violated the program (dropped, with a note on stderr)
 };
 
 const char* status_name(CbcResult::Status s);
