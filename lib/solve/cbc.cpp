@@ -571,7 +571,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       std::vector<double> start(sub.cols.size());
       for (size_t c = 0; c < sub.cols.size(); ++c) start[c] = x[sub.cols[c]];
       CbcModel model(sub.solver);
-      ProgressHandler handler(shared, fd, n, false);  // its columns are not the program's: it sends nothing
+      ProgressHandler handler(shared, fd, n, false);  // its model's columns are not the program's: it only stops CBC
       const std::string sec = std::to_string(std::min(left, limit_s));
       run_cbc(model, handler, sub.names, start,
               {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",

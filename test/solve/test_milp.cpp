@@ -535,6 +535,27 @@ TEST_CASE("pressure heuristic on larger graphs: every result is valid and fits, 
   }
 }
 
+namespace {
+
+// A budget `share` of the way from the smallest peak the heuristics reach to store-all's.
+int64_t budget_between(const CheckpointProblem& p, double share) {
+  const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
+  const int64_t smallest = smallest_heuristic_peak(p);
+  return smallest + static_cast<int64_t>(share * static_cast<double>(store_all - smallest));
+}
+
+// A poor schedule that fits the budget: the longest segments that do.
+std::optional<Assignment> longest_segments_within(const CheckpointProblem& p, int64_t budget) {
+  for (int segment = p.num_fwd(); segment >= 1; --segment)
+    if (auto a = segment_assignment(p, segment)) {
+      const Evaluation e = evaluate(p, *a);
+      if (e.feasible && e.peak_bytes <= budget) return a;
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
 // improve_with_lp past its deadline (the time limit's share for it) returns what it was given once that fits: in a
 // sanitized build its LP-guided rounding per implementation policy used to run on regardless, seconds past the
 // limit on ResNet-50 b184. With nothing given it still runs until something fits.
@@ -544,16 +565,8 @@ TEST_CASE("improve_with_lp: past its deadline it keeps what fits, and before it,
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     PlanGraph plan = random_plan(14, seed);
     CheckpointProblem p = make_problem(plan, 0);
-    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
-    const int64_t smallest = smallest_heuristic_peak(p);
-    const int64_t budget = smallest + (store_all - smallest) / 2;
-    // A poor schedule that fits: the longest segments that do.
-    std::optional<Assignment> known;
-    for (int segment = p.num_fwd(); segment >= 1 && !known; --segment)
-      if (auto a = segment_assignment(p, segment)) {
-        const Evaluation e = evaluate(p, *a);
-        if (e.feasible && e.peak_bytes <= budget) known = a;
-      }
+    const int64_t budget = budget_between(p, 0.5);
+    const std::optional<Assignment> known = longest_segments_within(p, budget);
     if (!known) continue;
     INFO("seed " << seed);
     const std::vector<double> scores = cost_per_byte_scores(p);
@@ -756,15 +769,8 @@ TEST_CASE("neighbourhood sub-MIPs on checkpointing programs: what they find sati
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     PlanGraph plan = random_plan(14, seed);
     CheckpointProblem p = make_problem(plan, 0);
-    const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
-    const int64_t smallest = smallest_heuristic_peak(p);
-    const int64_t budget = smallest + (store_all - smallest) / 4;
-    std::optional<Assignment> known;
-    for (int segment = p.num_fwd(); segment >= 1 && !known; --segment)
-      if (auto a = segment_assignment(p, segment)) {
-        const Evaluation e = evaluate(p, *a);
-        if (e.feasible && e.peak_bytes <= budget) known = a;
-      }
+    const int64_t budget = budget_between(p, 0.25);
+    const std::optional<Assignment> known = longest_segments_within(p, budget);
     if (!known) continue;
     INFO("seed " << seed);
     MilpLayout layout;
