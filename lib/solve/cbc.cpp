@@ -276,6 +276,18 @@ void load(const LinearProgram& lp, OsiClpSolverInterface& solver) {
   solver.messageHandler()->setLogLevel(0);
 }
 
+// load, with the integer columns marked and the names (CBC matches a warm start by column name; MONET_WRITE_LP
+// writes them) in one bulk copy: setting them one by one through OsiClp took 16 s on resnet50's 60K columns and rows.
+void load_mip(const LinearProgram& lp, OsiClpSolverInterface& solver) {
+  load(lp, solver);
+  for (size_t j = 0; j < lp.integer.size(); ++j)
+    if (lp.integer[j]) solver.setInteger(static_cast<int>(j));
+  std::vector<std::string> row_names;
+  row_names.reserve(lp.rows.size());
+  for (const LinearProgram::Row& r : lp.rows) row_names.push_back(r.name);
+  solver.getModelPtr()->copyNames(row_names, lp.col_names);
+}
+
 }  // namespace
 
 namespace {
@@ -464,11 +476,10 @@ double objective_of(const LinearProgram& lp, const double* x) {
 // then solve a smaller program than with those columns fixed by their bounds (unet b11: 8.0K columns and 10.7K rows
 // instead of 10.3K and 12.8K for the first window). Its LP starts without a basis: the parent's, carried over, made
 // the unet windows' sub-MIPs improve the schedule less often (vgg16 b176 proves its windows faster with it).
-// cols[c]: the program's column behind column c; names: their names and integrality (what run_cbc needs).
+// cols[c]: the program's column behind column c of lp.
 struct SubProgram {
-  OsiClpSolverInterface solver;
+  LinearProgram lp;
   std::vector<int> cols;
-  LinearProgram names;
 };
 
 SubProgram sub_program(const OsiClpSolverInterface& solver, const LinearProgram& lp, const std::vector<char>& is_free,
@@ -480,20 +491,15 @@ SubProgram sub_program(const OsiClpSolverInterface& solver, const LinearProgram&
     if (!lp.integer[j] || is_free[j]) {
       at[j] = static_cast<int>(sub.cols.size());
       sub.cols.push_back(j);
-      sub.names.col_names.push_back(lp.col_names[j]);
-      sub.names.integer.push_back(lp.integer[j]);
+      sub.lp.add_col(lp.col_names[j], solver.getColLower()[j], solver.getColUpper()[j],
+                     solver.getObjCoefficients()[j], lp.integer[j]);
     }
-  const int m = static_cast<int>(sub.cols.size());
   const CoinPackedMatrix* by_row = solver.getMatrixByRow();
-  CoinPackedMatrix rows(false, 0, 0);
-  rows.setDimensions(0, m);
-  std::vector<double> row_lo, row_hi, val;
-  std::vector<int> idx;
   for (int i = 0; i < solver.getNumRows(); ++i) {
     const CoinShallowPackedVector v = by_row->getVector(i);
     double fixed = 0;
-    idx.clear();
-    val.clear();
+    std::vector<int> idx;
+    std::vector<double> val;
     for (int k = 0; k < v.getNumElements(); ++k) {
       const int j = v.getIndices()[k];
       if (at[j] >= 0) {
@@ -504,23 +510,10 @@ SubProgram sub_program(const OsiClpSolverInterface& solver, const LinearProgram&
       }
     }
     if (idx.empty()) continue;
-    rows.appendRow(static_cast<int>(idx.size()), idx.data(), val.data());
     const double lo = solver.getRowLower()[i], hi = solver.getRowUpper()[i];
-    row_lo.push_back(lo > -1e29 ? lo - fixed : lo);  // 1e30 and beyond: no bound
-    row_hi.push_back(hi < 1e29 ? hi - fixed : hi);
+    sub.lp.add_row(std::to_string(i), std::move(idx), std::move(val), lo > -1e29 ? lo - fixed : lo,
+                   hi < 1e29 ? hi - fixed : hi);  // 1e30 and beyond: no bound
   }
-  std::vector<double> col_lo(m), col_hi(m), obj(m);
-  for (int c = 0; c < m; ++c) {
-    col_lo[c] = solver.getColLower()[sub.cols[c]];
-    col_hi[c] = solver.getColUpper()[sub.cols[c]];
-    obj[c] = solver.getObjCoefficients()[sub.cols[c]];
-  }
-  sub.solver.loadProblem(rows, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
-  for (int c = 0; c < m; ++c)
-    if (sub.names.integer[c]) sub.solver.setInteger(c);
-  std::vector<std::string> row_names(row_lo.size());
-  for (size_t i = 0; i < row_names.size(); ++i) row_names[i] = std::to_string(i);
-  sub.solver.getModelPtr()->copyNames(row_names, sub.names.col_names);
   return sub;
 }
 
@@ -567,13 +560,15 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       if (left < 0.5) return x;
       std::fill(is_free.begin(), is_free.end(), 0);
       for (int j : neighborhoods[i]) is_free[j] = 1;
-      SubProgram sub = sub_program(solver, lp, is_free, x);
+      const SubProgram sub = sub_program(solver, lp, is_free, x);
+      OsiClpSolverInterface sub_solver;
+      load_mip(sub.lp, sub_solver);
       std::vector<double> start(sub.cols.size());
       for (size_t c = 0; c < sub.cols.size(); ++c) start[c] = x[sub.cols[c]];
-      CbcModel model(sub.solver);
+      CbcModel model(sub_solver);
       ProgressHandler handler(shared, fd, n, false);  // its model's columns are not the program's: it only stops CBC
       const std::string sec = std::to_string(std::min(left, limit_s));
-      run_cbc(model, handler, sub.names, start,
+      run_cbc(model, handler, sub.lp, start,
               {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
                "off", "-solve", "-quit"});
       ++*searched;
@@ -610,15 +605,7 @@ std::vector<double> solve_lp_relaxation(const LinearProgram& lp, double* objecti
 CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, const std::vector<double>* warm_start) {
   const int n = static_cast<int>(lp.col_names.size());
   OsiClpSolverInterface solver;
-  load(lp, solver);
-  for (int j = 0; j < n; ++j)
-    if (lp.integer[j]) solver.setInteger(j);
-  // Names (CBC matches the warm start by column name; MONET_WRITE_LP writes them) in one bulk copy: setting them
-  // one by one through OsiClp took 16 s on resnet50's 60K columns and rows.
-  std::vector<std::string> row_names;
-  row_names.reserve(lp.rows.size());
-  for (const LinearProgram::Row& r : lp.rows) row_names.push_back(r.name);
-  solver.getModelPtr()->copyNames(row_names, lp.col_names);
+  load_mip(lp, solver);
   if (const char* dump = std::getenv("MONET_WRITE_LP")) solver.writeLp(dump);
 
   const Clock::time_point began = Clock::now();
