@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
                                        {"presolved", r.root_cuts.presolved}}},
                         {"neighborhoods", {{"searched", r.neighborhoods.searched},
                                            {"improved", r.neighborhoods.improved},
+                                           {"lp_improved", r.neighborhoods.lp_improved},
                                            {"ended_s", r.neighborhoods.seconds},
                                            {"skipped", r.neighborhoods.skipped}}},
                         {"warm_start", r.warm_start},
@@ -168,8 +169,10 @@ int main(int argc, char** argv) {
       if (r.neighborhoods.skipped)
         std::printf("neighbourhood search: skipped (the warm start is within 0.1%% of store-all's step of the bound)\n");
       if (r.neighborhoods.searched > 0)
-        std::printf("neighbourhood search: %d sub-MIPs, %d improved the schedule (warm start %.3f ms), %.1f s of CBC's\n",
-                    r.neighborhoods.searched, r.neighborhoods.improved, r.warm_start_ms, r.neighborhoods.seconds);
+        std::printf("neighbourhood search: %d sub-MIPs, %d improved the schedule (%d of them the LP's neighbourhood;"
+                    " warm start %.3f ms), %.1f s of CBC's\n",
+                    r.neighborhoods.searched, r.neighborhoods.improved, r.neighborhoods.lp_improved, r.warm_start_ms,
+                    r.neighborhoods.seconds);
     ScheduleFile f;
     f.fingerprint = plan.fingerprint;
     f.model = profile.model;

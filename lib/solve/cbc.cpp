@@ -82,7 +82,8 @@ enum class Msg : char {
   bound = 'B',     // {bound}
   solution = 'S',  // {objective, seconds since CBC started, x...}: a new incumbent
   done = 'D',      // {status, objective, bound, seconds, time limit reached, x...}: CBC returned
-  neighborhoods = 'N',  // {searched, improved, seconds since CBC started}: the neighbourhood search ended
+  neighborhoods = 'N',  // {searched, improved, seconds since CBC started, improved by the LP's neighbourhood}: the
+                        // neighbourhood search ended
 };
 
 bool write_all(int fd, const void* data, size_t bytes) {
@@ -226,9 +227,11 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const 
         if (rep.first_feasible_s < 0) rep.first_feasible_s = v[1];
         rep.x = std::move(x);
         shared.incumbent = v[0];
-      } else if (type == Msg::neighborhoods && count == 3) {
-        rep.neighborhoods = {
-            .searched = static_cast<int>(v[0]), .improved = static_cast<int>(v[1]), .seconds = v[2]};
+      } else if (type == Msg::neighborhoods && count == 4) {
+        rep.neighborhoods = {.searched = static_cast<int>(v[0]),
+                             .improved = static_cast<int>(v[1]),
+                             .seconds = v[2],
+                             .lp_improved = static_cast<int>(v[3])};
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
         rep.status = v[0];
@@ -542,24 +545,41 @@ void run_cbc(CbcModel& model, ProgressHandler& handler, const LinearProgram& lp,
 // columns outside it stay the same, so only an improvement elsewhere reopens it (the one that improved stays
 // closed: only its own columns changed). Passes over the open neighbourhoods repeat, with twice the time per
 // sub-MIP after a pass that improved nothing (those left open were stopped at their limit), until every
-// neighbourhood is closed or `until_s` on shared's clock. Returns the incumbent; `searched` and `improved` count.
+// neighbourhood is closed or `until_s` on shared's clock. With `lp_x` (an LP solution; may be empty) each pass
+// ends with one more neighbourhood, the integer columns where the incumbent and lp_x differ (RINS: Danna, Rothberg
+// and Le Pape, 2005): it changes with the incumbent, and is closed like the others. Returns the incumbent;
+// `stats` counts.
 std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
-                                         const std::vector<std::vector<int>>& neighborhoods, std::vector<double> x,
-                                         const std::shared_ptr<Shared>& shared, int fd, double until_s, int* searched,
-                                         int* improved_count) {
+                                         const std::vector<std::vector<int>>& neighborhoods,
+                                         const std::vector<double>& lp_x, std::vector<double> x,
+                                         const std::shared_ptr<Shared>& shared, int fd, double until_s,
+                                         Neighborhoods* stats) {
   const int n = static_cast<int>(lp.col_names.size());
+  const bool log = std::getenv("MONET_SEARCH_LOG") != nullptr;
   double best = objective_of(lp, x.data());
   std::vector<char> is_free(n);
-  std::vector<char> closed(neighborhoods.size(), 0);
+  const size_t lp_at = lp_x.empty() ? SIZE_MAX : 0, listed_from = lp_x.empty() ? 0 : 1;  // the LP's one first
+  std::vector<char> closed(neighborhoods.size() + (lp_x.empty() ? 0 : 1), 0);
   double limit_s = kNeighborhoodS;
   while (std::find(closed.begin(), closed.end(), 0) != closed.end()) {
     bool improved = false;
-    for (size_t i = 0; i < neighborhoods.size(); ++i) {
+    for (size_t i = 0; i < closed.size(); ++i) {
       if (closed[i]) continue;
       const double left = until_s - shared->elapsed();
       if (left < 0.5) return x;
       std::fill(is_free.begin(), is_free.end(), 0);
-      for (int j : neighborhoods[i]) is_free[j] = 1;
+      int free_integers = 0;
+      if (i == lp_at) {
+        for (int j = 0; j < n; ++j)
+          if (lp.integer[j] && std::abs(lp_x[j] - std::round(x[j])) > 1e-6) is_free[j] = 1, ++free_integers;
+        if (free_integers == 0) {  // the incumbent is the LP's solution where it counts: nothing to search
+          closed[i] = 1;
+          continue;
+        }
+      } else {
+        for (int j : neighborhoods[i - listed_from]) is_free[j] = 1, free_integers += lp.integer[j] ? 1 : 0;
+      }
+      const double began_s = shared->elapsed();
       const SubProgram sub = sub_program(solver, lp, is_free, x);
       OsiClpSolverInterface sub_solver;
       load_mip(sub.lp, sub_solver);
@@ -571,7 +591,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       run_cbc(model, handler, sub.lp, start,
               {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
                "off", "-solve", "-quit"});
-      ++*searched;
+      ++stats->searched;
       if (model.bestSolution()) {
         std::vector<double> y = x;
         for (size_t c = 0; c < sub.cols.size(); ++c) y[sub.cols[c]] = model.bestSolution()[c];
@@ -582,12 +602,19 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
           x = std::move(y);
           best = found;
           improved = true;
-          ++*improved_count;
+          ++stats->improved;
+          if (i == lp_at) ++stats->lp_improved;
           std::fill(closed.begin(), closed.end(), 0);
           ProgressHandler::report(*shared, fd, best, x.data(), n);
         }
       }
       closed[i] = !model.isSecondsLimitReached();
+      if (log) {  // MONET_SEARCH_LOG: one line per sub-MIP (a developer's diagnostic)
+        std::fprintf(stderr, "sub-MIP %zu%s: %d free integer columns, at %.1f s for %.1f s, %d nodes, %s; objective %.6g\n",
+                     i, i == lp_at ? " (LP)" : "", free_integers, began_s, shared->elapsed() - began_s,
+                     model.getNodeCount(), closed[i] ? "closed" : "stopped at its limit", best);
+        std::fflush(stderr);
+      }
     }
     if (!improved) limit_s *= 2;
   }
@@ -648,6 +675,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   std::vector<double> computed_start;
   RootCuts root;
   bool have_root = false;
+  std::vector<double> root_x;  // the LP's solution after the root rounds (the neighbourhood search's guide)
   double relaxation_s = -1;
   if (options.after_relaxation) {
     double objective = 0;
@@ -669,6 +697,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
                            options.test_presolve_resolves ? 0 : kResolveStallFactor * std::max(relaxation_s, 1.0),
                            since_began,
                            [&](double bound) { shared->bound = bound; });
+      if (solver.isProvenOptimal()) root_x.assign(solver.getColSolution(), solver.getColSolution() + n);
     }
     if (options.time_limit_s - since_began() < std::min(kCbcReserveS / 2, 0.25 * options.time_limit_s)) {
       // No time left for CBC (whose root alone takes seconds, checking no clock): the warm start, if any, and the
@@ -753,12 +782,15 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
         std::vector<double> start_x = start_from ? *start_from : std::vector<double>{};
         if (!start_x.empty() && with_neighborhoods) {
           if (options.test_abort_in_search) std::abort();
-          int searched = 0, improved = 0;
-          start_x = search_neighborhoods(solver, lp, options.neighborhoods, std::move(start_x), shared, fds[1],
+          Neighborhoods stats;
+          start_x = search_neighborhoods(solver, lp, options.neighborhoods,
+                                         options.lp_neighborhood ? root_x : std::vector<double>{}, std::move(start_x),
+                                         shared, fds[1],
                                          since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc()),
-                                         &searched, &improved);
+                                         &stats);
           std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
-          send(fds[1], Msg::neighborhoods, {double(searched), double(improved), shared->elapsed()});
+          send(fds[1], Msg::neighborhoods,
+               {double(stats.searched), double(stats.improved), shared->elapsed(), double(stats.lp_improved)});
         }
         CbcModel model(solver);
         ProgressHandler handler(shared, fds[1], n);

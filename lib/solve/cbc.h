@@ -35,6 +35,9 @@ struct CbcOptions {
   // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
   std::vector<std::vector<int>> neighborhoods;
+  // One more neighbourhood after those in each pass, when after_relaxation is set: the integer columns where the
+  // incumbent differs from the LP's solution after the root cuts (RINS).
+  bool lp_neighborhood = true;
   double neighborhood_share = 0.7;
   // The search runs only when the warm start is more than this above the bound after the root cuts (objective
   // units): closer, CBC's proof is all that is left, and a search would only delay it.
@@ -60,6 +63,7 @@ struct Neighborhoods {
   int searched = 0;      // sub-MIPs solved (or stopped at their time limit)
   int improved = 0;      // of them, those that found a better solution
   double seconds = 0;    // when the search ended, from CBC's start (0: it did not run)
+  int lp_improved = 0;   // of the improvements, those of the LP's neighbourhood (CbcOptions::lp_neighborhood)
   bool skipped = false;  // not run: the warm start was within CbcOptions::neighborhood_min_gap of the bound
 };
 

@@ -708,7 +708,8 @@ TEST_CASE("the time limit holds on ResNet-50 b184: CBC is stopped and its best s
 // Two independent choices (x0 or x1, x2 or x3) from a poor start (cost 10): each neighbourhood may change only its
 // own pair, so each must improve once on its own (two improvements, not one). A neighbourhood whose sub-MIP ran to
 // its end is solved again only after another one changed the incumbent: the first once more (it finds nothing), the
-// second not (three sub-MIPs, not the four of two full passes); alone, the one neighbourhood is solved once.
+// second not (three sub-MIPs, not the four of two full passes); alone, the one neighbourhood is solved once. With
+// the root LP, the LP's neighbourhood (the columns where the incumbent differs from the LP's solution) comes first.
 TEST_CASE("the neighbourhood search improves the start one neighbourhood at a time", "[solve][milp]") {
   LinearProgram lp;
   for (int j = 0; j < 4; ++j) lp.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
@@ -756,7 +757,26 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   const CbcResult far = solve_with_cbc(lp, o, nullptr);
   CHECK(far.objective == Approx(2));
   CHECK_FALSE(far.neighborhoods.skipped);
+  // With the root LP (after_relaxation) the LP's neighbourhood comes first: every column, as the start differs from
+  // the LP's optimum (0, 1, 0, 1) everywhere, so it finds the optimum; each pair once more finds nothing, and the
+  // LP's neighbourhood, now empty (the incumbent is the LP's solution), is closed without a sub-MIP.
   CHECK(far.neighborhoods.searched == 3);
+  CHECK(far.neighborhoods.improved == 1);
+  CHECK(far.neighborhoods.lp_improved == 1);
+  // A listed neighbourhood that cannot improve (x0 alone: x1 stays 0, so x0 stays 1): the LP's one does; without
+  // it the search improves nothing (CBC's own search then finds the optimum).
+  o.neighborhoods = {{0}};
+  const CbcResult guided = solve_with_cbc(lp, o, nullptr);
+  CHECK(guided.objective == Approx(2));
+  CHECK(guided.neighborhoods.searched == 2);
+  CHECK(guided.neighborhoods.improved == 1);
+  CHECK(guided.neighborhoods.lp_improved == 1);
+  o.lp_neighborhood = false;
+  const CbcResult unguided = solve_with_cbc(lp, o, nullptr);
+  CHECK(unguided.objective == Approx(2));
+  CHECK(unguided.neighborhoods.searched == 1);
+  CHECK(unguided.neighborhoods.improved == 0);
+  CHECK(unguided.neighborhoods.lp_improved == 0);
 }
 
 // A neighbourhood's sub-MIP is a program of its own (the other integer columns left out, their values in the rows'
