@@ -35,8 +35,8 @@ struct CbcOptions {
   // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
   std::vector<std::vector<int>> neighborhoods;
-  // One more neighbourhood after those in each pass, when after_relaxation is set: the integer columns where the
-  // incumbent differs from the LP's solution after the root cuts (RINS).
+  // One more neighbourhood, first in each pass, when after_relaxation is set and its LP was solved: the integer
+  // columns where the incumbent differs from the LP's solution after the root cuts (RINS).
   bool lp_neighborhood = true;
   double neighborhood_share = 0.7;
   // The search runs only when the warm start is more than this above the bound after the root cuts (objective
