@@ -559,8 +559,8 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   const bool log = std::getenv("MONET_SEARCH_LOG") != nullptr;
   double best = objective_of(lp, x.data());
   std::vector<char> is_free(n);
-  const size_t lp_at = lp_x.empty() ? SIZE_MAX : 0, listed_from = lp_x.empty() ? 0 : 1;  // the LP's one first
-  std::vector<char> closed(neighborhoods.size() + (lp_x.empty() ? 0 : 1), 0);
+  const size_t listed_from = lp_x.empty() ? 0 : 1;  // closed[0] is the LP's neighbourhood, when there is one
+  std::vector<char> closed(listed_from + neighborhoods.size(), 0);
   double limit_s = kNeighborhoodS;
   while (std::find(closed.begin(), closed.end(), 0) != closed.end()) {
     bool improved = false;
@@ -570,7 +570,8 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       if (left < 0.5) return x;
       std::fill(is_free.begin(), is_free.end(), 0);
       int free_integers = 0;
-      if (i == lp_at) {
+      const bool lp_one = i < listed_from;
+      if (lp_one) {
         for (int j = 0; j < n; ++j)
           if (lp.integer[j] && std::abs(lp_x[j] - std::round(x[j])) > 1e-6) is_free[j] = 1, ++free_integers;
         if (free_integers == 0) {  // the incumbent is the LP's solution where it counts: nothing to search
@@ -604,7 +605,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
           best = found;
           improved = true;
           ++stats->improved;
-          if (i == lp_at) ++stats->lp_improved;
+          if (lp_one) ++stats->lp_improved;
           std::fill(closed.begin(), closed.end(), 0);
           ProgressHandler::report(*shared, fd, best, x.data(), n);
         }
@@ -613,7 +614,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       if (log) {  // MONET_SEARCH_LOG: one line per sub-MIP (a developer's diagnostic)
         std::fprintf(stderr,
                      "sub-MIP %zu%s: %d free integer columns, at %.1f s for %.1f s, %d nodes, %s; objective %.6g\n",
-                     i, i == lp_at ? " (LP)" : "", free_integers, began_s, shared->elapsed() - began_s,
+                     i, lp_one ? " (LP)" : "", free_integers, began_s, shared->elapsed() - began_s,
                      model.getNodeCount(), closed[i] ? "closed" : "stopped at its limit", best);
         std::fflush(stderr);
       }

@@ -782,7 +782,8 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
 // A neighbourhood's sub-MIP is a program of its own (the other integer columns left out, their values in the rows'
 // bounds): what it finds, mapped back, must satisfy the whole program (the parent drops and counts any that does not)
 // and never beat the whole program's optimum. Neighbourhoods here: thirds of the integer columns in the program's
-// order, from a poor start (the longest segments that fit), with the root rounds' cuts among the rows.
+// order (after the LP's neighbourhood, which runs too), from a poor start (the longest segments that fit), with the
+// root rounds' cuts among the rows.
 TEST_CASE("neighbourhood sub-MIPs on checkpointing programs: what they find satisfies the whole program",
           "[solve][milp]") {
   int improved = 0, compared = 0;
