@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -537,89 +538,236 @@ void run_cbc(CbcModel& model, ProgressHandler& handler, const LinearProgram& lp,
   CbcMain1(static_cast<int>(argv.size()), argv.data(), model, [](CbcModel*, int) { return 0; }, data);
 }
 
-// Large-neighbourhood search, in CBC's process before its search: for a neighbourhood (a list of columns), every
-// other integer column keeps the incumbent's value and CBC solves what is left (sub_program: a sub-MIP from the
-// incumbent, within a time limit, without preprocessing: it rejects the start, and a run with a cutoff instead found
-// less); a better solution becomes the incumbent (sent to the parent). A neighbourhood whose sub-MIP ran to
-// its end (not stopped at its time limit) is closed: solving it again gives the same answer while the incumbent's
-// columns outside it stay the same, so only an improvement elsewhere reopens it (the one that improved stays
-// closed: only its own columns changed). Passes over the open neighbourhoods repeat, with twice the time per
-// sub-MIP after a pass that improved nothing (those left open were stopped at their limit), until every
-// neighbourhood is closed or `until_s` on shared's clock. With `lp_x` (an LP solution; may be empty) each pass
-// begins with one more neighbourhood, the integer columns where the incumbent and lp_x differ (RINS: Danna,
-// Rothberg and Le Pape, 2005; first, because on unet b11 what it finds lets the windows improve further): it
-// changes with the incumbent, is skipped when empty, and is closed like the others. Returns the incumbent; `stats`
-// counts.
-std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
-                                         const std::vector<std::vector<int>>& neighborhoods,
-                                         const std::vector<double>& lp_x, std::vector<double> x,
-                                         const std::shared_ptr<Shared>& shared, int fd, double until_s,
-                                         Neighborhoods* stats) {
-  const int n = static_cast<int>(lp.col_names.size());
-  const bool log = std::getenv("MONET_SEARCH_LOG") != nullptr;
-  double best = objective_of(lp, x.data());
-  std::vector<char> is_free(n);
-  const size_t listed_from = lp_x.empty() ? 0 : 1;  // closed[0] is the LP's neighbourhood, when there is one
-  std::vector<char> closed(listed_from + neighborhoods.size(), 0);
-  double limit_s = kNeighborhoodS;
-  while (std::find(closed.begin(), closed.end(), 0) != closed.end()) {
-    bool improved = false;
-    for (size_t i = 0; i < closed.size(); ++i) {
-      if (closed[i]) continue;
-      const double left = until_s - shared->elapsed();
-      if (left < 0.5) return x;
-      std::fill(is_free.begin(), is_free.end(), 0);
-      int free_integers = 0;
-      const bool lp_one = i < listed_from;
-      if (lp_one) {
-        for (int j = 0; j < n; ++j)
-          if (lp.integer[j] && std::abs(lp_x[j] - std::round(x[j])) > 1e-6) is_free[j] = 1, ++free_integers;
-        if (free_integers == 0) {  // the incumbent is the LP's solution where it counts: nothing to search
-          closed[i] = 1;
-          continue;
-        }
-      } else {
-        for (int j : neighborhoods[i - listed_from]) is_free[j] = 1, free_integers += lp.integer[j] ? 1 : 0;
-      }
-      const double began_s = shared->elapsed();
+// One sub-MIP of the neighbourhood search, run in a process of its own (forked from CBC's: COW memory, no shared
+// solver state, and a Clp assertion in a sub-MIP - one aborted on unet b11, full mode at 2/3 - ends only that
+// process). It sends the coordinator {found, stopped at its limit, nodes} and, when found, the program's columns
+// with the neighbourhood's replaced by the sub-MIP's best solution; then the pipe closes.
+struct SubMip {
+  pid_t pid = -1;
+  int fd = -1;
+  size_t index = 0;      // the neighbourhood (0 is the LP's when there is one)
+  uint64_t version = 0;  // the incumbent it started from (search_neighborhoods counts them)
+  int free_integers = 0;
+  double began_s = 0;
+  std::string bytes;     // what it sent so far
+};
+
+SubMip start_sub_mip(const OsiClpSolverInterface& solver, const LinearProgram& lp, const std::vector<char>& is_free,
+                     const std::vector<double>& x, const std::shared_ptr<Shared>& shared, double seconds,
+                     bool test_abort) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
+  const pid_t coordinator = ::getpid();
+  SubMip s;
+  s.pid = ::fork();
+  if (s.pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
+  if (s.pid == 0) {  // the sub-MIP: dies with the search's process (killed at the time limit)
+    ::close(fds[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != coordinator) ::_exit(1);
+    if (test_abort) std::abort();
+    int code = 0;
+    try {
       const SubProgram sub = sub_program(solver, lp, is_free, x);
       OsiClpSolverInterface sub_solver;
       load_mip(sub.lp, sub_solver);
       std::vector<double> start(sub.cols.size());
       for (size_t c = 0; c < sub.cols.size(); ++c) start[c] = x[sub.cols[c]];
       CbcModel model(sub_solver);
-      ProgressHandler handler(shared, fd, n, false);  // its model's columns are not the program's: it only stops CBC
-      const std::string sec = std::to_string(std::min(left, limit_s));
+      ProgressHandler handler(shared, -1, static_cast<int>(x.size()), false);  // it only stops CBC at the limit
+      const std::string sec = std::to_string(seconds);
       run_cbc(model, handler, sub.lp, start,
               {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
                "off", "-solve", "-quit"});
-      ++stats->searched;
+      std::vector<double> out = {model.bestSolution() ? 1.0 : 0.0, model.isSecondsLimitReached() ? 1.0 : 0.0,
+                                 double(model.getNodeCount())};
       if (model.bestSolution()) {
-        std::vector<double> y = x;
-        for (size_t c = 0; c < sub.cols.size(); ++c) y[sub.cols[c]] = model.bestSolution()[c];
-        const double found = objective_of(lp, y.data());
+        out.insert(out.end(), x.begin(), x.end());
+        for (size_t c = 0; c < sub.cols.size(); ++c) out[3 + sub.cols[c]] = model.bestSolution()[c];
+      }
+      if (!write_all(fds[1], out.data(), out.size() * sizeof(double))) code = 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  s.fd = fds[0];
+  return s;
+}
+
+// Reads what the sub-MIP's pipe holds; true at end of file (the process has ended or is ending).
+bool read_sub_mip(SubMip& s) {
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(s.fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (got <= 0) return true;
+    s.bytes.append(chunk, static_cast<size_t>(got));
+  }
+}
+
+// Ends the sub-MIP's process (SIGKILL when `kill`) and waits for it; the exit status as words when it did not exit
+// with 0, else empty.
+std::string reap_sub_mip(SubMip& s, bool kill) {
+  if (kill) ::kill(s.pid, SIGKILL);
+  ::close(s.fd);
+  int wstatus = 0;
+  while (::waitpid(s.pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(wstatus)) return "signal " + std::to_string(WTERMSIG(wstatus));
+  if (WEXITSTATUS(wstatus) != 0) return "exit code " + std::to_string(WEXITSTATUS(wstatus));
+  return {};
+}
+
+// Large-neighbourhood search, in CBC's process before its search: for a neighbourhood (a list of columns), every
+// other integer column keeps the incumbent's value and CBC solves what is left (sub_program: a sub-MIP from the
+// incumbent, within a time limit, without preprocessing: it rejects the start, and a run with a cutoff instead found
+// less); a better solution becomes the incumbent (sent to the parent). Up to options.threads sub-MIPs run at once,
+// each in a process of its own (start_sub_mip), on different neighbourhoods: a result from an incumbent that has
+// changed meanwhile is taken only when it is better than the current one. A neighbourhood whose sub-MIP ran to its
+// end (not stopped at its time limit) from the current incumbent is closed: solving it again gives the same answer
+// while the incumbent's columns outside it stay the same, so only an improvement elsewhere reopens it (the one that
+// improved stays closed: only its own columns changed). Passes over the open neighbourhoods repeat, with twice the
+// time per sub-MIP after a pass that improved nothing (those left open were stopped at their limit), until every
+// neighbourhood is closed or `until_s` on shared's clock. A pass is the neighbourhoods open and not running when it
+// begins; the next begins once its last has started. With `lp_x` (an LP solution; may be empty) each pass begins
+// with one more neighbourhood, the integer columns where the incumbent and lp_x differ (RINS: Danna, Rothberg and
+// Le Pape, 2005; first, because on unet b11 what it finds lets the windows improve further): it changes with the
+// incumbent, is skipped when empty, and is closed like the others. Returns the incumbent; `stats` counts.
+std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, const LinearProgram& lp,
+                                         const CbcOptions& options, const std::vector<double>& lp_x,
+                                         std::vector<double> x, const std::shared_ptr<Shared>& shared, int fd,
+                                         double until_s, Neighborhoods* stats) {
+  const std::vector<std::vector<int>>& neighborhoods = options.neighborhoods;
+  const int workers = std::max(1, options.threads);
+  const int n = static_cast<int>(lp.col_names.size());
+  const bool log = std::getenv("MONET_SEARCH_LOG") != nullptr;
+  double best = objective_of(lp, x.data());
+  uint64_t version = 0;  // incumbents so far
+  const size_t listed_from = lp_x.empty() ? 0 : 1;  // index 0 is the LP's neighbourhood, when there is one
+  const size_t count = listed_from + neighborhoods.size();
+  std::vector<char> closed(count, 0), running(count, 0);
+  std::vector<size_t> pass;  // what is left of the current pass, in order
+  bool pass_improved = false, first_pass = true;
+  double limit_s = kNeighborhoodS;
+  std::vector<SubMip> active;
+  std::vector<char> is_free(n);
+
+  // The free columns of neighbourhood i around the incumbent; false when there are none (an empty LP neighbourhood:
+  // the incumbent is the LP's solution where it counts).
+  auto free_columns = [&](size_t i, int* free_integers) {
+    std::fill(is_free.begin(), is_free.end(), 0);
+    *free_integers = 0;
+    if (i < listed_from) {
+      for (int j = 0; j < n; ++j)
+        if (lp.integer[j] && std::abs(lp_x[j] - std::round(x[j])) > 1e-6) is_free[j] = 1, ++*free_integers;
+    } else {
+      for (int j : neighborhoods[i - listed_from]) is_free[j] = 1, *free_integers += lp.integer[j] ? 1 : 0;
+    }
+    return *free_integers > 0;
+  };
+  // A finished sub-MIP: its solution taken when better; its neighbourhood closed when it ran to its end from the
+  // incumbent that is current now.
+  auto finish = [&](SubMip& s, const std::string& died) {
+    running[s.index] = 0;
+    ++stats->searched;
+    const bool lp_one = s.index < listed_from;
+    bool found = false, at_limit = true;
+    double nodes = 0;
+    const size_t got = s.bytes.size() / sizeof(double);
+    if (died.empty() && s.bytes.size() % sizeof(double) == 0 && (got == 3 || got == 3 + static_cast<size_t>(n))) {
+      std::vector<double> v(got);
+      std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
+      at_limit = v[1] != 0;
+      nodes = v[2];
+      if (v[0] != 0 && got == 3 + static_cast<size_t>(n)) {
+        std::vector<double> y(v.begin() + 3, v.end());
+        const double value = objective_of(lp, y.data());
         // Within CBC's tolerances on the sub-program's rows, which may not be the parent's on the program's: the
         // parent would drop such a solution, and the search goes on from one it keeps.
-        if (satisfies(lp, y) && found < best - 1e-9 * std::max(1.0, std::abs(best))) {
+        if (satisfies(lp, y) && value < best - 1e-9 * std::max(1.0, std::abs(best))) {
           x = std::move(y);
-          best = found;
-          improved = true;
+          best = value;
+          found = true;
+          ++version;
           ++stats->improved;
           if (lp_one) ++stats->lp_improved;
+          pass_improved = true;
           std::fill(closed.begin(), closed.end(), 0);
           ProgressHandler::report(*shared, fd, best, x.data(), n);
         }
       }
-      closed[i] = !model.isSecondsLimitReached();
-      if (log) {  // MONET_SEARCH_LOG: one line per sub-MIP (a developer's diagnostic)
-        std::fprintf(stderr,
-                     "sub-MIP %zu%s: %d free integer columns, at %.1f s for %.1f s, %d nodes, %s; objective %.6g\n",
-                     i, lp_one ? " (LP)" : "", free_integers, began_s, shared->elapsed() - began_s,
-                     model.getNodeCount(), closed[i] ? "closed" : "stopped at its limit", best);
-        std::fflush(stderr);
+      closed[s.index] = !at_limit && (found || s.version == version);
+    } else {  // it died (a Clp assertion): left closed until an improvement elsewhere
+      closed[s.index] = 1;
+      std::fprintf(stderr, "monet-solve: note: a sub-MIP of the neighbourhood search stopped (%s); the search goes on\n",
+                   died.empty() ? "incomplete result" : died.c_str());
+    }
+    if (log) {  // MONET_SEARCH_LOG: one line per sub-MIP (a developer's diagnostic)
+      std::fprintf(stderr,
+                   "sub-MIP %zu%s: %d free integer columns, at %.1f s for %.1f s, %.0f nodes, %s%s; objective %.6g\n",
+                   s.index, lp_one ? " (LP)" : "", s.free_integers, s.began_s, shared->elapsed() - s.began_s, nodes,
+                   at_limit ? "stopped at its limit" : closed[s.index] ? "closed" : "ended (stale start)",
+                   found ? ", improved" : "", best);
+      std::fflush(stderr);
+    }
+  };
+
+  for (;;) {
+    // Start sub-MIPs while there are workers and time.
+    const double left = until_s - shared->elapsed();
+    while (left >= 0.5 && static_cast<int>(active.size()) < workers) {
+      if (pass.empty()) {  // a new pass: the open neighbourhoods not running, in order
+        for (size_t k = 0; k < count; ++k)
+          if (!closed[k] && !running[k]) pass.push_back(k);
+        if (pass.empty()) break;
+        if (!first_pass && !pass_improved) limit_s *= 2;
+        first_pass = false;
+        pass_improved = false;
+      }
+      const size_t i = pass.front();
+      pass.erase(pass.begin());
+      if (closed[i] || running[i]) continue;
+      int free_integers = 0;
+      if (!free_columns(i, &free_integers)) {
+        closed[i] = 1;
+        continue;
+      }
+      SubMip s = start_sub_mip(solver, lp, is_free, x, shared, std::min(left, limit_s), options.test_abort_in_sub_mip);
+      s.index = i;
+      s.version = version;
+      s.free_integers = free_integers;
+      s.began_s = shared->elapsed();
+      running[i] = 1;
+      active.push_back(std::move(s));
+    }
+    if (active.empty()) {
+      if (left < 0.5 || std::find(closed.begin(), closed.end(), 0) == closed.end()) break;
+      continue;  // the pass ran out of open neighbourhoods: the next one starts
+    }
+    // Wait for one to end; past until_s (and a grace second for CBC's own clock) the rest are stopped.
+    const double wait_s = until_s + 1.0 - shared->elapsed();
+    if (wait_s <= 0) {
+      for (SubMip& s : active) reap_sub_mip(s, true), running[s.index] = 0;
+      active.clear();
+      break;
+    }
+    std::vector<pollfd> fds;
+    for (const SubMip& s : active) fds.push_back({s.fd, POLLIN, 0});
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait_s, 1.0) * 1000) + 1);
+    if (ready < 0 && errno != EINTR) fail("monet-solve: poll: ", std::strerror(errno));
+    for (size_t k = 0; k < active.size();) {
+      if (read_sub_mip(active[k])) {
+        const std::string died = reap_sub_mip(active[k], false);
+        finish(active[k], died);
+        active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        ++k;
       }
     }
-    if (!improved) limit_s *= 2;
   }
   return x;
 }
@@ -757,8 +905,9 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   // parent's wait loop below reports instead), so that no lock - the allocator's included - is held by a thread the
   // child does not have. (With the progress thread still starting up, the child of an ASan build hung in the
   // allocator.) A child that dies (Debian's Clp asserts: one aborted a sub-MIP of the neighbourhood search on unet
-  // b11, full mode at 2/3) is started once more from the best solution so far, without the neighbourhood search;
-  // if that one dies too, or no time is left, the best solution so far is the result.
+  // b11, full mode at 2/3, before each sub-MIP ran in a process of its own) is started once more from the best
+  // solution so far, without the neighbourhood search; if that one dies too, or no time is left, the best solution
+  // so far is the result.
   stop_reporter();
   const Clock::time_point cbc_began = Clock::now();
   auto since_cbc = [&] { return std::chrono::duration<double>(Clock::now() - cbc_began).count(); };
@@ -786,9 +935,8 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
         if (!start_x.empty() && with_neighborhoods) {
           if (options.test_abort_in_search) std::abort();
           Neighborhoods stats;
-          start_x = search_neighborhoods(solver, lp, options.neighborhoods,
-                                         options.lp_neighborhood ? root_x : std::vector<double>{}, std::move(start_x),
-                                         shared, fds[1],
+          start_x = search_neighborhoods(solver, lp, options, options.lp_neighborhood ? root_x : std::vector<double>{},
+                                         std::move(start_x), shared, fds[1],
                                          since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc()),
                                          &stats);
           std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());

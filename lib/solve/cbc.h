@@ -33,16 +33,18 @@ struct CbcOptions {
   std::function<std::vector<double>(const std::vector<double>& relaxed, double objective)> after_relaxation;
   // Large-neighbourhood search before CBC's search, from the warm start: each entry lists the columns a sub-MIP may
   // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
-  // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found.
+  // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found. Up to
+  // `threads` sub-MIPs run at once, each in a process of its own (serial CBC in each).
   std::vector<std::vector<int>> neighborhoods;
   // One more neighbourhood, first in each pass, when after_relaxation is set and its LP was solved: the integer
   // columns where the incumbent differs from the LP's solution after the root cuts (RINS).
   bool lp_neighborhood = true;
-  double neighborhood_share = 0.7;
+  double neighborhood_share = 0.95;
   // The search runs only when the warm start is more than this above the bound after the root cuts (objective
   // units): closer, CBC's proof is all that is left, and a search would only delay it.
   double neighborhood_min_gap = 0;
   bool test_abort_in_search = false;  // tests only: CBC's process aborts where the neighbourhood search starts
+  bool test_abort_in_sub_mip = false;  // tests only: every sub-MIP's process of the search aborts
   bool test_presolve_resolves = false;  // tests only: every root-cut re-solve takes the path of a stalled one
 };
 

@@ -736,8 +736,8 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(one.objective == Approx(2));
   CHECK(one.neighborhoods.searched == 1);
   CHECK(one.neighborhoods.improved == 1);
-  // CBC's process dying (a Clp assertion aborted a sub-MIP on unet b11) costs the search, not the solve: CBC runs
-  // again from the best solution so far, without the neighbourhood search.
+  // CBC's process dying in the search (outside a sub-MIP, whose process of its own dies alone: the next test) costs
+  // the search, not the solve: CBC runs again from the best solution so far, without the neighbourhood search.
   o.neighborhoods = {{0, 1}, {2, 3}};
   o.test_abort_in_search = true;
   const CbcResult again = solve_with_cbc(lp, o, &start);
@@ -777,6 +777,38 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(unguided.neighborhoods.searched == 1);
   CHECK(unguided.neighborhoods.improved == 0);
   CHECK(unguided.neighborhoods.lp_improved == 0);
+}
+
+// With two threads two sub-MIPs run at once, each in a process of its own, both from the start: the first to end
+// improves its pair (cost 6); the other's solution (the other pair improved, the first's not) is no better than that
+// and is not taken, and its neighbourhood, solved from an incumbent that has changed since, stays open: it is solved
+// again from the new incumbent and finds the optimum (two improvements in four sub-MIPs: each pair twice). A sub-MIP
+// whose process dies (a Clp assertion aborted one on unet b11) costs its neighbourhood, not the search: both die, the
+// search ends with both closed, and CBC's own search (not a restart without the search) finds the optimum.
+TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process of its own", "[solve][milp]") {
+  LinearProgram lp;
+  for (int j = 0; j < 4; ++j) lp.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
+  lp.add_row("a", {0, 1}, {1, 1}, 1, 1e30);
+  lp.add_row("b", {2, 3}, {1, 1}, 1, 1e30);
+  const std::vector<double> start = {1, 0, 1, 0};
+  CbcOptions o;
+  o.time_limit_s = 30;
+  o.threads = 2;
+  o.relative_gap = 0;
+  o.neighborhoods = {{0, 1}, {2, 3}};
+  const CbcResult r = solve_with_cbc(lp, o, &start);
+  REQUIRE(r.status == CbcResult::Status::optimal);
+  CHECK(r.x == std::vector<double>{0, 1, 0, 1});
+  CHECK(r.neighborhoods.searched == 4);
+  CHECK(r.neighborhoods.improved == 2);
+  CHECK(r.rejected == 0);
+  o.test_abort_in_sub_mip = true;
+  const CbcResult died = solve_with_cbc(lp, o, &start);
+  CHECK(died.status == CbcResult::Status::optimal);
+  CHECK(died.objective == Approx(2));
+  CHECK(died.neighborhoods.searched == 2);
+  CHECK(died.neighborhoods.improved == 0);
+  CHECK(died.neighborhoods.seconds > 0);  // the search ended and said so: CBC's process did not die
 }
 
 // A neighbourhood's sub-MIP is a program of its own (the other integer columns left out, their values in the rows'
