@@ -705,22 +705,38 @@ TEST_CASE("the time limit holds on ResNet-50 b184: CBC is stopped and its best s
   CHECK(sim.peak_bytes <= o.budget_bytes);
 }
 
+namespace {
+
+// Two independent choices: x0 (cost 5) or x1 (cost 1), and x2 (5) or x3 (1); the optimum is (0, 1, 0, 1), cost 2.
+LinearProgram two_pairs() {
+  LinearProgram lp;
+  for (int j = 0; j < 4; ++j) lp.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
+  lp.add_row("a", {0, 1}, {1, 1}, 1, 1e30);
+  lp.add_row("b", {2, 3}, {1, 1}, 1, 1e30);
+  return lp;
+}
+
+// A neighbourhood per pair, solved to optimality.
+CbcOptions pair_options(int threads) {
+  CbcOptions o;
+  o.time_limit_s = 30;
+  o.threads = threads;
+  o.relative_gap = 0;
+  o.neighborhoods = {{0, 1}, {2, 3}};
+  return o;
+}
+
+}  // namespace
+
 // Two independent choices (x0 or x1, x2 or x3) from a poor start (cost 10): each neighbourhood may change only its
 // own pair, so each must improve once on its own (two improvements, not one). A neighbourhood whose sub-MIP ran to
 // its end is solved again only after another one changed the incumbent: the first once more (it finds nothing), the
 // second not (three sub-MIPs, not the four of two full passes); alone, the one neighbourhood is solved once. With
 // the root LP, the LP's neighbourhood (the columns where the incumbent differs from the LP's solution) comes first.
 TEST_CASE("the neighbourhood search improves the start one neighbourhood at a time", "[solve][milp]") {
-  LinearProgram lp;
-  for (int j = 0; j < 4; ++j) lp.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
-  lp.add_row("a", {0, 1}, {1, 1}, 1, 1e30);
-  lp.add_row("b", {2, 3}, {1, 1}, 1, 1e30);
+  const LinearProgram lp = two_pairs();
   const std::vector<double> start = {1, 0, 1, 0};
-  CbcOptions o;
-  o.time_limit_s = 30;
-  o.threads = 1;
-  o.relative_gap = 0;
-  o.neighborhoods = {{0, 1}, {2, 3}};
+  CbcOptions o = pair_options(1);
   const CbcResult r = solve_with_cbc(lp, o, &start);
   REQUIRE(r.status == CbcResult::Status::optimal);
   CHECK(r.objective == Approx(2));
@@ -786,16 +802,9 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
 // whose process dies (a Clp assertion aborted one on unet b11) costs its neighbourhood, not the search: both die, the
 // search ends with both closed, and CBC's own search (not a restart without the search) finds the optimum.
 TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process of its own", "[solve][milp]") {
-  LinearProgram lp;
-  for (int j = 0; j < 4; ++j) lp.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
-  lp.add_row("a", {0, 1}, {1, 1}, 1, 1e30);
-  lp.add_row("b", {2, 3}, {1, 1}, 1, 1e30);
+  const LinearProgram lp = two_pairs();
   const std::vector<double> start = {1, 0, 1, 0};
-  CbcOptions o;
-  o.time_limit_s = 30;
-  o.threads = 2;
-  o.relative_gap = 0;
-  o.neighborhoods = {{0, 1}, {2, 3}};
+  CbcOptions o = pair_options(2);
   const CbcResult r = solve_with_cbc(lp, o, &start);
   REQUIRE(r.status == CbcResult::Status::optimal);
   CHECK(r.x == std::vector<double>{0, 1, 0, 1});
