@@ -550,6 +550,7 @@ struct SubMip {
   int free_integers = 0;
   double began_s = 0;
   std::string bytes;     // what it sent so far
+  bool ended = false;    // its pipe is at end of file
 };
 
 SubMip start_sub_mip(const OsiClpSolverInterface& solver, const LinearProgram& lp, const std::vector<char>& is_free,
@@ -633,7 +634,9 @@ std::string reap_sub_mip(SubMip& s, bool kill) {
 // improved stays closed: only its own columns changed). Passes over the open neighbourhoods repeat, with twice the
 // time per sub-MIP after a pass that improved nothing (those left open were stopped at their limit), until every
 // neighbourhood is closed or `until_s` on shared's clock. A pass is the neighbourhoods open and not running when it
-// begins; the next begins once its last has started. With `lp_x` (an LP solution; may be empty) each pass begins
+// begins; the next begins once its last has started. Results are taken in the order their sub-MIPs started (a
+// worker whose sub-MIP ended waits for those before it) until one is stopped at its time limit, and from then on in
+// the order they end: so the search does not depend on the machine's speed while none is. With `lp_x` (an LP solution; may be empty) each pass begins
 // with one more neighbourhood, the integer columns where the incumbent and lp_x differ (RINS: Danna, Rothberg and
 // Le Pape, 2005; first, because on unet b11 what it finds lets the windows improve further): it changes with the
 // incumbent, is skipped when empty, and is closed like the others. Returns the incumbent; `stats` counts.
@@ -653,7 +656,8 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   std::vector<size_t> pass;  // what is left of the current pass, in order
   bool pass_improved = false, first_pass = true;
   double limit_s = kNeighborhoodS;
-  std::vector<SubMip> active;
+  std::vector<SubMip> active;  // in the order they started
+  bool in_order = true;
   std::vector<char> is_free(n);
 
   // The free columns of neighbourhood i around the incumbent; false when there are none (an empty LP neighbourhood:
@@ -670,7 +674,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
     return *free_integers > 0;
   };
   // A finished sub-MIP: its solution taken when better; its neighbourhood closed when it ran to its end from the
-  // incumbent that is current now.
+  // incumbent that is current now. False when it did not run to its end (its time limit, or its process died).
   auto finish = [&](SubMip& s, const std::string& died) {
     running[s.index] = 0;
     ++stats->searched;
@@ -714,6 +718,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
                    found ? ", improved" : "", best);
       std::fflush(stderr);
     }
+    return died.empty() && !at_limit;
   };
 
   for (;;) {
@@ -751,22 +756,28 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
     // Wait for one to end; past until_s (and a grace second for CBC's own clock) the rest are stopped.
     const double wait_s = until_s + 1.0 - shared->elapsed();
     if (wait_s <= 0) {
-      for (SubMip& s : active) reap_sub_mip(s, true), running[s.index] = 0;
-      active.clear();
+      for (SubMip& s : active) reap_sub_mip(s, true);
       break;
     }
-    std::vector<pollfd> fds;
-    for (const SubMip& s : active) fds.push_back({s.fd, POLLIN, 0});
+    std::vector<pollfd> fds;  // those still running (an ended one's pipe would wake poll at once)
+    for (const SubMip& s : active)
+      if (!s.ended) fds.push_back({s.fd, POLLIN, 0});
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait_s, 1.0) * 1000) + 1);
     if (ready < 0 && errno != EINTR) fail("monet-solve: poll: ", std::strerror(errno));
+    for (SubMip& s : active)
+      if (!s.ended) s.ended = read_sub_mip(s);
+    // Results are taken in the order the sub-MIPs started until one is stopped at its time limit: until then each
+    // result, and so every later start, is the same whatever the machine's speed (README, "Determinism"); after
+    // that, in the order they end (a long sub-MIP at the front would hold up the others' workers).
     for (size_t k = 0; k < active.size();) {
-      if (read_sub_mip(active[k])) {
-        const std::string died = reap_sub_mip(active[k], false);
-        finish(active[k], died);
-        active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
-      } else {
+      if (!active[k].ended) {
+        if (in_order) break;
         ++k;
+        continue;
       }
+      const std::string died = reap_sub_mip(active[k], false);
+      if (!finish(active[k], died)) in_order = false;
+      active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
     }
   }
   return x;

@@ -795,10 +795,11 @@ TEST_CASE("the neighbourhood search improves the start one neighbourhood at a ti
   CHECK(unguided.neighborhoods.lp_improved == 0);
 }
 
-// With two threads two sub-MIPs run at once, each in a process of its own, both from the start: the first to end
-// improves its pair (cost 6); the other's solution (the other pair improved, the first's not) is no better than that
-// and is not taken, and its neighbourhood, solved from an incumbent that has changed since, stays open: it is solved
-// again from the new incumbent and finds the optimum (two improvements in four sub-MIPs: each pair twice). A sub-MIP
+// With two threads two sub-MIPs run at once, each in a process of its own, both from the start. Their results are
+// taken in the order they started (none stops at its time limit): the first improves its pair (cost 6); the
+// second's solution (the other pair improved, the first's not) is no better than that and is not taken, and its
+// neighbourhood, solved from an incumbent that has changed since, stays open: it is solved again from the new
+// incumbent and finds the optimum (two improvements in four sub-MIPs: each pair twice). A sub-MIP
 // whose process dies (a Clp assertion aborted one on unet b11) costs its neighbourhood, not the search: both die, the
 // search ends with both closed, and CBC's own search (not a restart without the search) finds the optimum.
 TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process of its own", "[solve][milp]") {
