@@ -652,13 +652,16 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   uint64_t version = 0;  // incumbents so far
   const size_t listed_from = lp_x.empty() ? 0 : 1;  // index 0 is the LP's neighbourhood, when there is one
   const size_t count = listed_from + neighborhoods.size();
-  std::vector<char> closed(count, 0), running(count, 0);
+  std::vector<char> closed(count, 0);
   std::vector<size_t> pass;  // what is left of the current pass, in order
   bool pass_improved = false, first_pass = true;
   double limit_s = kNeighborhoodS;
   std::vector<SubMip> active;  // in the order they started
   bool in_order = true;
   std::vector<char> is_free(n);
+  auto running = [&](size_t i) {
+    return std::any_of(active.begin(), active.end(), [&](const SubMip& s) { return s.index == i; });
+  };
 
   // The free columns of neighbourhood i around the incumbent; false when there are none (an empty LP neighbourhood:
   // the incumbent is the LP's solution where it counts).
@@ -676,7 +679,6 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   // A finished sub-MIP: its solution taken when better; its neighbourhood closed when it ran to its end from the
   // incumbent that is current now. False when it did not run to its end (its time limit, or its process died).
   auto finish = [&](SubMip& s, const std::string& died) {
-    running[s.index] = 0;
     ++stats->searched;
     const bool lp_one = s.index < listed_from;
     bool found = false, at_limit = true;
@@ -727,7 +729,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
     while (left >= 0.5 && static_cast<int>(active.size()) < workers) {
       if (pass.empty()) {  // a new pass: the open neighbourhoods not running, in order
         for (size_t k = 0; k < count; ++k)
-          if (!closed[k] && !running[k]) pass.push_back(k);
+          if (!closed[k] && !running(k)) pass.push_back(k);
         if (pass.empty()) break;
         if (!first_pass && !pass_improved) limit_s *= 2;
         first_pass = false;
@@ -735,7 +737,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       }
       const size_t i = pass.front();
       pass.erase(pass.begin());
-      if (closed[i] || running[i]) continue;
+      if (closed[i] || running(i)) continue;
       int free_integers = 0;
       if (!free_columns(i, &free_integers)) {
         closed[i] = 1;
@@ -746,7 +748,6 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       s.version = version;
       s.free_integers = free_integers;
       s.began_s = shared->elapsed();
-      running[i] = 1;
       active.push_back(std::move(s));
     }
     if (active.empty()) {
