@@ -222,13 +222,16 @@ struct Builder {
   // In place: candidate k_i may overwrite f = rec_in_place[t][i] (freed after k_i): a continuous
   //   Y[t][i] <= R[t][k_i],  Y[t][i] <= R[t][producer(f)] - K[t][f],  Y[t][i] <= 1 - N[f]
   // moves f's release from A_{i+1} to A_i:  A_i -= a_f Y[t][i],  A_{i+1} += a_f Y[t][i].
-  // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f (N[f] + sum_{i reads f} M[t][i])
+  // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f U[t][f], where
+  //   U[t][f] >= N[f], U[t][f] >= sum_{i reads f} M[t][i]   (continuous: f read or kept on, counted once;
+  //   a_f sum_i M[t][i] where f is not kept on past t)
   //   L_t <= budget - bwd_fixed[t] - reads_t   (reads_t: what every implementation reads)
   //   L_t + sum_i dws_i M[t][i] <= budget - bwd_fixed[t] - reads_t   (when workspaces differ)
   void step_memory() {
     const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
     m.K.assign(T, {});
     m.Y.assign(T, {});
+    m.U.assign(T, {});
     for (int t = 0; t < T; ++t) {
       auto next = [&](int f) { return t + 1 < T ? m.S[t + 1][f] : -1; };
       auto append = [](std::vector<int>& cols, std::vector<double>& coefs, int col, double coef) {
@@ -303,10 +306,24 @@ struct Builder {
           reads += p.bytes(f);
           continue;
         }
-        append(cols, coefs, next(f), -units(p.bytes(f)));
+        std::vector<int> readers;  // M[t][i] of the implementations that read f (some, not all)
         if (p.read[t][f])
           for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i)
-            if (p.read_by(t, i, f)) append(cols, coefs, m.M[t][i], -units(p.bytes(f)));
+            if (p.read_by(t, i, f)) readers.push_back(m.M[t][i]);
+        if (readers.empty() || next(f) < 0) {
+          append(cols, coefs, next(f), -units(p.bytes(f)));
+          for (int c : readers) append(cols, coefs, c, -units(p.bytes(f)));
+          continue;
+        }
+        // Read by the chosen implementation or kept on, once: U >= N[f], U >= sum of its readers' M.
+        const int U = lp.add_col(idx("U", t, f), 0, 1, 0, false);
+        m.U[t].push_back({f, U});
+        lp.add_row(idx("Ukept", t, f), {U, next(f)}, {1, -1}, 0, kInf);
+        std::vector<int> rc = {U};
+        std::vector<double> rk = {1};
+        for (int c : readers) { rc.push_back(c); rk.push_back(-1); }
+        lp.add_row(idx("Uread", t, f), rc, rk, 0, kInf);
+        append(cols, coefs, U, -units(p.bytes(f)));
       }
       const double node_cap = budget - units(p.bwd_fixed[t] + reads);
       bool ws_differ = false;
@@ -393,6 +410,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (auto [f, col] : m.K[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f]) ? 1 : 0;
     for (auto [i, col] : m.Y[t])
       x[col] = in_place_at(p, t, static_cast<size_t>(i), a.R[t], t + 1 < p.num_steps() ? &a.S[t + 1] : nullptr) >= 0;
+    for (auto [f, col] : m.U[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f]) || p.read_by(t, a.M[t], f);
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   for (const LinearProgram::Row& r : lp.rows) {

@@ -36,6 +36,7 @@ struct MilpLayout {
   std::vector<std::vector<std::pair<int, std::vector<int>>>> Z;
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
   std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
+  std::vector<std::vector<std::pair<int, int>>> U;  // [t]: (fval, column) of "read by the node or kept on"
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -402,8 +402,7 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
       if (kept_on(f)) node += p.bytes(f);
       continue;
     }
-    const bool needed = p.read_by_all(t, f), chosen = p.read_by(t, impl, f);
-    if (chosen || kept_on(f)) node += p.bytes(f) * (needed ? 1 : (chosen + kept_on(f)));
+    if (p.read_by(t, impl, f) || kept_on(f)) node += p.bytes(f);  // read, kept on, or both: one buffer
   }
   return std::max(peak, node);
 }
