@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Solver benchmark: estimated profiles of the zoo models at MONeT's batch sizes, solved at 1/3, 1/2 and 2/3 of
-# each store-all peak; writes schedules/<model>_<batch>/ (profile, schedules, reports) and schedules/SOLVER.md.
+# each store-all peak; writes schedules/<model>_<batch>/ (profile, schedules and reports, named by mode, budget and
+# time limit: runs at another limit sit beside, not over, the others) and schedules/SOLVER.md (a table per limit).
 # Usage: scripts/bench_solver.sh [--time-limit S] [--threads N] [--mode checkpoint] [models...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ for entry in "${models[@]}"; do
   peak=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes'])" "$profile")
   for frac in 1/3 1/2 2/3; do
     budget=$(/usr/bin/python3 -c "from fractions import Fraction as F; print(int(F('$frac') * $peak))")
-    tag=${frac/\//_}
+    tag=${frac/\//_}_${time_limit}s
     echo "== $model b$batch budget $frac of $peak = $budget bytes ($mode, ${time_limit}s, $threads threads)"
     set +e
     $bin/monet-solve "$profile" --budget "$budget" --mode "$mode" --time-limit "$time_limit" --threads "$threads" \
@@ -40,6 +41,6 @@ for entry in "${models[@]}"; do
     set -e
   done
 done
-/usr/bin/python3 scripts/solver_table.py --time-limit "$time_limit" --threads "$threads" > schedules/SOLVER.md.tmp
+/usr/bin/python3 scripts/solver_table.py > schedules/SOLVER.md.tmp
 mv schedules/SOLVER.md.tmp schedules/SOLVER.md
 echo "wrote schedules/SOLVER.md"
