@@ -18,15 +18,17 @@ using namespace monet;
 
 namespace {
 
-// A hand-made plan graph: values sized in units of kAlignBytes, nodes appended in order (each returns its index).
+// A hand-made plan graph: values sized in units of kAlignBytes, nodes appended in order (each returns its index and
+// becomes the producer of its outputs).
 struct PlanBuilder {
   PlanGraph plan;
-  int value(const std::string& name, int units, bool resident, int producer) {
-    plan.values.push_back({name, units * kAlignBytes, resident, producer});
+  int value(const std::string& name, int units, bool resident) {
+    plan.values.push_back({name, units * kAlignBytes, resident, -1});
     return static_cast<int>(plan.values.size()) - 1;
   }
   int node(const std::string& name, Stage st, std::vector<int> in, std::vector<int> out, double ms = 1.0, int ws = 0,
            const char* op = "Op") {
+    for (int v : out) plan.values[v].producer = static_cast<int>(plan.nodes.size());
     plan.nodes.push_back({name, op, st, std::move(in), std::move(out), ms, ws * kAlignBytes});
     return static_cast<int>(plan.nodes.size()) - 1;
   }
@@ -58,8 +60,8 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     v.algo = 5;
     b.impls.push_back(std::move(v));
   };
-  const int x = pb.value("x", 2, true, -1);
-  const int w = pb.value("w", 1, true, -1);
+  const int x = pb.value("x", 2, true);
+  const int w = pb.value("w", 1, true);
   std::vector<int> outs, ins0;
   std::vector<std::vector<int>> ins(n);
   for (int i = 0; i < n; ++i) {
@@ -67,7 +69,7 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     if (i >= 2 && pick(0, 2) == 0) ins[i].push_back(outs[pick(0, i - 2)]);
     const bool over = in_place && i > 0 && pick(0, 1);
     const int units = over ? static_cast<int>(p.values[ins[i][0]].bytes / kAlignBytes) : pick(1, 6);
-    const int y = pb.value("a" + std::to_string(i), units, false, static_cast<int>(p.nodes.size()));
+    const int y = pb.value("a" + std::to_string(i), units, false);
     // Draws in named order: the order of a call's arguments (and of a product's operands) is unspecified, and GCC
     // and Clang differ, which gave the Release and ASan builds different graphs.
     const int ms = pick(1, 9);
@@ -78,16 +80,16 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     if (fwd_algos && pick(0, 1)) add_algorithm(p.nodes.back());
     outs.push_back(y);
   }
-  const int loss = pb.value("loss", 1, false, static_cast<int>(p.nodes.size()));
+  const int loss = pb.value("loss", 1, false);
   pb.node("loss", Stage::loss, {outs.back()}, {loss}, 1, 0);
-  int grad = pb.value("g_out", outs.empty() ? 1 : 2, false, static_cast<int>(p.nodes.size()));
+  int grad = pb.value("g_out", outs.empty() ? 1 : 2, false);
   pb.node("loss_grad", Stage::backward, {outs.back()}, {grad}, 1, 0);
   for (int i = n - 1; i >= 0; --i) {
     std::vector<int> in = {grad};
     for (int v : ins[i])
       if (v != x && pick(0, 1)) in.push_back(v);
     if (pick(0, 1)) in.push_back(outs[i]);
-    const int g = pb.value("g" + std::to_string(i), pick(1, 4), false, static_cast<int>(p.nodes.size()));
+    const int g = pb.value("g" + std::to_string(i), pick(1, 4), false);
     const int ms = pick(1, 9);
     const int ws = pick(0, 1);
     pb.node("b" + std::to_string(i), Stage::backward, in, {g}, ms, ws);
@@ -223,9 +225,9 @@ TEST_CASE("the recomputation window counts levels, and the auto window is the la
   // x -> a0 -> a1 -> a2 -> a3 (a long branch) and a0 -> b1 (a short one, after the long one in order); c reads
   // a3 and b1. Step "bb1" reads only b1: one level below it is a0, four positions before it.
   PlanBuilder pb;
-  const int x = pb.value("x", 1, true, -1);
+  const int x = pb.value("x", 1, true);
   auto add = [&](const std::string& name, Stage st, std::vector<int> in) {  // a node and its one output
-    const int out = pb.value(name, 1, false, static_cast<int>(pb.plan.nodes.size()));
+    const int out = pb.value(name, 1, false);
     pb.node(name, st, std::move(in), {out});
     return out;
   };
@@ -328,19 +330,19 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
   // with f1 over a0 (5 + g + 4 = 10, out of place 14).
   PlanBuilder pb;
   PlanGraph& p = pb.plan;
-  const int x = pb.value("x", 4, true, -1), w = pb.value("w", 1, true, -1);
-  const int a0 = pb.value("a0", 4, false, 2), a1 = pb.value("a1", 4, false, 3), a2 = pb.value("a2", 1, false, 4);
-  const int loss = pb.value("loss", 1, false, 5), g = pb.value("g", 1, false, 6), g2 = pb.value("g2", 1, false, 7);
-  const int g1 = pb.value("g1", 1, false, 8), g0 = pb.value("g0", 1, false, 9);
-  p.values[a0].producer = pb.node("f0", Stage::forward, {x}, {a0});
-  p.values[a1].producer = pb.node("f1", Stage::forward, {a0}, {a1});
+  const int x = pb.value("x", 4, true), w = pb.value("w", 1, true);
+  const int a0 = pb.value("a0", 4, false), a1 = pb.value("a1", 4, false), a2 = pb.value("a2", 1, false);
+  const int loss = pb.value("loss", 1, false), g = pb.value("g", 1, false), g2 = pb.value("g2", 1, false);
+  const int g1 = pb.value("g1", 1, false), g0 = pb.value("g0", 1, false);
+  pb.node("f0", Stage::forward, {x}, {a0});
+  pb.node("f1", Stage::forward, {a0}, {a1});
   p.nodes.back().in_place = {a0};
-  p.values[a2].producer = pb.node("f2", Stage::forward, {a1}, {a2});
-  p.values[loss].producer = pb.node("loss", Stage::loss, {a2}, {loss}, 1.0, 3);
-  p.values[g].producer = pb.node("loss_grad", Stage::backward, {a2}, {g});
-  p.values[g2].producer = pb.node("b2", Stage::backward, {g, a1}, {g2});
-  p.values[g1].producer = pb.node("b1", Stage::backward, {g2}, {g1});
-  p.values[g0].producer = pb.node("b0", Stage::backward, {g1}, {g0});
+  pb.node("f2", Stage::forward, {a1}, {a2});
+  pb.node("loss", Stage::loss, {a2}, {loss}, 1.0, 3);
+  pb.node("loss_grad", Stage::backward, {a2}, {g});
+  pb.node("b2", Stage::backward, {g, a1}, {g2});
+  pb.node("b1", Stage::backward, {g2}, {g1});
+  pb.node("b0", Stage::backward, {g1}, {g0});
   pb.node("update", Stage::update, {w, g0}, {});
   const CheckpointProblem cp = make_problem(p, 0);
   const int64_t budget = 11 * kAlignBytes;
@@ -378,17 +380,16 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
 TEST_CASE("a value read by the chosen implementation and kept on counts once", "[solve][milp]") {
   PlanBuilder pb;
   PlanGraph& p = pb.plan;
-  const int x = pb.value("x", 1, true, -1), w = pb.value("w", 1, true, -1);
-  const int a0 = pb.value("a0", 4, false, 2), a1 = pb.value("a1", 4, false, 3), loss = pb.value("loss", 1, false, 4);
-  const int g = pb.value("g", 4, false, 5), g1 = pb.value("g1", 4, false, 6), g0 = pb.value("g0", 1, false, 7);
-  p.values[a0].producer = pb.node("f0", Stage::forward, {x}, {a0});
-  p.values[a1].producer = pb.node("f1", Stage::forward, {a0}, {a1});
-  p.values[loss].producer = pb.node("loss", Stage::loss, {a1}, {loss});
-  p.values[g].producer = pb.node("loss_grad", Stage::backward, {a1}, {g});
+  const int x = pb.value("x", 1, true), w = pb.value("w", 1, true);
+  const int a0 = pb.value("a0", 4, false), a1 = pb.value("a1", 4, false), loss = pb.value("loss", 1, false);
+  const int g = pb.value("g", 4, false), g1 = pb.value("g1", 4, false), g0 = pb.value("g0", 1, false);
+  pb.node("f0", Stage::forward, {x}, {a0});
+  pb.node("f1", Stage::forward, {a0}, {a1});
+  pb.node("loss", Stage::loss, {a1}, {loss});
+  pb.node("loss_grad", Stage::backward, {a1}, {g});
   const int b1 = pb.node("b1", Stage::backward, {g, a0}, {g1});
-  p.values[g1].producer = b1;
   p.nodes[b1].impls = {{"in", {g, a0}, 1.0, 0}, {"out", {g, a1}, 3.0, 0}};
-  p.values[g0].producer = pb.node("b0", Stage::backward, {g1, a0}, {g0});
+  pb.node("b0", Stage::backward, {g1, a0}, {g0});
   pb.node("update", Stage::update, {w, g0}, {});
   const CheckpointProblem cp = make_problem(p, 0, true);
   int step = -1;
@@ -443,18 +444,18 @@ TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) 
 TEST_CASE("a forward algorithm without workspace is what fits: lower bound, brute force and solve agree", "[solve][milp]") {
   PlanBuilder pb;
   PlanGraph& plan = pb.plan;
-  const int x = pb.value("x", 2, true, -1), w = pb.value("w", 1, true, -1);
-  const int a0 = pb.value("a0", 4, false, 0);
+  const int x = pb.value("x", 2, true), w = pb.value("w", 1, true);
+  const int a0 = pb.value("a0", 4, false);
   pb.node("conv", Stage::forward, {x, w}, {a0}, 2, 40, "Conv");  // the default: 40 units of workspace
   PlanImpl lean{"cudnn0", {x, w}, 3, 0};
   lean.op_impl = 0;
   lean.algo = 0;
   plan.nodes[0].impls = {{"default", {x, w}, 2, 40 * kAlignBytes}, lean};
-  const int loss = pb.value("loss", 1, false, 1);
+  const int loss = pb.value("loss", 1, false);
   pb.node("loss", Stage::loss, {a0}, {loss}, 1, 0, "Conv");
-  const int g = pb.value("g", 4, false, 2);
+  const int g = pb.value("g", 4, false);
   pb.node("loss_grad", Stage::backward, {a0}, {g}, 1, 0, "Conv");
-  const int gw = pb.value("gw", 1, false, 3);
+  const int gw = pb.value("gw", 1, false);
   pb.node("conv_grad", Stage::backward, {g, x}, {gw}, 2, 0, "Conv");
   pb.node("update", Stage::update, {w, gw}, {}, 1, 0, "Conv");
 
@@ -654,18 +655,18 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
   PlanBuilder pb;
   PlanGraph& plan = pb.plan;
   const int n = 6;
-  const int x = pb.value("x", 1, true, -1), w = pb.value("w", 1, true, -1);
+  const int x = pb.value("x", 1, true), w = pb.value("w", 1, true);
   std::vector<int> a;
   for (int i = 0; i < n; ++i) {
-    a.push_back(pb.value("a" + std::to_string(i), 8, false, static_cast<int>(plan.nodes.size())));
+    a.push_back(pb.value("a" + std::to_string(i), 8, false));
     pb.node("f" + std::to_string(i), Stage::forward, {i == 0 ? x : a[i - 1]}, {a[i]});
   }
-  const int loss = pb.value("loss", 1, false, static_cast<int>(plan.nodes.size()));
+  const int loss = pb.value("loss", 1, false);
   pb.node("loss", Stage::loss, {a.back()}, {loss});
-  int grad = pb.value("g", 1, false, static_cast<int>(plan.nodes.size()));
+  int grad = pb.value("g", 1, false);
   pb.node("loss_grad", Stage::backward, {a.back()}, {grad});
   for (int i = n - 1; i >= 0; --i) {
-    const int g = pb.value("g" + std::to_string(i), 1, false, static_cast<int>(plan.nodes.size()));
+    const int g = pb.value("g" + std::to_string(i), 1, false);
     std::vector<int> in = {grad};
     if (i > 0) in.push_back(a[i - 1]);
     pb.node("b" + std::to_string(i), Stage::backward, in, {g});
