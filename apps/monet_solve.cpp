@@ -105,7 +105,10 @@ int main(int argc, char** argv) {
                                            {"improved", r.neighborhoods.improved},
                                            {"lp_improved", r.neighborhoods.lp_improved},
                                            {"ended_s", r.neighborhoods.seconds},
-                                           {"skipped", r.neighborhoods.skipped}}},
+                                           {"skipped", r.neighborhoods.skipped},
+                                           {"fixed_impls", {{"runs", r.neighborhoods.after_runs},
+                                                            {"improved", r.neighborhoods.after_improved},
+                                                            {"seconds", r.neighborhoods.after_s}}}}},
                         {"warm_start", r.warm_start},
                         {"warm_start_ms", r.warm_start_ms},
                         {"lp_bound_ms", r.lp_bound_ms},
@@ -173,6 +176,10 @@ int main(int argc, char** argv) {
                     " warm start %.3f ms), %.1f s of CBC's\n",
                     r.neighborhoods.searched, r.neighborhoods.improved, r.neighborhoods.lp_improved, r.warm_start_ms,
                     r.neighborhoods.seconds);
+      if (r.neighborhoods.after_runs > 0)
+        std::printf("implementations fixed: %d solve(s) of the schedule's implementations alone, %d improved it, "
+                    "%.1f s\n",
+                    r.neighborhoods.after_runs, r.neighborhoods.after_improved, r.neighborhoods.after_s);
     ScheduleFile f;
     f.fingerprint = plan.fingerprint;
     f.model = profile.model;

@@ -83,8 +83,8 @@ enum class Msg : char {
   bound = 'B',     // {bound}
   solution = 'S',  // {objective, seconds since CBC started, x...}: a new incumbent
   done = 'D',      // {status, objective, bound, seconds, time limit reached, x...}: CBC returned
-  neighborhoods = 'N',  // {searched, improved, seconds since CBC started, improved by the LP's neighbourhood}: the
-                        // neighbourhood search ended
+  neighborhoods = 'N',  // {searched, improved, seconds since CBC started, improved by the LP's neighbourhood,
+                        // after_search calls, of them better, their seconds}: the neighbourhood search ended
 };
 
 bool write_all(int fd, const void* data, size_t bytes) {
@@ -228,11 +228,14 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const 
         if (rep.first_feasible_s < 0) rep.first_feasible_s = v[1];
         rep.x = std::move(x);
         shared.incumbent = v[0];
-      } else if (type == Msg::neighborhoods && count == 4) {
+      } else if (type == Msg::neighborhoods && count == 7) {
         rep.neighborhoods = {.searched = static_cast<int>(v[0]),
                              .improved = static_cast<int>(v[1]),
                              .seconds = v[2],
-                             .lp_improved = static_cast<int>(v[3])};
+                             .lp_improved = static_cast<int>(v[3]),
+                             .after_runs = static_cast<int>(v[4]),
+                             .after_improved = static_cast<int>(v[5]),
+                             .after_s = v[6]};
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
         rep.status = v[0];
@@ -937,33 +940,60 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     shared->time_limit_s = since_cbc() + std::max(1.0, options.time_limit_s - since_began());
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) fail("monet-solve: fork: ", std::strerror(errno));
     if (pid == 0) {  // the child: CBC, messages, _exit (no destructors, no atexit handlers of the parent's)
       ::close(fds[0]);
+      // It dies with its parent: a solve nested in after_search runs in a CBC process that the time limit kills.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
       int code = 0;
       try {
         std::vector<double> start_x = start_from ? *start_from : std::vector<double>{};
-        if (!start_x.empty() && with_neighborhoods) {
+        const bool searched = !start_x.empty() && with_neighborhoods;
+        if (searched) {
           if (options.test_abort_in_search) std::abort();
           Neighborhoods stats;
-          start_x = search_neighborhoods(solver, lp, options, options.lp_neighborhood ? root_x : std::vector<double>{},
-                                         std::move(start_x), shared, fds[1],
-                                         since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc()),
-                                         &stats);
+          const double until_s = since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc());
+          for (;;) {
+            start_x = search_neighborhoods(solver, lp, options,
+                                           options.lp_neighborhood ? root_x : std::vector<double>{},
+                                           std::move(start_x), shared, fds[1], until_s, &stats);
+            // Ended with time left: every neighbourhood closed (after_search).
+            const double left = until_s - shared->elapsed();
+            if (!options.after_search || left < options.after_search_min_s) break;
+            const double called = shared->elapsed();
+            std::vector<double> y = options.after_search(start_x, left);
+            ++stats.after_runs;
+            stats.after_s += shared->elapsed() - called;
+            const double was = objective_of(lp, start_x.data());
+            if (y.size() != start_x.size() || !satisfies(lp, y) ||
+                objective_of(lp, y.data()) >= was - 1e-9 * std::max(1.0, std::abs(was)))
+              break;
+            ++stats.after_improved;
+            start_x = std::move(y);
+            ProgressHandler::report(*shared, fds[1], objective_of(lp, start_x.data()), start_x.data(), n);
+          }
           std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
           send(fds[1], Msg::neighborhoods,
-               {double(stats.searched), double(stats.improved), shared->elapsed(), double(stats.lp_improved)});
+               {double(stats.searched), double(stats.improved), shared->elapsed(), double(stats.lp_improved),
+                double(stats.after_runs), double(stats.after_improved), stats.after_s});
         }
-        CbcModel model(solver);
-        ProgressHandler handler(shared, fds[1], n);
-        run_cbc(model, handler, lp, start_x, argv);
-        const bool has_x = model.bestSolution() != nullptr;
-        const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
-        send(fds[1], Msg::done,
-             {status, has_x ? model.getObjValue() : 0.0, model.getBestPossibleObjValue(), shared->elapsed(),
-              model.isSecondsLimitReached() ? 1.0 : 0.0},
-             model.bestSolution(), has_x ? n : 0);
+        if (searched && options.search_only) {
+          send(fds[1], Msg::done, {1, objective_of(lp, start_x.data()), kNoValue, shared->elapsed(), 0},
+               start_x.data(), n);
+        } else {
+          CbcModel model(solver);
+          ProgressHandler handler(shared, fds[1], n);
+          run_cbc(model, handler, lp, start_x, argv);
+          const bool has_x = model.bestSolution() != nullptr;
+          const double status = has_x ? (model.isProvenOptimal() ? 0 : 1) : (model.isProvenInfeasible() ? 2 : 3);
+          send(fds[1], Msg::done,
+               {status, has_x ? model.getObjValue() : 0.0, model.getBestPossibleObjValue(), shared->elapsed(),
+                model.isSecondsLimitReached() ? 1.0 : 0.0},
+               model.bestSolution(), has_x ? n : 0);
+        }
       } catch (...) {
         code = 3;
       }

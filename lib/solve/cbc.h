@@ -40,6 +40,15 @@ struct CbcOptions {
   // columns where the incumbent differs from the LP's solution after the root cuts (RINS).
   bool lp_neighborhood = true;
   double neighborhood_share = 0.95;
+  // When set, called in CBC's process each time the neighbourhood search has ended with every neighbourhood closed
+  // and at least after_search_min_s of its share left: with the incumbent and those seconds (which it must keep
+  // to). It returns a better solution (columns), or empty. A better one is sent to the caller as an incumbent and
+  // the search starts again from it (every neighbourhood open); else CBC's search follows. solve() sets it in full
+  // mode: the program with the incumbent's implementations fixed (solve.cpp).
+  std::function<std::vector<double>(const std::vector<double>& x, double seconds)> after_search;
+  double after_search_min_s = 30;
+  // When the search ran: its result is the result (status feasible, the root's bound), without CBC's search.
+  bool search_only = false;
   // The search runs only when the warm start is more than this above the bound after the root cuts (objective
   // units): closer, CBC's proof is all that is left, and a search would only delay it.
   double neighborhood_min_gap = 0;
@@ -67,6 +76,9 @@ struct Neighborhoods {
   double seconds = 0;    // when the search ended, from CBC's start (0: it did not run)
   int lp_improved = 0;   // of the improvements, those of the LP's neighbourhood (CbcOptions::lp_neighborhood)
   bool skipped = false;  // not run: the warm start was within CbcOptions::neighborhood_min_gap of the bound
+  int after_runs = 0;      // calls of CbcOptions::after_search
+  int after_improved = 0;  // of them, those that returned a better solution
+  double after_s = 0;      // the seconds they took
 };
 
 struct CbcResult {

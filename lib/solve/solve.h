@@ -20,6 +20,9 @@ struct SolveOptions {
   int threads = 2;
   int window = kAutoWindow;          // recomputation window in levels, 0 = none (make_problem, problem.h)
   std::function<void(const CbcProgress&)> progress;  // incumbent and bound as predicted step times (ms)
+  // Full mode: the least time left of the neighbourhood search's share for solving the program with the
+  // incumbent's implementations fixed, once the search has closed every neighbourhood (solve.cpp; tests lower it).
+  double fixed_impls_min_s = 30;
 };
 
 struct SolveOutcome {

@@ -883,6 +883,98 @@ TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process
   CHECK(died.neighborhoods.seconds > 0);  // the search ended and said so: CBC's process did not die
 }
 
+// CbcOptions::after_search, called in CBC's process once the search has closed every neighbourhood: a better
+// solution it returns becomes the incumbent and the search runs again from it (its neighbourhood reopened: one more
+// sub-MIP, which finds nothing), then it is called again; a worse one, one that breaks a row, or one of another
+// length is not taken. Here the one neighbourhood reaches only the first pair, so the search ends at cost 6.
+// With search_only that is the result.
+TEST_CASE("after the search closes every neighbourhood: a better solution is searched from, no other is taken; search only",
+          "[solve][milp]") {
+  const LinearProgram lp = two_pairs();
+  const std::vector<double> start = {1, 0, 1, 0};
+  CbcOptions o = pair_options(1);
+  o.neighborhoods = {{0, 1}};
+  o.after_search_min_s = 0;
+  // The second pair flipped, while it is the poor one; with the time left of the search's share, which is less
+  // than CBC's time limit.
+  o.after_search = [&](const std::vector<double>& x, double seconds) {
+    if (x.size() == 4 && x[2] == 1 && seconds > 0 && seconds < o.time_limit_s) return std::vector<double>{x[0], x[1], 0, 1};
+    return std::vector<double>{};
+  };
+  const CbcResult r = solve_with_cbc(lp, o, &start);
+  REQUIRE(r.status == CbcResult::Status::optimal);
+  CHECK(r.x == std::vector<double>{0, 1, 0, 1});
+  CHECK(r.rejected == 0);
+  CHECK(r.neighborhoods.searched == 2);
+  CHECK(r.neighborhoods.improved == 1);
+  CHECK(r.neighborhoods.after_runs == 2);
+  CHECK(r.neighborhoods.after_improved == 1);
+  CHECK(r.neighborhoods.after_s >= 0);
+  for (const std::vector<double>& offered : {std::vector<double>{1, 0, 1, 0},   // worse
+                                            std::vector<double>{0, 0, 0, 0},   // breaks both rows
+                                            std::vector<double>{0, 1}}) {      // not a solution of this program
+    o.after_search = [&](const std::vector<double>&, double) { return offered; };
+    const CbcResult other = solve_with_cbc(lp, o, &start);
+    CHECK(other.objective == Approx(2));  // CBC's own search after it
+    CHECK(other.rejected == 0);
+    CHECK(other.neighborhoods.searched == 1);
+    CHECK(other.neighborhoods.after_runs == 1);
+    CHECK(other.neighborhoods.after_improved == 0);
+  }
+  o.after_search_min_s = 1e9;  // more than the search's share: not called
+  const CbcResult none = solve_with_cbc(lp, o, &start);
+  CHECK(none.objective == Approx(2));
+  CHECK(none.neighborhoods.after_runs == 0);
+  // search_only: the search's result is the result, without CBC's search (which would reach the second pair).
+  o.search_only = true;
+  const CbcResult only = solve_with_cbc(lp, o, &start);
+  CHECK(only.status == CbcResult::Status::feasible);
+  CHECK(only.x == std::vector<double>{0, 1, 1, 0});
+  CHECK(only.objective == Approx(6));
+  CHECK(only.neighborhoods.searched == 1);
+}
+
+// Full mode solves the program with the incumbent's implementations fixed once the search has closed every
+// neighbourhood (solve.cpp; here with no least time left): what it returns is a schedule of the joint program, never
+// better than its optimum (CBC alone), and the bound stays the joint program's.
+TEST_CASE("full mode: the schedule's implementations fixed, solved again, lose nothing and keep the joint bound",
+          "[solve][milp]") {
+  int runs = 0, compared = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    PlanGraph plan = random_plan(14, seed, true);
+    CheckpointProblem p = make_problem(plan, 0, true);
+    if (!p.has_choices()) continue;
+    const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+    const int64_t smallest = smallest_heuristic_peak(p);
+    for (int64_t budget : {smallest, (smallest + store_all) / 2}) {
+      INFO("seed " << seed << " budget " << budget);
+      MilpLayout layout;
+      const LinearProgram lp = checkpoint_milp(p, budget, &layout);
+      CbcOptions o;
+      o.time_limit_s = 60;
+      o.relative_gap = 0;
+      const CbcResult best = solve_with_cbc(lp, o, nullptr);
+      REQUIRE(best.status == CbcResult::Status::optimal);
+      SolveOptions so;
+      so.budget_bytes = budget;
+      so.mode = "full";
+      so.window = 0;
+      so.threads = 1;
+      so.time_limit_s = 60;
+      so.fixed_impls_min_s = 0;
+      const SolveOutcome out = solve(plan, so);
+      REQUIRE(out.fits);
+      CHECK(out.predicted.peak_bytes <= budget);
+      CHECK(out.objective_ms >= p.base_ms + best.objective - 1e-6);
+      CHECK(out.bound_ms <= p.base_ms + best.objective + 1e-6);
+      runs += out.neighborhoods.after_runs;
+      ++compared;
+    }
+  }
+  CHECK(compared >= 10);
+  CHECK(runs > 0);
+}
+
 // A neighbourhood's sub-MIP is a program of its own (the other integer columns left out, their values in the rows'
 // bounds): what it finds, mapped back, must satisfy the whole program (the parent drops and counts any that does not)
 // and never beat the whole program's optimum. Neighbourhoods here: thirds of the integer columns in the program's
