@@ -158,11 +158,16 @@ class ProgressHandler : public CbcEventHandler {
     static double v = 1e300;
     return v;
   }
+  friend void forget_sent();
   std::shared_ptr<Shared> shared_;
   int fd_;
   int n_;
   bool bounds_;
 };
+
+// In a new CBC process: nothing sent yet. (A solve nested in after_search forks from a CBC process that has sent
+// the joint program's incumbents, whose objective is not the nested program's.)
+void forget_sent() { ProgressHandler::sent_objective() = 1e300; }
 
 // The parent's view of the child's messages.
 struct ChildReport {
@@ -948,6 +953,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
       // It dies with its parent: a solve nested in after_search runs in a CBC process that the time limit kills.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
+      forget_sent();
       int code = 0;
       try {
         std::vector<double> start_x = start_from ? *start_from : std::vector<double>{};

@@ -313,7 +313,8 @@ int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates) {
   return w;
 }
 
-CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd) {
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd,
+                            bool as_counted_by_p) {
   CheckpointProblem q = p;
   for (int k = 0; k < p.num_fwd() && !fwd.empty(); ++k) {
     const int i = fwd[k];
@@ -339,6 +340,11 @@ CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& 
     q.impl_ws[t] = {0};
   }
   derive_step_sets(q);
+  if (as_counted_by_p) {
+    q.read = p.read;
+    q.used = p.used;
+    q.freed_after = p.freed_after;
+  }
   return q;
 }
 

@@ -111,8 +111,12 @@ int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates);
 
 // The problem with every step's implementation fixed to impl[t] and every forward node's to fwd[k] (empty: the
 // defaults): a single-implementation problem whose variables (S, R) are a subset of p's, so its assignments are
-// p's assignments with M = impl and P = fwd.
-CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd = {});
+// p's assignments with M = impl and P = fwd. Within a step it counts what the fixed implementation reads; with
+// as_counted_by_p, as p counts it (p's read, used and freed_after: a value recomputed in a step whose node another
+// implementation reads stays counted until the node), so that its peak of an assignment is p's and what fits its
+// budget fits p's (its memory rows are p's with M and P fixed).
+CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd = {},
+                            bool as_counted_by_p = false);
 
 struct Assignment {
   std::vector<std::vector<char>> S;  // [t][fval]

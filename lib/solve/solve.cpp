@@ -73,6 +73,39 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
 
 }  // namespace
 
+// Its root cuts reach a bound the joint program's do not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its
+// search finds schedules the joint search does not (SOLVER-notes, session 17).
+std::optional<Assignment> improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a,
+                                                   int64_t budget_bytes, double seconds, int threads,
+                                                   double neighborhood_min_gap) {
+  using Clock = std::chrono::steady_clock;
+  const auto called = Clock::now();
+  // Memory counted as the joint program counts it: what fits q's budget fits p's rows.
+  const CheckpointProblem q = fix_impls(p, a.M, a.P, true);
+  MilpLayout layout;
+  const LinearProgram lp = checkpoint_milp(q, budget_bytes, &layout);
+  Assignment start = a;  // q's assignments have one implementation everywhere
+  std::fill(start.M.begin(), start.M.end(), 0);
+  std::fill(start.P.begin(), start.P.end(), 0);
+  CbcOptions o;
+  // Within `seconds` with what building q took: CBC's process is stopped just after its limit.
+  o.time_limit_s = std::max(0.5, seconds - 1 - std::chrono::duration<double>(Clock::now() - called).count());
+  o.threads = threads;
+  o.after_relaxation = [&](const std::vector<double>&, double) { return to_columns(q, layout, lp, start); };
+  o.neighborhoods = layer_windows(q, layout);
+  o.neighborhood_min_gap = neighborhood_min_gap;
+  o.search_only = true;
+  const CbcResult r = solve_with_cbc(lp, o, nullptr);
+  if (r.x.empty()) return std::nullopt;
+  Assignment b = from_columns(q, layout, r.x);
+  b.M = a.M;
+  b.P = a.P;
+  const Evaluation e = evaluate(p, b);
+  if (!e.feasible || e.peak_bytes > budget_bytes || e.recompute_ms >= evaluate(p, a).recompute_ms - 1e-9)
+    return std::nullopt;
+  return b;
+}
+
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -170,37 +203,12 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       cbc.neighborhoods = layer_windows(p, layout);
       cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
       // Full mode, once the search has closed every neighbourhood: the program with the incumbent's implementations
-      // fixed, solved the way checkpoint mode solves its own (relaxation, root cuts, neighbourhoods, CBC) from the
-      // incumbent, in CBC's process (CbcOptions::after_search), until its own search has closed every
-      // neighbourhood (CBC's search on it is left out: the joint search follows). Its root cuts reach a bound the joint program's do
-      // not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its search finds schedules the joint search does
-      // not (SOLVER-notes, session 17). Its bound holds for that mix alone, so the result keeps the joint bound.
+      // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).
       if (p.has_choices())
-        cbc.after_search = [&](const std::vector<double>& x, double seconds) -> std::vector<double> {
-          Assignment a = from_columns(p, layout, x);
-          const CheckpointProblem q = fix_impls(p, a.M, a.P);
-          MilpLayout q_layout;
-          const LinearProgram q_lp = checkpoint_milp(q, o.budget_bytes, &q_layout);
-          Assignment start = a;  // q's assignments have one implementation everywhere
-          std::fill(start.M.begin(), start.M.end(), 0);
-          std::fill(start.P.begin(), start.P.end(), 0);
-          CbcOptions fixed;
-          fixed.time_limit_s = std::max(0.5, seconds - 1);  // CBC's process is stopped just after its limit
-          fixed.threads = o.threads;
-          fixed.after_relaxation = [&](const std::vector<double>&, double) {
-            return to_columns(q, q_layout, q_lp, start);
-          };
-          fixed.neighborhoods = layer_windows(q, q_layout);
-          fixed.neighborhood_min_gap = cbc.neighborhood_min_gap;
-          fixed.search_only = true;  // then back to the joint search, which may change implementations again
-          const CbcResult r = solve_with_cbc(q_lp, fixed, nullptr);
-          if (r.x.empty()) return {};
-          Assignment b = from_columns(q, q_layout, r.x);
-          b.M = a.M;
-          b.P = a.P;
-          const Evaluation e = evaluate(p, b);
-          if (!e.feasible || e.recompute_ms >= evaluate(p, a).recompute_ms - 1e-9) return {};
-          return to_columns(p, layout, lp, b);
+        cbc.after_search = [&](const std::vector<double>& x, double seconds) {
+          const std::optional<Assignment> b = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes,
+                                                                       seconds, o.threads, cbc.neighborhood_min_gap);
+          return b ? to_columns(p, layout, lp, *b) : std::vector<double>{};
         };
       cbc.after_search_min_s = o.fixed_impls_min_s;
       CbcResult r = solve_with_cbc(lp, cbc, nullptr);

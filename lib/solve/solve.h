@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "schedule/schedule.h"
@@ -54,5 +55,14 @@ struct SolveOutcome {
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);
+
+// Full mode's phase after the neighbourhood search (SolveOptions::fixed_impls_min_s): the program with a's
+// implementations fixed (fix_impls, memory counted as p counts it) solved from a the way checkpoint mode solves its
+// own (LP relaxation, root cut rounds, neighbourhood search), without CBC's search after it, within `seconds`. A
+// cheaper assignment of p with a's implementations that fits the budget, or nullopt. The bound it reaches holds
+// for those implementations alone.
+std::optional<Assignment> improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a,
+                                                   int64_t budget_bytes, double seconds, int threads,
+                                                   double neighborhood_min_gap);
 
 }  // namespace monet

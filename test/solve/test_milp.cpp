@@ -913,7 +913,7 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   for (const std::vector<double>& offered : {std::vector<double>{1, 0, 1, 0},   // worse
                                             std::vector<double>{0, 0, 0, 0},   // breaks both rows
                                             std::vector<double>{0, 1}}) {      // not a solution of this program
-    o.after_search = [&](const std::vector<double>&, double) { return offered; };
+    o.after_search = [offered](const std::vector<double>&, double) { return offered; };
     const CbcResult other = solve_with_cbc(lp, o, &start);
     CHECK(other.objective == Approx(2));  // CBC's own search after it
     CHECK(other.rejected == 0);
@@ -932,6 +932,90 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   CHECK(only.x == std::vector<double>{0, 1, 1, 0});
   CHECK(only.objective == Approx(6));
   CHECK(only.neighborhoods.searched == 1);
+}
+
+// fix_impls(..., as_counted_by_p) counts memory within a step as the joint program does: its peak of an assignment is
+// the joint program's with those implementations, for any assignment (here every segment length, under random
+// implementation choices); without it, a value recomputed in a step whose node another implementation reads is
+// freed after its last recomputation reading it, so the peak may be lower than the joint program's, never higher.
+TEST_CASE("implementations fixed as the joint program counts them: the same peak for every assignment", "[solve]") {
+  int compared = 0, lower = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    PlanGraph plan = random_plan(14, seed, true, seed % 2 == 0);
+    const CheckpointProblem p = make_problem(plan, 0, true);
+    if (!p.has_choices()) continue;
+    std::mt19937_64 rng(seed);
+    for (int draw = 0; draw < 4; ++draw) {
+      std::vector<int> impl(p.num_steps()), fwd(p.num_fwd());
+      for (int t = 0; t < p.num_steps(); ++t) impl[t] = static_cast<int>(rng() % p.num_impls(t));
+      for (int k = 0; k < p.num_fwd(); ++k) fwd[k] = static_cast<int>(rng() % p.num_fwd_impls(k));
+      const CheckpointProblem q = fix_impls(p, impl, fwd, true), own = fix_impls(p, impl, fwd);
+      for (int segment = 1; segment <= p.num_fwd(); ++segment) {
+        const std::optional<Assignment> a = segment_assignment(q, segment);
+        if (!a) continue;
+        INFO("seed " << seed << " draw " << draw << " segment " << segment);
+        Assignment joint = *a;
+        joint.M = impl;
+        joint.P = fwd;
+        const Evaluation in_q = evaluate(q, *a), in_p = evaluate(p, joint), in_own = evaluate(own, *a);
+        REQUIRE(in_p.feasible);
+        CHECK(in_q.feasible);
+        CHECK(in_q.peak_bytes == in_p.peak_bytes);
+        CHECK(in_q.recompute_ms + q.base_ms == Approx(in_p.recompute_ms + p.base_ms));
+        CHECK(in_own.peak_bytes <= in_p.peak_bytes);
+        lower += in_own.peak_bytes < in_p.peak_bytes;
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared >= 100);
+  CHECK(lower > 0);
+}
+
+// improve_with_fixed_impls, from a poor schedule (the longest segments that fit) under fixed implementations: the
+// program with them fixed, solved by its relaxation, root rounds and neighbourhood search (one window holds every
+// node of these graphs, so the search is exact), returns its optimum (CBC alone on it, to optimality), with the same
+// implementations, within the budget, as an assignment of the joint program; nothing when the start is optimal.
+TEST_CASE("improve_with_fixed_impls reaches the fixed program's optimum and keeps the implementations", "[solve][milp]") {
+  int improved = 0, compared = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    PlanGraph plan = random_plan(14, seed, true);
+    const CheckpointProblem p = make_problem(plan, 0, true);
+    if (!p.has_choices()) continue;
+    std::vector<int> impl(p.num_steps()), fwd(p.num_fwd());
+    for (int t = 0; t < p.num_steps(); ++t) impl[t] = static_cast<int>(seed % p.num_impls(t));
+    const CheckpointProblem q = fix_impls(p, impl, fwd, true);
+    const int64_t budget = budget_between(q, 0.25);
+    std::optional<Assignment> start = longest_segments_within(q, budget);
+    if (!start) continue;
+    INFO("seed " << seed << " budget " << budget);
+    start->M = impl;
+    start->P = fwd;
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(q, budget, &layout);
+    CbcOptions o;
+    o.time_limit_s = 30;
+    o.relative_gap = 0;
+    const CbcResult best = solve_with_cbc(lp, o, nullptr);
+    REQUIRE(best.status == CbcResult::Status::optimal);
+    const double optimum = q.base_ms + best.objective, from = p.base_ms + evaluate(p, *start).recompute_ms;
+    const std::optional<Assignment> b = improve_with_fixed_impls(p, *start, budget, 30, 1, -1);
+    ++compared;
+    if (!b) {
+      CHECK(from == Approx(optimum).margin(1e-6));
+      continue;
+    }
+    ++improved;
+    const Evaluation e = evaluate(p, *b);
+    CHECK(e.feasible);
+    CHECK(e.peak_bytes <= budget);
+    CHECK(b->M == impl);
+    CHECK(b->P == fwd);
+    CHECK(p.base_ms + e.recompute_ms == Approx(optimum).margin(1e-6));
+    CHECK(p.base_ms + e.recompute_ms < from);
+  }
+  CHECK(compared >= 4);
+  CHECK(improved > 0);
 }
 
 // Full mode solves the program with the incumbent's implementations fixed once the search has closed every
