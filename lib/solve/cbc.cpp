@@ -962,13 +962,19 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
           if (options.test_abort_in_search) std::abort();
           Neighborhoods stats;
           const double until_s = since_cbc() + options.neighborhood_share * (shared->time_limit_s - since_cbc());
+          double from_after = 1e300;  // what after_search returned last
           for (;;) {
             start_x = search_neighborhoods(solver, lp, options,
                                            options.lp_neighborhood ? root_x : std::vector<double>{},
                                            std::move(start_x), shared, fds[1], until_s, &stats);
-            // Ended with time left: every neighbourhood closed (after_search).
+            // The search found nothing beyond what after_search returned: it would be given the same again.
+            if (objective_of(lp, start_x.data()) >= from_after) break;
+            // Ended with time left: every neighbourhood closed (after_search), unless the incumbent is as close to
+            // the root's bound as a start that skips the search.
             const double left = until_s - shared->elapsed();
-            if (!options.after_search || left < options.after_search_min_s) break;
+            if (!options.after_search || left < options.after_search_min_s ||
+                (have_root && objective_of(lp, start_x.data()) - shared->bound.load() <= options.neighborhood_min_gap))
+              break;
             const double called = shared->elapsed();
             std::vector<double> y = options.after_search(start_x, left);
             ++stats.after_runs;
@@ -979,6 +985,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
               break;
             ++stats.after_improved;
             start_x = std::move(y);
+            from_after = objective_of(lp, start_x.data());
             ProgressHandler::report(*shared, fds[1], objective_of(lp, start_x.data()), start_x.data(), n);
           }
           std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
@@ -986,9 +993,11 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
                {double(stats.searched), double(stats.improved), shared->elapsed(), double(stats.lp_improved),
                 double(stats.after_runs), double(stats.after_improved), stats.after_s});
         }
-        if (searched && options.search_only) {
-          send(fds[1], Msg::done, {1, objective_of(lp, start_x.data()), kNoValue, shared->elapsed(), 0},
-               start_x.data(), n);
+        if (options.search_only) {  // the search's result, or the start where the search did not run
+          const bool has_x = !start_x.empty();
+          send(fds[1], Msg::done,
+               {has_x ? 1.0 : 3.0, has_x ? objective_of(lp, start_x.data()) : 0.0, kNoValue, shared->elapsed(), 0},
+               has_x ? start_x.data() : nullptr, has_x ? n : 0);
         } else {
           CbcModel model(solver);
           ProgressHandler handler(shared, fds[1], n);

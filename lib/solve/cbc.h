@@ -41,13 +41,15 @@ struct CbcOptions {
   bool lp_neighborhood = true;
   double neighborhood_share = 0.95;
   // When set, called in CBC's process each time the neighbourhood search has ended with every neighbourhood closed
-  // and at least after_search_min_s of its share left: with the incumbent and those seconds (which it must keep
-  // to). It returns a better solution (columns), or empty. A better one is sent to the caller as an incumbent and
-  // the search starts again from it (every neighbourhood open); else CBC's search follows. solve() sets it in full
-  // mode: the program with the incumbent's implementations fixed (solve.cpp).
+  // and at least after_search_min_s of its share left, the incumbent more than neighborhood_min_gap above the
+  // root's bound: with the incumbent and those seconds (which it must keep to). It returns a better solution
+  // (columns), or empty. A better one is sent to the caller as an incumbent and the search starts again from it
+  // (every neighbourhood open); it is called again only if that search improves on it. Else CBC's search follows.
+  // solve() sets it in full mode: the program with the incumbent's implementations fixed (improve_with_fixed_impls).
   std::function<std::vector<double>(const std::vector<double>& x, double seconds)> after_search;
   double after_search_min_s = 30;
-  // When the search ran: its result is the result (status feasible, the root's bound), without CBC's search.
+  // The search's result (or the start, where the search did not run) is the result, status feasible with the root's
+  // bound, without CBC's search.
   bool search_only = false;
   // The search runs only when the warm start is more than this above the bound after the root cuts (objective
   // units): closer, CBC's proof is all that is left, and a search would only delay it.

@@ -510,11 +510,13 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
 
 int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   int64_t best = INT64_MAX;
-  for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy&) {
-    best = std::min(best, evaluate(q, store_all_assignment(q)).peak_bytes);
+  // Peaks as p counts them (q may count less within a step: fix_impls), so that the budget found fits p's program.
+  for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
+    auto joint = [&](std::optional<Assignment> a) { return evaluate(p, *with_impls(std::move(a), m)); };
+    best = std::min(best, joint(store_all_assignment(q)).peak_bytes);
     for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !past(deadline); ++segment)
       if (auto a = segment_assignment(q, segment)) {
-        Evaluation e = evaluate(q, *a);
+        Evaluation e = joint(std::move(a));
         if (e.feasible) best = std::min(best, e.peak_bytes);
       }
     // Bisection over the budget: pressure_assignment fits more often as the budget grows (not strictly).
@@ -523,7 +525,7 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
       while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000) && !past(deadline)) {
         const int64_t mid = lo + (hi - lo) / 2;
         if (auto a = pressure_assignment(q, mid, rule)) {
-          hi = evaluate(q, *a).peak_bytes;
+          hi = joint(std::move(a)).peak_bytes;
           best = std::min(best, hi);
         } else {
           lo = mid + 1;

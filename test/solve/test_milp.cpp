@@ -885,8 +885,8 @@ TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process
 
 // CbcOptions::after_search, called in CBC's process once the search has closed every neighbourhood: a better
 // solution it returns becomes the incumbent and the search runs again from it (its neighbourhood reopened: one more
-// sub-MIP, which finds nothing), then it is called again; a worse one, one that breaks a row, or one of another
-// length is not taken. Here the one neighbourhood reaches only the first pair, so the search ends at cost 6.
+// sub-MIP), and it is called again only when that search improves on it; a worse one, one that breaks a row, or one
+// of another length is not taken. Here the one neighbourhood reaches only the first pair, so the search ends at cost 6.
 // With search_only that is the result.
 TEST_CASE("after the search closes every neighbourhood: a better solution is searched from, no other is taken; search only",
           "[solve][milp]") {
@@ -907,9 +907,27 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   CHECK(r.rejected == 0);
   CHECK(r.neighborhoods.searched == 2);
   CHECK(r.neighborhoods.improved == 1);
-  CHECK(r.neighborhoods.after_runs == 2);
+  CHECK(r.neighborhoods.after_runs == 1);  // the search after it found nothing: it would get the same again
   CHECK(r.neighborhoods.after_improved == 1);
   CHECK(r.neighborhoods.after_s >= 0);
+  {  // Three pairs (costs 5 or 1 each), the neighbourhood on the first: from 15 the search reaches 11; the callback
+     // returns 7 with the first pair poor again, from which the search reaches 3, so it is called again.
+    LinearProgram three;
+    for (int j = 0; j < 6; ++j) three.add_col("x" + std::to_string(j), 0, 1, j % 2 == 0 ? 5 : 1, true);
+    for (int pair = 0; pair < 3; ++pair) three.add_row("p" + std::to_string(pair), {2 * pair, 2 * pair + 1}, {1, 1}, 1, 1e30);
+    CbcOptions t = o;
+    t.after_search = [](const std::vector<double>& x, double) {
+      if (x.size() == 6 && x[2] == 1) return std::vector<double>{1, 0, 0, 1, 0, 1};
+      return std::vector<double>{};
+    };
+    const std::vector<double> poor = {1, 0, 1, 0, 1, 0};
+    const CbcResult chain = solve_with_cbc(three, t, &poor);
+    CHECK(chain.objective == Approx(3));
+    CHECK(chain.neighborhoods.searched == 2);
+    CHECK(chain.neighborhoods.improved == 2);
+    CHECK(chain.neighborhoods.after_runs == 2);
+    CHECK(chain.neighborhoods.after_improved == 1);
+  }
   for (const std::vector<double>& offered : {std::vector<double>{1, 0, 1, 0},   // worse
                                             std::vector<double>{0, 0, 0, 0},   // breaks both rows
                                             std::vector<double>{0, 1}}) {      // not a solution of this program
@@ -925,6 +943,21 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   const CbcResult none = solve_with_cbc(lp, o, &start);
   CHECK(none.objective == Approx(2));
   CHECK(none.neighborhoods.after_runs == 0);
+  // With the root LP (bound 2): the search (from 10) ends at 6, which is within a neighborhood_min_gap of 4 of the
+  // bound (not called) and not within 3.9 (called; the LP's neighbourhood is off, as it would find the optimum).
+  o.after_search_min_s = 0;
+  o.lp_neighborhood = false;
+  o.after_relaxation = [&](const std::vector<double>&, double) { return start; };
+  o.after_search = [](const std::vector<double>&, double) { return std::vector<double>{}; };
+  for (double gap : {4.0, 3.9}) {
+    o.neighborhood_min_gap = gap;
+    const CbcResult near = solve_with_cbc(lp, o, nullptr);
+    CHECK(near.objective == Approx(2));
+    CHECK(near.neighborhoods.searched == 1);
+    CHECK(near.neighborhoods.after_runs == (gap < 4 ? 1 : 0));
+  }
+  o.after_relaxation = nullptr;
+  o.after_search_min_s = 1e9;
   // search_only: the search's result is the result, without CBC's search (which would reach the second pair).
   o.search_only = true;
   const CbcResult only = solve_with_cbc(lp, o, &start);
@@ -932,6 +965,13 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   CHECK(only.x == std::vector<double>{0, 1, 1, 0});
   CHECK(only.objective == Approx(6));
   CHECK(only.neighborhoods.searched == 1);
+  // Nor where the search does not run (the start within neighborhood_min_gap of the root's bound): the start.
+  o.after_relaxation = [&](const std::vector<double>&, double) { return start; };
+  o.neighborhood_min_gap = 8;
+  const CbcResult skipped = solve_with_cbc(lp, o, nullptr);
+  CHECK(skipped.status == CbcResult::Status::feasible);
+  CHECK(skipped.x == start);
+  CHECK(skipped.neighborhoods.skipped);
 }
 
 // fix_impls(..., as_counted_by_p) counts memory within a step as the joint program does: its peak of an assignment is
