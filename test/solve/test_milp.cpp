@@ -888,7 +888,7 @@ TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process
 // sub-MIP), and it is called again only when that search improves on it; a worse one, one that breaks a row, or one
 // of another length is not taken. Here the one neighbourhood reaches only the first pair, so the search ends at cost 6.
 // With search_only that is the result.
-TEST_CASE("after the search closes every neighbourhood: a better solution is searched from, no other is taken; search only",
+TEST_CASE("after the search closes every neighbourhood: a better solution is searched from, no other is taken, and search only",
           "[solve][milp]") {
   const LinearProgram lp = two_pairs();
   const std::vector<double> start = {1, 0, 1, 0};
