@@ -967,26 +967,26 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
             start_x = search_neighborhoods(solver, lp, options,
                                            options.lp_neighborhood ? root_x : std::vector<double>{},
                                            std::move(start_x), shared, fds[1], until_s, &stats);
+            const double found = objective_of(lp, start_x.data());
             // The search found nothing beyond what after_search returned: it would be given the same again.
-            if (objective_of(lp, start_x.data()) >= from_after) break;
+            if (found >= from_after) break;
             // Ended with time left: every neighbourhood closed (after_search), unless the incumbent is as close to
             // the root's bound as a start that skips the search.
             const double left = until_s - shared->elapsed();
             if (!options.after_search || left < options.after_search_min_s ||
-                (have_root && objective_of(lp, start_x.data()) - shared->bound.load() <= options.neighborhood_min_gap))
+                (have_root && found - shared->bound.load() <= options.neighborhood_min_gap))
               break;
             const double called = shared->elapsed();
             std::vector<double> y = options.after_search(start_x, left);
             ++stats.after_runs;
             stats.after_s += shared->elapsed() - called;
-            const double was = objective_of(lp, start_x.data());
-            if (y.size() != start_x.size() || !satisfies(lp, y) ||
-                objective_of(lp, y.data()) >= was - 1e-9 * std::max(1.0, std::abs(was)))
-              break;
+            if (y.size() != start_x.size() || !satisfies(lp, y)) break;
+            const double better = objective_of(lp, y.data());
+            if (better >= found - 1e-9 * std::max(1.0, std::abs(found))) break;
             ++stats.after_improved;
             start_x = std::move(y);
-            from_after = objective_of(lp, start_x.data());
-            ProgressHandler::report(*shared, fds[1], objective_of(lp, start_x.data()), start_x.data(), n);
+            from_after = better;
+            ProgressHandler::report(*shared, fds[1], better, start_x.data(), n);
           }
           std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
           send(fds[1], Msg::neighborhoods,
