@@ -431,6 +431,8 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
 namespace {
 
 // Runs `search` on the problem with each implementation policy fixed; its assignments get that policy's M and P.
+// The fixed problem counts memory within a step as p does (fix_impls, as_counted_by_p): what the search finds
+// within a budget fits p's rows too, and a peak it reports is p's.
 template <class Search>
 void for_each_policy(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl,
                      const std::vector<std::vector<double>>& lp_fwd, Search search) {
@@ -438,7 +440,7 @@ void for_each_policy(const CheckpointProblem& p, const std::vector<std::vector<d
     search(p, ImplPolicy{std::vector<int>(p.num_steps(), 0), std::vector<int>(p.num_fwd(), 0)});
     return;
   }
-  for (const ImplPolicy& m : impl_policies(p, lp_impl, lp_fwd)) search(fix_impls(p, m.M, m.P), m);
+  for (const ImplPolicy& m : impl_policies(p, lp_impl, lp_fwd)) search(fix_impls(p, m.M, m.P, true), m);
 }
 
 std::optional<Assignment> with_impls(std::optional<Assignment> a, const ImplPolicy& m) {
@@ -510,7 +512,7 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
 
 int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   int64_t best = INT64_MAX;
-  // Peaks as p counts them (q may count less within a step: fix_impls), so that the budget found fits p's program.
+  // Each assignment evaluated on p with its policy: the budget found is one p's program can meet.
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     auto joint = [&](std::optional<Assignment> a) { return evaluate(p, *with_impls(std::move(a), m)); };
     best = std::min(best, joint(store_all_assignment(q)).peak_bytes);
