@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
     SolveOutcome r = solve(plan, o);
 
     const double overhead = r.store_all.time_ms > 0 ? r.objective_ms / r.store_all.time_ms - 1 : 0;
+    // The bound for the schedule's implementations (full mode, when the fixed-implementations phase ran on them).
+    const bool impls_bound = r.fits && r.impls_bound_ms > 0 && r.objective_ms > 0;
+    const double impls_gap = impls_bound ? (r.objective_ms - r.impls_bound_ms) / r.objective_ms : 0;
     nlohmann::json j = {{"model", profile.model},
                         {"batch", profile.batch},
                         {"mode", mode},
@@ -108,7 +111,11 @@ int main(int argc, char** argv) {
                                            {"skipped", r.neighborhoods.skipped},
                                            {"fixed_impls", {{"runs", r.neighborhoods.after_runs},
                                                             {"improved", r.neighborhoods.after_improved},
-                                                            {"seconds", r.neighborhoods.after_s}}}}},
+                                                            {"seconds", r.neighborhoods.after_s},
+                                                            {"bound_ms", impls_bound ? nlohmann::json(r.impls_bound_ms)
+                                                                                     : nlohmann::json(nullptr)},
+                                                            {"gap", impls_bound ? nlohmann::json(impls_gap)
+                                                                                : nlohmann::json(nullptr)}}}}},
                         {"warm_start", r.warm_start},
                         {"warm_start_ms", r.warm_start_ms},
                         {"lp_bound_ms", r.lp_bound_ms},
@@ -176,10 +183,15 @@ int main(int argc, char** argv) {
                     " warm start %.3f ms), %.1f s of CBC's\n",
                     r.neighborhoods.searched, r.neighborhoods.improved, r.neighborhoods.lp_improved, r.warm_start_ms,
                     r.neighborhoods.seconds);
-      if (r.neighborhoods.after_runs > 0)
+      if (r.neighborhoods.after_runs > 0) {
         std::printf("implementations fixed: %d solve(s) of the schedule's implementations alone, %d improved it, "
-                    "%.1f s\n",
+                    "%.1f s",
                     r.neighborhoods.after_runs, r.neighborhoods.after_improved, r.neighborhoods.after_s);
+        if (impls_bound)
+          std::printf("; with these implementations no schedule is faster than %.3f ms (gap %.2f%%)", r.impls_bound_ms,
+                      100 * impls_gap);
+        std::printf("\n");
+      }
     ScheduleFile f;
     f.fingerprint = plan.fingerprint;
     f.model = profile.model;

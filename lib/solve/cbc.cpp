@@ -85,6 +85,7 @@ enum class Msg : char {
   done = 'D',      // {status, objective, bound, seconds, time limit reached, x...}: CBC returned
   neighborhoods = 'N',  // {searched, improved, seconds since CBC started, improved by the LP's neighbourhood,
                         // after_search calls, of them better, their seconds}: the neighbourhood search ended
+  restricted = 'R',     // {bound, x...}: after_search's bound and the solution it holds for
 };
 
 bool write_all(int fd, const void* data, size_t bytes) {
@@ -178,6 +179,8 @@ struct ChildReport {
   bool time_limit_reached = false;
   int rejected = 0;  // solutions that did not satisfy the program
   Neighborhoods neighborhoods;
+  double restricted_bound = kNoValue;
+  std::vector<double> restricted_x;
 };
 
 // Whether x is integral where it must be and satisfies every row and bound of the program (CBC's tolerances,
@@ -241,6 +244,9 @@ bool drain(int fd, std::string& buffer, ChildReport& rep, Shared& shared, const 
                              .after_runs = static_cast<int>(v[4]),
                              .after_improved = static_cast<int>(v[5]),
                              .after_s = v[6]};
+      } else if (type == Msg::restricted && count == 1 + static_cast<uint64_t>(n)) {
+        rep.restricted_bound = v[0];
+        rep.restricted_x.assign(v.begin() + 1, v.end());
       } else if (type == Msg::done && count >= 5) {
         rep.done = true;
         rep.status = v[0];
@@ -977,12 +983,18 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
                 (have_root && found - shared->bound.load() <= options.neighborhood_min_gap))
               break;
             const double called = shared->elapsed();
-            std::vector<double> y = options.after_search(start_x, left);
+            CbcOptions::AfterSearch after = options.after_search(start_x, left);
             ++stats.after_runs;
             stats.after_s += shared->elapsed() - called;
-            if (y.size() != start_x.size() || !satisfies(lp, y)) break;
-            const double better = objective_of(lp, y.data());
-            if (better >= found - 1e-9 * std::max(1.0, std::abs(found))) break;
+            std::vector<double>& y = after.x;
+            const bool valid = y.size() == start_x.size() && satisfies(lp, y);
+            const double better = valid ? objective_of(lp, y.data()) : 1e300;
+            const bool improved = valid && better < found - 1e-9 * std::max(1.0, std::abs(found));
+            if (after.restricted_bound > kNoValue) {  // the bound holds for what is the incumbent now
+              std::lock_guard<std::mutex> lock(ProgressHandler::pipe_mutex());
+              send(fds[1], Msg::restricted, {after.restricted_bound}, (improved ? y : start_x).data(), n);
+            }
+            if (!improved) break;
             ++stats.after_improved;
             start_x = std::move(y);
             from_after = better;
@@ -1065,6 +1077,8 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
   r.root = root;
   r.neighborhoods = rep.neighborhoods;
   r.rejected = rep.rejected;
+  r.restricted_bound = rep.restricted_bound;
+  r.restricted_x = std::move(rep.restricted_x);
   r.neighborhoods.skipped = !options.neighborhoods.empty() && close;
   r.solve_s = rep.done ? rep.seconds : since_cbc();
   r.time_limit_reached = killed || rep.time_limit_reached;

@@ -46,7 +46,14 @@ struct CbcOptions {
   // (columns), or empty. A better one is sent to the caller as an incumbent and the search starts again from it
   // (every neighbourhood open); it is called again only if that search improves on it. Else CBC's search follows.
   // solve() sets it in full mode: the program with the incumbent's implementations fixed (improve_with_fixed_impls).
-  std::function<std::vector<double>(const std::vector<double>& x, double seconds)> after_search;
+  // Besides the columns it may return a bound (objective units) on every solution of a restriction of the program
+  // that holds both the solution it was given and the one it returns (solve(): the implementations fixed); CBC does
+  // not use it, the result carries it (CbcResult::restricted_bound).
+  struct AfterSearch {
+    std::vector<double> x;  // a better solution, or empty
+    double restricted_bound = kNoValue;
+  };
+  std::function<AfterSearch(const std::vector<double>& x, double seconds)> after_search;
   double after_search_min_s = 30;
   // The search's result (or the start, where the search did not run) is the result, status feasible with the root's
   // bound, without CBC's search.
@@ -95,6 +102,10 @@ struct CbcResult {
   RootCuts root;  // when after_relaxation was set
   Neighborhoods neighborhoods;
   int rejected = 0;  // solutions from CBC's process that violated the program (dropped, with a note on stderr)
+  // The last bound after_search returned (kNoValue: none) and the solution it holds for: the better one it returned,
+  // else the one it was given.
+  double restricted_bound = kNoValue;
+  std::vector<double> restricted_x;
 };
 
 const char* status_name(CbcResult::Status s);

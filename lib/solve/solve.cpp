@@ -75,9 +75,8 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
 
 // Its root cuts reach a bound the joint program's do not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its
 // search finds schedules the joint search does not (SOLVER-notes, session 17).
-std::optional<Assignment> improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a,
-                                                   int64_t budget_bytes, double seconds, int threads,
-                                                   double neighborhood_min_gap) {
+FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a, int64_t budget_bytes,
+                                    double seconds, int threads, double neighborhood_min_gap) {
   using Clock = std::chrono::steady_clock;
   const auto called = Clock::now();
   // Memory counted as the joint program counts it: what fits q's budget fits p's rows.
@@ -96,14 +95,17 @@ std::optional<Assignment> improve_with_fixed_impls(const CheckpointProblem& p, c
   o.neighborhood_min_gap = neighborhood_min_gap;
   o.search_only = true;
   const CbcResult r = solve_with_cbc(lp, o, nullptr);
-  if (r.x.empty()) return std::nullopt;
+  FixedImpls out;
+  // q's program is p's with a's implementations fixed (its objective counts from q.base_ms, which includes them).
+  if (r.bound > kNoValue) out.bound_ms = q.base_ms + r.bound;
+  if (r.x.empty()) return out;
   Assignment b = from_columns(q, layout, r.x);
   b.M = a.M;
   b.P = a.P;
   const Evaluation e = evaluate(p, b);
-  if (!e.feasible || e.peak_bytes > budget_bytes || e.recompute_ms >= evaluate(p, a).recompute_ms - 1e-9)
-    return std::nullopt;
-  return b;
+  if (e.feasible && e.peak_bytes <= budget_bytes && e.recompute_ms < evaluate(p, a).recompute_ms - 1e-9)
+    out.better = std::move(b);
+  return out;
 }
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
@@ -206,9 +208,10 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).
       if (p.has_choices())
         cbc.after_search = [&](const std::vector<double>& x, double seconds) {
-          const std::optional<Assignment> b = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes,
-                                                                       seconds, o.threads, cbc.neighborhood_min_gap);
-          return b ? to_columns(p, layout, lp, *b) : std::vector<double>{};
+          const FixedImpls f = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes, seconds,
+                                                        o.threads, cbc.neighborhood_min_gap);
+          return CbcOptions::AfterSearch{f.better ? to_columns(p, layout, lp, *f.better) : std::vector<double>{},
+                                         f.bound_ms ? *f.bound_ms - p.base_ms : kNoValue};
         };
       cbc.after_search_min_s = o.fixed_impls_min_s;
       CbcResult r = solve_with_cbc(lp, cbc, nullptr);
@@ -235,6 +238,13 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
           for (const std::vector<double>& ms : *impl_ms) floor_ms += *std::min_element(ms.begin(), ms.end());
         out.bound_ms = p.base_ms + std::max(floor_ms, r.bound);
         out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
+        // The phase's bound holds for the implementations it fixed: reported when the schedule still has them.
+        if (r.restricted_bound > kNoValue) {
+          const Assignment held = from_columns(p, layout, r.restricted_x);
+          if (held.M == chosen->M && held.P == chosen->P)
+            out.impls_bound_ms =
+                std::min(out.objective_ms, std::max(out.bound_ms, p.base_ms + r.restricted_bound));
+        }
       } else {
         out.status = status_name(r.status);
         out.why_none = r.status == CbcResult::Status::infeasible ? "infeasible" : "not_found";

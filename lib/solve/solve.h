@@ -51,6 +51,10 @@ struct SolveOutcome {
   double warm_start_ms = 0;          // predicted step time of the warm start
   double lp_bound_ms = 0;            // the LP relaxation's step time
   double root_bound_ms = 0;          // after the root cut rounds (0 when the relaxation did not finish)
+  // Full mode: no schedule with the schedule's implementations is faster than this (the fixed-implementations
+  // phase's bound, when the schedule kept the implementations that phase fixed; at least bound_ms, at most
+  // objective_ms); 0 when there is none.
+  double impls_bound_ms = 0;
   std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
 };
 
@@ -59,10 +63,13 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);
 // Full mode's phase after the neighbourhood search (SolveOptions::fixed_impls_min_s): the program with a's
 // implementations fixed (fix_impls, memory counted as p counts it) solved from a the way checkpoint mode solves its
 // own (LP relaxation, root cut rounds, neighbourhood search), without CBC's search after it, within `seconds`. A
-// cheaper assignment of p with a's implementations that fits the budget, or nullopt. The bound it reaches holds
-// for those implementations alone.
-std::optional<Assignment> improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a,
-                                                   int64_t budget_bytes, double seconds, int threads,
-                                                   double neighborhood_min_gap);
+// cheaper assignment of p with a's implementations that fits the budget, if found, and the bound it reaches, which
+// holds for those implementations alone.
+struct FixedImpls {
+  std::optional<Assignment> better;
+  std::optional<double> bound_ms;  // no schedule with a's implementations is faster (none: no LP finished in time)
+};
+FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a, int64_t budget_bytes,
+                                    double seconds, int threads, double neighborhood_min_gap);
 
 }  // namespace monet

@@ -887,7 +887,8 @@ TEST_CASE("the neighbourhood search runs a sub-MIP per thread, each in a process
 // solution it returns becomes the incumbent and the search runs again from it (its neighbourhood reopened: one more
 // sub-MIP), and it is called again only when that search improves on it; a worse one, one that breaks a row, or one
 // of another length is not taken. Here the one neighbourhood reaches only the first pair, so the search ends at cost 6.
-// With search_only that is the result.
+// With search_only that is the result. A bound it returns comes back with the solution it holds for: the one it
+// returned when that was taken, else the one it was given.
 TEST_CASE("after the search closes every neighbourhood: a better solution is searched from, no other is taken, and search only",
           "[solve][milp]") {
   const LinearProgram lp = two_pairs();
@@ -898,8 +899,9 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   // The second pair flipped, while it is the poor one; with the time left of the search's share, which is less
   // than CBC's time limit.
   o.after_search = [&](const std::vector<double>& x, double seconds) {
-    if (x.size() == 4 && x[2] == 1 && seconds > 0 && seconds < o.time_limit_s) return std::vector<double>{x[0], x[1], 0, 1};
-    return std::vector<double>{};
+    if (x.size() == 4 && x[2] == 1 && seconds > 0 && seconds < o.time_limit_s)
+      return CbcOptions::AfterSearch{{x[0], x[1], 0, 1}, 1.5};
+    return CbcOptions::AfterSearch{};
   };
   const CbcResult r = solve_with_cbc(lp, o, &start);
   REQUIRE(r.status == CbcResult::Status::optimal);
@@ -910,6 +912,8 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   CHECK(r.neighborhoods.after_runs == 1);  // the search after it found nothing: it would get the same again
   CHECK(r.neighborhoods.after_improved == 1);
   CHECK(r.neighborhoods.after_s >= 0);
+  CHECK(r.restricted_bound == 1.5);
+  CHECK(r.restricted_x == std::vector<double>{0, 1, 0, 1});
   {  // Three pairs (costs 5 or 1 each), the neighbourhood on the first: from 15 the search reaches 11; the callback
      // returns 7 with the first pair poor again, from which the search reaches 3, so it is called again.
     LinearProgram three;
@@ -917,8 +921,8 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
     for (int pair = 0; pair < 3; ++pair) three.add_row("p" + std::to_string(pair), {2 * pair, 2 * pair + 1}, {1, 1}, 1, 1e30);
     CbcOptions t = o;
     t.after_search = [](const std::vector<double>& x, double) {
-      if (x.size() == 6 && x[2] == 1) return std::vector<double>{1, 0, 0, 1, 0, 1};
-      return std::vector<double>{};
+      if (x.size() == 6 && x[2] == 1) return CbcOptions::AfterSearch{{1, 0, 0, 1, 0, 1}};
+      return CbcOptions::AfterSearch{};
     };
     const std::vector<double> poor = {1, 0, 1, 0, 1, 0};
     const CbcResult chain = solve_with_cbc(three, t, &poor);
@@ -927,12 +931,16 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
     CHECK(chain.neighborhoods.improved == 2);
     CHECK(chain.neighborhoods.after_runs == 2);
     CHECK(chain.neighborhoods.after_improved == 1);
+    CHECK(chain.restricted_bound == kNoValue);  // none returned
+    CHECK(chain.restricted_x.empty());
   }
   for (const std::vector<double>& offered : {std::vector<double>{1, 0, 1, 0},   // worse
                                             std::vector<double>{0, 0, 0, 0},   // breaks both rows
                                             std::vector<double>{0, 1}}) {      // not a solution of this program
-    o.after_search = [offered](const std::vector<double>&, double) { return offered; };
+    o.after_search = [offered](const std::vector<double>&, double) { return CbcOptions::AfterSearch{offered, 7}; };
     const CbcResult other = solve_with_cbc(lp, o, &start);
+    CHECK(other.restricted_bound == 7);
+    CHECK(other.restricted_x == std::vector<double>{0, 1, 1, 0});  // the incumbent it was given
     CHECK(other.objective == Approx(2));  // CBC's own search after it
     CHECK(other.rejected == 0);
     CHECK(other.neighborhoods.searched == 1);
@@ -948,7 +956,7 @@ TEST_CASE("after the search closes every neighbourhood: a better solution is sea
   o.after_search_min_s = 0;
   o.lp_neighborhood = false;
   o.after_relaxation = [&](const std::vector<double>&, double) { return start; };
-  o.after_search = [](const std::vector<double>&, double) { return std::vector<double>{}; };
+  o.after_search = [](const std::vector<double>&, double) { return CbcOptions::AfterSearch{}; };
   for (double gap : {4.0, 3.9}) {
     o.neighborhood_min_gap = gap;
     const CbcResult near = solve_with_cbc(lp, o, nullptr);
@@ -1015,9 +1023,11 @@ TEST_CASE("implementations fixed as the joint program counts them: the same peak
 // improve_with_fixed_impls, from a poor schedule (the longest segments that fit) under fixed implementations: the
 // program with them fixed, solved by its relaxation, root rounds and neighbourhood search (one window holds every
 // node of these graphs, so the search is exact), returns its optimum (CBC alone on it, to optimality), with the same
-// implementations, within the budget, as an assignment of the joint program; nothing when the start is optimal.
+// implementations, within the budget, as an assignment of the joint program; nothing when the start is optimal. Its
+// bound lies between that program's LP relaxation and its optimum, in step time (from q's base, which counts the
+// fixed implementations).
 TEST_CASE("improve_with_fixed_impls reaches the fixed program's optimum and keeps the implementations", "[solve][milp]") {
-  int improved = 0, compared = 0;
+  int improved = 0, compared = 0, shifted = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     PlanGraph plan = random_plan(14, seed, true);
     const CheckpointProblem p = make_problem(plan, 0, true);
@@ -1039,8 +1049,15 @@ TEST_CASE("improve_with_fixed_impls reaches the fixed program's optimum and keep
     const CbcResult best = solve_with_cbc(lp, o, nullptr);
     REQUIRE(best.status == CbcResult::Status::optimal);
     const double optimum = q.base_ms + best.objective, from = p.base_ms + evaluate(p, *start).recompute_ms;
-    const std::optional<Assignment> b = improve_with_fixed_impls(p, *start, budget, 30, 1, -1);
+    double relaxed = 0;
+    REQUIRE_FALSE(solve_lp_relaxation(lp, &relaxed).empty());
+    const FixedImpls f = improve_with_fixed_impls(p, *start, budget, 30, 1, -1);
+    const std::optional<Assignment>& b = f.better;
     ++compared;
+    REQUIRE(f.bound_ms.has_value());
+    CHECK(*f.bound_ms >= q.base_ms + relaxed - 1e-6);
+    CHECK(*f.bound_ms <= optimum + 1e-6);
+    if (q.base_ms != p.base_ms) ++shifted;
     if (!b) {
       CHECK(from == Approx(optimum).margin(1e-6));
       continue;
@@ -1056,14 +1073,16 @@ TEST_CASE("improve_with_fixed_impls reaches the fixed program's optimum and keep
   }
   CHECK(compared >= 4);
   CHECK(improved > 0);
+  CHECK(shifted > 0);  // some fixed implementations change the base: the bound's offset is tested
 }
 
 // Full mode solves the program with the incumbent's implementations fixed once the search has closed every
 // neighbourhood (solve.cpp; here with no least time left): what it returns is a schedule of the joint program, never
-// better than its optimum (CBC alone), and the bound stays the joint program's.
+// better than its optimum (CBC alone), and the bound stays the joint program's. The bound for the schedule's
+// implementations, where the phase ran on them, lies between the joint bound and the schedule.
 TEST_CASE("full mode: the schedule's implementations fixed, solved again, lose nothing and keep the joint bound",
           "[solve][milp]") {
-  int runs = 0, compared = 0;
+  int runs = 0, compared = 0, with_impls_bound = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     PlanGraph plan = random_plan(14, seed, true);
     CheckpointProblem p = make_problem(plan, 0, true);
@@ -1093,10 +1112,17 @@ TEST_CASE("full mode: the schedule's implementations fixed, solved again, lose n
       CHECK(out.bound_ms <= p.base_ms + best.objective + 1e-6);
       runs += out.neighborhoods.after_runs;
       ++compared;
+      if (out.impls_bound_ms > 0) {
+        ++with_impls_bound;
+        CHECK(out.neighborhoods.after_runs > 0);
+        CHECK(out.impls_bound_ms >= out.bound_ms - 1e-9);
+        CHECK(out.impls_bound_ms <= out.objective_ms + 1e-9);
+      }
     }
   }
   CHECK(compared >= 10);
   CHECK(runs > 0);
+  CHECK(with_impls_bound > 0);
 }
 
 // A neighbourhood's sub-MIP is a program of its own (the other integer columns left out, their values in the rows'
