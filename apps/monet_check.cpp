@@ -169,6 +169,7 @@ int check_against_store_all(const Flags& f, const SessionOptions& o) {
 
   SessionOptions plain = o;
   plain.schedule_path.clear();
+  plain.default_store_all = want_bitwise && mode != "store-all";  // the defaults: the same kernels as the schedule
   plain.import.batch = s->schedule.batch;
   plain.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
   auto r = open_session(plain);

@@ -50,9 +50,16 @@ int main(int argc, char** argv) {
       const SessionOptions o = flags.session_options();
       const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
       Profile p = read_profile(rederive);
-      if (p.plan.fingerprint != fingerprint(tg))
-        fail(rederive, ": a profile of another model, batch or input shape (fingerprint ", p.plan.fingerprint, ", ",
-             o.model_path, " at this batch: ", fingerprint(tg), ")");
+      if (p.plan.fingerprint != fingerprint(tg)) {
+        // Same model on an earlier training graph: carry the measurements over to this one.
+        p = derive_profile(tg, p, rederive, nondeterministic);
+        std::printf("derived from %s (training graph %s, now %s): every node's times and workspaces carried by its key\n",
+                    rederive.c_str(), p.device_info["derived"]["from_fingerprint"].get<std::string>().c_str(),
+                    p.plan.fingerprint.c_str());
+        write_profile(output, p);
+        std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
+        return kExitOk;
+      }
       const int added = rederive_algorithm_variants(p, nondeterministic, rederive);
       std::printf("conv algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
                   added, rederive.c_str(), nondeterministic ? "deterministic or not" : "deterministic");

@@ -103,6 +103,11 @@ def build(name):
         return tv.vit_b_16(), (3, 224, 224)
     if name == "convnext_tiny":
         return tv.convnext_tiny(stochastic_depth_prob=0.0), (3, 224, 224)
+    # Further CNNs, on request (scripts/bench_floor.py --others checks their memory floors).
+    if name in ("densenet121", "resnext50_32x4d", "mobilenet_v3_large"):
+        return getattr(tv, name)(), (3, 224, 224)
+    if name == "efficientnet_b0":
+        return tv.efficientnet_b0(stochastic_depth_prob=0.0), (3, 224, 224)
     raise SystemExit(f"export_models.py: unknown model '{name}'")
 
 

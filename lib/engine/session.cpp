@@ -58,7 +58,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
     m.file.model = g.model_name;
     m.file.input_shape = g.values[g.data_input].shape;
     m.file.batch = m.file.input_shape[0];
-    m.file.schedule = store_all_schedule(m.plan);
+    m.file.schedule = o.default_store_all ? store_all_schedule(m.plan) : lean_store_all_schedule(m.plan);
     m.predicted = simulate(m.plan, m.file.schedule);
     return m;
   }

@@ -23,6 +23,9 @@ struct SessionOptions {
   int float_bytes = 4;        // cpu only: 8 runs the CPU backend in double
   std::string math = "default";  // cuda: "default" (TF32 in cuDNN convolutions, as PyTorch) or "fp32" (strict)
   std::string schedule_path;  // a SCHEDULE.json to run instead of store-all; its batch and input shape apply
+  // Without a schedule: store-all with every node's default implementation instead of the lean store-all
+  // (lean_store_all_schedule), as the bitwise reference of schedules that run the defaults.
+  bool default_store_all = false;
 };
 
 // A model with the schedule it will run, checked without running anything.

@@ -96,6 +96,9 @@ using CpuKernel = void (*)(const CpuCall&);
 struct ImplDef {
   std::string_view name;
   uint32_t reads = ~0u;  // bit i set: reads input i
+  // Whether this implementation may run in place (OpDef::in_place) on every backend: cuDNN's input-activated
+  // BatchNormGrad does not document aliasing dX with dY, so it does not; our own kernels read each element first.
+  bool in_place = true;
   bool reads_input(int i) const { return (reads >> i) & 1u; }
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "core/error.h"
@@ -201,7 +202,7 @@ ProfileTotals profile_totals(const Profile& p) {
     }
     t.step_ms += n.time_ms;
   }
-  const SimResult sim = simulate(p.plan, store_all_schedule(p.plan));
+  const SimResult sim = simulate(p.plan, lean_store_all_schedule(p.plan));
   t.resident_bytes = sim.resident_bytes;
   t.store_all_peak_bytes = sim.peak_bytes;
   return t;
@@ -232,6 +233,7 @@ nlohmann::json profile_to_json(const Profile& p) {
       for (const PlanImpl& im : n.impls) {
         json entry = {{"name", im.name}, {"inputs", im.inputs}, {"time_ms", im.time_ms},
                       {"workspace_bytes", im.workspace_bytes}};
+        if (!im.in_place && im.algo < 0) entry["in_place"] = false;  // (a variant follows what it runs)
         if (im.algo >= 0) {  // an algorithm variant: the implementation it runs, with which algorithm
           entry["runs"] = n.impl_name(n.op_impl(static_cast<int>(&im - n.impls.data())));
           entry["algorithm"] = im.algo;
@@ -310,6 +312,72 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
     ++added;
   }
   return added;
+}
+
+namespace {
+
+// A node's key across training graphs: a forward node's name; a backward node "F/grad/<Op><k>" (autodiff's names)
+// becomes "F/grad/<Op>#<rank of this node among F's nodes of that op>", which a reorder of F's backward keeps.
+std::vector<std::string> node_keys(const PlanGraph& p) {
+  std::map<std::string, int> rank;
+  std::vector<std::string> keys;
+  for (const PlanNode& n : p.nodes) {
+    const size_t at = n.name.rfind("/grad/" + n.op);
+    const std::string tail = at == std::string::npos ? "" : n.name.substr(at + 6 + n.op.size());
+    if (at == std::string::npos || tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos) {
+      keys.push_back(n.name);
+      continue;
+    }
+    const std::string base = n.name.substr(0, at + 6) + n.op;
+    keys.push_back(base + "#" + std::to_string(rank[base]++));
+  }
+  return keys;
+}
+
+}  // namespace
+
+Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
+                       bool nondeterministic) {
+  Profile p;
+  fill_metadata(p, tg);
+  if (p.model != measured.model || p.input_shape != measured.input_shape || p.loss != measured.loss)
+    fail(path, ": a profile of another model, batch or input shape: ", measured.model, " ",
+         shape_str(measured.input_shape), " (loss ", measured.loss, "), this is ", p.model, " ",
+         shape_str(p.input_shape), " (loss ", p.loss, ")");
+  p.model_path = measured.model_path;
+  p.device = measured.device;
+  p.costs = node_costs(tg.graph);
+  p.plan = make_plan_graph(tg, nullptr, 4);
+  std::map<std::string, int> old_of;
+  const std::vector<std::string> old_keys = node_keys(measured.plan), keys = node_keys(p.plan);
+  for (size_t i = 0; i < old_keys.size(); ++i) old_of[old_keys[i]] = static_cast<int>(i);
+  nlohmann::json algorithms = nlohmann::json::object();
+  const nlohmann::json* recorded = measured.device_info.contains("conv_algorithms")
+                                       ? &measured.device_info["conv_algorithms"] : nullptr;
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    PlanNode& n = p.plan.nodes[i];
+    auto it = old_of.find(keys[i]);
+    if (it == old_of.end() || measured.plan.nodes[it->second].op != n.op)
+      fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin (key ", keys[i], ")");
+    const PlanNode& old = measured.plan.nodes[it->second];
+    n.workspace_bytes = old.workspace_bytes;
+    for (int impl = 0; impl < n.num_impls(); ++impl) {
+      const int o = old.find_impl(n.impl_name(impl));
+      n.set_impl_ms(impl, o >= 0 ? old.impl_ms(o) : old.time_ms);
+      if (!n.impls.empty()) n.impls[impl].workspace_bytes = o >= 0 ? old.impl_workspace(o) : old.workspace_bytes;
+    }
+    if (recorded && recorded->contains(old.name)) algorithms[n.name] = (*recorded)[old.name];
+  }
+  p.device_info = measured.device_info;
+  p.device_info.erase("conv_algorithms");
+  if (!algorithms.empty()) p.device_info["conv_algorithms"] = algorithms;
+  p.device_info["derived"] = {
+      {"from", path},
+      {"from_fingerprint", measured.plan.fingerprint},
+      {"how", "times and workspaces carried by node key from a profile measured on an earlier training graph; "
+              "in-place runs timed as their out-of-place twins; re-measure on a GPU"}};
+  if (!algorithms.empty()) rederive_algorithm_variants(p, nondeterministic, path);
+  return p;
 }
 
 int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path) {
@@ -479,6 +547,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
         im.inputs = r.ids(impls[k], ia, "inputs", values.size(), "values");
         im.time_ms = r.number(impls[k], ia, "time_ms", 1e9);
         im.workspace_bytes = r.bytes(impls[k], ia, "workspace_bytes");
+        if (impls[k].is_object() && impls[k].contains("in_place")) im.in_place = r.boolean(impls[k], ia, "in_place");
         for (const PlanImpl& other : n.impls)
           if (other.name == im.name) r.bad(ia + ".name", "duplicate implementation '", im.name, "'");
         // An algorithm variant follows the op's implementations and names the one it runs.

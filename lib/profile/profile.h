@@ -98,6 +98,17 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
 // recorded none. Returns how many implementations were added.
 int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path);
 
+// The profile of training graph tg derived from a measured profile of the same model, batch, input shape and loss
+// made on an earlier training graph (another fingerprint: the backward's node order, in-place options or
+// implementations changed), without a device: each node's times and workspaces are carried by its key (a forward
+// node's name; a backward node's forward node, op and rank among that forward node's nodes of the op, so that a
+// reordered backward keeps its timings), each implementation's by its name; an implementation the measured profile
+// lacks is timed as the node's default. Recorded cuDNN timings follow their nodes and the algorithm variants are
+// made again from them. device_info.derived says so; bytes are tg's own. Throws naming `path` on any other model
+// or a node without a measured twin.
+Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
+                       bool nondeterministic = false);
+
 // JSON: {"format": "monet-profile", "version": 1, "fingerprint", model metadata, "device", "device_info",
 // "values": [{name, bytes, resident, producer}], "nodes": [{name, op, stage, inputs, outputs, time_ms,
 // workspace_bytes, flops, bytes_moved}], "totals"}. Ids are indices into values / nodes. "totals" is derived

@@ -34,6 +34,7 @@ struct PlanImpl {
   int64_t workspace_bytes = 0;
   int op_impl = -1;  // the op implementation it runs; -1: its own index (not a variant)
   int algo = -1;     // the backend algorithm; -1: the backend's own choice
+  bool in_place = true;  // may run in place (PlanNode::in_place); a variant follows the implementation it runs
 };
 
 struct PlanNode {
@@ -61,6 +62,8 @@ struct PlanNode {
   // What implementation `impl` runs: the op's implementation (OpDef::impls index) and the algorithm (-1: default).
   int op_impl(int impl) const { return impls.empty() || impls.at(impl).op_impl < 0 ? impl : impls.at(impl).op_impl; }
   int algo(int impl) const { return impls.empty() ? -1 : impls.at(impl).algo; }
+  // Whether implementation `impl` may write output 0 over one of `in_place` (ImplDef::in_place).
+  bool impl_in_place(int impl) const { return impls.empty() || impls.at(op_impl(impl)).in_place; }
   bool has_algorithms() const;
   // The implementation that runs op implementation `op_impl` with algorithm `algo`, -1 if none. A node that lists
   // no algorithm (a plan built from a graph on a backend, not read from a CUDA profile) answers op_impl for any

@@ -48,6 +48,14 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {
 Step compute_step(const PlanGraph& p, int node, int impl);
 Schedule store_all_schedule(const Graph& g);
 
+// The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent from
+// the defaults over each node's implementations, each change kept when it lowers the peak by more than 0.01%, or
+// the time at a peak within 0.01% of the lowest seen). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan
+// has no times (a plan on a backend, not a profile) it is the least peak, ties keeping the defaults.
+std::vector<int> lean_store_all_impls(const PlanGraph& p);
+// store_all_schedule(p, lean_store_all_impls(p)): the store-all baseline of monet-run, monet-solve and profiles.
+Schedule lean_store_all_schedule(const PlanGraph& p);
+
 struct SimResult {
   int64_t peak_bytes = 0;      // resident + live transients + the running step's outputs and workspace
   int64_t resident_bytes = 0;

@@ -412,6 +412,12 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
       if (ws < best || (ws == best && p.fwd_impl_ms[k][i] < p.fwd_impl_ms[k][least[k]])) least[k] = i;
     }
   policies.push_back({choice, least});
+  // The lean store-all's implementations (lean_store_all_impls): what store-all itself runs.
+  const std::vector<int> lean = lean_store_all_impls(*p.plan);
+  ImplPolicy store_all{std::vector<int>(T, 0), fwd_defaults};
+  for (int t = 0; t < T; ++t) store_all.M[t] = std::min(lean[p.steps[t]], p.num_impls(t) - 1);
+  for (int k = 0; k < F; ++k) store_all.P[k] = std::min(lean[p.fwd_nodes[k]], p.num_fwd_impls(k) - 1);
+  policies.push_back(store_all);
   if (!lp_impl.empty() || !lp_fwd.empty()) {
     // The largest of a relaxation's values per step (per forward node); the default where none is given.
     auto largest = [](const std::vector<std::vector<double>>& lp, int n) {

@@ -206,6 +206,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   for (int t = 0; t < T; ++t) step_of[p.steps[t]] = t;
   if (p.loss_node >= 0) step_of[p.loss_node] = -1;
   std::vector<int64_t> delta(T + 1, 0);
+  std::vector<int> grad_last(plan.values.size(), -2);  // gradient -> its last reading step (-2: not a gradient)
   p.bwd_fixed.assign(T, resident);
   for (size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& val = plan.values[v];
@@ -216,6 +217,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     for (int t = 0; t < T; ++t)
       for (int in : plan.nodes[p.steps[t]].inputs)
         if (in == static_cast<int>(v)) to = std::max(to, t);
+    grad_last[v] = to;
     if (from == -1) {
       if (p.loss_node >= 0) p.fwd_fixed[F] += val.bytes;  // produced by the loss node
       if (to >= 0) { delta[0] += val.bytes; delta[to + 1] -= val.bytes; }
@@ -233,6 +235,24 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     int64_t out = 0;
     for (int v : n.outputs) out += plan.values[v].bytes;
     p.bwd_fixed[t] = p.bwd_base[t] + out + align_up(n.workspace_bytes);
+  }
+  // In place at the node: the default's saving in bwd_fixed, each other implementation's relative to it in impl_ws.
+  p.bwd_in_place.resize(T);
+  for (int t = 0; t < T; ++t) {
+    const PlanNode& n = plan.nodes[p.steps[t]];
+    for (int i = 0; i < p.num_impls(t); ++i) {
+      const std::vector<int>& reads = n.reads(i);
+      int over = -1;
+      for (int v : n.impl_in_place(i) ? n.in_place : std::vector<int>{})
+        if (grad_last[v] == t && std::find(reads.begin(), reads.end(), v) != reads.end()) {
+          over = v;
+          break;
+        }
+      p.bwd_in_place[t].push_back(over);
+    }
+    auto saved = [&](int i) { return p.bwd_in_place[t][i] >= 0 ? plan.values[p.bwd_in_place[t][i]].bytes : 0; };
+    p.bwd_fixed[t] -= saved(0);
+    for (int i = 1; i < p.num_impls(t); ++i) p.impl_ws[t][i] -= saved(i) - saved(0);
   }
   if (p.loss_node >= 0) p.fwd_fixed[F] += align_up(plan.nodes[p.loss_node].workspace_bytes);
   return p;
@@ -338,6 +358,7 @@ CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& 
     q.impl_extra[t] = {{}};
     q.impl_ms[t] = {0.0};
     q.impl_ws[t] = {0};
+    q.bwd_in_place[t] = {p.bwd_in_place[t][i]};
   }
   derive_step_sets(q);
   if (as_counted_by_p) {
@@ -526,7 +547,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     const int node = p.steps[t];
     for (int f = 0; f < nf; ++f)  // what the node does not read
       if (!kept_on(f) && !p.read_by(t, a.M[t], f)) release(p.fvals[f]);
-    compute(node, a.M[t]);
+    compute(node, a.M[t], p.bwd_in_place[t][a.M[t]]);
     std::vector<int> touched = plan.nodes[node].inputs;
     touched.insert(touched.end(), plan.nodes[node].outputs.begin(), plan.nodes[node].outputs.end());
     for (int v : touched)

@@ -46,10 +46,16 @@ struct CheckpointProblem {
   std::vector<int64_t> out_bytes;            // forward position -> bytes of its outputs
   // Implementations of each step's node (one, the default, unless choices are on). needs[t] holds what every
   // implementation reads; impl_extra[t][i] what implementation i reads beyond it; impl_ms[t][i] and impl_ws[t][i]
-  // its time and workspace relative to the default's (which bwd_fixed and base_ms count).
+  // its time and its memory at the node relative to the default's (which bwd_fixed and base_ms count): workspace,
+  // less the gradient it overwrites when it runs in place (bwd_in_place).
   std::vector<std::vector<std::vector<int>>> impl_extra;
   std::vector<std::vector<double>> impl_ms;
   std::vector<std::vector<int64_t>> impl_ws;
+  // bwd_in_place[t][i]: the gradient (plan value id) whose memory output 0 of step t's node takes over when it runs
+  // implementation i, or -1. Gradients live from their producer to their last reader whatever the decisions, so a
+  // node runs in place whenever its implementation may (PlanNode::impl_in_place) and one of its in_place inputs
+  // ends there: its output then costs nothing at the node (the first such input, as store_all_schedule picks).
+  std::vector<std::vector<int>> bwd_in_place;
 
   // Memory that no decision changes. fwd_fixed[k]: at stage-0 position k (k = F is the loss node): resident +
   // values still needed by later stage-0 nodes + outputs and workspace of k. bwd_fixed[t]: at step t's node:

@@ -114,7 +114,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   if (o.mode != "checkpoint" && o.mode != "full" && o.mode != "store-all" && o.mode != "sqrtn")
     fail("--mode '", o.mode, "': expected full, checkpoint, store-all or sqrtn");
   SolveOutcome out;
-  out.store_all = simulate(plan, store_all_schedule(plan));
+  const Schedule store_all = lean_store_all_schedule(plan);
+  out.store_all = simulate(plan, store_all);
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
   CheckpointProblem p = make_problem(plan, milp ? o.window : 0, o.mode == "full");
   out.window = p.window;
@@ -129,8 +130,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   if (o.mode == "store-all") {
-    out.schedule = store_all_schedule(plan);
-    out.schedule.mode = "store-all";
+    out.schedule = store_all;
     out.predicted = out.store_all;
     out.objective_ms = out.bound_ms = out.predicted.time_ms;
     out.fits = o.budget_bytes <= 0 || out.predicted.peak_bytes <= o.budget_bytes;

@@ -113,7 +113,7 @@ edit "$s" "$tmp/s_early_free.json" "i = next(i for i, st in enumerate(j['steps']
 edit "$s" "$tmp/s_small_budget.json" "j['budget_bytes'] = 1000"
 edit "$s" "$tmp/s_use_freed.json" "j['steps'].insert(1, ['free', '/conv1/Conv_output_0'])"  # before the BatchNorm reads it
 edit "$s" "$tmp/s_unknown.json" "j['steps'][next(i for i, st in enumerate(j['steps']) if st == ['compute', '/conv1/Conv'])][1] = '/conv9/Conv'"
-edit "$s" "$tmp/s_bad_impl.json" "next(st for st in j['steps'] if st[0] == 'compute' and 'ReluGrad' in st[1]).append('bogus')"
+edit "$s" "$tmp/s_bad_impl.json" "next(st for st in j['steps'] if st[0] in ('compute', 'compute_in_place') and 'ReluGrad' in st[1]).append('bogus')"
 # Re-deriving a profile's algorithm choices: only from a profile with recorded cuDNN timings, of this model.
 edit "$tmp/p.json" "$tmp/p_algos.json" "j['device_info']['conv_algorithms'] = {'/nope': {'op': 'Conv', 'algorithms': []}}"
 expect 1 "p.json: no cuDNN algorithm timings recorded" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" $o

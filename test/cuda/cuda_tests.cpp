@@ -310,8 +310,9 @@ namespace {
 // The forward node of a case alone, out of place or with output 0 in the buffer of the input the op may overwrite:
 // its outputs and then its inputs as the node left them (running statistics), the overwritten input left out.
 // skip_optional: the op's optional outputs are passed without data (what the executor does where nothing reads
-// them) and come back empty.
-std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place, bool skip_optional = false) {
+// them) and come back empty. impl: the op implementation that runs.
+std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place, bool skip_optional = false,
+                                             int impl = 0) {
   const Graph& g = b.g;
   const Node& n = g.nodes[0];
   std::vector<int64_t> offset(g.values.size(), -1);
@@ -331,7 +332,7 @@ std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool i
   if (in_place) out[0].data = in[static_cast<size_t>(over)].data;
   if (skip_optional)
     for (int k : op_def(n.op).optional_outputs) out[static_cast<size_t>(k)].data = nullptr;
-  be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, 0);
+  be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, impl);
   be.synchronize();
   std::vector<std::vector<double>> r;
   for (const TensorRef& t : out) r.push_back(t.data ? be.download(t) : std::vector<double>{});
@@ -362,6 +363,46 @@ TEST_CASE("ops that may run in place give on CUDA the bits they give out of plac
     INFO(k.op << " " << shape_str(k.shapes[0]));
     const Built b = build(k, seed++);
     const auto plain = run_forward(b, *gpu, false), over = run_forward(b, *gpu, true);
+    REQUIRE(plain.size() == over.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      INFO("result " << i);
+      CHECK(plain[i] == over[i]);
+    }
+  }
+}
+
+// Gradient ops write dX over dY where the planner lets them (the gradient ends there): the same bits as out of place.
+TEST_CASE("gradient ops in place over dY give on CUDA the bits they give out of place", "[cuda][ops][in_place]") {
+  auto gpu = cuda::make_cuda_backend("fp32");
+  const Shape x = {4, 8, 36};
+  const int64_t mask_bytes = 4 * ((numel(x) + 31) / 32);
+  const std::vector<bool> none(7, false);  // no gradients of gradients
+  const std::vector<Fill> relu_fill = {Fill::uniform, Fill::relu, Fill::uniform, Fill::labels};
+  const std::vector<DType> relu_types = {DType::f32, DType::f32, DType::f32, DType::u8};
+  const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::positive, Fill::uniform, Fill::positive,
+                                     Fill::uniform, Fill::uniform};
+  const Shape b = {32, 8, 28, 28}, c = {8};
+  struct GradCase {
+    Case k;
+    int impl;
+  };
+  const std::vector<GradCase> cs = {
+      {{"ReluGrad", {}, {x, x, x, {mask_bytes}}, relu_fill, relu_types, none, 1, 256}, 0},
+      {{"ReluGrad", {}, {x, x, x, {mask_bytes}}, relu_fill, relu_types, none, 1, 256}, 1},
+      {{"ReluGrad", {}, {x, x, x, {mask_bytes}}, relu_fill, relu_types, none, 1, 256}, 2},
+      {{"ClipGrad", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {x, x, x}, {}, {}, none}, 0},
+      {{"ClipGrad", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {x, x, x}, {}, {}, none}, 1},
+      {{"SigmoidGrad", {}, {x, x}, {}, {}, none}, 0},
+      {{"TanhGrad", {}, {{3, 5, 7}, {3, 5, 7}}, {}, {}, none}, 0},
+      {{"Sum", {}, {x, x}, {}, {}, none}, 0},
+      {{"BatchNormGrad", {}, {b, b, c, c, c, b, c}, bn_fill, {}, none, 3}, 1},  // output-activated: our kernels
+  };
+  uint64_t seed = 91;
+  for (const GradCase& g : cs) {
+    INFO(g.k.op << " implementation " << g.impl);
+    REQUIRE(impls_of(Node{.op = g.k.op}).at(static_cast<size_t>(g.impl)).in_place);
+    const Built built = build(g.k, seed++);
+    const auto plain = run_forward(built, *gpu, false, false, g.impl), over = run_forward(built, *gpu, true, false, g.impl);
     REQUIRE(plain.size() == over.size());
     for (size_t i = 0; i < plain.size(); ++i) {
       INFO("result " << i);

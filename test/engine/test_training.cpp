@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "engine/session.h"
+#include "ir/onnx_import.h"
 #include "test_paths.h"
 
 using namespace monet;
@@ -204,4 +206,28 @@ TEST_CASE("optional outputs nothing reads are not written unless captured or pro
   CHECK_FALSE(skipped.count(g.nodes[g.values[relu_mask].producer].name));
   // Not writing them changes nothing else: the same gradients, bitwise, as the implementations that read them.
   for (int v : grads) CHECK(base.at(v) == with_saved.at(v));
+}
+
+// A convolution's weight (and bias) gradient runs before its data gradient: X may go after ConvGradWeight, so dY,
+// dX and X are never live at once, and the data gradient is the last reader of dY.
+TEST_CASE("backward order: every conv's weight gradient comes before its data gradient", "[train]") {
+  ImportOptions io;
+  io.batch = 2;
+  io.input_shape = Shape{3, 32, 32};
+  const TrainingGraph tg = build_training_graph(import_onnx(model_path("resnet50"), io), TrainOptions{});
+  const Graph& g = tg.graph;
+  std::map<int, int> weight_at, data_at, bias_at;  // forward node -> position of its gradient node
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == "ConvGradWeight") weight_at[n.forward_node] = static_cast<int>(i);
+    if (n.op == "ConvGradData") data_at[n.forward_node] = static_cast<int>(i);
+    if (n.op == "ConvGradBias") bias_at[n.forward_node] = static_cast<int>(i);
+  }
+  REQUIRE(data_at.size() > 40);
+  for (const auto& [fwd, at] : data_at) {
+    INFO(g.nodes[fwd].name);
+    REQUIRE(weight_at.count(fwd));
+    CHECK(weight_at[fwd] < at);
+    if (bias_at.count(fwd)) CHECK(bias_at[fwd] < at);
+  }
 }

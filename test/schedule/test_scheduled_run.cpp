@@ -34,6 +34,7 @@ SessionOptions options_of(const Case& c) {
   o.import.batch = c.batch;
   o.import.input_shape = c.input_shape;
   o.seed = 3;
+  o.default_store_all = true;  // without a schedule: the defaults, the bitwise reference of checkpoint schedules
   return o;
 }
 
@@ -81,6 +82,15 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
+using Captured = std::map<int, std::vector<double>>;
+
+// One step of each session (the same model and seed), capturing the loss and every parameter gradient.
+std::pair<Captured, Captured> step_both(Session& s, Session& r) {
+  std::set<int> capture = {s.tg.loss};
+  for (const ParamSlot& p : s.tg.params) capture.insert(p.grad);
+  return {s.executor->step(capture), r.executor->step(capture)};
+}
+
 // One step of the scheduled session and one of store-all from the same seed: loss, every gradient and every
 // BatchNorm running statistic equal bitwise; the arena's peak equals the simulator's and stays within budget.
 void check_against_store_all(const Case& c, const std::string& schedule_path, int64_t budget) {
@@ -88,10 +98,7 @@ void check_against_store_all(const Case& c, const std::string& schedule_path, in
   o.schedule_path = schedule_path;
   auto s = open_session(o);
   auto r = open_session(options_of(c));
-  std::set<int> capture = {s->tg.loss};
-  for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
-  auto got = s->executor->step(capture);
-  auto ref = r->executor->step(capture);
+  const auto [got, ref] = step_both(*s, *r);
   CHECK(same_bits(got.at(s->tg.loss), ref.at(s->tg.loss)));
   for (const ParamSlot& p : s->tg.params) {
     INFO("gradient of " << s->tg.graph.values[p.param].name);
@@ -119,13 +126,10 @@ double max_rel_diff_to_store_all(const Case& c, const std::string& schedule_path
   o.schedule_path = schedule_path;
   auto s = open_session(o);
   auto r = open_session(ref_options);
-  std::set<int> capture = {s->tg.loss};
-  for (const ParamSlot& p : s->tg.params) capture.insert(p.grad);
-  auto got = s->executor->step(capture);
-  auto ref = r->executor->step(capture);
+  const auto [got, ref] = step_both(*s, *r);
   double worst = 0;
-  for (int v : capture) {
-    const std::vector<double>&a = got.at(v), &b = ref.at(v);
+  for (const auto& [v, a] : got) {
+    const std::vector<double>& b = ref.at(v);
     double scale = 0, diff = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       scale = std::max(scale, std::abs(b[i]));
@@ -198,6 +202,10 @@ void in_place_with_output_grads(const Case& c, const std::string& op, const std:
   for (const Step& st : in_place.steps)
     count += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].op == op;
   CHECK(count > 0);
+  int grads = 0;  // the gradient op writes dX over dY too
+  for (const Step& st : in_place.steps)
+    grads += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].op == grad_op;
+  CHECK(grads > 0);
   const Schedule plain = out_of_place(in_place);
   CHECK(simulate(plan, plain).peak_bytes >= simulate(plan, in_place).peak_bytes);  // params dominate at batch 2
   TempSchedule a(op + "_in_place"), b(op + "_out_of_place");
@@ -221,11 +229,13 @@ void in_place_with_output_grads(const Case& c, const std::string& op, const std:
 
 }  // namespace
 
-TEST_CASE("in place: Relu, Clip, Add and BatchNormalization over an input that ends there give the bits of out of place, in less memory",
+TEST_CASE("in place: Relu, Clip, Add, BatchNormalization and the gradients over an input that ends there give the bits of out of place, in less memory",
           "[scheduled][in_place]") {
   // Store-all runs every node that may in place over an input it reads last (resnet50: the Relus, the residual
-  // Adds; mobilenet_v2: the residual Adds - its ReLU6 Clips keep their input for the input-activated ClipGrad). The same schedule run out of place gives the same bits (the
-  // reference of check_against_store_all is the in-place store-all) at a peak at least as high.
+  // Adds; mobilenet_v2: the residual Adds - its ReLU6 Clips keep their input for the input-activated ClipGrad;
+  // backward: ReluGrad and ClipGrad over dY, Sum over a fan-out's first gradient). The same schedule run out of
+  // place gives the same bits (the reference of check_against_store_all is the in-place store-all) at a peak at
+  // least as high.
   for (const Case& c : {Case{"resnet50", 2, Shape{3, 32, 32}}, Case{"mobilenet_v2", 2, Shape{3, 32, 32}}}) {
     INFO(c.model);
     const TrainingGraph tg = training_graph_of(c);
@@ -236,7 +246,9 @@ TEST_CASE("in place: Relu, Clip, Add and BatchNormalization over an input that e
     for (const Step& st : in_place.steps)
       if (st.kind == Step::Kind::compute && st.in_place >= 0) ++ops[plan.nodes[st.id].op];
     CHECK(ops["Add"] > 0);
+    CHECK(ops["Sum"] > 0);
     if (std::string(c.model) == "resnet50") CHECK(ops["Relu"] > 0);
+    CHECK(ops[std::string(c.model) == "resnet50" ? "ReluGrad" : "ClipGrad"] > 0);
     const Schedule plain = out_of_place(in_place);
     CHECK(simulate(plan, plain).peak_bytes >= simulate(plan, in_place).peak_bytes);
     TempSchedule file(std::string(c.model) + "_out_of_place");
@@ -465,7 +477,8 @@ TEST_CASE("schedule files: fingerprint, batch and step errors are refused with o
   write_file(file.path, tg, plan, good, 0);
   nlohmann::json j = read_schedule_json(file.path);
   for (auto& st : j["steps"])
-    if (st[0] == "compute" && st[1] == plan.nodes[relu_grad].name) st.push_back("bogus");
+    if ((st[0] == "compute" || st[0] == "compute_in_place") && st[1] == plan.nodes[relu_grad].name)
+      st.push_back("bogus");  // (ReluGrad runs in place over dY: its step names the value, then the implementation)
   CHECK_THROWS_WITH(schedule_from_json(j, plan, "s.json"),
                     Contains("node '" + plan.nodes[relu_grad].name + "' has no implementation 'bogus'"));
   // An in-place step names the value it overwrites: without it, or with an unknown one, the file is refused.
@@ -538,4 +551,47 @@ TEST_CASE("schedule files: fingerprint, batch and step errors are refused with o
   for (auto& st : j["steps"])
     if (st[1] == plan.nodes[conv_grad].name) st.erase(2);  // the algorithm without the implementation
   CHECK_THROWS_WITH(schedule_from_json(j, plan, "s.json"), Contains("is not [\"compute\", node(, implementation(, "));
+}
+
+// The lean store-all (monet-run without a schedule, monet-solve's baseline): on mobilenet_v2 the output-activated
+// ClipGrad frees each ReLU6's input at the Clip, which then runs in place, as PyTorch's ReLU6(inplace=True) does.
+TEST_CASE("lean store-all: mobilenet_v2's ReLU6s run in place with output-activated ClipGrads, in less memory",
+          "[scheduled][store_all]") {
+  const Case c{"mobilenet_v2", 2, Shape{3, 64, 64}};
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const std::vector<int> impl = lean_store_all_impls(plan);
+  int output_clip_grads = 0, clips_in_place = 0;  // with times unknown, BatchNormGrads keep their default
+  for (size_t n = 0; n < plan.nodes.size(); ++n) output_clip_grads += plan.nodes[n].op == "ClipGrad" && impl[n] == 1;
+  const Schedule lean = lean_store_all_schedule(plan);
+  for (const Step& st : lean.steps)
+    clips_in_place += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].op == "Clip";
+  CHECK(output_clip_grads > 0);
+  CHECK(clips_in_place > 0);
+  const int64_t lean_peak = simulate(plan, lean).peak_bytes;
+  CHECK(lean_peak < simulate(plan, store_all_schedule(plan)).peak_bytes);
+  // A session without a schedule runs it; its gradients are the default store-all's (ClipGrad's two forms differ
+  // only where x lies exactly on a bound).
+  SessionOptions o = options_of(c);
+  o.default_store_all = false;
+  o.float_bytes = 8;
+  auto s = open_session(o);
+  CHECK(s->predicted.peak_bytes > 0);
+  CHECK(s->schedule.schedule.steps == lean.steps);
+  SessionOptions d = options_of(c);
+  d.float_bytes = 8;
+  auto r = open_session(d);
+  const auto [got, ref] = step_both(*s, *r);
+  // Against the largest gradient element: some are zero in exact arithmetic (linear bottleneck BN biases).
+  double scale = 0;
+  for (const auto& [v, values] : ref)
+    for (double x : values) scale = std::max(scale, std::abs(x));
+  for (const auto& [v, values] : ref) {
+    INFO(s->tg.graph.values[v].name);
+    double diff = 0;
+    for (size_t i = 0; i < ref.at(v).size(); ++i) diff = std::max(diff, std::abs(got.at(v)[i] - ref.at(v)[i]));
+    CHECK(diff <= 1e-10 * scale);
+  }
+  CHECK(s->executor->arena().peak_bytes() == s->predicted.peak_bytes);
 }

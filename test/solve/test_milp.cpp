@@ -39,12 +39,15 @@ struct PlanBuilder {
 // and output), and one update node.
 // With impls, about half the backward nodes get a second implementation reading other saved values (the node's
 // output instead of an input, or the reverse) with its own time and workspace. With in_place, about half the
-// forward nodes after the first may run in place over their first input (their output gets its size). With algos,
+// forward nodes after the first may run in place over their first input (their output gets its size). With
+// bwd_in_place, about three in four backward nodes may run in place over the gradient they read (which ends there), their
+// second implementation (with impls) only half of the time (ImplDef::in_place: cuDNN's BatchNormGrad does not). With
+// algos,
 // the second implementation is instead an algorithm variant of the first (same reads, its own time and workspace:
 // what a CUDA profile adds for a backward convolution). With fwd_algos, about half the forward nodes get an algorithm
 // variant too (what a CUDA profile adds for a forward convolution).
 PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false, bool algos = false,
-                      bool fwd_algos = false) {
+                      bool fwd_algos = false, bool bwd_in_place = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanBuilder pb;
@@ -89,10 +92,14 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
     for (int v : ins[i])
       if (v != x && pick(0, 1)) in.push_back(v);
     if (pick(0, 1)) in.push_back(outs[i]);
-    const int g = pb.value("g" + std::to_string(i), pick(1, 4), false);
+    const int g_units = pick(1, 4);
+    const bool over = bwd_in_place && pick(0, 3) > 0;
+    const int g = pb.value("g" + std::to_string(i), over ? static_cast<int>(p.values[grad].bytes / kAlignBytes) : g_units,
+                           false);
     const int ms = pick(1, 9);
     const int ws = pick(0, 1);
     pb.node("b" + std::to_string(i), Stage::backward, in, {g}, ms, ws);
+    if (over) p.nodes.back().in_place = {grad};
     if (impls && pick(0, 1)) {
       PlanNode& b = p.nodes.back();
       std::vector<int> alt = {grad};
@@ -103,6 +110,7 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
       } else {
         b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
         b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
+        if (over) b.impls.back().in_place = pick(0, 1);
       }
     }
     grad = g;
@@ -150,10 +158,11 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
 // enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
 // constant on a segment loses nothing.
 void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false,
-                              bool fwd_algos = false) {
-  int compared = 0, with_choices = 0, with_in_place = 0, with_algo_steps = 0, with_fwd_algo_steps = 0;
+                              bool fwd_algos = false, bool bwd_in_place = false) {
+  int compared = 0, with_choices = 0, with_in_place = 0, with_bwd_in_place = 0, with_algo_steps = 0,
+      with_fwd_algo_steps = 0;
   for (uint64_t seed = 1; seed <= 80 && compared < wanted; ++seed) {
-    PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos);
+    PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos, bwd_in_place);
     CheckpointProblem p = make_problem(plan, window, impls);
     size_t vars = 0;
     for (int t = 0; t < p.num_steps(); ++t) {
@@ -187,9 +196,11 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       const Schedule s = extract_schedule(p, a, impls ? "full" : "checkpoint");
       SimResult sim = simulate(plan, s);
       CHECK(sim.peak_bytes <= e.peak_bytes);
+      bool bwd_in_place = false;
       for (const Step& st : s.steps) {
         if (st.kind != Step::Kind::compute) continue;
         const bool fwd = plan.nodes[st.id].stage == Stage::forward;
+        bwd_in_place |= !fwd && st.in_place >= 0;
         if (!(fwd ? fwd_algos : algos)) {
           CHECK(st.algo == -1);
           continue;
@@ -201,12 +212,14 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       ++compared;
       with_choices += p.has_choices();
       with_in_place += std::any_of(p.fwd_in_place.begin(), p.fwd_in_place.end(), [](int f) { return f >= 0; });
+      with_bwd_in_place += bwd_in_place;
 
     }
   }
   CHECK(compared >= wanted);
   if (impls) CHECK(with_choices >= wanted / 3);
   if (in_place) CHECK(with_in_place >= wanted / 3);
+  if (bwd_in_place) CHECK(with_bwd_in_place >= wanted / 3);
   if (algos) CHECK(with_algo_steps >= wanted / 3);
   if (fwd_algos) CHECK(with_fwd_algo_steps >= wanted / 3);
 
@@ -217,6 +230,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
 TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(false, 12);
   compare_with_brute_force(false, 12, 0, true);  // forward nodes in place over an input that ends there
+  compare_with_brute_force(false, 12, 0, true, false, false, true);  // and backward nodes over their gradient
   compare_with_brute_force(false, 6, 1);  // a window of one level: fewer candidates, longer segments
 }
 
@@ -426,6 +440,7 @@ TEST_CASE("a value read by the chosen implementation and kept on counts once", "
 
 TEST_CASE("joint MILP (checkpointing + implementations) optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(true, 18);
+  compare_with_brute_force(true, 12, 0, false, false, false, true);  // backward nodes in place, under some implementations
 }
 
 TEST_CASE("joint MILP with algorithm variants equals brute force and its schedules name the algorithm",

@@ -83,8 +83,9 @@ __global__ void relu_mask_kernel(int64_t n, const float* x, float* y, uint32_t* 
   }
 }
 
-__global__ void relu_grad_mask_kernel(int64_t n, const float* __restrict__ dy, const uint32_t* __restrict__ mask,
-                                      float* __restrict__ dx) {
+// No __restrict__ on dy and dx here and in the gradient kernels below: dx may be dy (a gradient written in place);
+// each element is read before it is written, by the same thread.
+__global__ void relu_grad_mask_kernel(int64_t n, const float* dy, const uint32_t* __restrict__ mask, float* dx) {
   MONET_GRID_LOOP(i, n) dx[i] = (mask[i >> 5] >> (i & 31)) & 1u ? dy[i] : 0.f;
 }
 
@@ -111,8 +112,7 @@ __global__ void relu_mask4_kernel(int64_t n, const float4* x, float4* y, uint32_
   }
 }
 
-__global__ void relu_grad_mask4_kernel(int64_t n4, const float4* __restrict__ dy, const uint32_t* __restrict__ mask,
-                                       float4* __restrict__ dx) {
+__global__ void relu_grad_mask4_kernel(int64_t n4, const float4* dy, const uint32_t* __restrict__ mask, float4* dx) {
   MONET_GRID_LOOP(i, n4) {
     const unsigned bits = mask[i >> 3] >> (4 * (i & 7));
     const float4 g = dy[i];
@@ -149,14 +149,14 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
 }
 
 template <UnaryGrad op>
-__global__ void unary_grad_kernel(int64_t n, const float* __restrict__ dy, const float* __restrict__ s,
-                                  float* __restrict__ dx, float p0, float p1) {
+__global__ void unary_grad_kernel(int64_t n, const float* dy, const float* __restrict__ s, float* dx, float p0,
+                                  float p1) {
   MONET_GRID_LOOP(i, n) dx[i] = unary_grad_of<op>(dy[i], s[i], p0, p1);
 }
 
 template <UnaryGrad op>
-__global__ void unary_grad4_kernel(int64_t n4, const float4* __restrict__ dy, const float4* __restrict__ s,
-                                   float4* __restrict__ dx, float p0, float p1) {
+__global__ void unary_grad4_kernel(int64_t n4, const float4* dy, const float4* __restrict__ s, float4* dx, float p0,
+                                   float p1) {
   MONET_GRID_LOOP(i, n4) {
     const float4 g = dy[i], v = s[i];
     dx[i] = make_float4(unary_grad_of<op>(g.x, v.x, p0, p1), unary_grad_of<op>(g.y, v.y, p0, p1),

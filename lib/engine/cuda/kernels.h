@@ -29,7 +29,8 @@ struct Strides {
 enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
-// dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines.
+// dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
+// (in place), here and in relu_grad_mask.
 enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
@@ -111,7 +112,7 @@ int64_t channel_parts(int64_t N, int64_t C);
 //   dbias = sum(dy), dscale = sum(dy * (y - bias)) / scale,
 //   dx = (dy - dbias / M - (y - bias) * dscale / (scale * M)) * invstd * scale      (M = N * S)
 // The sums in double in a fixed order (partial: 2 * C * channel_parts(N, C) doubles), then one pass for dx.
-// Every scale must be non-zero.
+// Every scale must be non-zero. dx may be dy (in place): the sums are complete before the dx pass starts.
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
                                         float* dscale, float* dbias, double* partial, cudaStream_t stream);

@@ -15,6 +15,9 @@
 // In place: Y may take X's buffer (the kernels finish a channel's statistics before writing any of its Y, and
 // write each Y element from the same X element); the planner does so where X has no later reader, i.e. where the
 // backward is output-activated - together with an in-place ReLU this is in-place ABN (Rota Bulo et al. 2018).
+// BatchNormGrad's output-activated form may write dX over dY (every kernel finishes a channel's sums before writing
+// its dX, and writes each dX element from the same dY element); the input-activated one runs on cuDNN, which does
+// not document aliasing them, so it does not (ImplDef::in_place).
 #include <cmath>
 
 #include "ops/op.h"
@@ -235,7 +238,8 @@ const OpDef batch_norm = {.name = "BatchNormalization", .infer = infer_batch_nor
 const OpDef batch_norm_grad = {.name = "BatchNormGrad", .infer = infer_batch_norm_grad,
                                .cpu_f32 = batch_norm_grad_cpu<float>, .cpu_f64 = batch_norm_grad_cpu<double>,
                                .flops = batch_norm_grad_flops,
-                               .impls = {{"input", 0b0011111}, {"output", 0b1110101}}};
+                               .impls = {{"input", 0b0011111, false}, {"output", 0b1110101}},
+                               .in_place = {0}};
 const OpDef batch_norm_stat_grad = {.name = "BatchNormStatGrad", .infer = infer_batch_norm_stat_grad,
                                     .cpu_f32 = batch_norm_stat_grad_cpu<float>,
                                     .cpu_f64 = batch_norm_stat_grad_cpu<double>};

@@ -82,7 +82,7 @@ const OpDef clip = {.name = "Clip", .infer = infer_clip, .backward = backward_cl
                     .static_inputs = {"", "min", "max"}, .in_place = {0}};
 const OpDef clip_grad = {.name = "ClipGrad", .infer = infer_clip_grad,
                          .cpu_f32 = clip_grad_cpu<float>, .cpu_f64 = clip_grad_cpu<double>,
-                         .impls = {{"input", 0b011}, {"output", 0b101}}};
+                         .impls = {{"input", 0b011}, {"output", 0b101}}, .in_place = {0}};
 
 }  // namespace
 

@@ -105,13 +105,14 @@ void backward_conv_transpose(GradBuilder& b) {
   const int dy = b.grad_out(0);
   if (dy < 0) return;
   const Attrs attrs = b.node().attrs;  // a copy: emit() may reallocate the node list
-  if (b.needs_grad(0))
-    b.set_grad(0, b.emit1("ConvTransposeGradData", {dy, b.in(1)},
-                          with_shape(attrs, "x_shape", b.value(b.in(0)).shape)));
+  // Weight and bias gradients before the data gradient, as for Conv (conv.cpp says why).
   if (b.needs_grad(1))
     b.set_grad(1, b.emit1("ConvTransposeGradWeight", {dy, b.in(0)},
                           with_shape(attrs, "w_shape", b.value(b.in(1)).shape)));
   if (b.node().inputs.size() == 3 && b.needs_grad(2)) b.set_grad(2, b.emit1("ConvGradBias", {dy}));
+  if (b.needs_grad(0))
+    b.set_grad(0, b.emit1("ConvTransposeGradData", {dy, b.in(1)},
+                          with_shape(attrs, "x_shape", b.value(b.in(0)).shape)));
 }
 
 int64_t conv_transpose_workspace(const Graph& gr, const Node& node, int float_bytes) {

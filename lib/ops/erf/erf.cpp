@@ -25,7 +25,8 @@ void erf_grad_cpu(const CpuCall& c) {
 const OpDef erf_op = {.name = "Erf", .infer = infer_float_unary, .backward = backward_erf,
                       .cpu_f32 = erf_cpu<float>, .cpu_f64 = erf_cpu<double>};
 const OpDef erf_grad = {.name = "ErfGrad", .infer = infer_float_grad,
-                        .cpu_f32 = erf_grad_cpu<float>, .cpu_f64 = erf_grad_cpu<double>};
+                        .cpu_f32 = erf_grad_cpu<float>, .cpu_f64 = erf_grad_cpu<double>,
+                        .in_place = {0}};
 
 }  // namespace
 

@@ -52,7 +52,7 @@ void backward_gemm(GradBuilder& b) {
   a.set("alpha", fa.f("alpha", 1.0));
   a.set("transA", fa.i("transA", 0));
   a.set("transB", fa.i("transB", 0));
-  if (b.needs_grad(0)) b.set_grad(0, b.emit1("GemmGradA", {dy, b.in(1)}, a));
+  // B's (the weight's) and C's gradients before A's, as for Conv (conv.cpp says why).
   if (b.needs_grad(1)) b.set_grad(1, b.emit1("GemmGradB", {b.in(0), dy}, a));
   if (b.node().inputs.size() == 3 && b.needs_grad(2)) {
     const double beta = fa.f("beta", 1.0);
@@ -65,6 +65,7 @@ void backward_gemm(GradBuilder& b) {
       b.set_grad(2, b.emit1("GemmGradC", {dy}, r));
     }
   }
+  if (b.needs_grad(0)) b.set_grad(0, b.emit1("GemmGradA", {dy, b.in(1)}, a));
 }
 
 template <class T>

@@ -41,7 +41,8 @@ void hard_sigmoid_grad_cpu(const CpuCall& c) {
 const OpDef hard_sigmoid = {.name = "HardSigmoid", .infer = infer_hard_sigmoid, .backward = backward_hard_sigmoid,
                             .cpu_f32 = hard_sigmoid_cpu<float>, .cpu_f64 = hard_sigmoid_cpu<double>};
 const OpDef hard_sigmoid_grad = {.name = "HardSigmoidGrad", .infer = infer_hard_sigmoid_grad,
-                                 .cpu_f32 = hard_sigmoid_grad_cpu<float>, .cpu_f64 = hard_sigmoid_grad_cpu<double>};
+                                 .cpu_f32 = hard_sigmoid_grad_cpu<float>, .cpu_f64 = hard_sigmoid_grad_cpu<double>,
+                                 .in_place = {0}};
 
 }  // namespace
 

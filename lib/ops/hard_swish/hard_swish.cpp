@@ -27,7 +27,8 @@ void hard_swish_grad_cpu(const CpuCall& c) {
 const OpDef hard_swish = {.name = "HardSwish", .infer = infer_float_unary, .backward = backward_hard_swish,
                           .cpu_f32 = hard_swish_cpu<float>, .cpu_f64 = hard_swish_cpu<double>};
 const OpDef hard_swish_grad = {.name = "HardSwishGrad", .infer = infer_float_grad,
-                               .cpu_f32 = hard_swish_grad_cpu<float>, .cpu_f64 = hard_swish_grad_cpu<double>};
+                               .cpu_f32 = hard_swish_grad_cpu<float>, .cpu_f64 = hard_swish_grad_cpu<double>,
+                               .in_place = {0}};
 
 }  // namespace
 

@@ -57,15 +57,16 @@ void infer_matmul(InferCtx& c) {
 void backward_matmul(GradBuilder& b) {
   const int dy = b.grad_out(0);
   if (dy < 0) return;
-  if (b.needs_grad(0)) {
-    Attrs a;
-    a.set("a_shape", b.value(b.in(0)).shape);
-    b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
-  }
+  // B's gradient (a Linear layer's weight) before A's, as for Conv (conv.cpp says why).
   if (b.needs_grad(1)) {
     Attrs a;
     a.set("b_shape", b.value(b.in(1)).shape);
     b.set_grad(1, b.emit1("MatMulGradB", {b.in(0), dy}, a));
+  }
+  if (b.needs_grad(0)) {
+    Attrs a;
+    a.set("a_shape", b.value(b.in(0)).shape);
+    b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
   }
 }
 

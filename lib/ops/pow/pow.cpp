@@ -37,7 +37,8 @@ void pow_grad_cpu(const CpuCall& c) {
 const OpDef pow_op = {.name = "Pow", .infer = infer_pow, .backward = backward_pow,
                       .cpu_f32 = pow_cpu<float>, .cpu_f64 = pow_cpu<double>, .static_inputs = {"", "exponent"}};
 const OpDef pow_grad = {.name = "PowGrad", .infer = infer_float_grad,
-                        .cpu_f32 = pow_grad_cpu<float>, .cpu_f64 = pow_grad_cpu<double>};
+                        .cpu_f32 = pow_grad_cpu<float>, .cpu_f64 = pow_grad_cpu<double>,
+                        .in_place = {0}};
 
 }  // namespace
 

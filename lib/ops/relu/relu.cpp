@@ -78,7 +78,7 @@ const OpDef relu = {.name = "Relu", .infer = infer_relu, .backward = backward_re
                     .in_place = {0}, .optional_outputs = {1}};
 const OpDef relu_grad = {.name = "ReluGrad", .infer = infer_relu_grad,
                          .cpu_f32 = relu_grad_cpu<float>, .cpu_f64 = relu_grad_cpu<double>,
-                         .impls = {{"output", 0b0011}, {"input", 0b0101}, {"mask", 0b1001}}};
+                         .impls = {{"output", 0b0011}, {"input", 0b0101}, {"mask", 0b1001}}, .in_place = {0}};
 
 }  // namespace
 

@@ -24,7 +24,8 @@ void sigmoid_grad_cpu(const CpuCall& c) {
 const OpDef sigmoid = {.name = "Sigmoid", .infer = infer_float_unary, .backward = backward_sigmoid,
                        .cpu_f32 = sigmoid_cpu<float>, .cpu_f64 = sigmoid_cpu<double>};
 const OpDef sigmoid_grad = {.name = "SigmoidGrad", .infer = infer_float_grad,
-                            .cpu_f32 = sigmoid_grad_cpu<float>, .cpu_f64 = sigmoid_grad_cpu<double>};
+                            .cpu_f32 = sigmoid_grad_cpu<float>, .cpu_f64 = sigmoid_grad_cpu<double>,
+                            .in_place = {0}};
 
 }  // namespace
 

@@ -22,7 +22,8 @@ void sqrt_grad_cpu(const CpuCall& c) {
 const OpDef sqrt_op = {.name = "Sqrt", .infer = infer_float_unary, .backward = backward_sqrt,
                        .cpu_f32 = sqrt_cpu<float>, .cpu_f64 = sqrt_cpu<double>};
 const OpDef sqrt_grad = {.name = "SqrtGrad", .infer = infer_float_grad,
-                         .cpu_f32 = sqrt_grad_cpu<float>, .cpu_f64 = sqrt_grad_cpu<double>};
+                         .cpu_f32 = sqrt_grad_cpu<float>, .cpu_f64 = sqrt_grad_cpu<double>,
+                         .in_place = {0}};
 
 }  // namespace
 

@@ -19,16 +19,18 @@ template <class T>
 void sum_cpu(const CpuCall& c) {
   T* y = c.out[0].as<T>();  // (n)
   const int64_t n = c.out[0].numel();
+  // y may be x0 or x1 (in place): both are read in the first pass, before any element of y is written.
   const T* x0 = c.in[0].as<T>();
-  for (int64_t i = 0; i < n; ++i) y[i] = x0[i];
-  for (size_t k = 1; k < c.in.size(); ++k) {
+  const T* x1 = c.in.size() > 1 ? c.in[1].as<T>() : nullptr;
+  for (int64_t i = 0; i < n; ++i) y[i] = x1 ? x0[i] + x1[i] : x0[i];
+  for (size_t k = 2; k < c.in.size(); ++k) {
     const T* xk = c.in[k].as<T>();
     for (int64_t i = 0; i < n; ++i) y[i] += xk[i];
   }
 }
 
 const OpDef sum = {.name = "Sum", .infer = infer_sum, .backward = backward_sum,
-                   .cpu_f32 = sum_cpu<float>, .cpu_f64 = sum_cpu<double>};
+                   .cpu_f32 = sum_cpu<float>, .cpu_f64 = sum_cpu<double>, .in_place = {0, 1}};
 
 }  // namespace
 

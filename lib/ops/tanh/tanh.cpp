@@ -22,7 +22,8 @@ void tanh_grad_cpu(const CpuCall& c) {
 const OpDef tanh_op = {.name = "Tanh", .infer = infer_float_unary, .backward = backward_tanh,
                        .cpu_f32 = tanh_cpu<float>, .cpu_f64 = tanh_cpu<double>};
 const OpDef tanh_grad = {.name = "TanhGrad", .infer = infer_float_grad,
-                         .cpu_f32 = tanh_grad_cpu<float>, .cpu_f64 = tanh_grad_cpu<double>};
+                         .cpu_f32 = tanh_grad_cpu<float>, .cpu_f64 = tanh_grad_cpu<double>,
+                         .in_place = {0}};
 
 }  // namespace
 

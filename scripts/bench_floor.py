@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The memory floor and MONeT's 30 published rows, on the zoo's H100 profiles.
+
+For each zoo model: derives a profile of the current training graph from the committed measured H100 profile
+(monet-profile --rederive, no GPU: schedules/<model>_<batch>/h100/profile_derived.json), reads the lower bound on
+any schedule's peak and the smallest budget the heuristics reach (monet-solve's report at a budget below both), the
+lean store-all's peak beside PyTorch's (MONeT's table), then solves full mode at each of MONeT's published budgets
+and writes one table side by side with MONeT's overheads (schedules/FLOOR.md; the schedules and reports beside the model's others:
+schedules/<model>_<batch>/schedule_h100_full_<budget>GB_<limit>s.json).
+
+Usage: /usr/bin/python3 scripts/bench_floor.py [--build build] [--time-limit 60] [--threads 2] [--models resnet50,...]
+       [--out schedules/FLOOR.md]
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# MONeT's README (utsaslab/MONeT, "Results"): PyTorch's peak, then (budget GB, overhead %) per published schedule.
+MONET = {
+    "resnet50": (184, 15.06, [(10.01, 3.22), (9.01, 4.68), (8.01, 5.56), (6.99, 7.28), (6.00, 9.31), (4.99, 11.95)]),
+    "googlenet": (320, 14.93, [(9.98, 7.13), (8.99, 7.87), (8.01, 8.44), (7.02, 9.71), (6.01, 12.14), (4.99, 15.77)]),
+    "unet": (11, 14.32, [(10.01, -4.10), (9.01, -2.07), (8.02, -0.09), (7.00, 1.39), (6.01, 4.95), (5.01, 11.51)]),
+    "mobilenet_v2": (272, 14.46, [(10.02, 2.40), (9.01, 3.10), (8.02, 4.77), (7.01, 5.53), (6.01, 7.55),
+                                  (5.01, 8.72)]),
+    "vgg16": (176, 14.12, [(9.71, -5.30), (8.66, -4.64), (7.88, -2.18), (6.82, 1.99), (5.90, 5.44), (5.51, 9.11)]),
+}
+
+
+def run(cmd, ok=(0,)):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode not in ok:
+        sys.exit(f"bench_floor: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+# --others: the zoo at its batches, and torchvision CNNs exported like the zoo (export_models.py) at batch 64.
+OTHERS = [("resnet50", 184), ("googlenet", 320), ("mobilenet_v2", 272), ("vgg16", 176), ("unet", 11),
+          ("densenet121", 64), ("efficientnet_b0", 64), ("resnext50_32x4d", 64), ("mobilenet_v3_large", 64)]
+
+
+def floor_of(build, onnx, batch, loss, work):
+    """(lower bound, smallest found) in GB on an estimated profile, from a monet build."""
+    prof = os.path.join(work, "profile.json")
+    run([os.path.join(build, "apps", "monet-profile"), onnx, "--batch", str(batch), "--loss", loss, "--device",
+         "estimate", "-o", prof])
+    rep = os.path.join(work, "report.json")
+    run([os.path.join(build, "apps", "monet-solve"), prof, "--budget", "1MB", "--time-limit", "30", "-o",
+         os.path.join(work, "schedule.json"), "--report", rep], ok=(2,))
+    r = json.load(open(rep))
+    return r["lower_bound_bytes"] / 1e9, r["smallest_found_bytes"] / 1e9
+
+
+def others(a):
+    work = os.path.join(a.build, "bench_floor_others")
+    os.makedirs(work, exist_ok=True)
+    lines = ["| model | batch | lower bound GB (base) | lower bound GB | smallest found GB (base) | smallest found GB |",
+             "|---|---|---|---|---|---|"]
+    for name, batch in OTHERS:
+        onnx = os.path.join(ROOT, "models", f"{name}.onnx")
+        if not os.path.exists(onnx):
+            onnx = os.path.join(work, f"{name}.onnx")
+            if not os.path.exists(onnx):
+                run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "export_models.py"), "--out", work, name])
+        loss = "sum" if name == "unet" else "ce"
+        lb, found = floor_of(a.build, onnx, batch, loss, work)
+        base = floor_of(a.base_build, onnx, batch, loss, work) if a.base_build else (float("nan"),) * 2
+        lines.append(f"| {name} | {batch} | {base[0]:.2f} | {lb:.2f} | {base[1]:.2f} | {found:.2f} |")
+        print(lines[-1], flush=True)
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--time-limit", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--models", default=",".join(MONET))
+    ap.add_argument("--out", default=os.path.join(ROOT, "schedules", "FLOOR.md"))
+    ap.add_argument("--others", action="store_true",
+                    help="instead: lower bound and smallest found budget of every model on estimated profiles "
+                         "(models/ and torchvision CNNs exported like them), beside --base-build's")
+    ap.add_argument("--base-build", help="--others: another build (e.g. of an earlier commit) to compare with")
+    ap.add_argument("--bisect", type=int, default=5, help="full-mode solves bisecting the smallest budget (default 5)")
+    ap.add_argument("--bisect-limit", type=float, default=20, help="time limit of each bisection solve (default 20 s)")
+    a = ap.parse_args()
+    if a.others:
+        return others(a)
+    models = a.models.split(",")
+    for m in models:
+        if m not in MONET:
+            sys.exit(f"bench_floor: --models: '{m}' is not one of {', '.join(MONET)}")
+    profile_bin = os.path.join(a.build, "apps", "monet-profile")
+    solve_bin = os.path.join(a.build, "apps", "monet-solve")
+    limit = f"{a.time_limit:g}"
+    rows, floors = [], []
+    for m in models:
+        batch, torch_gb, published = MONET[m]
+        d = os.path.join(ROOT, "schedules", f"{m}_{batch}")
+        measured = os.path.join(d, "h100", "profile.json")
+        derived = os.path.join(d, "h100", "profile_derived.json")
+        meta = json.load(open(measured))
+        shape = ",".join(str(x) for x in meta["input_shape"][1:])
+        loss = "sum" if meta["loss"] == "sum" else "ce"
+        run([profile_bin, os.path.join(ROOT, "models", f"{m}.onnx"), "--batch", str(batch), "--input-shape", shape,
+             "--loss", loss, "--rederive", measured, "-o", derived])
+        out = d  # beside the model's other schedules: test/cli/zoo_schedules.sh replays every one
+        report = os.path.join(out, "report_h100_floor.json")
+        run([solve_bin, derived, "--budget", "1MB", "--time-limit", limit, "--threads", str(a.threads), "-o",
+             os.path.join(out, "schedule_h100_floor.json"), "--report", report], ok=(2,))
+        r = json.load(open(report))
+        floor = {"model": m, "batch": batch, "lower_bound": r["lower_bound_bytes"] / 1e9,
+                 "found": r["smallest_found_bytes"] / 1e9, "store_all": r["store_all_peak_bytes"] / 1e9,
+                 "store_all_ms": r["store_all_step_ms"], "torch": torch_gb, "monet_min": published[-1][0]}
+        for gb, monet_overhead in published:
+            tag = f"{gb:.2f}GB"
+            rep = os.path.join(out, f"report_h100_full_{tag}_{limit}s.json")
+            res = run([solve_bin, derived, "--budget", f"{gb}GB", "--mode", "full", "--time-limit", limit, "--threads",
+                       str(a.threads), "-o", os.path.join(out, f"schedule_h100_full_{tag}_{limit}s.json"), "--report", rep],
+                      ok=(0, 2, 4))
+            s = json.load(open(rep))
+            fits = res.returncode == 0
+            if fits:
+                floor["found"] = min(floor["found"], s["predicted_peak_bytes"] / 1e9)
+            rows.append({"model": m, "budget": gb, "monet": monet_overhead, "status": s["status"], "fits": fits,
+                         "overhead": s["overhead"] * 100 if fits else None, "gap": s.get("gap"),
+                         "peak": s["predicted_peak_bytes"] / 1e9 if fits else None})
+            print(f"{m} {gb} GB: {s['status']}" + (f", {rows[-1]['overhead']:+.2f}% (MONeT {monet_overhead:+.2f}%)"
+                                                    if fits else ""), flush=True)
+        # Bisection between the lower bound and the smallest budget met so far, with full-mode solves: a budget
+        # with a schedule lowers the top (to the schedule's peak), one without (proven or not) raises the bottom.
+        lo, hi = floor["lower_bound"], floor["found"]
+        for _ in range(a.bisect):
+            mid = round((lo + hi) / 2, 3)
+            if hi - lo < 0.01:
+                break
+            rep = os.path.join(ROOT, "build", f"bench_floor_{m}.json")
+            res = run([solve_bin, derived, "--budget", f"{mid}GB", "--mode", "full", "--time-limit",
+                       f"{a.bisect_limit:g}", "--threads", str(a.threads), "-o", rep + ".schedule", "--report", rep],
+                      ok=(0, 2, 4))
+            if res.returncode == 0:
+                hi = min(hi, json.load(open(rep))["predicted_peak_bytes"] / 1e9)
+            else:
+                lo = mid
+        floor["found"] = hi
+        floors.append(floor)
+        print(f"{m}: lower bound {floor['lower_bound']:.2f} GB, smallest found {floor['found']:.2f} GB, "
+              f"store-all {floor['store_all']:.2f} GB (PyTorch {torch_gb} GB)", flush=True)
+
+    day = datetime.date.today().isoformat()
+    lines = [
+        "# The memory floor, and MONeT's published rows",
+        "",
+        f"Measured {day} by `scripts/bench_floor.py --time-limit {limit} --threads {a.threads}` on this project's "
+        "2-core machine, on profiles derived from the committed H100 profiles (`schedules/<model>_<batch>/h100/"
+        "profile_derived.json`: each node's measured time and workspace carried onto the current training graph; "
+        "in-place runs timed as their out-of-place twins until re-measured on a GPU). Our bytes count everything: "
+        "parameters, their gradients, momentum, the batch, activations, gradients and workspace. MONeT's figures are "
+        "its README's (PyTorch 1.5 on its own GPU); overheads are each against its own store-all. The lower bound "
+        "is what every schedule needs at its worst step (`lower_bound_bytes`); the smallest found is the least peak "
+        f"of a schedule found: the heuristics', MONeT's budgets and {a.bisect} full-mode bisection solves of "
+        f"{a.bisect_limit:g} s between the two.",
+        "",
+        "| model | batch | lower bound GB | smallest found GB | MONeT's smallest GB | lean store-all GB | PyTorch (MONeT) GB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in floors:
+        lines.append(f"| {f['model']} | {f['batch']} | {f['lower_bound']:.2f} | {f['found']:.2f} | {f['monet_min']:.2f} "
+                     f"| {f['store_all']:.2f} | {f['torch']:.2f} |")
+    lines += ["", f"Full mode, {limit} s, {a.threads} threads, at MONeT's budgets:", "",
+              "| model | budget GB | MONeT overhead | ours | our overhead | gap | predicted peak GB |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ours = f"{r['overhead']:+.2f}%" if r["fits"] else "-"
+        gap = f"{r['gap'] * 100:.2f}%" if r["fits"] and r["gap"] is not None else "-"
+        peak = f"{r['peak']:.2f}" if r["fits"] else "-"
+        lines.append(f"| {r['model']} | {r['budget']:.2f} | {r['monet']:+.2f}% | {r['status']} | {ours} | {gap} | {peak} |")
+    feasible = sum(r["fits"] for r in rows)
+    below = sum(1 for r in rows if r["fits"] and r["overhead"] < r["monet"])
+    lines += ["", f"{feasible} of {len(rows)} rows have a schedule; {below} of them are predicted below MONeT's "
+              "overhead.", ""]
+    with open(a.out + ".tmp", "w") as fh:
+        fh.write("\n".join(lines))
+    os.replace(a.out + ".tmp", a.out)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
