@@ -42,6 +42,7 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
     }
     if (!pn.impls.empty()) pn.inputs = pn.impls[0].inputs;
     for (int i : op_def(n.op).in_place) {
+      if (i >= static_cast<int>(n.inputs.size())) continue;  // Sum of one input: no second addend
       const int v = n.inputs.at(static_cast<size_t>(i));
       // Same shape and dtype (equal bytes are not enough: a broadcast operand may round up to the same block).
       if (!resident[v] && g.values[v].producer >= 0 && !n.outputs.empty() &&

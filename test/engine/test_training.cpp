@@ -231,3 +231,36 @@ TEST_CASE("backward order: every conv's weight gradient comes before its data gr
     if (bias_at.count(fwd)) CHECK(bias_at[fwd] < at);
   }
 }
+
+// Sum may run in place over either of its first two addends (OpDef::in_place = {0, 1}); a Sum of one input (ONNX
+// allows it) has no second one, and its plan lists only the first.
+TEST_CASE("a Sum of one input plans in place over that input only", "[schedule][in_place]") {
+  Graph g;
+  Value x;
+  x.name = "x";
+  x.shape = {2, 3};
+  x.role = Role::input;
+  const int xi = g.add_value(x);
+  Node copy;  // a transient to run in place over
+  copy.name = "copy";
+  copy.op = "Identity";
+  copy.inputs = {xi};
+  Value c;
+  c.name = "c";
+  c.producer = 0;
+  copy.outputs = {g.add_value(c)};
+  g.nodes.push_back(copy);
+  infer_node(g, 0);
+  Node sum;
+  sum.name = "sum";
+  sum.op = "Sum";
+  sum.inputs = {g.nodes[0].outputs[0]};
+  Value y;
+  y.name = "y";
+  y.producer = 1;
+  sum.outputs = {g.add_value(y)};
+  g.nodes.push_back(sum);
+  infer_node(g, 1);
+  const PlanGraph p = plan_of(g, nullptr, 4);
+  CHECK(p.nodes[1].in_place == std::vector<int>{g.nodes[0].outputs[0]});
+}
