@@ -241,26 +241,22 @@ TEST_CASE("a Sum of one input plans in place over that input only", "[schedule][
   x.shape = {2, 3};
   x.role = Role::input;
   const int xi = g.add_value(x);
-  Node copy;  // a transient to run in place over
-  copy.name = "copy";
-  copy.op = "Identity";
-  copy.inputs = {xi};
-  Value c;
-  c.name = "c";
-  c.producer = 0;
-  copy.outputs = {g.add_value(c)};
-  g.nodes.push_back(copy);
-  infer_node(g, 0);
-  Node sum;
-  sum.name = "sum";
-  sum.op = "Sum";
-  sum.inputs = {g.nodes[0].outputs[0]};
-  Value y;
-  y.name = "y";
-  y.producer = 1;
-  sum.outputs = {g.add_value(y)};
-  g.nodes.push_back(sum);
-  infer_node(g, 1);
+  // Appends node `name` (op) reading `in`, with one output, and returns that output.
+  auto add = [&](const std::string& name, const std::string& op, int in) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = {in};
+    Value out;
+    out.name = name + ":0";
+    out.producer = static_cast<int>(g.nodes.size());
+    n.outputs = {g.add_value(out)};
+    g.nodes.push_back(n);
+    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
+    return g.nodes.back().outputs[0];
+  };
+  const int c = add("copy", "Identity", xi);  // a transient to run in place over
+  add("sum", "Sum", c);
   const PlanGraph p = plan_of(g, nullptr, 4);
-  CHECK(p.nodes[1].in_place == std::vector<int>{g.nodes[0].outputs[0]});
+  CHECK(p.nodes[1].in_place == std::vector<int>{c});
 }
