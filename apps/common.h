@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/session.h"
 
 namespace monet::app {
@@ -47,10 +48,16 @@ struct ModelFlags {
 };
 
 // Runs body() and maps exceptions to one line on stderr and an exit code.
+// Progress and notes go to stderr through spdlog (core/log.h); -v adds detail, -q keeps warnings only.
 template <class Body>
 int guarded_main(const char* command, CLI::App& app, int argc, char** argv, Body body) {
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "log detail on stderr (debug level)");
+  app.add_flag("-q,--quiet", quiet, "log only warnings on stderr, no progress");
   try {
     app.parse(argc, argv);
+    if (verbose && quiet) throw CLI::ValidationError("-v and -q", "give one of them, not both");
+    setup_logging(quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

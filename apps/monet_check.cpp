@@ -17,6 +17,10 @@
 #include "common.h"
 #include "core/json_io.h"
 #include "core/npy.h"
+#include "core/units.h"
+#include "profile/profile.h"
+#include "schedule/schedule_io.h"
+#include "schedule/timeline.h"
 
 using namespace monet;
 namespace fs = std::filesystem;
@@ -98,7 +102,7 @@ struct Flags {
   app::ModelFlags model;
   std::string device = "cpu", reference = "torch", report, python = "/usr/bin/python3", work_dir;
   std::string script = std::string(MONET_SOURCE_DIR) + "/scripts/torch_reference.py";
-  std::string schedule;
+  std::string schedule, timeline, profile;
   double tolerance = 1e-4;
   bool keep = false, simulate = false;
   std::string precision = "f32";
@@ -124,17 +128,54 @@ int check_by_simulation(const Flags& f, const SessionOptions& o) {
          ") exceeds the schedule's budget ", sf.budget_bytes, " bytes");
   std::printf("budget %s bytes: %s\n", sf.budget_bytes > 0 ? app::with_commas(sf.budget_bytes).c_str() : "none",
               sf.budget_bytes > 0 ? "fits" : "not set");
-  if (!f.report.empty())
-    write_json_atomic(f.report, {{"model", g.model_name},
-                                 {"batch", sf.batch},
-                                 {"input_shape", sf.input_shape},
-                                 {"schedule", sf.schedule.mode},
-                                 {"budget_bytes", sf.budget_bytes},
-                                 {"predicted_peak_bytes", m.predicted.peak_bytes},
-                                 {"peak_step", m.predicted.peak_step},
-                                 {"recomputations", m.predicted.recomputations},
-                                 {"predicted_step_ms", step_ms},
-                                 {"pass", true}});
+  // --profile: the same schedule on the profile's plan, with its times and its device's workspaces.
+  std::optional<Profile> prof;
+  SimResult on_profile;
+  if (!f.profile.empty()) {
+    prof = read_profile(f.profile);
+    if (prof->plan.fingerprint != sf.fingerprint)
+      fail(f.profile, ": fingerprint ", prof->plan.fingerprint, " differs from the schedule's ", sf.fingerprint,
+           " (another model, batch, input shape, loss or training graph)");
+    on_profile = simulate(prof->plan, read_schedule(f.schedule, prof->plan).schedule);
+    std::printf("on the profile (%s): predicted peak %s bytes at step %d, step %.3f ms%s\n", prof->device.c_str(),
+                app::with_commas(on_profile.peak_bytes).c_str(), on_profile.peak_step, on_profile.time_ms,
+                sf.budget_bytes <= 0 || on_profile.peak_bytes <= sf.budget_bytes ? "" : ": over the budget");
+    if (sf.budget_bytes > 0 && on_profile.peak_bytes > sf.budget_bytes)
+      fail(f.schedule, ": predicted peak ", on_profile.peak_bytes, " bytes on ", f.profile, " (step ",
+           on_profile.peak_step, ") exceeds the schedule's budget ", sf.budget_bytes, " bytes");
+  }
+  if (!f.timeline.empty()) {
+    // On the profile's plan when given (x: predicted time), else on this backend's (x: compute steps; a plan built
+    // here has no times).
+    const PlanGraph& plan = prof ? prof->plan : m.plan;
+    const Schedule schedule = prof ? read_schedule(f.schedule, plan).schedule : sf.schedule;
+    const int64_t peak = prof ? on_profile.peak_bytes : m.predicted.peak_bytes;
+    TimelineChart chart;
+    chart.title = g.model_name + " batch " + std::to_string(sf.batch) + ", " + sf.schedule.mode + " schedule" +
+                  (sf.budget_bytes > 0 ? " within " + format_gb(sf.budget_bytes) : std::string()) + ": peak " +
+                  format_gb(peak) + " (" + (prof ? prof->device + " profile" : o.device + " workspaces") + ")";
+    chart.budget_bytes = sf.budget_bytes;
+    chart.schedule = memory_timeline(plan, schedule);
+    chart.store_all = memory_timeline(plan, lean_store_all_schedule(plan));
+    write_text_atomic(f.timeline, memory_timeline_svg(chart));
+    std::printf("wrote %s\n", f.timeline.c_str());
+  }
+  if (!f.report.empty()) {
+    nlohmann::json j = {{"model", g.model_name},
+                        {"batch", sf.batch},
+                        {"input_shape", sf.input_shape},
+                        {"schedule", sf.schedule.mode},
+                        {"budget_bytes", sf.budget_bytes},
+                        {"predicted_peak_bytes", m.predicted.peak_bytes},
+                        {"peak_step", m.predicted.peak_step},
+                        {"recomputations", m.predicted.recomputations},
+                        {"predicted_step_ms", step_ms},
+                        {"pass", true}};
+    if (prof)
+      j["profile"] = {{"path", f.profile}, {"device", prof->device}, {"predicted_peak_bytes", on_profile.peak_bytes},
+                      {"peak_step", on_profile.peak_step}, {"predicted_step_ms", on_profile.time_ms}};
+    write_json_atomic(f.report, j);
+  }
   return kExitOk;
 }
 
@@ -379,6 +420,7 @@ int check_against_torch(const Flags& f, const SessionOptions& o) {
   if (s->tg.labels >= 0) {
     write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels], o.float_bytes);
     manifest["labels"] = "labels.npy";
+    manifest["class_axis"] = g.nodes[static_cast<size_t>(s->tg.loss_node)].attrs.i("axis", 1);
   }
   manifest["dropout_masks"] = nlohmann::json::object();
   for (size_t i = 0; i < masks.size(); ++i) {
@@ -486,6 +528,12 @@ int main(int argc, char** argv) {
                  "store-all step, bitwise; cpu (with --device cuda): the CUDA step against the CPU engine");
   app.add_option("--schedule", f.schedule, "SCHEDULE.json from monet-solve to run (its batch and input shape apply)");
   app.add_flag("--simulate", f.simulate, "with --schedule: replay it in the simulator only (valid, within its budget)");
+  app.add_option("--profile", f.profile,
+                 "with --simulate: replay the schedule on this PROFILE.json's plan too (its times and device "
+                 "workspaces; the fingerprint must match), and draw --timeline from it");
+  app.add_option("--timeline", f.timeline,
+                 "with --simulate: draw the memory timeline (bytes in use by kind over the step, the budget line, "
+                 "store-all's) as SVG here");
   auto* tolerance_opt = app.add_option("--tolerance", f.tolerance,
                  "torch: max norm-wise relative error of every gradient and of the loss (default 1e-4); store-all: "
                  "the same for modes that are not bitwise; cpu: the same against the CPU engine in double (default "
@@ -503,6 +551,8 @@ int main(int argc, char** argv) {
     if (f.reference == "cpu" && !tolerance_opt->count() && f.model.math == "default") f.tolerance = 1e-2;
     if (!(f.tolerance > 0)) fail("--tolerance must be positive");
     if (f.simulate && f.schedule.empty()) fail("--simulate checks a schedule: give --schedule");
+    if (!f.timeline.empty() && !f.simulate) fail("--timeline draws the simulator's replay: give --simulate");
+    if (!f.profile.empty() && !f.simulate) fail("--profile replays the schedule in the simulator: give --simulate");
     if (f.reference == "store-all" && f.schedule.empty() && !f.simulate)
       fail("--reference store-all compares a schedule with store-all: give --schedule");
     SessionOptions o = f.model.session_options();

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <spdlog/spdlog.h>
+
 #include "common.h"
 #include "profile/profile.h"
 #ifdef MONET_HAVE_CUDA
@@ -106,12 +108,8 @@ int main(int argc, char** argv) {
             const auto now = clock::now();
             if (!at.step_done && now - last_print < std::chrono::seconds(2)) return;
             last_print = now;
-            std::printf("profile: step %d/%d%s, node %d/%d", at.step, at.steps, at.warmup ? " (warm-up)" : "", at.node,
-                        at.nodes);
-            if (at.step_done)
-              std::printf(", step done in %.1f ms", at.step_ms);
-            std::printf("\n");
-            std::fflush(stdout);
+            spdlog::info("profile: step {}/{}{}, node {}/{}{}", at.step, at.steps, at.warmup ? " (warm-up)" : "",
+                         at.node, at.nodes, at.step_done ? fmt::format(", step done in {:.1f} ms", at.step_ms) : "");
           },
           o.seed);
     }
@@ -130,9 +128,8 @@ int main(int argc, char** argv) {
         const int added = add_algorithm_variants(p.plan.nodes.at(static_cast<size_t>(p.plan.find_node(n.name))), list,
                                                  nondeterministic);
         variants += added;
-        std::printf("conv algorithms: node %d/%d %s (%s): %zu algorithms, %d as implementations\n", ++done, convs,
-                    n.name.c_str(), n.op.c_str(), list.size(), added);
-        std::fflush(stdout);
+        spdlog::info("conv algorithms: node {}/{} {} ({}): {} algorithms, {} as implementations", ++done, convs, n.name,
+                     n.op, list.size(), added);
       }
       p.device_info["conv_algorithms"] = algos;
       p.device_info["nondeterministic_algorithms_offered"] = nondeterministic;

@@ -1,5 +1,8 @@
 // monet-solve: reads a profile, decides what to keep and what to recompute within a memory budget (the MONeT
-// MILP on CBC, or a baseline), verifies the schedule with the simulator and writes it.
+// MILP on CBC, or a baseline), verifies the schedule with the simulator and writes it; or, with --frontier N, solves
+// at N budgets from the smallest the heuristics reach to store-all's peak and prints the memory/time trade-off.
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <string>
 
@@ -8,19 +11,87 @@
 #include "core/units.h"
 #include "profile/profile.h"
 #include "schedule/schedule_io.h"
+#include "schedule/timeline.h"
+#include "solve/frontier.h"
 #include "solve/solve.h"
 
 using namespace monet;
 
+namespace {
+
+// --frontier N: the table on stdout as each budget is done, the curve as SVG (--plot), every row in --report.
+int run_frontier(const Profile& profile, const SolveOptions& o, int points, const std::string& plot_path,
+                 const std::string& report) {
+  std::printf("%10s  %-17s  %10s  %10s  %10s  %9s  %8s\n", "budget", "status", "peak", "step ms", "overhead",
+              "bound", "gap");
+  std::fflush(stdout);
+  SolveOptions quiet = o;
+  quiet.progress = nullptr;  // one line per budget, not the solver's own
+  const Frontier f = solve_frontier(profile.plan, quiet, points, [](const FrontierPoint& p) {
+    const SolveOutcome& r = p.outcome;
+    if (r.fits)
+      std::printf("%10s  %-17s  %10s  %10.3f  %+9.2f%%  %+8.2f%%  %7.2f%%\n", format_gb(p.budget_bytes).c_str(),
+                  r.status.c_str(), format_gb(r.predicted.peak_bytes).c_str(), r.objective_ms, 100 * p.overhead,
+                  100 * p.bound_overhead, 100 * r.gap);
+    else
+      std::printf("%10s  %-17s  %10s  %10s  %10s  %9s  %8s\n", format_gb(p.budget_bytes).c_str(), r.status.c_str(),
+                  "-", "-", "-", "-", "-");
+    std::fflush(stdout);
+  });
+  std::printf("lower bound on the peak %s; store-all: peak %s, step %.3f ms\n", format_bytes(f.lower_bound_bytes).c_str(),
+              format_bytes(f.store_all_peak_bytes).c_str(), f.store_all_ms);
+  if (!plot_path.empty()) {
+    const std::string title = profile.model + " batch " + std::to_string(profile.batch) + ": overhead against budget (" +
+                              o.mode + " mode, " + profile.device + " profile)";
+    write_text_atomic(plot_path, frontier_svg(f, title));
+    std::printf("wrote %s\n", plot_path.c_str());
+  }
+  if (!report.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const FrontierPoint& p : f.points)
+      rows.push_back({{"budget_bytes", p.budget_bytes},
+                      {"status", p.outcome.status},
+                      {"fits", p.outcome.fits},
+                      {"predicted_peak_bytes", p.outcome.fits ? p.outcome.predicted.peak_bytes : 0},
+                      {"predicted_step_ms", p.outcome.fits ? p.outcome.objective_ms : 0},
+                      {"overhead", p.overhead},
+                      {"bound_ms", p.outcome.bound_ms},
+                      {"bound_overhead", p.bound_overhead},
+                      {"gap", p.outcome.gap},
+                      {"solve_s", p.outcome.solve_s}});
+    write_json_atomic(report, {{"model", profile.model},
+                               {"batch", profile.batch},
+                               {"mode", f.mode},
+                               {"time_limit_s", o.time_limit_s},
+                               {"threads", o.threads},
+                               {"lower_bound_bytes", f.lower_bound_bytes},
+                               {"smallest_found_bytes", f.smallest_found_bytes},
+                               {"store_all_peak_bytes", f.store_all_peak_bytes},
+                               {"store_all_step_ms", f.store_all_ms},
+                               {"frontier", rows}});
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"monet-solve: the fastest schedule of a profiled model that fits a memory budget"};
-  std::string profile_path, budget_text, out_path, report, mode = "full";
+  std::string profile_path, budget_text, out_path, report, mode = "full", timeline_path, plot_path;
+  int frontier = 0;
   double time_limit = 600;
   int threads = 2;
   std::string window_text = "auto";
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
-  app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")->required();
-  app.add_option("-o,--output", out_path, "SCHEDULE.json to write")->required();
+  app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes");
+  app.add_option("-o,--output", out_path, "SCHEDULE.json to write");
+  app.add_option("--timeline", timeline_path,
+                 "draw the schedule's memory timeline (bytes in use by kind over the step, the budget, store-all) "
+                 "as SVG here");
+  app.add_option("--frontier", frontier,
+                 "instead of one budget: solve at N >= 2 budgets from the smallest peak the heuristics reach to "
+                 "store-all's, each with --time-limit, and print budget, overhead and bound");
+  app.add_option("--plot", plot_path, "with --frontier: draw overhead against budget as SVG here");
   app.add_option("--mode", mode,
                  "full (MILP: keep/recompute + each backward node's implementation, default), checkpoint (MILP: "
                  "keep/recompute only), store-all, sqrtn (baselines)");
@@ -32,7 +103,16 @@ int main(int argc, char** argv) {
                  " recomputation candidates)");
   app.add_option("--report", report, "write a JSON report here");
   return app::guarded_main("monet-solve", app, argc, argv, [&]() -> int {
-    const int64_t budget = parse_bytes(budget_text, "--budget");
+    if (frontier != 0) {
+      if (frontier < 2) fail("--frontier: expected a number of budgets >= 2, got ", frontier);
+      if (!budget_text.empty() || !out_path.empty() || !timeline_path.empty())
+        fail("--frontier solves at its own budgets and writes no schedule: drop --budget, -o and --timeline");
+    } else {
+      if (budget_text.empty()) fail("--budget is required (or --frontier N)");
+      if (out_path.empty()) fail("-o SCHEDULE.json is required (or --frontier N)");
+      if (!plot_path.empty()) fail("--plot draws the frontier: give --frontier N");
+    }
+    const int64_t budget = frontier ? 0 : parse_bytes(budget_text, "--budget");
     if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
     if (threads < 1) fail("--threads must be >= 1, got ", threads);
     int window = -1;
@@ -50,8 +130,12 @@ int main(int argc, char** argv) {
     const PlanGraph& plan = profile.plan;
     std::printf("profile %s: %s batch %lld, %zu nodes, device %s\n", profile_path.c_str(), profile.model.c_str(),
                 static_cast<long long>(profile.batch), plan.nodes.size(), profile.device.c_str());
-    std::printf("budget %s, mode %s, time limit %.0f s, %d threads\n", format_bytes(budget).c_str(), mode.c_str(),
-                time_limit, threads);
+    if (frontier == 0)
+      std::printf("budget %s, mode %s, time limit %.0f s, %d threads\n", format_bytes(budget).c_str(), mode.c_str(),
+                  time_limit, threads);
+    else
+      std::printf("frontier: %d budgets, mode %s, time limit %.0f s each, %d threads\n", frontier, mode.c_str(),
+                  time_limit, threads);
     std::fflush(stdout);
 
     SolveOptions o;
@@ -60,16 +144,8 @@ int main(int argc, char** argv) {
     o.time_limit_s = time_limit;
     o.threads = threads;
     o.window = window;
-    o.progress = [](const CbcProgress& p) {
-      if (p.incumbent >= 0 && p.bound >= 0)
-        std::printf("  %6.1f s  incumbent %.3f ms  bound %.3f ms  gap %.2f%%\n", p.elapsed_s, p.incumbent, p.bound,
-                    100.0 * (p.incumbent - p.bound) / std::max(p.incumbent, 1e-12));
-      else
-        std::printf("  %6.1f s  incumbent %s  bound %s\n", p.elapsed_s,
-                    p.incumbent >= 0 ? std::to_string(p.incumbent).c_str() : "none",
-                    p.bound >= 0 ? std::to_string(p.bound).c_str() : "pending (root node)");
-      std::fflush(stdout);
-    };
+    o.progress = log_progress;
+    if (frontier != 0) return run_frontier(profile, o, frontier, plot_path, report);
     SolveOutcome r = solve(plan, o);
 
     const double overhead = r.store_all.time_ms > 0 ? r.objective_ms / r.store_all.time_ms - 1 : 0;
@@ -200,14 +276,26 @@ int main(int argc, char** argv) {
     f.budget_bytes = budget;
     f.schedule = r.schedule;
     // Nothing measured in seconds here: the same profile, budget, limit and threads give the same bytes
-    // (README, "Determinism"); timings go to --report.
+    // (docs/engine.md, "Determinism"); timings go to --report.
     f.solver = {{"status", r.status}, {"gap", r.gap}, {"bound_ms", r.bound_ms}, {"columns", r.columns},
                 {"rows", r.rows}, {"nonzeros", r.nonzeros}, {"window", r.window}};
     f.predicted = {{"peak_bytes", r.predicted.peak_bytes}, {"step_ms", r.objective_ms},
                    {"store_all_peak_bytes", r.store_all.peak_bytes}, {"store_all_step_ms", r.store_all.time_ms},
                    {"overhead", overhead}, {"recomputations", r.predicted.recomputations}};
+    if (!timeline_path.empty()) {
+      // Drawn before the schedule is written, so that a failure leaves neither file.
+      TimelineChart chart;
+      chart.title = profile.model + " batch " + std::to_string(profile.batch) + ", " + mode + " schedule within " +
+                    format_gb(budget) + ": peak " + format_gb(r.predicted.peak_bytes) + ", overhead " +
+                    fmt::format("{:+.2f}%", 100 * overhead);
+      chart.budget_bytes = budget;
+      chart.schedule = memory_timeline(plan, r.schedule);
+      chart.store_all = memory_timeline(plan, lean_store_all_schedule(plan));
+      write_text_atomic(timeline_path, memory_timeline_svg(chart));
+    }
     write_schedule(out_path, f, plan);
     if (!report.empty()) write_json_atomic(report, j);
+    if (!timeline_path.empty()) std::printf("wrote %s\n", timeline_path.c_str());
     std::printf("wrote %s (%zu steps)\n", out_path.c_str(), r.schedule.steps.size());
     return kExitOk;
   });

@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
   coinor-libcbc-dev coinor-cbc libprotobuf-dev protobuf-compiler libonnx-dev libcli11-dev libspdlog-dev catch2
   nlohmann-json3-dev libopenblas-dev python3-onnx python3-torch python3-torchvision python3-numpy
-  clang libclang-rt-14-dev llvm)  # clang: the sanitizer and fuzz trees (libFuzzer, ASan, UBSan runtimes, symbolizer)
+  clang libclang-rt-14-dev llvm  # clang: the sanitizer and fuzz trees (libFuzzer, ASan, UBSan runtimes, symbolizer)
+  librsvg2-bin)  # rsvg-convert: the tests render the SVG pictures the commands draw
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

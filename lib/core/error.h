@@ -7,7 +7,7 @@
 
 namespace monet {
 
-// Exit codes shared by every command (documented in README).
+// Exit codes shared by every command (documented in docs/errors.md).
 enum ExitCode : int {
   kExitOk = 0,
   kExitError = 1,       // bad input, unsupported model, failed check

@@ -8,12 +8,14 @@
 
 namespace monet {
 
-void write_json_atomic(const std::string& path, const nlohmann::json& j) {
+void write_json_atomic(const std::string& path, const nlohmann::json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
+
+void write_text_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     if (!out) fail(path, ": cannot open for writing");
-    out << j.dump(2) << "\n";
+    out << text;
     if (!out) {
       std::remove(tmp.c_str());
       fail(path, ": write failed");

@@ -49,4 +49,13 @@ std::string format_bytes(int64_t bytes) {
   return out + gb;
 }
 
+std::string format_gb(int64_t bytes) {
+  char out[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) std::snprintf(out, sizeof out, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(out, sizeof out, "%.1f MB", b / 1e6);
+  else std::snprintf(out, sizeof out, "%.1f KB", b / 1e3);
+  return out;
+}
+
 }  // namespace monet

@@ -336,14 +336,26 @@ std::vector<std::string> node_keys(const PlanGraph& p) {
 
 }  // namespace
 
-Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
-                       bool nondeterministic) {
+namespace {
+
+// derive_profile and rescale_profile: scale 1 carries times and workspaces as measured.
+Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path, bool nondeterministic,
+                      bool rescale) {
   Profile p;
   fill_metadata(p, tg);
-  if (p.model != measured.model || p.input_shape != measured.input_shape || p.loss != measured.loss)
-    fail(path, ": a profile of another model, batch or input shape: ", measured.model, " ",
+  auto but_batch = [](Shape s) {
+    if (!s.empty()) s[0] = 0;
+    return s;
+  };
+  const bool same_shape = rescale ? but_batch(p.input_shape) == but_batch(measured.input_shape)
+                                  : p.input_shape == measured.input_shape;
+  if (p.model != measured.model || !same_shape || p.loss != measured.loss)
+    fail(path, ": a profile of another model, ", rescale ? "" : "batch or ", "input shape: ", measured.model, " ",
          shape_str(measured.input_shape), " (loss ", measured.loss, "), this is ", p.model, " ",
          shape_str(p.input_shape), " (loss ", p.loss, ")");
+  if (rescale && measured.batch <= 0) fail(path, ": batch ", measured.batch, ": cannot rescale");
+  const double scale = rescale ? static_cast<double>(p.batch) / static_cast<double>(measured.batch) : 1.0;
+  auto bytes = [&](int64_t b, double f) { return static_cast<int64_t>(std::llround(static_cast<double>(b) * f)); };
   p.model_path = measured.model_path;
   p.device = measured.device;
   p.costs = node_costs(tg.graph);
@@ -360,13 +372,24 @@ Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const s
     if (it == old_of.end() || measured.plan.nodes[it->second].op != n.op)
       fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin (key ", keys[i], ")");
     const PlanNode& old = measured.plan.nodes[it->second];
-    n.workspace_bytes = old.workspace_bytes;
+    const double f = n.stage == Stage::update ? 1.0 : scale;
+    n.workspace_bytes = bytes(old.workspace_bytes, f);
     for (int impl = 0; impl < n.num_impls(); ++impl) {
       const int o = old.find_impl(n.impl_name(impl));
-      n.set_impl_ms(impl, o >= 0 ? old.impl_ms(o) : old.time_ms);
-      if (!n.impls.empty()) n.impls[impl].workspace_bytes = o >= 0 ? old.impl_workspace(o) : old.workspace_bytes;
+      n.set_impl_ms(impl, f * (o >= 0 ? old.impl_ms(o) : old.time_ms));
+      if (!n.impls.empty())
+        n.impls[impl].workspace_bytes = bytes(o >= 0 ? old.impl_workspace(o) : old.workspace_bytes, f);
     }
-    if (recorded && recorded->contains(old.name)) algorithms[n.name] = (*recorded)[old.name];
+    if (recorded && recorded->contains(old.name)) {
+      nlohmann::json entry = (*recorded)[old.name];
+      if (f != 1.0 && entry.contains("algorithms") && entry["algorithms"].is_array())
+        for (nlohmann::json& a : entry["algorithms"]) {
+          if (a.contains("time_ms") && a["time_ms"].is_number()) a["time_ms"] = f * a["time_ms"].get<double>();
+          if (a.contains("workspace_bytes") && a["workspace_bytes"].is_number_integer())
+            a["workspace_bytes"] = bytes(a["workspace_bytes"].get<int64_t>(), f);
+        }
+      algorithms[n.name] = entry;
+    }
   }
   p.device_info = measured.device_info;
   p.device_info.erase("conv_algorithms");
@@ -374,10 +397,26 @@ Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const s
   p.device_info["derived"] = {
       {"from", path},
       {"from_fingerprint", measured.plan.fingerprint},
-      {"how", "times and workspaces carried by node key from a profile measured on an earlier training graph; "
-              "in-place runs timed as their out-of-place twins; re-measure on a GPU"}};
+      {"how", rescale ? "rescaled from batch " + std::to_string(measured.batch) +
+                            ": times and workspaces of forward, loss and backward nodes (and the recorded cuDNN "
+                            "timings) times " + std::to_string(scale) + ", updates as measured; an estimate"
+                      : std::string("times and workspaces carried by node key from a profile measured on an earlier "
+                                    "training graph; in-place runs timed as their out-of-place twins; re-measure on "
+                                    "a GPU")}};
   if (!algorithms.empty()) rederive_algorithm_variants(p, nondeterministic, path);
   return p;
+}
+
+}  // namespace
+
+Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
+                       bool nondeterministic) {
+  return carry_profile(tg, measured, path, nondeterministic, false);
+}
+
+Profile rescale_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
+                        bool nondeterministic) {
+  return carry_profile(tg, measured, path, nondeterministic, true);
 }
 
 int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path) {

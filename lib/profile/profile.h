@@ -1,7 +1,8 @@
 // Profiles: what the planner knows about a model at a batch on a device - the plan graph (every value's exact
 // bytes, every node's inputs, outputs, time and workspace) plus the metadata that says where the times came from.
-// Two sources: an estimate from each op's flop and byte formulas on a roofline (no hardware needed), and a
-// measurement of store-all training steps on the CPU engine. (The CUDA engine will measure on the GPU.)
+// Sources: an estimate from each op's flop and byte formulas on a roofline (no hardware needed), a measurement of
+// store-all training steps on the CPU or CUDA engine (with every cuDNN algorithm of each convolution on CUDA), and
+// profiles derived from a measured one (onto a newer training graph, or rescaled to another batch).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@ struct Profile {
   std::string model_path;   // as given on the command line; informative only
   int64_t batch = 0;
   Shape input_shape;        // the data input's full shape (batch first)
-  std::string loss;         // "ce" | "sum"
+  std::string loss;         // "cross_entropy" | "sum" (loss_name)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
   PlanGraph plan;           // plan.fingerprint identifies model, batch and loss
@@ -109,7 +110,14 @@ int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::st
 Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
                        bool nondeterministic = false);
 
-// JSON: {"format": "monet-profile", "version": 1, "fingerprint", model metadata, "device", "device_info",
+// The profile of training graph tg at another batch than the measured profile's (same model, input shape but the
+// batch, and loss): as derive_profile, with the times and workspaces of forward, loss and backward nodes (and the
+// recorded cuDNN timings) scaled by tg's batch over the measured batch; updates keep theirs (their work does not
+// depend on the batch). An estimate: kernels are not exactly linear in the batch (monet-fit --profile).
+Profile rescale_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
+                        bool nondeterministic = false);
+
+// JSON: {"format": "monet-profile", "version": 2, "fingerprint", model metadata, "device", "device_info",
 // "values": [{name, bytes, resident, producer}], "nodes": [{name, op, stage, inputs, outputs, time_ms,
 // workspace_bytes, flops, bytes_moved}], "totals"}. Ids are indices into values / nodes. "totals" is derived
 // (written for readers, ignored on reading).

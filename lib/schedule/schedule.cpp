@@ -127,17 +127,39 @@ std::vector<int> lean_store_all_impls(const PlanGraph& p) {
 
 Schedule lean_store_all_schedule(const PlanGraph& p) { return store_all_schedule(p, lean_store_all_impls(p)); }
 
-SimResult simulate(const PlanGraph& p, const Schedule& s) {
+const char* memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::resident: return "resident";
+    case MemoryKind::kept: return "kept activations";
+    case MemoryKind::recomputed: return "recomputed";
+    case MemoryKind::gradient: return "gradients";
+    case MemoryKind::workspace: return "workspace";
+  }
+  return "?";
+}
+
+int64_t MemoryPoint::total() const {
+  int64_t t = 0;
+  for (int64_t b : bytes) t += b;
+  return t;
+}
+
+SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline) {
   enum State : uint8_t { absent, live, freed, resident, overwritten };
   std::vector<State> state(p.values.size(), absent);
   std::vector<int> runs(p.nodes.size(), 0);
   std::vector<int> updated_by(p.values.size(), -1);  // resident value -> the update node that changed it in place
+  // The timeline's books: the kind each live value was counted under, and the bytes in use by kind.
+  std::vector<MemoryKind> kind(p.values.size(), MemoryKind::resident);
+  std::array<int64_t, kMemoryKinds> by_kind{};
+  auto count = [&](int v, int64_t sign) { by_kind[static_cast<int>(kind[v])] += sign * p.values[v].bytes; };
   SimResult r;
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].resident) {
       state[v] = resident;
       r.resident_bytes += p.values[v].bytes;
     }
+  by_kind[static_cast<int>(MemoryKind::resident)] = r.resident_bytes;
   int64_t live_bytes = r.resident_bytes;
   r.peak_bytes = live_bytes;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -170,14 +192,32 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
           fail("schedule step ", i, ": node '", n.name, "' runs in place over '", p.values[v].name, "', which is not live");
         state[v] = overwritten;
         live_bytes -= p.values[v].bytes;
+        count(v, -1);
       }
+      const MemoryKind made = n.stage != Stage::forward ? MemoryKind::gradient
+                              : runs[st.id] > 0         ? MemoryKind::recomputed
+                                                        : MemoryKind::kept;
       for (int v : n.outputs) {
         if (state[v] == live)
           fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still live");
         state[v] = live;
         live_bytes += p.values[v].bytes;
+        kind[v] = made;
+        count(v, +1);
       }
-      const int64_t step_peak = live_bytes + align_up(n.impl_workspace(impl));
+      const int64_t workspace = align_up(n.impl_workspace(impl));
+      const int64_t step_peak = live_bytes + workspace;
+      if (timeline) {
+        MemoryPoint m;
+        m.step = static_cast<int>(i);
+        m.node = st.id;
+        m.backward = n.stage != Stage::forward;
+        m.start_ms = r.time_ms;
+        m.end_ms = r.time_ms + n.impl_ms(impl);
+        m.bytes = by_kind;
+        m.bytes[static_cast<int>(MemoryKind::workspace)] = workspace;
+        timeline->push_back(m);
+      }
       if (step_peak > r.peak_bytes) {
         r.peak_bytes = step_peak;
         r.peak_step = static_cast<int>(i);
@@ -199,6 +239,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s) {
                                            : "not computed");
       state[st.id] = freed;
       live_bytes -= p.values[st.id].bytes;
+      count(st.id, -1);
     }
   }
   for (size_t v = 0; v < p.values.size(); ++v)

@@ -2,6 +2,7 @@
 // schedule runs through the same executor and the same simulator, and can be checked without a device.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -64,13 +65,31 @@ struct SimResult {
   int recomputations = 0;      // compute steps of a node already computed earlier in the schedule
 };
 
+// What the bytes in use at a step hold: resident values (parameters, momentum, buffers, the batch), activations of
+// a forward node's first run (kept), of its later runs (recomputed), gradients (values of loss and backward nodes),
+// and the running step's workspace.
+enum class MemoryKind : uint8_t { resident, kept, recomputed, gradient, workspace };
+inline constexpr int kMemoryKinds = 5;
+const char* memory_kind_name(MemoryKind k);
+
+// Bytes in use while one compute step runs: its outputs allocated, its workspace held.
+struct MemoryPoint {
+  int step = 0;                  // index into Schedule::steps
+  int node = 0;                  // the plan node it runs
+  bool backward = false;         // a loss, backward or update node
+  double start_ms = 0, end_ms = 0;  // predicted: the sum of the times of the compute steps before it, and with it
+  std::array<int64_t, kMemoryKinds> bytes{};  // by MemoryKind
+  int64_t total() const;
+};
+
 // Replays the schedule counting bytes: at a compute step the outputs and the workspace are added to what is live,
 // then the workspace is dropped (in place: output 0 replaces its input, which ends). Each compute step reads, takes the time and the workspace of its implementation.
 // Throws monet::Error naming the step number if a node or value is unknown, an
 // input is not live, a value is freed twice or never produced, a backward/update node runs twice, a node reads a
 // parameter after its update changed it in place, or a transient is still live at the end (every node but
 // recomputed forward nodes runs exactly once).
-SimResult simulate(const PlanGraph& p, const Schedule& s);
+// timeline (optional): one MemoryPoint per compute step, in order.
+SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline = nullptr);
 
 using WorkspaceFn = std::function<int64_t(const Node&)>;
 SimResult simulate(const Graph& g, const Schedule& s, const WorkspaceFn& workspace_bytes, int float_bytes = 4);

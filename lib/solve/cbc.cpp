@@ -1,6 +1,9 @@
 // The one file with COIN-OR headers.
 #include "solve/cbc.h"
 
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -383,7 +386,7 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
   CglFlowCover flow;
   const std::vector<CglCutGenerator*> generators = {&probing, &gomory, &knapsack, &mir, &flow, &twomir};
   rc.fixed = fix_by_reduced_cost(solver, incumbent);
-  const bool log = std::getenv("MONET_CUTS_LOG") != nullptr;
+  const bool log = spdlog::should_log(spdlog::level::debug);  // -v: one line per round
   double last_round_s = 0;
   int stalls = 0;
   for (int round = 0; round < kMaxRootRounds; ++round) {
@@ -435,11 +438,9 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
     solver.getModelPtr()->setMaximumWallSeconds(-1);
     if (!solver.isProvenOptimal()) {  // out of time (or numerically lost): take the round back
       if (log) {
-        std::fprintf(stderr, "round %d taken back at %.1f s: %zu cuts added; generators", round, now() - began,
-                     efficacy.size());
-        for (double g : gen_s) std::fprintf(stderr, " %.2f", g);
-        std::fprintf(stderr, " s, re-solve cut short after %.2f s\n",
-                     now() - start - std::accumulate(gen_s.begin(), gen_s.end(), 0.0));
+        spdlog::debug("root cuts: round {} taken back at {:.1f} s: {} cuts added; generators {:.2f} s, re-solve cut "
+                      "short after {:.2f} s", round, now() - began, efficacy.size(), fmt::join(gen_s, " "),
+                      now() - start - std::accumulate(gen_s.begin(), gen_s.end(), 0.0));
       }
       std::vector<int> added;
       for (int i = before; i < solver.getNumRows(); ++i) added.push_back(i);
@@ -468,13 +469,11 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
     solver.resolve();
     rc.kept = solver.getNumRows() - base_rows;
     on_round(rc.bound);
-    if (log) {  // MONET_CUTS_LOG: one line per round (a developer's diagnostic)
-      std::fprintf(stderr, "round %d at %.1f s: %d row + %d column cuts, %zu added, bound %.6g, %d kept, %d fixed;"
-                   " generators", round, now() - began, cuts.sizeRowCuts(), cuts.sizeColCuts(), efficacy.size(),
-                   rc.bound, rc.kept, rc.fixed);
-      for (double g : gen_s) std::fprintf(stderr, " %.2f", g);
-      std::fprintf(stderr, " s, round %.2f s\n", now() - start);
-    }
+    if (log)
+      spdlog::debug("root cuts: round {} at {:.1f} s: {} row + {} column cuts, {} added, bound {:.6g}, {} kept, {} "
+                    "fixed; generators {:.2f} s, round {:.2f} s", round, now() - began, cuts.sizeRowCuts(),
+                    cuts.sizeColCuts(), efficacy.size(), rc.bound, rc.kept, rc.fixed, fmt::join(gen_s, " "),
+                    now() - start);
     last_round_s = now() - start;
     if (stalls >= 2) break;
   }
@@ -661,7 +660,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   const std::vector<std::vector<int>>& neighborhoods = options.neighborhoods;
   const int workers = std::max(1, options.threads);
   const int n = static_cast<int>(lp.col_names.size());
-  const bool log = std::getenv("MONET_SEARCH_LOG") != nullptr;
+  const bool log = spdlog::should_log(spdlog::level::debug);  // -v: one line per sub-MIP
   double best = objective_of(lp, x.data());
   uint64_t version = 0;  // incumbents so far
   const size_t listed_from = lp_x.empty() ? 0 : 1;  // index 0 is the LP's neighbourhood, when there is one
@@ -723,17 +722,15 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
       closed[s.index] = !at_limit && (found || s.version == version);
     } else {  // it died (a Clp assertion): left closed until an improvement elsewhere
       closed[s.index] = 1;
-      std::fprintf(stderr, "monet-solve: note: a sub-MIP of the neighbourhood search stopped (%s); the search goes on\n",
-                   died.empty() ? "incomplete result" : died.c_str());
+      spdlog::info("note: a sub-MIP of the neighbourhood search stopped ({}); the search goes on",
+                   died.empty() ? "incomplete result" : died);
     }
-    if (log) {  // MONET_SEARCH_LOG: one line per sub-MIP (a developer's diagnostic)
-      std::fprintf(stderr,
-                   "sub-MIP %zu%s: %d free integer columns, at %.1f s for %.1f s, %.0f nodes, %s%s; objective %.6g\n",
-                   s.index, lp_one ? " (LP)" : "", s.free_integers, s.began_s, shared->elapsed() - s.began_s, nodes,
-                   at_limit ? "stopped at its limit" : closed[s.index] ? "closed" : "ended (stale start)",
-                   found ? ", improved" : "", best);
-      std::fflush(stderr);
-    }
+    if (log)
+      spdlog::debug("neighbourhood search: sub-MIP {}{}: {} free integer columns, at {:.1f} s for {:.1f} s, {:.0f} "
+                    "nodes, {}{}; objective {:.6g}", s.index, lp_one ? " (LP)" : "", s.free_integers, s.began_s,
+                    shared->elapsed() - s.began_s, nodes,
+                    at_limit ? "stopped at its limit" : closed[s.index] ? "closed" : "ended (stale start)",
+                    found ? ", improved" : "", best);
     return died.empty() && !at_limit;
   };
 
@@ -782,7 +779,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
     for (SubMip& s : active)
       if (!s.ended) s.ended = read_sub_mip(s);
     // Results are taken in the order the sub-MIPs started until one is stopped at its time limit: until then each
-    // result, and so every later start, is the same whatever the machine's speed (README, "Determinism"); after
+    // result, and so every later start, is the same whatever the machine's speed (docs/engine.md, "Determinism"); after
     // that, in the order they end (a long sub-MIP at the front would hold up the others' workers).
     for (size_t k = 0; k < active.size();) {
       if (!active[k].ended) {
@@ -1059,10 +1056,10 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
                                                  : "exit code " + std::to_string(WEXITSTATUS(wstatus));
     if (rep.x.empty() && !warm_start) fail("monet-solve: CBC stopped without a result (", how, ")");
     if (attempt > 0 || options.time_limit_s - since_began() < 1.0) {
-      std::fprintf(stderr, "monet-solve: note: CBC stopped (%s); the best schedule so far is the result\n", how.c_str());
+      spdlog::info("note: CBC stopped ({}); the best schedule so far is the result", how);
       break;
     }
-    std::fprintf(stderr, "monet-solve: note: CBC stopped (%s)%s; CBC again from the best schedule so far\n", how.c_str(),
+    spdlog::info("note: CBC stopped ({}){}; CBC again from the best schedule so far", how,
                  with_neighborhoods ? " in the neighbourhood search" : "");
     if (!rep.x.empty()) {
       restart_x = rep.x;
@@ -1071,7 +1068,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
     with_neighborhoods = false;
   }
   if (rep.rejected > 0)
-    std::fprintf(stderr, "monet-solve: note: %d solution(s) from CBC violated the MILP and were ignored\n", rep.rejected);
+    spdlog::info("note: {} solution(s) from CBC violated the MILP and were ignored", rep.rejected);
 
   CbcResult r;
   r.root = root;

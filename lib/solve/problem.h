@@ -99,7 +99,7 @@ struct CheckpointProblem {
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
 // ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
-// gains and costs within 60 s: schedules/SOLVER-notes.md, session 10).
+// gains and costs within 60 s: schedules/SOLVER-notes.md, 2026-11-23, "the window in levels").
 constexpr int64_t kAutoWindowCandidates = 1800;
 constexpr int kAutoWindow = -1;
 

@@ -1,5 +1,7 @@
 #include "solve/solve.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -74,7 +76,7 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
 }  // namespace
 
 // Its root cuts reach a bound the joint program's do not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its
-// search finds schedules the joint search does not (SOLVER-notes, session 17).
+// search finds schedules the joint search does not (schedules/SOLVER-notes.md, 2026-11-24, "the implementations fixed after the search").
 FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a, int64_t budget_bytes,
                                     double seconds, int threads, double neighborhood_min_gap) {
   using Clock = std::chrono::steady_clock;
@@ -159,6 +161,9 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       // LP-guided rounding (S[0][v] and M[t] of the relaxation) adds to it.
       std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, share(0.5));
       double warm_at = warm ? seconds() : -1;
+      // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
+      auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
+      if (o.progress) o.progress({seconds(), warm_ms(), -1.0});
       const double early_s = seconds() - out.setup_s;
       CbcOptions cbc;
       cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
@@ -192,6 +197,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         }
         out.warm_start_s = seconds() - out.setup_s - out.lp_s;
         out.warm_start = warm.has_value();
+        if (o.progress) o.progress({seconds(), warm_ms(), relaxed.empty() ? -1.0 : out.lp_bound_ms});
         if (!warm) return std::vector<double>{};
         out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
         return to_columns(p, layout, lp, *warm);
@@ -257,6 +263,16 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   }
   out.solve_s = seconds();
   return out;
+}
+
+void log_progress(const CbcProgress& p) {
+  if (p.incumbent >= 0 && p.bound >= 0)
+    spdlog::info("  {:6.1f} s  incumbent {:.3f} ms  bound {:.3f} ms  gap {:.2f}%", p.elapsed_s, p.incumbent, p.bound,
+                 100.0 * (p.incumbent - p.bound) / std::max(p.incumbent, 1e-12));
+  else
+    spdlog::info("  {:6.1f} s  incumbent {}  bound {}", p.elapsed_s,
+                 p.incumbent >= 0 ? fmt::format("{:.3f} ms", p.incumbent) : "none",
+                 p.bound >= 0 ? fmt::format("{:.3f} ms", p.bound) : "pending (root node)");
 }
 
 }  // namespace monet

@@ -60,6 +60,9 @@ struct SolveOutcome {
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);
 
+// One line of solver progress at info level (core/log.h): elapsed, incumbent, bound and gap; a SolveOptions::progress.
+void log_progress(const CbcProgress& p);
+
 // Full mode's phase after the neighbourhood search (SolveOptions::fixed_impls_min_s): the program with a's
 // implementations fixed (fix_impls, memory counted as p counts it) solved from a the way checkpoint mode solves its
 // own (LP relaxation, root cut rounds, neighbourhood search), without CBC's search after it, within `seconds`. A

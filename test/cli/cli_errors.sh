@@ -168,7 +168,27 @@ expect 1 "nodes\[0\].time_ms: must be >= 0, got -1" -- $solve "$tmp/p_neg.json" 
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
 # Between the lower bound (2.38 GB) and the smallest heuristic schedule (4.01 GB) of resnet50 b184: its LP relaxation
 # alone takes ~15 s, so no schedule can be found in 2 s (and monet-solve stops at the limit, CBC not started).
-expect 4 "no schedule within 3,000,000,000 B (3.00 GB) found in 2 s (not proven infeasible)" -- $solve "$src/schedules/resnet50_184/profile_estimate.json" --budget 3GB --time-limit 2 -o "$tmp/out.json"
+# -q: the solver's progress (on stderr) would precede the error line.
+expect 4 "no schedule within 3,000,000,000 B (3.00 GB) found in 2 s (not proven infeasible)" -- $solve "$src/schedules/resnet50_184/profile_estimate.json" --budget 3GB --time-limit 2 -o "$tmp/out.json" -q
+# The frontier, the timeline and the logging flags.
+expect 1 "--frontier: expected a number of budgets >= 2, got 1" -- $solve "$tmp/p.json" --frontier 1 $r
+expect 1 "--frontier solves at its own budgets and writes no schedule: drop --budget, -o and --timeline" -- $solve "$tmp/p.json" --frontier 3 --budget 1MB $r
+expect 1 "--budget is required (or --frontier N)" -- $solve "$tmp/p.json" -o "$tmp/out.json" $r
+expect 1 "-o SCHEDULE.json is required (or --frontier N)" -- $solve "$tmp/p.json" --budget 1MB $r
+expect 1 "--plot draws the frontier: give --frontier N" -- $solve "$tmp/p.json" --budget 1MB -o "$tmp/out.json" --plot "$tmp/f.svg" $r
+expect 1 "nodir/t.svg: cannot open for writing" -- $solve "$tmp/p.json" --budget 1GB --mode store-all -o "$tmp/out.json" --timeline "$tmp/nodir/t.svg" $r
+expect 1 "give one of them, not both" -- $solve "$tmp/p.json" --budget 1GB -o "$tmp/out.json" -v -q $r
+expect 1 "--profile replays the schedule in the simulator: give --simulate" -- $check "$tiny" --schedule "$s" --reference store-all --profile "$tmp/p.json" $r
+expect 1 "--timeline draws the simulator's replay: give --simulate" -- $check "$tiny" --schedule "$s" --reference store-all --timeline "$tmp/t.svg" $r
+# monet-fit: the largest batch.
+fit="$build/apps/monet-fit"
+expect 1 "missing.onnx: no such file" -- $fit "$data/missing.onnx" --budget 1GB $r
+expect 1 "budget 'abc': expected a number" -- $fit "$tiny" --budget abc $r
+expect 1 "--max-overhead must be >= 0 percent, got -1" -- $fit "$tiny" --budget 1GB --max-overhead -1 $r
+expect 1 "--mode 'sqrtn': expected full or checkpoint" -- $fit "$tiny" --budget 1GB --mode sqrtn $r
+expect 1 "--max-batch must be >= 1, got 0" -- $fit "$tiny" --budget 1GB --max-batch 0 $r
+expect 1 "a profile of another model, input shape" -- $fit "$tiny" --budget 1GB --profile "$src/schedules/resnet50_184/profile_estimate.json" $r
+expect 2 "no batch of .*tiny.onnx fits 1,000 B (0.00 GB) (batch 1: too big: below the lower bound" -- $fit "$tiny" --budget 1000 -q
 if [ -e "$tmp/out.json" ]; then
   echo "FAIL: monet-solve left a schedule for an infeasible budget"
   failures=$((failures + 1))

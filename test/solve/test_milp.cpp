@@ -389,7 +389,7 @@ TEST_CASE("a recomputation in place is what fits: MILP, brute force and simulato
 // f1 -> a1 -> loss; step b1 (f1's backward) reads a0 (implementation "in", the default) or a1 ("out", slower), and
 // step b0 reads a0 again. With every value kept and "in" chosen, b1's node is the peak: resident 2 + g 4 + g1 4 + a0 4
 // (read and kept on). At exactly that budget the schedule fits without any recomputation (brute force, the MILP and
-// the simulator agree); counted twice (as before session 15: a0 kept on + a0 read), b1 would not fit and every
+// the simulator agree); counted twice (as the count before 2026-11-24 did: a0 kept on + a0 read), b1 would not fit and every
 // schedule would have to recompute.
 TEST_CASE("a value read by the chosen implementation and kept on counts once", "[solve][milp]") {
   PlanBuilder pb;

@@ -1,0 +1,203 @@
+// monet-fit: the largest batch of a model that trains within a memory budget, optionally within an overhead over
+// store-all. Each batch tried gets an estimated profile (or a measured one rescaled to it) and a solve; the search
+// doubles the batch until it no longer fits, then bisects, assuming that a batch that does not fit is followed by
+// none that does.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "common.h"
+#include "core/json_io.h"
+#include "core/units.h"
+#include "ir/onnx_import.h"
+#include "profile/profile.h"
+#include "schedule/schedule_io.h"
+#include "solve/solve.h"
+#include "train/training_graph.h"
+
+using namespace monet;
+
+namespace {
+
+struct Try {
+  int64_t batch = 0;
+  bool fits = false;        // a schedule within the budget and the overhead
+  std::string why;          // the reason it does not, or how it does
+  SolveOutcome outcome;     // when a solve ran
+  int64_t peak_bytes = 0;   // of the schedule found (store-all's when store-all fits)
+  double overhead = 0;      // against store-all at this batch
+  int64_t store_all_peak_bytes = 0;
+  Profile profile;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"monet-fit: the largest batch of a model that trains within a memory budget (and an overhead)"};
+  std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
+  std::optional<double> max_overhead_pct;
+  double time_limit = 20;
+  int threads = 2;
+  int64_t max_batch = 65536;
+  app.add_option("model", model, "ONNX model file")->required();
+  app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")
+      ->required();
+  app.add_option("--max-overhead", max_overhead_pct,
+                 "at most this predicted step time over store-all's at the same batch, in percent (default: any)");
+  app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
+  app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
+  app.add_option("--profile", measured_path,
+                 "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
+                 "roofline estimate");
+  app.add_option("--mode", mode, "full (default) or checkpoint: the MILP each batch is solved with");
+  app.add_option("--time-limit", time_limit, "solver time limit per batch tried, in seconds (default 20)");
+  app.add_option("--threads", threads, "CBC threads (default 2)");
+  app.add_option("--max-batch", max_batch, "the largest batch tried (default 65536)");
+  app.add_option("-o,--output", out_path, "write the largest batch's SCHEDULE.json here");
+  app.add_option("--report", report, "write every batch tried and the answer as JSON here");
+  return app::guarded_main("monet-fit", app, argc, argv, [&]() -> int {
+    const int64_t budget = parse_bytes(budget_text, "--budget");
+    if (max_overhead_pct && !(*max_overhead_pct >= 0)) fail("--max-overhead must be >= 0 percent, got ", *max_overhead_pct);
+    if (mode != "full" && mode != "checkpoint") fail("--mode '", mode, "': expected full or checkpoint");
+    if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
+    if (threads < 1) fail("--threads must be >= 1, got ", threads);
+    if (max_batch < 1) fail("--max-batch must be >= 1, got ", max_batch);
+    ImportOptions import;
+    if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
+    TrainOptions train;
+    train.loss = parse_loss(loss);
+    std::optional<Profile> measured;
+    if (!measured_path.empty()) measured = read_profile(measured_path);
+    const double max_overhead = max_overhead_pct ? *max_overhead_pct / 100 : 1e300;
+
+    std::printf("model %s, budget %s, overhead %s, %s profiles, %s mode, %.0f s per batch\n", model.c_str(),
+                format_bytes(budget).c_str(),
+                max_overhead_pct ? fmt::format("at most {:g}%", *max_overhead_pct).c_str() : "any",
+                measured ? ("measured (" + measured_path + ", batch " + std::to_string(measured->batch) +
+                            ") rescaled").c_str()
+                         : "estimated",
+                mode.c_str(), time_limit);
+    std::printf("%8s  %12s  %12s  %10s  %s\n", "batch", "store-all", "peak", "overhead", "result");
+    std::fflush(stdout);
+
+    auto attempt = [&](int64_t batch) {
+      Try t;
+      t.batch = batch;
+      import.batch = batch;
+      const TrainingGraph tg = build_training_graph(import_onnx(model, import), train);
+      t.profile = measured ? rescale_profile(tg, *measured, measured_path) : estimate_profile(tg, Roofline{});
+      const Schedule store_all = lean_store_all_schedule(t.profile.plan);
+      const SimResult sa = simulate(t.profile.plan, store_all);
+      t.store_all_peak_bytes = sa.peak_bytes;
+      if (sa.peak_bytes <= budget) {
+        t.fits = true, t.peak_bytes = sa.peak_bytes, t.why = "fits: store-all";
+        t.outcome.schedule = store_all, t.outcome.predicted = sa, t.outcome.store_all = sa;
+        t.outcome.objective_ms = sa.time_ms, t.outcome.fits = true, t.outcome.status = "store-all";
+      } else {
+        spdlog::info("batch {}: solving ({} mode, {:.0f} s)", batch, mode, time_limit);
+        SolveOptions o;
+        o.budget_bytes = budget;
+        o.mode = mode;
+        o.time_limit_s = time_limit;
+        o.threads = threads;
+        o.progress = log_progress;
+        t.outcome = solve(t.profile.plan, o);
+        const SolveOutcome& r = t.outcome;
+        if (r.fits) {
+          t.peak_bytes = r.predicted.peak_bytes;
+          t.overhead = r.store_all.time_ms > 0 ? r.objective_ms / r.store_all.time_ms - 1 : 0;
+          t.fits = t.overhead <= max_overhead;
+          t.why = t.fits ? "fits" : "over the overhead";
+        } else {
+          t.why = r.why_none == "below_lower_bound" ? "too big: below the lower bound " + format_gb(r.lower_bound_bytes)
+                  : r.why_none == "infeasible"      ? "too big: no schedule (proven)"
+                                                    : "no schedule found in the time limit";
+        }
+      }
+      std::printf("%8lld  %12s  %12s  %10s  %s\n", static_cast<long long>(batch),
+                  format_gb(t.store_all_peak_bytes).c_str(), t.peak_bytes ? format_gb(t.peak_bytes).c_str() : "-",
+                  t.peak_bytes ? fmt::format("{:+.2f}%", 100 * t.overhead).c_str() : "-", t.why.c_str());
+      std::fflush(stdout);
+      return t;
+    };
+
+    std::vector<Try> tried;
+    std::optional<Try> best;           // the largest batch that fits so far
+    std::optional<int64_t> too_large;  // the smallest batch that does not
+    auto record = [&](Try t) {
+      if (t.fits) {
+        if (!best || t.batch > best->batch) best = t;
+      } else if (!too_large || t.batch < *too_large) {
+        too_large = t.batch;
+      }
+      t.profile = Profile{};  // the report keeps the figures, not the plans
+      tried.push_back(std::move(t));
+    };
+    // Doubling from 1 (from the measured profile's batch when there is one), then bisection.
+    int64_t b = measured ? std::clamp<int64_t>(measured->batch, 1, max_batch) : 1;
+    record(attempt(b));
+    if (best) {
+      while (!too_large && b < max_batch) {
+        b = std::min(2 * b, max_batch);
+        record(attempt(b));
+      }
+    } else {
+      while (!best && b > 1) {
+        b /= 2;
+        record(attempt(b));
+      }
+    }
+    while (best && too_large && *too_large - best->batch > 1) record(attempt(best->batch + (*too_large - best->batch) / 2));
+
+    nlohmann::json rows = nlohmann::json::array();
+    for (const Try& t : tried)
+      rows.push_back({{"batch", t.batch},
+                      {"fits", t.fits},
+                      {"result", t.why},
+                      {"store_all_peak_bytes", t.store_all_peak_bytes},
+                      {"predicted_peak_bytes", t.peak_bytes},
+                      {"overhead", t.overhead},
+                      {"lower_bound_bytes", t.outcome.lower_bound_bytes}});
+    nlohmann::json j = {{"model", model},
+                        {"budget_bytes", budget},
+                        {"max_overhead", max_overhead_pct ? nlohmann::json(*max_overhead_pct / 100) : nlohmann::json(nullptr)},
+                        {"profile", measured ? measured_path : "estimate"},
+                        {"mode", mode},
+                        {"time_limit_s", time_limit},
+                        {"largest_batch", best ? best->batch : 0},
+                        {"tried", rows}};
+    if (!best) {
+      if (!report.empty()) write_json_atomic(report, j);
+      std::fprintf(stderr, "monet-fit: no batch of %s fits %s%s (batch 1: %s)\n", model.c_str(),
+                   format_bytes(budget).c_str(),
+                   max_overhead_pct ? fmt::format(" within {:g}% overhead", *max_overhead_pct).c_str() : "",
+                   tried.back().why.c_str());
+      return tried.back().outcome.why_none == "not_found" ? kExitNotFound : kExitInfeasible;
+    }
+    if (!out_path.empty()) {
+      const Profile& p = best->profile;
+      ScheduleFile f;
+      f.fingerprint = p.plan.fingerprint;
+      f.model = p.model;
+      f.batch = p.batch;
+      f.input_shape = p.input_shape;
+      f.budget_bytes = budget;
+      f.schedule = best->outcome.schedule;
+      f.solver = {{"status", best->outcome.status}, {"gap", best->outcome.gap}, {"bound_ms", best->outcome.bound_ms}};
+      f.predicted = {{"peak_bytes", best->peak_bytes}, {"step_ms", best->outcome.objective_ms},
+                     {"store_all_peak_bytes", best->store_all_peak_bytes},
+                     {"store_all_step_ms", best->outcome.store_all.time_ms}, {"overhead", best->overhead},
+                     {"recomputations", best->outcome.predicted.recomputations}};
+      write_schedule(out_path, f, p.plan);
+    }
+    if (!report.empty()) write_json_atomic(report, j);
+    std::printf("largest batch: %lld (peak %s, overhead %+.2f%% against store-all at that batch)%s\n",
+                static_cast<long long>(best->batch), format_gb(best->peak_bytes).c_str(), 100 * best->overhead,
+                too_large ? fmt::format("; batch {} does not fit", *too_large).c_str()
+                          : fmt::format("; --max-batch {} reached", max_batch).c_str());
+    if (!out_path.empty()) std::printf("wrote %s\n", out_path.c_str());
+    return kExitOk;
+  });
+}
