@@ -1,13 +1,21 @@
 #!/usr/bin/python3
 """Writes the weight-free ONNX models of models/ (opset 13, training mode) from Debian's torch/torchvision.
 
-Usage: /usr/bin/python3 scripts/export_models.py [--out models] [names...]
-(names default to the files of models/; vit_b_16 and convnext_tiny are written only when named.)
+Usage: /usr/bin/python3 scripts/export_models.py [--out models] [--opset 13] [names...]
+(names default to the files of models/; the transformers are written only when named.)
 Parameters and BatchNorm running statistics become shaped graph inputs (export_params=False); monet initialises
 them from a seed. The UNet is defined here: milesial's Pytorch-UNet layout with a halved bottleneck, as measured
 in the MONeT paper.
+
+The language models are defined here too, in plain torch.nn: gpt2 (GPT-2 small: 12 layers, 12 heads, width 768,
+vocabulary 50257, context 1024, tied LM head) and bert (a BERT-base-like encoder: 12 post-LN layers of
+nn.TransformerEncoderLayer, width 768, vocabulary 30522, 512 positions, a token-classification head), and their
+small variants gpt2_tiny and bert_tiny (2 layers, 2 heads, width 32, sequence 64; test/data/ holds them:
+`--out test/data gpt2_tiny bert_tiny`). Their data input is int64 token ids (N, T); their output is logits
+(N, T, vocabulary) or (N, T, classes), classes on the last axis.
 """
 import argparse
+import math
 import os
 import sys
 
@@ -83,8 +91,90 @@ class TinyNet(nn.Module):
         return self.fc(self.drop(x))
 
 
+class CausalSelfAttention(nn.Module):
+    """GPT-2's attention as nanoGPT writes it: q, k, v from one Linear, heads split by view and transpose,
+    softmax(q k^T / sqrt(head width) + causal mask) v, heads merged, output Linear. The mask is nn.Transformer's
+    additive square subsequent mask (-inf above the diagonal) in a non-persistent buffer: export_params=False leaves
+    parameters and persistent buffers out of the file, but a non-persistent buffer is exported as a Constant."""
+
+    def __init__(self, d, heads, context):
+        super().__init__()
+        self.heads, self.scale = heads, 1.0 / math.sqrt(d // heads)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.register_buffer("causal_mask", nn.Transformer.generate_square_subsequent_mask(context),
+                             persistent=False)
+
+    def forward(self, x):
+        n, t, d = x.size()
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (y.view(n, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))  # (N, H, T, D)
+        att = (q @ k.transpose(-2, -1)) * self.scale + self.causal_mask[:t, :t]
+        y = att.softmax(dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(n, t, d))
+
+
+class GPT2Block(nn.Module):
+    """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)), the MLP 4x wide with exact (erf) GELU."""
+
+    def __init__(self, d, heads, context):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, context)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    """Token and position embeddings, pre-LN blocks, final LayerNorm, LM head tied to the token embedding
+    (one graph input serves both). Token ids (N, T), T <= context -> next-token logits (N, T, vocab). No dropout."""
+
+    def __init__(self, vocab=50257, context=1024, layers=12, heads=12, d=768):
+        super().__init__()
+        self.vocab_size = vocab
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(context, d)
+        self.h = nn.ModuleList([GPT2Block(d, heads, context) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class Bert(nn.Module):
+    """BERT-like token classifier: LayerNorm(token + position embeddings) (no token types), post-LN
+    nn.TransformerEncoderLayer blocks (nn.MultiheadAttention without a mask, exact GELU; dropout 0, which torch
+    still exports as Dropout nodes of ratio 0), a Linear head. Token ids (N, T) -> logits (N, T, classes)."""
+
+    def __init__(self, vocab=30522, context=512, layers=12, heads=12, d=768, ff=3072, classes=9):
+        super().__init__()
+        self.vocab_size = vocab
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(context, d)
+        self.norm = nn.LayerNorm(d, eps=1e-12)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, activation="gelu", layer_norm_eps=1e-12,
+                                           batch_first=True, norm_first=False)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.classifier = nn.Linear(d, classes)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long)
+        x = self.norm(self.word_embeddings(idx) + self.position_embeddings(pos))
+        return self.classifier(self.encoder(x))
+
+
 def build(name):
-    """Returns (module, input shape C,H,W) for a model name."""
+    """Returns (module, input shape C,H,W, or T for the language models) for a model name."""
     tv = torchvision.models
     if name == "resnet50":
         return tv.resnet50(), (3, 224, 224)
@@ -98,7 +188,7 @@ def build(name):
         return UNet(), (3, 416, 608)
     if name == "tiny":
         return TinyNet(), (3, 16, 16)
-    # Transformers, exported on request only (not in models/: too big for the tests; see README, "Models").
+    # Transformers, exported on request only (not in models/: too big for the tests; see docs/models.md, "Models").
     if name == "vit_b_16":
         return tv.vit_b_16(), (3, 224, 224)
     if name == "convnext_tiny":
@@ -108,17 +198,32 @@ def build(name):
         return getattr(tv, name)(), (3, 224, 224)
     if name == "efficientnet_b0":
         return tv.efficientnet_b0(stochastic_depth_prob=0.0), (3, 224, 224)
+    # Language models, on request (int64 token ids in; logits with the classes last out).
+    if name == "gpt2":
+        return GPT2(), (1024,)
+    if name == "gpt2_tiny":
+        return GPT2(vocab=97, context=64, layers=2, heads=2, d=32), (64,)
+    if name == "bert":
+        return Bert(), (512,)
+    if name == "bert_tiny":
+        return Bert(vocab=101, context=64, layers=2, heads=2, d=32, ff=128, classes=7), (64,)
     raise SystemExit(f"export_models.py: unknown model '{name}'")
 
 
 ALL = ["resnet50", "googlenet", "mobilenet_v2", "vgg16", "unet", "tiny"]
 
 
-def export(module, chw, path):
+def example_input(module, shape, batch=2):
+    """A batch for the module: token ids below its vocabulary for the language models, else normal floats."""
+    vocab = getattr(module, "vocab_size", None)
+    return torch.randint(0, vocab, (batch, *shape)) if vocab else torch.randn(batch, *shape)
+
+
+def export(module, chw, path, opset=13):
     module.train()
-    x = torch.randn(2, *chw)
+    x = example_input(module, chw)
     tmp = path + ".tmp"
-    torch.onnx.export(module, x, tmp, training=torch.onnx.TrainingMode.TRAINING, opset_version=13,
+    torch.onnx.export(module, x, tmp, training=torch.onnx.TrainingMode.TRAINING, opset_version=opset,
                       do_constant_folding=False, export_params=False, input_names=["input"],
                       output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     os.replace(tmp, path)
@@ -127,13 +232,14 @@ def export(module, chw, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "models"))
+    ap.add_argument("--opset", type=int, default=13, help="ONNX opset (monet reads 7-17)")
     ap.add_argument("names", nargs="*", default=ALL)
     args = ap.parse_args()
     torch.manual_seed(0)
     for name in args.names:
         module, chw = build(name)
         path = os.path.join(args.out, f"{name}.onnx")
-        export(module, chw, path)
+        export(module, chw, path, args.opset)
         print(f"{path}: {os.path.getsize(path)} bytes, input {chw}")
 
 

@@ -9,7 +9,8 @@ DIR/manifest.json (written by monet):
   {"model": "/abs/model.onnx", "dtype": "float32" | "float64", "loss": "cross_entropy" | "sum",
    "output": "<graph output the loss is taken on>",
    "tensors": {"<graph input>": "<file.npy>", ...},        data input and every parameter / running statistic
-   "labels": "labels.npy",                                   int64, output shape without dim 1 (cross_entropy only)
+   "labels": "labels.npy",                                   int64, output shape without the class axis
+   "class_axis": 1 | -1,                                     where the classes are (cross_entropy; default 1)
    "dropout_masks": {"<Dropout node name>": "<file.npy>"},  uint8, shape of the Dropout input, 1 = kept
    "grads": ["<graph input>", ...]}                          inputs whose gradients are wanted
 File names are relative to DIR. DIR/result.json (written last, atomically, like every file here):
@@ -716,7 +717,8 @@ def step(dir_path, manifest):
         if "labels" not in manifest:
             raise BadInput("cross_entropy loss needs 'labels'")
         labels = torch.from_numpy(np.load(os.path.join(dir_path, manifest["labels"])).astype(np.int64))
-        loss = F.cross_entropy(output, labels)
+        axis = manifest.get("class_axis", 1)  # -1: (N, T, V) logits of a token model
+        loss = F.cross_entropy(output.movedim(axis, 1), labels)
     else:
         loss = output.sum()
     loss.backward()

@@ -541,10 +541,14 @@ class Importer {
     if (fold(n, where)) return;
     const OpDef* def = find_op(n.op_type());
     if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");
+    // A Gather whose indices are computed (a token embedding reading the data input) is GatherIdx: both inputs at
+    // run time.
+    const bool runtime_gather = n.op_type() == "Gather" && n.input_size() == 2 && !is_const(n.input(1));
+    if (runtime_gather) def = find_op("GatherIdx");
 
     Node node;
     node.name = name;
-    node.op = n.op_type();
+    node.op = runtime_gather ? "GatherIdx" : n.op_type();
     for (const auto& a : n.attribute()) node.attrs.set(a.name(), convert_attr(a, where));
     // Static inputs become attributes; runtime inputs must come before them.
     for (int i = 0; i < n.input_size(); ++i) {
@@ -590,7 +594,7 @@ class Importer {
 
   // Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
   static bool is_onnx_op(const std::string& op) {
-    return op.find("Grad") == std::string::npos && op != "ReduceSumTo" && op != "BroadcastTo" &&
+    return op.find("Grad") == std::string::npos && op != "ReduceSumTo" && op != "BroadcastTo" && op != "GatherIdx" &&
            op != "SoftmaxCrossEntropy" && op != "SumLoss" && op != "SgdUpdate";
   }
 

@@ -91,14 +91,20 @@ TrainingGraph build_training_graph(Graph forward, const TrainOptions& options) {
   if (options.loss == LossKind::cross_entropy) {
     if (y.shape.size() < 2) fail("cross-entropy needs an output of rank >= 2 (N, C, ...), output '", y.name, "' is ",
                                  shape_str(y.shape), "; use --loss sum");
+    // Classes on dim 1 (N, C, ...), as vision models have them; a model of token ids (an integer data input) has
+    // them last (N, T, V): next-token prediction, token classification.
+    const bool tokens = g.values[g.data_input].dtype == DType::i64;
+    const int64_t axis = tokens ? static_cast<int64_t>(y.shape.size()) - 1 : 1;
     Value labels;
     labels.name = "labels";
     labels.shape = y.shape;
-    labels.shape.erase(labels.shape.begin() + 1);
+    labels.shape.erase(labels.shape.begin() + axis);
     labels.dtype = DType::i64;
     labels.role = Role::label;
     tg.labels = g.add_value(labels);
-    tg.loss_node = append_node(g, "loss", "SoftmaxCrossEntropy", {out, tg.labels}, {}, {loss});
+    Attrs attrs;
+    if (axis != 1) attrs.set("axis", axis);
+    tg.loss_node = append_node(g, "loss", "SoftmaxCrossEntropy", {out, tg.labels}, attrs, {loss});
   } else {
     tg.loss_node = append_node(g, "loss", "SumLoss", {out}, {}, {loss});
   }
@@ -166,6 +172,28 @@ int weight_for_bias(const Graph& g, const Node& n) {
 
 }  // namespace
 
+namespace {
+
+// The number of token ids an integer data input may take: the smallest table any GatherIdx reads with it (its size
+// along the gathered axis). An integer input no GatherIdx reads has no range: refused.
+int64_t token_range(const Graph& g, int input) {
+  int64_t range = 0;
+  for (const Node& n : g.nodes)
+    if (n.op == "GatherIdx" && n.inputs.size() == 2 && n.inputs[1] == input) {
+      const Shape& table = g.values[static_cast<size_t>(n.inputs[0])].shape;
+      int64_t axis = n.attrs.i("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(table.size());
+      const int64_t size = table[static_cast<size_t>(axis)];
+      range = range == 0 ? size : std::min(range, size);
+    }
+  if (range <= 0)
+    fail("integer data input '", g.values[static_cast<size_t>(input)].name,
+         "' is read by no embedding (Gather): cannot draw values for it");
+  return range;
+}
+
+}  // namespace
+
 std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_t seed) {
   const Graph& g = tg.graph;
   std::vector<std::vector<double>> out(g.values.size());
@@ -194,12 +222,19 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
     };
     switch (val.role) {
       case Role::input: {
+        if (val.dtype == DType::i64) {  // token ids: within every embedding table the input indexes
+          std::uniform_int_distribution<int64_t> pick(0, token_range(g, static_cast<int>(v)) - 1);
+          for (double& e : x) e = static_cast<double>(pick(rng));
+          break;
+        }
         std::normal_distribution<double> normal(0.0, 1.0);
         for (double& e : x) e = normal(rng);
         break;
       }
       case Role::label: {
-        const int64_t classes = g.values[g.outputs[0]].shape[1];
+        const Node& loss = g.nodes[static_cast<size_t>(tg.loss_node)];
+        const int64_t axis = loss.attrs.i("axis", 1);
+        const int64_t classes = g.values[g.outputs[0]].shape[static_cast<size_t>(axis)];
         std::uniform_int_distribution<int64_t> pick(0, classes - 1);
         for (double& e : x) e = static_cast<double>(pick(rng));
         break;

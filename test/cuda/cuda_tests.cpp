@@ -149,6 +149,10 @@ std::vector<Case> cases() {
                1, 300});
   c.push_back({"SoftmaxCrossEntropy", {}, {{2, 5, 3}, {2, 3}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64},
                {}, 1, 5});
+  // Classes last (a token model's logits), and a token embedding: ids in [0, 6) into a (6, 4) table, repeats.
+  c.push_back({"SoftmaxCrossEntropy", attrs({{"axis", int64_t{2}}}), {{2, 3, 5}, {2, 3}}, {Fill::wide, Fill::labels},
+               {DType::f32, DType::i64}, {}, 1, 5});
+  c.push_back({"GatherIdx", {}, {{6, 4}, {3, 5}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1, 6});
   c.push_back({"SumLoss", {}, {{3, 4}}});
   c.push_back({"SgdUpdate", attrs({{"lr", 0.1}, {"momentum", 0.9}}), {{10}, {10}, {10}}, {}, {}, {false, false, false},
                0});
@@ -499,8 +503,8 @@ TEST_CASE("a training step of tiny on CUDA matches the CPU engine, and arena pea
 }
 
 TEST_CASE("a training step of ResNet-50 (batch 2, 64x64) on CUDA matches the CPU engine", "[cuda][model]") {
-  // Deep network, BatchNorm over 8 values per channel in the last stage: fp32 rounding is amplified (README,
-  // "Gradient checks": PyTorch's own fp32 gradients deviate ~1e-2 from float64 here).
+  // Deep network, BatchNorm over 8 values per channel in the last stage: fp32 rounding is amplified (docs/testing.md,
+  // "Gradient checks"; docs/results.md: PyTorch's own fp32 gradients deviate ~1e-2 from float64 here).
   check_model("resnet50", 2, Shape{3, 64, 64}, 5e-2);
 }
 

@@ -97,6 +97,47 @@ TEST_CASE("Gather with constant indices on an activation", "[ops][gather]") {
   CHECK_THROWS_AS(run_forward({.op = "Gather", .shapes = {{2, 3}}}), Error);
 }
 
+TEST_CASE("GatherIdx: indices at run time (a token embedding), its gradient a scatter-add in index order",
+          "[ops][gather]") {
+  // A (4, 2) table, token ids (2, 3) -> (2, 3, 2); id 3 twice, a negative id counting from the end.
+  const Doubles table = {0, 1, 10, 11, 20, 21, 30, 31};
+  OpCase c{.op = "GatherIdx", .shapes = {{4, 2}, {2, 3}}, .dtypes = {DType::f32, DType::i64},
+           .data = {table, {3, 0, 3, -3, 2, 1}}};
+  OpResult r = run_forward(c);
+  CHECK(r.shapes[0] == Shape{2, 3, 2});
+  CHECK(r.values[0] == Doubles{30, 31, 0, 1, 30, 31, 10, 11, 20, 21, 10, 11});
+  CHECK(gradient_error(c) < 1e-6);  // rows 1 and 3 gather twice: their gradients add
+  // Another axis: x (2, 3, 2) along axis 1 with ids (2).
+  OpCase d{.op = "GatherIdx", .attrs = attrs({{"axis", int64_t{1}}}), .shapes = {{2, 3, 2}, {2}},
+           .dtypes = {DType::f32, DType::i64}, .data = {{}, {2, 2}}};
+  CHECK(run_forward(d).shapes[0] == Shape{2, 2, 2});
+  CHECK(gradient_error(d) < 1e-6);
+  // Out of range at run time; float indices at shape inference.
+  CHECK_THROWS_WITH(run_forward({.op = "GatherIdx", .shapes = {{4, 2}, {1}}, .dtypes = {DType::f32, DType::i64},
+                                 .data = {table, {4}}}),
+                    Catch::Matchers::Contains("index 4 is out of range [-4, 4)"));
+  CHECK_THROWS_AS(run_forward({.op = "GatherIdx", .shapes = {{4, 2}, {1}}}), Error);
+}
+
+TEST_CASE("SoftmaxCrossEntropy over the last axis equals it over dim 1 of the transposed logits", "[ops][loss]") {
+  // (N=2, T=3, V=4) with classes last against (N, V, T) with classes on dim 1: the same loss and gradient.
+  const Doubles x = random_values({2, 3, 4}, 7);
+  Doubles xt(24);
+  for (int n = 0; n < 2; ++n)
+    for (int t = 0; t < 3; ++t)
+      for (int v = 0; v < 4; ++v) xt[(n * 4 + v) * 3 + t] = x[(n * 3 + t) * 4 + v];
+  const Doubles labels = {0, 3, 1, 2, 2, 0};
+  OpCase last{.op = "SoftmaxCrossEntropy", .attrs = attrs({{"axis", int64_t{2}}}), .shapes = {{2, 3, 4}, {2, 3}},
+              .dtypes = {DType::f32, DType::i64}, .data = {x, labels}};
+  OpCase first{.op = "SoftmaxCrossEntropy", .shapes = {{2, 4, 3}, {2, 3}}, .dtypes = {DType::f32, DType::i64},
+               .data = {xt, labels}};
+  CHECK(run_forward(last).values[0][0] == Approx(run_forward(first).values[0][0]).epsilon(1e-14));
+  CHECK(gradient_error(last) < 1e-6);
+  CHECK_THROWS_AS(run_forward({.op = "SoftmaxCrossEntropy", .attrs = attrs({{"axis", int64_t{0}}}),
+                               .shapes = {{2, 3, 4}, {3, 4}}, .dtypes = {DType::f32, DType::i64}}),
+                  Error);
+}
+
 TEST_CASE("Unsqueeze and Squeeze at runtime", "[ops][unsqueeze][squeeze]") {
   const Doubles x = {1, 2, 3, 4, 5, 6};
   OpResult r = run_forward({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{0, -1}}}), .shapes = {{2, 3}}, .data = {x}});

@@ -42,7 +42,7 @@ class BnDescriptors {
 // update is running = running * (1 - factor) + stat * factor with the unbiased variance: factor = 1 - momentum.
 // Y may be X's buffer (in place): cuDNN does not document it, but the statistics need all of X before any Y is
 // written and Y is then X normalised element by element. monet_cuda_tests compares in place with out of place bit
-// for bit (a 32x8x56x56 case for the multi-block kernels); it passed on the H100 (schedules/GPU.md, session 7).
+// for bit (a 32x8x56x56 case for the multi-block kernels); it passed on the H100 (schedules/GPU.md, "Correctness", series C, 2026-11-23).
 void run_batch_norm(const CudaCall& c) {
   const double eps = c.node.attrs.f("epsilon", 1e-5);
   const double momentum = c.node.attrs.f("momentum", 0.9);
@@ -208,19 +208,15 @@ void run_softmax_grad(const CudaCall& c) {
 
 // ---------------------------------------------------------------------------------------------- losses
 
-struct Layout {
-  int64_t n, c, p;
-  explicit Layout(const Shape& s) : n(s[0]), c(s[1]), p(numel(s) / (s[0] * s[1])) {}
-};
 
 // Per-row terms (N*P doubles), then the bad-label flag.
 int64_t ce_workspace(const Graph& g, const Node& n, CudaContext&) {
-  const Layout l(g.values[n.inputs[0]].shape);
+  const ops::CeLayout l = ops::ce_layout(n.attrs, g.values[n.inputs[0]].shape);
   return align_up(l.n * l.p * 8) + kAlignBytes;
 }
 
 void run_ce(const CudaCall& c) {
-  const Layout l(c.in_shape(0));
+  const ops::CeLayout l = ops::ce_layout(c.node.attrs, c.in_shape(0));
   auto* rows = static_cast<double*>(c.workspace);
   int* bad = reinterpret_cast<int*>(static_cast<char*>(c.workspace) + align_up(l.n * l.p * 8));
   MONET_CUDA_CHECK(softmax_cross_entropy(l.n, l.c, l.p, c.fin(0), static_cast<const int64_t*>(c.in[1].data), rows,
@@ -231,7 +227,7 @@ void run_ce(const CudaCall& c) {
 }
 
 void run_ce_grad(const CudaCall& c) {
-  const Layout l(c.in_shape(1));
+  const ops::CeLayout l = ops::ce_layout(c.node.attrs, c.in_shape(1));
   MONET_CUDA_CHECK(softmax_cross_entropy_grad(l.n, l.c, l.p, c.fin(0), c.fin(1),
                                               static_cast<const int64_t*>(c.in[2].data), c.fout(0), c.ctx.stream));
 }

@@ -1,5 +1,5 @@
 // CUDA kernels of the data-movement ops (host side): Concat, Split, SplitGrad, Slice, SliceGrad, Transpose,
-// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, and the reshaping copies (Flatten, Reshape, ReshapeGrad,
+// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, GatherIdx, GatherIdxGrad, and the reshaping copies (Flatten, Reshape, ReshapeGrad,
 // Squeeze, Unsqueeze). Slices and permutations are strided copies; Pad, Resize and Gather read index tables that
 // their op folders compute (ops/common/plans.h) and that are copied into the node's workspace (so they live in
 // the arena like every other device byte). Byte-moving ops serve every dtype, as on the CPU.
@@ -326,6 +326,18 @@ void run_gather_grad(const CudaCall& c) {
                                c.ctx.stream));
 }
 
+void run_gather_idx(const CudaCall& c) {
+  const ops::GatherIdxSpec s = ops::gather_idx_spec(c.node.attrs, c.in_shape(0), c.in_shape(1));
+  MONET_CUDA_CHECK(gather_idx(esize(c.in[0]), s.outer, s.A, s.K, s.inner, static_cast<const int64_t*>(c.in[1].data),
+                              c.in[0].data, c.out[0].data, c.ctx.stream));
+}
+
+void run_gather_idx_grad(const CudaCall& c) {
+  const ops::GatherIdxSpec s = ops::gather_idx_spec(c.node.attrs, c.out_shape(0), c.in_shape(1));
+  MONET_CUDA_CHECK(gather_idx_grad(s.outer, s.A, s.K, s.inner, static_cast<const int64_t*>(c.in[1].data), c.fin(0),
+                                   c.fout(0), c.ctx.stream));
+}
+
 }  // namespace
 
 void add_shape_kernels(CudaKernelTable& t) {
@@ -342,6 +354,8 @@ void add_shape_kernels(CudaKernelTable& t) {
   t["ResizeGrad"] = {run_resize_grad, resize_grad_workspace};
   t["Gather"] = {run_gather, gather_workspace};
   t["GatherGrad"] = {run_gather_grad, gather_workspace};
+  t["GatherIdx"] = {run_gather_idx};
+  t["GatherIdxGrad"] = {run_gather_idx_grad};
 }
 
 }  // namespace monet::cuda

@@ -52,6 +52,29 @@ __global__ void gather_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t 
   }
 }
 
+template <class E>
+__global__ void gather_idx_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const E* x,
+                                  E* y) {
+  MONET_GRID_LOOP(i, outer * K * inner) {
+    const int64_t j = i % inner, k = (i / inner) % K, o = i / (inner * K);
+    int64_t a = idx[k];
+    if (a < 0) a += A;
+    y[i] = a >= 0 && a < A ? x[(o * A + a) * inner + j] : E(0);
+  }
+}
+
+__global__ void gather_idx_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                                       const float* dy, float* dx) {
+  MONET_GRID_LOOP(i, outer * inner) {
+    const int64_t j = i % inner, o = i / inner;
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t a = idx[k];
+      if (a < 0) a += A;
+      if (a >= 0 && a < A) dx[(o * A + a) * inner + j] += dy[(o * K + k) * inner + j];
+    }
+  }
+}
+
 __global__ void pad_kernel(Dims xd, Dims yd, const int64_t* table, Strides axis_offset, float value, const float* x,
                            float* y, int64_t n) {
   MONET_GRID_LOOP(i, n) {
@@ -249,6 +272,31 @@ cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t 
       break;
     default: return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                       const void* x, void* y, cudaStream_t stream) {
+  const unsigned b = blocks_for(outer * K * inner);
+  switch (elem_bytes) {
+    case 4:
+      gather_idx_kernel<uint32_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx,
+                                                              static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y));
+      break;
+    case 8:
+      gather_idx_kernel<uint64_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx,
+                                                              static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y));
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
+                            float* dx, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(dx, 0, static_cast<size_t>(outer * A * inner) * sizeof(float), stream);
+  if (e != cudaSuccess) return e;
+  gather_idx_grad_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, K, inner, idx, dy, dx);
   return cudaGetLastError();
 }
 

@@ -158,6 +158,13 @@ cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t 
 // dx (outer, A, inner) = sum over k with idx[k] == a of dy (outer, K, inner), in k order (no atomics).
 cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                         float* dx, cudaStream_t stream);
+// GatherIdx: the same with indices idx[K] computed at run time (device int64; negative ones count from the end, one
+// out of [-A, A) yields zeros: the CPU refuses it). Grad: dx zeroed, then one thread per (outer, inner) column adds
+// the dy rows in index order (deterministic, equal to the CPU bit for bit).
+cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
+                       const void* x, void* y, cudaStream_t stream);
+cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
+                            float* dx, cudaStream_t stream);
 
 // Pad: y index o_d on axis d reads x index table[axis_offset.s[d] + o_d] (-1: the constant). x has shape x_dims
 // (contiguous), y has shape y_dims.

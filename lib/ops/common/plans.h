@@ -46,6 +46,11 @@ struct GatherSpec {
   std::vector<int64_t> index;
 };
 GatherSpec gather_spec(const Attrs& a, const Shape& x);
+// GatherIdx: x seen as (outer, A, inner), K indices at run time.
+struct GatherIdxSpec {
+  int64_t outer = 1, A = 1, inner = 1, K = 1;
+};
+GatherIdxSpec gather_idx_spec(const Attrs& a, const Shape& x, const Shape& indices);
 
 // lib/ops/dropout: the ratio in effect (0 in inference mode).
 double dropout_ratio(const Attrs& a);
@@ -55,6 +60,12 @@ struct AxisSplit {
   int64_t outer = 1, A = 1, inner = 1;
 };
 AxisSplit softmax_split(const Shape& x, int64_t axis);
+
+// lib/ops/softmax_cross_entropy: logits seen as (n, c, p) around the class axis (attribute axis, default 1).
+struct CeLayout {
+  int64_t n = 1, c = 1, p = 1;
+};
+CeLayout ce_layout(const Attrs& a, const Shape& x);
 
 // lib/ops/clip: (min, max), -inf / +inf where absent.
 std::pair<double, double> clip_bounds(const Attrs& a);

@@ -1,19 +1,31 @@
 // SoftmaxCrossEntropy(logits (N, C, d...), labels (N, d...) int64) -> loss (): the mean over N and every position
-// d of -log softmax(logits)[label] along dim 1, as torch.nn.functional.cross_entropy computes it.
+// d of -log softmax(logits)[label] along dim 1, as torch.nn.functional.cross_entropy computes it. Attribute axis
+// (default 1) puts the classes elsewhere: axis -1 for (N, T, V) logits of a language model, labels (N, T).
 // Its gradient recomputes the softmax from the logits, so nothing but the logits is kept for it.
 #include <cmath>
 
 #include "ops/op.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
+
+// The class axis resolved against the logits' rank (>= 2); -1 when out of range.
+int64_t class_axis(const Attrs& a, const Shape& x) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t axis = a.i("axis", 1);
+  if (axis < 0) axis += r;
+  return axis >= 1 && axis < r ? axis : -1;
+}
 
 void infer_ce(InferCtx& c) {
   c.expect_inputs(2, 2);
   const Shape& x = c.shape(0);
   if (x.size() < 2) c.fail("logits need rank >= 2 (N, C, ...), got ", shape_str(x));
+  const int64_t axis = class_axis(c.attrs(), x);
+  if (axis < 0) c.fail("axis ", c.attrs().i("axis", 1), " is not a class axis of ", shape_str(x), " (1 .. rank-1)");
   Shape label = x;
-  label.erase(label.begin() + 1);
+  label.erase(label.begin() + axis);
   if (c.shape(1) != label || c.in(1).dtype != DType::i64)
     c.fail("labels must be int64 of shape ", shape_str(label), ", got ", dtype_name(c.in(1).dtype), " ",
            shape_str(c.shape(1)));
@@ -22,13 +34,16 @@ void infer_ce(InferCtx& c) {
 
 void backward_ce(GradBuilder& b) {
   if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
-  b.set_grad(0, b.emit1("SoftmaxCrossEntropyGrad", {b.grad_out(0), b.in(0), b.in(1)}));
+  b.set_grad(0, b.emit1("SoftmaxCrossEntropyGrad", {b.grad_out(0), b.in(0), b.in(1)}, b.node().attrs));
 }
 
-// Logits viewed as (N, C, P): P = product of the trailing dims.
+// Logits viewed as (N, C, P) around the class axis: N the product of the dims before it, P of those after.
 struct Layout {
   int64_t n, c, p;
-  explicit Layout(const Shape& s) : n(s[0]), c(s[1]), p(numel(s) / (s[0] * s[1])) {}
+  Layout(const Node& node, const Shape& s) {
+    const CeLayout l = ce_layout(node.attrs, s);
+    n = l.n, c = l.c, p = l.p;
+  }
 };
 
 int64_t checked_label(const int64_t* labels, int64_t i, int64_t classes) {
@@ -41,7 +56,7 @@ template <class T>
 void ce_cpu(const CpuCall& c) {
   const T* x = c.in[0].as<T>();              // (N, C, P)
   const int64_t* y = c.in[1].as<int64_t>();  // (N, P)
-  Layout l(*c.in[0].shape);
+  Layout l(c.node, *c.in[0].shape);
   double total = 0;
   for (int64_t n = 0; n < l.n; ++n)
     for (int64_t p = 0; p < l.p; ++p) {
@@ -68,7 +83,7 @@ void ce_grad_cpu(const CpuCall& c) {
   const T* x = c.in[1].as<T>();              // (N, C, P)
   const int64_t* y = c.in[2].as<int64_t>();  // (N, P)
   T* dx = c.out[0].as<T>();                  // (N, C, P)
-  Layout l(*c.in[1].shape);
+  Layout l(c.node, *c.in[1].shape);
   const double scale = static_cast<double>(dloss) / static_cast<double>(l.n * l.p);
   for (int64_t n = 0; n < l.n; ++n)
     for (int64_t p = 0; p < l.p; ++p) {
@@ -92,6 +107,15 @@ const OpDef ce_grad = {.name = "SoftmaxCrossEntropyGrad", .infer = infer_ce_grad
                        .cpu_f32 = ce_grad_cpu<float>, .cpu_f64 = ce_grad_cpu<double>};
 
 }  // namespace
+
+CeLayout ce_layout(const Attrs& a, const Shape& x) {
+  const int64_t axis = class_axis(a, x);
+  MONET_CHECK(axis >= 1, "SoftmaxCrossEntropy: no class axis in ", shape_str(x));
+  CeLayout l{1, x[static_cast<size_t>(axis)], 1};
+  for (int64_t d = 0; d < axis; ++d) l.n *= x[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < x.size(); ++d) l.p *= x[d];
+  return l;
+}
 
 extern const std::vector<const OpDef*> softmax_cross_entropy_ops;
 const std::vector<const OpDef*> softmax_cross_entropy_ops = {&ce, &ce_grad};
