@@ -6,6 +6,9 @@ Rows, from one run of this script:
                                  monet imports), median step time and torch.cuda.max_memory_allocated
   pytorch checkpoint_sequential  torch.utils.checkpoint.checkpoint_sequential with sqrt(n) segments, where the
                                  model is a chain of modules (resnet50, vgg16, mobilenet_v2); n/a otherwise
+  pytorch compile (budget f)     torch.compile with torch._functorch.config.activation_memory_budget = f, one row
+                                 per --compile-budgets fraction (PyTorch >= 2.4; n/a otherwise): the choice a
+                                 PyTorch user has to trade time for memory
   monet store-all                monet-run --report: median step time, arena peak (= predicted)
   monet scheduled                monet-run --schedule S, one row per --schedule given
 
@@ -150,6 +153,8 @@ def main():
     ap.add_argument("--schedule", action="append", default=[],
                     help="SCHEDULE.json: also run monet with it (repeatable: one row per schedule)")
     ap.add_argument("--no-monet", action="store_true", help="PyTorch rows only")
+    ap.add_argument("--compile-budgets", default="",
+                    help="comma-separated activation_memory_budget fractions in [0, 1]: a torch.compile row for each")
     ap.add_argument("--json", help="write the table as JSON here")
     ap.add_argument("--torch-profile", help="cuda: write PyTorch eager's CUDA kernel times (one step) here")
     args = ap.parse_args()
@@ -160,6 +165,12 @@ def main():
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             sys.exit(f"bench_pytorch.py: --torch-profile {args.torch_profile}: folder {folder} is not writable")
     args.loss = args.loss or ("sum" if args.model == "unet" else "ce")
+    try:
+        compile_fractions = [float(f) for f in args.compile_budgets.split(",") if f.strip()]
+    except ValueError:
+        sys.exit(f"bench_pytorch.py: --compile-budgets '{args.compile_budgets}': expected fractions like 0,0.5,1")
+    if any(not 0 <= f <= 1 for f in compile_fractions):
+        sys.exit(f"bench_pytorch.py: --compile-budgets '{args.compile_budgets}': each fraction must be in [0, 1]")
     args.onnx = args.onnx or os.path.join(HERE, "..", "models", args.model + ".onnx")
 
     try:
@@ -202,6 +213,28 @@ def main():
             torch.cuda.empty_cache()
         t, peak = bench_torch(seq, x, labels, args, device, checkpoint_segments=segments)
         rows.append((f"pytorch checkpoint_sequential ({segments} of {len(seq)})", t, peak, ""))
+    module = seq = None  # the eager models' memory must not count in the compiled rows' peaks
+    for fraction in compile_fractions:
+        name = f"pytorch compile (budget {fraction:g})"
+        try:
+            import torch._functorch.config as functorch_config
+            if not hasattr(torch, "compile") or not hasattr(functorch_config, "activation_memory_budget"):
+                raise AttributeError(f"torch {torch.__version__} has no activation_memory_budget")
+        except (ImportError, AttributeError) as e:
+            rows.append((name, None, None, f"n/a: {e}"))
+            continue
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+        torch._dynamo.reset()  # recompile under this budget
+        functorch_config.activation_memory_budget = fraction
+        module, _ = em.build(args.model)
+        module = module.to(device).train()
+        try:
+            t, peak = bench_torch(torch.compile(module), x, labels, args, device)
+            rows.append((name, t, peak, ""))
+        except Exception as e:  # noqa: BLE001 - a compile failure is a row of the table, not the end of the bench
+            rows.append((name, None, None, f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+        del module
     del seq, x, labels
     if args.device == "cuda":
         torch.cuda.empty_cache()  # give the GPU back before monet reserves its arena

@@ -7,9 +7,10 @@ build=$1
 src=$2
 failures=0
 count=0
-for s in "$src"/schedules/*/schedule_*.json; do
+for s in "$src"/schedules/*/schedule_*.json "$src"/schedules/*/zoo/schedule_*.json; do
   [ -e "$s" ] || continue
-  dir=$(basename "$(dirname "$s")")
+  dir=${s#"$src"/schedules/}
+  dir=${dir%%/*}
   model=${dir%_*}
   loss=ce
   [ "$model" = unet ] && loss=sum
