@@ -11,7 +11,8 @@ The language models are defined here too, in plain torch.nn: gpt2 (GPT-2 small: 
 vocabulary 50257, context 1024, tied LM head) and bert (a BERT-base-like encoder: 12 post-LN layers of
 nn.TransformerEncoderLayer, width 768, vocabulary 30522, 512 positions, a token-classification head), and their
 small variants gpt2_tiny and bert_tiny (2 layers, 2 heads, width 32, sequence 64; test/data/ holds them:
-`--out test/data gpt2_tiny bert_tiny`). Their data input is int64 token ids (N, T); their output is logits
+`--out test/data gpt2_tiny bert_tiny`; test/data/gpt2_tiny_opset17.onnx is gpt2_tiny written with `--opset 17`
+into another folder and renamed). Their data input is int64 token ids (N, T); their output is logits
 (N, T, vocabulary) or (N, T, classes), classes on the last axis.
 """
 import argparse

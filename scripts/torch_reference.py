@@ -455,6 +455,15 @@ def op_dropout(ctx, ins, at):
     return [y, mask.bool()]
 
 
+def op_layer_norm(ctx, ins, at):
+    """LayerNormalization (opset 17): normalised over the dims from axis on; the Mean / InvStdDev outputs are not
+    supported (monet refuses them too)."""
+    x, scale = ins[0], ins[1]
+    bias = given(ins, 2)
+    axis = at.get("axis", -1) % x.dim()
+    return F.layer_norm(x, x.shape[axis:], scale, bias, at.get("epsilon", 1e-5))
+
+
 def op_softmax(ctx, ins, at, fn=F.softmax):
     x = ins[0]
     if ctx.opset >= 13:
@@ -612,6 +621,7 @@ OPS = {
     "Resize": op_resize,
     "Dropout": op_dropout,
     "Softmax": op_softmax,
+    "LayerNormalization": op_layer_norm,
     "LogSoftmax": op_log_softmax,
     "ReduceMean": op_reduce_mean,
     "ReduceSum": op_reduce_sum,

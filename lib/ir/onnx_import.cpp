@@ -539,6 +539,7 @@ class Importer {
     std::string where = path_ + ": node '" + name + "' (" + n.op_type() + ")";
     if (!n.domain().empty() && n.domain() != "ai.onnx") fail(where, ": op domain '", n.domain(), "' is not supported");
     if (fold(n, where)) return;
+    if (n.op_type() == "LayerNormalization") return convert_layer_norm(n, name, where);
     const OpDef* def = find_op(n.op_type());
     if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");
     // A Gather whose indices are computed (a token embedding reading the data input) is GatherIdx: both inputs at
@@ -590,6 +591,53 @@ class Importer {
     // Sizes are computed from shapes everywhere after this (plan, simulator, arena): refuse what cannot be held.
     for (int v : g_.nodes[id].outputs)
       checked_tensor_numel(g_.values[v].shape, where, "output '" + g_.values[v].name + "'");
+  }
+
+  // LayerNormalization (opset 17) as the nodes torch exports for nn.LayerNorm at opset 13, so that both forms train
+  // alike (same kernels, same saved tensors):
+  //   Y = LayerNormalization(X, Scale, B; axis, epsilon)  =>  m = ReduceMean(X, axes axis..-1), d = Sub(X, m),
+  //   v = ReduceMean(Pow(d, 2)), Y = Add(Mul(Div(d, Sqrt(Add(v, epsilon))), Scale), B)
+  // The optional Mean and InvStdDev outputs (torch never asks for them) are refused.
+  void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+    if (n.input_size() < 2 || n.input(0).empty() || n.input(1).empty())
+      fail(where, ": expected inputs X and Scale (and an optional B)");
+    for (int i = 1; i < n.output_size(); ++i)
+      if (!n.output(i).empty()) fail(where, ": output ", i, " (Mean or InvStdDev) is not supported");
+    int64_t axis = -1;
+    double epsilon = 1e-5;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axis") axis = a.i();
+      if (a.name() == "epsilon") epsilon = a.f();
+    }
+    const int64_t rank = static_cast<int64_t>(g_.values[lookup(n.input(0), "input")].shape.size());
+    if (axis < -rank || axis >= rank) fail(where, ": axis ", axis, " is out of range for rank ", rank);
+    if (axis < 0) axis += rank;
+    const std::string at = name + "/";
+    add_const(at + "two", ConstTensor{{}, true, {2.0}});
+    add_const(at + "epsilon", ConstTensor{{}, true, {epsilon}});
+    float_const_[at + "two"] = float_const_[at + "epsilon"] = true;
+    auto node = [&](const char* op, std::vector<std::string> inputs, const std::string& out) {
+      onnx::NodeProto m;
+      m.set_name(at + op + "_" + out.substr(out.rfind('/') + 1));
+      m.set_op_type(op);
+      for (const std::string& in : inputs) m.add_input(in);
+      m.add_output(out);
+      if (std::string_view(op) == "ReduceMean") {
+        onnx::AttributeProto* axes = m.add_attribute();
+        axes->set_name("axes");
+        axes->set_type(onnx::AttributeProto::INTS);
+        for (int64_t d = axis; d < rank; ++d) axes->add_ints(d);
+      }
+      convert_node(m);
+      return out;
+    };
+    const std::string mean = node("ReduceMean", {n.input(0)}, at + "mean");
+    const std::string d = node("Sub", {n.input(0), mean}, at + "centered");
+    const std::string var = node("ReduceMean", {node("Pow", {d, at + "two"}, at + "squared")}, at + "variance");
+    const std::string sd = node("Sqrt", {node("Add", {var, at + "epsilon"}, at + "variance_eps")}, at + "std");
+    const std::string scaled = node("Mul", {node("Div", {d, sd}, at + "normalized"), n.input(1)},
+                                    n.input_size() > 2 && !n.input(2).empty() ? at + "scaled" : n.output(0));
+    if (n.input_size() > 2 && !n.input(2).empty()) node("Add", {scaled, n.input(2)}, n.output(0));
   }
 
   // Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
