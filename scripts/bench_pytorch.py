@@ -63,7 +63,7 @@ def bench_torch(module, x, labels, args, device, checkpoint_segments=0):
             out = checkpoint_sequential(module, checkpoint_segments, x)
         else:
             out = module(x)
-        loss = out.sum() if args.loss == "sum" else F.cross_entropy(out, labels)
+        loss = out.sum() if args.loss == "sum" else F.cross_entropy(out.movedim(args.class_axis, 1), labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -95,7 +95,7 @@ def profile_torch(module, x, labels, args, path):
 
     def step():
         out = module(x)
-        loss = out.sum() if args.loss == "sum" else F.cross_entropy(out, labels)
+        loss = out.sum() if args.loss == "sum" else F.cross_entropy(out.movedim(args.class_axis, 1), labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -140,7 +140,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch", type=int, default=184)
-    ap.add_argument("--size", type=int, help="input height = width (default: the model's, 224 for resnet50)")
+    ap.add_argument("--size", type=int,
+                    help="input height = width, or the sequence length of a token model (default: the model's)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--math", default="default", choices=["default", "fp32"],
                     help="default: TF32 in cuDNN convolutions, fp32 GEMMs (PyTorch's defaults); fp32: strict")
@@ -171,7 +172,9 @@ def main():
         sys.exit(f"bench_pytorch.py: --compile-budgets '{args.compile_budgets}': expected fractions like 0,0.5,1")
     if any(not 0 <= f <= 1 for f in compile_fractions):
         sys.exit(f"bench_pytorch.py: --compile-budgets '{args.compile_budgets}': each fraction must be in [0, 1]")
-    args.onnx = args.onnx or os.path.join(HERE, "..", "models", args.model + ".onnx")
+    transformers = os.path.join(HERE, "..", "models", "transformers", args.model + ".onnx")
+    args.onnx = args.onnx or (transformers if os.path.exists(transformers) else
+                              os.path.join(HERE, "..", "models", args.model + ".onnx"))
 
     try:
         import torch
@@ -183,8 +186,9 @@ def main():
         sys.exit(f"bench_pytorch.py: cannot build the torchvision models ({e}); install torchvision")
     torch.manual_seed(0)
     module, chw = em.build(args.model)
+    tokens = getattr(module, "vocab_size", None) is not None  # a language model: token ids in, classes last
     if args.size:
-        chw = (chw[0], args.size, args.size)
+        chw = (args.size,) if tokens else (chw[0], args.size, args.size)
     device = torch.device(args.device)
     if args.device == "cuda":
         if not torch.cuda.is_available():
@@ -192,11 +196,14 @@ def main():
         torch.backends.cudnn.allow_tf32 = args.math == "default"  # PyTorch's defaults: True for cuDNN ...
         torch.backends.cuda.matmul.allow_tf32 = False              # ... and False for matmul
     module = module.to(device).train()
-    x = torch.randn(args.batch, *chw, device=device)
+    x = em.example_input(module, chw, args.batch).to(device)
     with torch.no_grad():
         out_shape = module(x[:1]).shape
-    classes = out_shape[1]
-    labels = torch.randint(0, classes, (args.batch, *out_shape[2:]), device=device)
+    # Classes on dim 1 for the CNNs, last for the token models (as monet's loss takes them).
+    args.class_axis = len(out_shape) - 1 if tokens else 1
+    classes = out_shape[args.class_axis]
+    label_shape = [d for i, d in enumerate(out_shape) if i != args.class_axis][1:]
+    labels = torch.randint(0, classes, (args.batch, *label_shape), device=device)
 
     rows = []
     t, peak = bench_torch(module, x, labels, args, device)
