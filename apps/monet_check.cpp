@@ -130,13 +130,15 @@ int check_by_simulation(const Flags& f, const SessionOptions& o) {
               sf.budget_bytes > 0 ? "fits" : "not set");
   // --profile: the same schedule on the profile's plan, with its times and its device's workspaces.
   std::optional<Profile> prof;
+  Schedule on_profile_schedule;  // the file's steps resolved against the profile's plan (its algorithm variants)
   SimResult on_profile;
   if (!f.profile.empty()) {
     prof = read_profile(f.profile);
     if (prof->plan.fingerprint != sf.fingerprint)
       fail(f.profile, ": fingerprint ", prof->plan.fingerprint, " differs from the schedule's ", sf.fingerprint,
            " (another model, batch, input shape, loss or training graph)");
-    on_profile = simulate(prof->plan, read_schedule(f.schedule, prof->plan).schedule);
+    on_profile_schedule = read_schedule(f.schedule, prof->plan).schedule;
+    on_profile = simulate(prof->plan, on_profile_schedule);
     std::printf("on the profile (%s): predicted peak %s bytes at step %d, step %.3f ms%s\n", prof->device.c_str(),
                 app::with_commas(on_profile.peak_bytes).c_str(), on_profile.peak_step, on_profile.time_ms,
                 sf.budget_bytes <= 0 || on_profile.peak_bytes <= sf.budget_bytes ? "" : ": over the budget");
@@ -148,7 +150,7 @@ int check_by_simulation(const Flags& f, const SessionOptions& o) {
     // On the profile's plan when given (x: predicted time), else on this backend's (x: compute steps; a plan built
     // here has no times).
     const PlanGraph& plan = prof ? prof->plan : m.plan;
-    const Schedule schedule = prof ? read_schedule(f.schedule, plan).schedule : sf.schedule;
+    const Schedule& schedule = prof ? on_profile_schedule : sf.schedule;
     const int64_t peak = prof ? on_profile.peak_bytes : m.predicted.peak_bytes;
     TimelineChart chart;
     chart.title = g.model_name + " batch " + std::to_string(sf.batch) + ", " + sf.schedule.mode + " schedule" +
