@@ -124,6 +124,54 @@ def tiny_transformer():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def layer_norm_forms():
+    """nn.LayerNorm as torch exports it at opset 13, in the forms the importer fuses into one LayerNorm and in those
+    it leaves as they are, on x (N, 3, 4):
+
+    ln_a  over the last dim, Scale * normalised (operands swapped), B + that, epsilon an initializer: fused
+    ln_b  over the last two dims, no B (the Mul is read twice): fused, with a zero B
+    ln_c  a Scale of shape [1] (broadcast, not the normalised shape): matched, then converted node by node
+    ln_d  the centred value read by a third node: not matched
+    """
+    f32 = TensorProto.FLOAT
+    nodes, inits = [], [helper.make_tensor("eps_init", f32, [], [1e-5])]
+
+    def const(value):
+        name = f"c{len(nodes)}"
+        nodes.append(helper.make_node("Constant", [], [name], name=name, value=helper.make_tensor(name, f32, [], [value])))
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def stats(x, tag, axes, eps):
+        d = node("Sub", [x, node("ReduceMean", [x], f"{tag}_mean", axes=axes)], f"{tag}_sub")
+        var = node("ReduceMean", [node("Pow", [d, const(2.0)], f"{tag}_pow")], f"{tag}_var", axes=axes)
+        return d, node("Div", [d, node("Sqrt", [node("Add", [var, eps], f"{tag}_add_eps")], f"{tag}_sqrt")],
+                       f"{tag}_div")
+
+    _, n = stats("x", "ln_a", [-1], "eps_init")
+    a = node("Add", ["a_b", node("Mul", ["a_g", n], "ln_a_mul")], "ln_a")
+    _, n = stats(a, "ln_b", [-2, -1], const(1e-5))
+    scaled = node("Mul", [n, "b_g"], "ln_b_mul")
+    b = node("Add", [scaled, node("Relu", [scaled], "ln_b_relu")], "ln_b")
+    _, n = stats(b, "ln_c", [-1], const(1e-5))
+    c = node("Add", [node("Mul", [n, "c_g"], "ln_c_mul"), "c_b"], "ln_c")
+    d, n = stats(c, "ln_d", [-1], const(1e-5))
+    h = node("Add", [node("Add", [node("Mul", [n, "d_g"], "ln_d_mul"), "d_b"], "ln_d"), d], "ln_d_res")
+    nodes.append(helper.make_node("Constant", [], ["flat_shape"], name="flat_shape",
+                                  value=helper.make_tensor("fs", TensorProto.INT64, [2], [-1, 12])))
+    node("Gemm", [node("Reshape", [h, "flat_shape"], "flat"), "head_w", "head_b"], "y", transB=1)
+    params = {"a_g": [4], "a_b": [4], "b_g": [3, 4], "c_g": [1], "c_b": [4], "d_g": [4], "d_b": [4],
+              "head_w": [5, 12], "head_b": [5]}
+    inputs = [helper.make_tensor_value_info("x", f32, ["N", 3, 4])]
+    inputs += [helper.make_tensor_value_info(name, f32, shape) for name, shape in params.items()]
+    g = helper.make_graph(nodes, "layer_norm_forms", inputs, [helper.make_tensor_value_info("y", f32, ["N", 5])],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -147,6 +195,7 @@ def main():
     g = helper.make_graph(nodes, "init", [x], [y], initializer=[w, b])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "float_data_init.onnx")
     save(tiny_transformer(), "tiny_transformer.onnx")
+    save(layer_norm_forms(), "layer_norm_forms.onnx")
 
 
 if __name__ == "__main__":

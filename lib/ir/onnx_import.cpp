@@ -3,6 +3,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -368,7 +369,14 @@ class Importer {
         fail(path_, ": opset ", op.version(), " is not supported (monet reads opsets 7-17; exported models use 13)");
     read_initializers(gp);
     read_inputs(gp);
-    for (int i = 0; i < gp.node_size(); ++i) convert_node(gp.node(i));
+    match_layer_norms(gp);
+    for (int i = 0; i < gp.node_size(); ++i) {
+      if (auto m = layer_norms_.find(i); m != layer_norms_.end()) {
+        convert_matched_layer_norm(gp, m->second);
+      } else if (!in_layer_norm_.count(i)) {
+        convert_node(gp.node(i));
+      }
+    }
     for (const auto& out : gp.output()) {
       int v = lookup(out.name(), "graph output");
       if (g_.values[v].role != Role::activation) fail(path_, ": graph output '", out.name(), "' is not computed by the graph");
@@ -571,9 +579,14 @@ class Importer {
       }
       node.inputs.push_back(lookup(in, "input"));
     }
-    int id = static_cast<int>(g_.nodes.size());
     std::vector<std::string> outs(n.output().begin(), n.output().end());
     normalise_outputs(node.op, outs);
+    add_node(std::move(node), outs, where);
+  }
+
+  // Appends a node whose inputs are set, with outputs named `outs`, and runs its shape rule.
+  void add_node(Node node, const std::vector<std::string>& outs, const std::string& where) {
+    const int id = static_cast<int>(g_.nodes.size());
     for (const std::string& out : outs) {
       Value v;
       v.name = out;
@@ -593,56 +606,174 @@ class Importer {
       checked_tensor_numel(g_.values[v].shape, where, "output '" + g_.values[v].name + "'");
   }
 
-  // LayerNormalization (opset 17) as the nodes torch exports for nn.LayerNorm at opset 13, so that both forms train
-  // alike (same kernels, same saved tensors):
-  //   Y = LayerNormalization(X, Scale, B; axis, epsilon)  =>  m = ReduceMean(X, axes axis..-1), d = Sub(X, m),
-  //   v = ReduceMean(Pow(d, 2)), Y = Add(Mul(Div(d, Sqrt(Add(v, epsilon))), Scale), B)
-  // The optional Mean and InvStdDev outputs (torch never asks for them) are refused.
+  // LayerNormalization (opset 17) is our LayerNorm (lib/ops/layer_norm): the same inputs and attributes; the optional
+  // Mean and InvStdDev outputs are its second and third (named after Y when the model does not name them), and a
+  // missing B is a constant of zeros.
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
     if (n.input_size() < 2 || n.input(0).empty() || n.input(1).empty())
       fail(where, ": expected inputs X and Scale (and an optional B)");
-    for (int i = 1; i < n.output_size(); ++i)
-      if (!n.output(i).empty()) fail(where, ": output ", i, " (Mean or InvStdDev) is not supported");
-    int64_t axis = -1;
     double epsilon = 1e-5;
+    int64_t axis = -1;
     for (const auto& a : n.attribute()) {
       if (a.name() == "axis") axis = a.i();
       if (a.name() == "epsilon") epsilon = a.f();
     }
-    const int64_t rank = static_cast<int64_t>(g_.values[lookup(n.input(0), "input")].shape.size());
-    if (axis < -rank || axis >= rank) fail(where, ": axis ", axis, " is out of range for rank ", rank);
-    if (axis < 0) axis += rank;
-    const std::string at = name + "/";
-    add_const(at + "two", ConstTensor{{}, true, {2.0}});
-    add_const(at + "epsilon", ConstTensor{{}, true, {epsilon}});
-    float_const_[at + "two"] = float_const_[at + "epsilon"] = true;
-    auto node = [&](const char* op, std::vector<std::string> inputs, const std::string& out) {
-      onnx::NodeProto m;
-      m.set_name(at + op + "_" + out.substr(out.rfind('/') + 1));
-      m.set_op_type(op);
-      for (const std::string& in : inputs) m.add_input(in);
-      m.add_output(out);
-      if (std::string_view(op) == "ReduceMean") {
-        onnx::AttributeProto* axes = m.add_attribute();
-        axes->set_name("axes");
-        axes->set_type(onnx::AttributeProto::INTS);
-        for (int64_t d = axis; d < rank; ++d) axes->add_ints(d);
-      }
-      convert_node(m);
-      return out;
+    const bool has_bias = n.input_size() > 2 && !n.input(2).empty();
+    std::vector<std::string> outs = {n.output(0)};
+    for (int i = 1; i <= 2; ++i)
+      outs.push_back(i < n.output_size() && !n.output(i).empty() ? n.output(i)
+                                                                   : n.output(0) + (i == 1 ? "/mean" : "/invstd"));
+    emit_layer_norm(name, n.input(0), n.input(1), has_bias ? n.input(2) : "", axis, epsilon, outs, where);
+  }
+
+  void emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
+                       const std::string& bias, int64_t axis, double epsilon, const std::vector<std::string>& outs,
+                       const std::string& where) {
+    Node node;
+    node.name = name;
+    node.op = "LayerNorm";
+    node.attrs.set("axis", axis);
+    node.attrs.set("epsilon", epsilon);
+    node.inputs = {lookup(x, "input"), lookup(scale, "input")};
+    if (bias.empty()) {
+      const Shape& s = g_.values[node.inputs[1]].shape;
+      add_const(name + "/zero_bias", ConstTensor{s, true, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)});
+      node.inputs.push_back(lookup(name + "/zero_bias", "input"));
+    } else {
+      node.inputs.push_back(lookup(bias, "input"));
+    }
+    add_node(std::move(node), outs, where);
+  }
+
+  // ---- nn.LayerNorm as torch exports it at opset 13, made one LayerNorm node
+  //   m = ReduceMean(X, axes = [-k..-1]), d = Sub(X, m), v = ReduceMean(Pow(d, 2), the same axes),
+  //   Y = Add(Mul(Div(d, Sqrt(Add(v, epsilon))), Scale), B)
+  //     =>  Y = LayerNorm(X, Scale, B; axis = -k, epsilon)         (B absent: Y = Mul(...) and a zero B)
+  // Matched on the ONNX nodes before any is converted: each intermediate is read by the next node of the pattern
+  // alone and is no graph output, 2 and epsilon are scalars of Constant nodes or initializers, Scale and B are graph
+  // inputs or initializers. When the last node is reached, Scale and B must have X's normalised shape; otherwise
+  // the nodes convert one by one (the decomposition runs as it is).
+  struct LayerNormMatch {
+    std::vector<int> nodes;  // the pattern's nodes in graph order; the last is where LayerNorm is emitted
+    std::string x, scale, bias;
+    int64_t axis = -1;
+    double epsilon = 0;
+  };
+
+  void match_layer_norms(const onnx::GraphProto& gp) {
+    std::unordered_map<std::string, int> producer;
+    std::unordered_map<std::string, std::vector<int>> readers;
+    for (int i = 0; i < gp.node_size(); ++i) {
+      for (const auto& o : gp.node(i).output()) producer[o] = i;
+      for (const auto& in : gp.node(i).input()) readers[in].push_back(i);
+    }
+    std::set<std::string> graph_outputs;
+    for (const auto& o : gp.output()) graph_outputs.insert(o.name());
+    // The one reader of `value` if it is `op` (and the value is no graph output), else -1.
+    auto only_reader = [&](const std::string& value, const char* op) {
+      auto it = readers.find(value);
+      if (graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
+      return gp.node(it->second[0]).op_type() == op ? it->second[0] : -1;
     };
-    const std::string mean = node("ReduceMean", {n.input(0)}, at + "mean");
-    const std::string d = node("Sub", {n.input(0), mean}, at + "centered");
-    const std::string var = node("ReduceMean", {node("Pow", {d, at + "two"}, at + "squared")}, at + "variance");
-    const std::string sd = node("Sqrt", {node("Add", {var, at + "epsilon"}, at + "variance_eps")}, at + "std");
-    const std::string scaled = node("Mul", {node("Div", {d, sd}, at + "normalized"), n.input(1)},
-                                    n.input_size() > 2 && !n.input(2).empty() ? at + "scaled" : n.output(0));
-    if (n.input_size() > 2 && !n.input(2).empty()) node("Add", {scaled, n.input(2)}, n.output(0));
+    // A scalar from a Constant node or an initializer.
+    auto scalar = [&](const std::string& value) -> std::optional<double> {
+      std::optional<ConstTensor> t;
+      if (auto p = producer.find(value); p != producer.end()) {
+        const onnx::NodeProto& c = gp.node(p->second);
+        if (c.op_type() != "Constant" || c.attribute_size() != 1 || c.attribute(0).name() != "value") return {};
+        t = read_tensor(c.attribute(0).t(), path_);
+      } else if (is_const(value)) {
+        t = const_of(value);
+      }
+      if (!t || t->data.size() != 1) return {};
+      return t->data[0];
+    };
+    auto is_leaf = [&](const std::string& value) { return !producer.count(value) && by_name_.count(value); };
+    // The other operand of a binary node with `value` as one of its two inputs ("" if neither is).
+    auto other = [](const onnx::NodeProto& n, const std::string& value) -> std::string {
+      if (n.input_size() != 2) return "";
+      return n.input(0) == value ? n.input(1) : n.input(1) == value ? n.input(0) : "";
+    };
+    // axes = [-k, ..., -1] and keepdims = 1: k, else 0.
+    auto trailing_axes = [](const onnx::NodeProto& n) -> std::vector<int64_t> {
+      std::vector<int64_t> axes;
+      for (const auto& a : n.attribute()) {
+        if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+        if (a.name() == "keepdims" && a.i() != 1) return {};
+      }
+      if (n.input_size() != 1 || axes.empty()) return {};
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (axes[i] != -static_cast<int64_t>(axes.size() - i)) return {};
+      return axes;
+    };
+    for (int i = 0; i < gp.node_size(); ++i) {
+      const onnx::NodeProto& m = gp.node(i);
+      if (m.op_type() != "ReduceMean") continue;
+      const std::vector<int64_t> axes = trailing_axes(m);
+      if (axes.empty()) continue;
+      const std::string& x = m.input(0);
+      const int sub = only_reader(m.output(0), "Sub");
+      if (sub < 0 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0)) continue;
+      const std::string& d = gp.node(sub).output(0);
+      const auto d_readers = readers.find(d);
+      if (graph_outputs.count(d) || d_readers == readers.end() || d_readers->second.size() != 2) continue;
+      int pow = -1, div = -1;
+      for (int r : d_readers->second) (gp.node(r).op_type() == "Pow" ? pow : div) = r;
+      if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input(0) != d ||
+          gp.node(pow).input_size() != 2 || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input(0) != d)
+        continue;
+      const int var = only_reader(gp.node(pow).output(0), "ReduceMean");
+      if (var < 0 || trailing_axes(gp.node(var)) != axes) continue;
+      const int add = only_reader(gp.node(var).output(0), "Add");
+      if (add < 0) continue;
+      const std::optional<double> epsilon = scalar(other(gp.node(add), gp.node(var).output(0)));
+      if (!epsilon || !(*epsilon >= 0)) continue;
+      const int sqrt = only_reader(gp.node(add).output(0), "Sqrt");
+      if (sqrt < 0 || only_reader(gp.node(sqrt).output(0), "Div") != div || gp.node(div).input(1) != gp.node(sqrt).output(0))
+        continue;
+      const int mul = only_reader(gp.node(div).output(0), "Mul");
+      if (mul < 0) continue;
+      const std::string scale = other(gp.node(mul), gp.node(div).output(0));
+      if (!is_leaf(scale)) continue;
+      LayerNormMatch match{{i, sub, pow, var, add, sqrt, div, mul}, x, scale, "", -static_cast<int64_t>(axes.size()),
+                           *epsilon};
+      if (const int bias = only_reader(gp.node(mul).output(0), "Add"); bias >= 0) {
+        const std::string b = other(gp.node(bias), gp.node(mul).output(0));
+        if (is_leaf(b)) {
+          match.bias = b;
+          match.nodes.push_back(bias);
+        }
+      }
+      std::sort(match.nodes.begin(), match.nodes.end());
+      for (int n : match.nodes)
+        if (n != match.nodes.back()) in_layer_norm_.insert(n);
+      layer_norms_[match.nodes.back()] = std::move(match);
+    }
+  }
+
+  void convert_matched_layer_norm(const onnx::GraphProto& gp, const LayerNormMatch& m) {
+    const onnx::NodeProto& last = gp.node(m.nodes.back());
+    const Shape& x = g_.values[lookup(m.x, "input")].shape;
+    const size_t k = static_cast<size_t>(-m.axis);
+    auto normalised = [&](const std::string& v) {
+      const Shape& s = g_.values[lookup(v, "input")].shape;
+      return x.size() >= k && s == Shape(x.end() - static_cast<std::ptrdiff_t>(k), x.end()) &&
+             g_.values[lookup(v, "input")].dtype == DType::f32;
+    };
+    if (!normalised(m.scale) || (!m.bias.empty() && !normalised(m.bias))) {
+      for (int n : m.nodes) convert_node(gp.node(n));
+      return;
+    }
+    const std::string name = last.name().empty() ? "LayerNorm_" + std::to_string(g_.nodes.size()) : last.name();
+    const std::string& y = last.output(0);
+    emit_layer_norm(name, m.x, m.scale, m.bias, m.axis, m.epsilon, {y, y + "/mean", y + "/invstd"},
+                    path_ + ": node '" + name + "' (" + last.op_type() + ", the end of a LayerNorm)");
   }
 
   // Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
   static bool is_onnx_op(const std::string& op) {
     return op.find("Grad") == std::string::npos && op != "ReduceSumTo" && op != "BroadcastTo" && op != "GatherIdx" &&
+           op != "LayerNorm" &&
            op != "SoftmaxCrossEntropy" && op != "SumLoss" && op != "SgdUpdate";
   }
 
@@ -744,6 +875,8 @@ class Importer {
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, bool> float_const_;
   std::set<std::string> dropped_;
+  std::unordered_map<int, LayerNormMatch> layer_norms_;  // by the index of the pattern's last ONNX node
+  std::set<int> in_layer_norm_;                          // the other nodes of each match (not converted alone)
 };
 
 }  // namespace

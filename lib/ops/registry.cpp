@@ -10,8 +10,8 @@ namespace monet::ops {
   X(pow) X(sqrt) X(erf)                                                                                         \
   X(add) X(sub) X(mul) X(div) X(sum) X(reduce_sum_to)                                                           \
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \
-  X(batch_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax) X(dropout)          \
-  X(concat) X(split) X(slice) X(flatten) X(reshape) X(transpose) X(pad) X(resize)                               \
+  X(batch_norm) X(layer_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax)      \
+  X(dropout) X(concat) X(split) X(slice) X(flatten) X(reshape) X(transpose) X(pad) X(resize)                    \
   X(expand) X(gather) X(unsqueeze) X(squeeze)                                                                   \
   X(softmax_cross_entropy) X(sum_loss) X(sgd_update)
 #define MONET_DECLARE(folder) extern const std::vector<const OpDef*> folder##_ops;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "solve/heuristics.h"
@@ -73,6 +74,34 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
   return out;
 }
 
+struct Widened {
+  CheckpointProblem problem;
+  int64_t peak_bytes;  // the lowest peak pressure_fits found within the budget
+};
+
+// The auto window widened to the budget (kWidenedWindowFactor, problem.h): the window doubles from `from` levels
+// until the pressure heuristic plans a schedule within the budget; the problem there and that schedule's peak, or
+// nullopt when no window with at most max_candidates recomputation candidates (or none, if it offers no more) gets
+// one before the deadline. The smallest window that fits keeps the program as small as the budget allows.
+std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProblem& unwindowed, bool impls, int from,
+                                    int64_t budget_bytes, int64_t max_candidates, Deadline deadline) {
+  if (from <= 0) return std::nullopt;
+  const int64_t every = window_candidates(unwindowed, 0);
+  for (int w = 2 * from; !past(deadline); w *= 2) {
+    const int64_t count = window_candidates(unwindowed, w);
+    const bool all = count >= every;
+    if (count > max_candidates) return std::nullopt;
+    CheckpointProblem q = all ? unwindowed : make_problem(plan, w, impls);
+    if (std::optional<int64_t> peak = pressure_fits(q, budget_bytes, deadline)) {
+      spdlog::info("window widened from {} levels to {}: the heuristics plan no schedule within the budget in the "
+                   "narrower", from, q.window > 0 ? fmt::format("{} levels", q.window) : std::string("none"));
+      return Widened{std::move(q), *peak};
+    }
+    if (all) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Its root cuts reach a bound the joint program's do not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its
@@ -119,8 +148,14 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   const Schedule store_all = lean_store_all_schedule(plan);
   out.store_all = simulate(plan, store_all);
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
-  CheckpointProblem p = make_problem(plan, milp ? o.window : 0, o.mode == "full");
-  out.window = p.window;
+  const bool impls = o.mode == "full";
+  std::optional<CheckpointProblem> unwindowed;  // built once for the auto window and its widening
+  CheckpointProblem p = [&] {
+    if (!milp || o.window != kAutoWindow) return make_problem(plan, milp ? o.window : 0, impls);
+    unwindowed = make_problem(plan, 0, impls);
+    const int w = auto_window(*unwindowed, o.auto_window_candidates);
+    return w == 0 ? *unwindowed : make_problem(plan, w, impls);
+  }();
   out.lower_bound_bytes = p.lower_bound_bytes();
   // The heuristics run before CBC, outside its clock: they get shares of the time limit and then return what they
   // have (the smallest-peak search a fifth of it, the warm start up to half, what the LP relaxation adds to it up
@@ -129,6 +164,15 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s * fraction));
   };
   out.smallest_found_bytes = smallest_heuristic_peak(p, share(0.2));
+  if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
+      o.budget_bytes >= out.lower_bound_bytes)
+    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes,
+                                                kWidenedWindowFactor * o.auto_window_candidates, share(0.3))) {
+      out.window_widened_from = p.window;
+      p = std::move(w->problem);
+      out.smallest_found_bytes = std::min(out.smallest_found_bytes, w->peak_bytes);
+    }
+  out.window = p.window;
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   if (o.mode == "store-all") {
@@ -202,10 +246,12 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
         return to_columns(p, layout, lp, *warm);
       };
-      // Progress in step-time terms (the MILP's objective is the recomputation time alone).
+      // Progress in step-time terms (the MILP's objective is the recomputation time alone), timed from the solve's
+      // start like the lines before it (CBC's elapsed time starts with solve_with_cbc).
+      const double cbc_start_s = seconds();
       if (o.progress)
         cbc.progress = [&](const CbcProgress& pr) {
-          o.progress({pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : -1.0,
+          o.progress({cbc_start_s + pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : -1.0,
                       pr.bound > kNoValue ? pr.bound + p.base_ms : -1.0});
         };
       cbc.neighborhoods = layer_windows(p, layout);

@@ -20,6 +20,9 @@ struct SolveOptions {
   double time_limit_s = 600;
   int threads = 2;
   int window = kAutoWindow;          // recomputation window in levels, 0 = none (make_problem, problem.h)
+  // The auto window's limit on recomputation candidates; it is widened up to 8 times as many to reach the budget
+  // (kWidenedWindowCandidates, problem.h; tests lower it).
+  int64_t auto_window_candidates = kAutoWindowCandidates;
   std::function<void(const CbcProgress&)> progress;  // incumbent and bound as predicted step times (ms)
   // Full mode: the least time left of the neighbourhood search's share for solving the program with the
   // incumbent's implementations fixed, once the search has closed every neighbourhood (solve.cpp; tests lower it).
@@ -41,6 +44,8 @@ struct SolveOutcome {
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
   int window = 0;                    // the recomputation window used (levels; 0 = none)
+  // The auto window chosen by size when solve() widened it to reach the budget (widen_window, solve.cpp); else 0.
+  int window_widened_from = 0;
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)

@@ -95,6 +95,11 @@ std::vector<Case> cases() {
                {},
                {true, true, true, false, false},
                3});
+  // LayerNorm over the last dim and over the last two (its gradients in both passes: input- and output-activated).
+  c.push_back({"LayerNorm", attrs({{"axis", int64_t{-1}}, {"epsilon", 1e-5}}), {{2, 3, 40}, {40}, {40}}, {}, {}, {},
+               3});
+  c.push_back({"LayerNorm", attrs({{"axis", int64_t{1}}, {"epsilon", 1e-3}}), {{3, 4, 5}, {4, 5}, {4, 5}}, {}, {}, {},
+               3});
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}},
                                  {"ceil_mode", int64_t{1}}}),
                {{2, 3, 9, 9}}, {Fill::relu}, {}, {}, 2});
@@ -386,6 +391,7 @@ TEST_CASE("gradient ops in place over dY give on CUDA the bits they give out of 
   const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::positive, Fill::uniform, Fill::positive,
                                      Fill::uniform, Fill::uniform};
   const Shape b = {32, 8, 28, 28}, c = {8};
+  const Shape ln = {64, 48}, ln_d = {48}, ln_stat = {64, 1};  // LayerNormGrad: rows of 48, 64 rows
   struct GradCase {
     Case k;
     int impl;
@@ -400,6 +406,10 @@ TEST_CASE("gradient ops in place over dY give on CUDA the bits they give out of 
       {{"TanhGrad", {}, {{3, 5, 7}, {3, 5, 7}}, {}, {}, none}, 0},
       {{"Sum", {}, {x, x}, {}, {}, none}, 0},
       {{"BatchNormGrad", {}, {b, b, c, c, c, b, c}, bn_fill, {}, none, 3}, 1},  // output-activated: our kernels
+      {{"LayerNormGrad", attrs({{"axis", int64_t{-1}}}), {ln, ln, ln_d, ln_stat, ln_stat, ln, ln_d}, bn_fill, {}, none, 3},
+       0},
+      {{"LayerNormGrad", attrs({{"axis", int64_t{-1}}}), {ln, ln, ln_d, ln_stat, ln_stat, ln, ln_d}, bn_fill, {}, none, 3},
+       1},
   };
   uint64_t seed = 91;
   for (const GradCase& g : cs) {

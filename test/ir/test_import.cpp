@@ -79,9 +79,48 @@ TEST_CASE("transformer export: shape subgraphs fold, plain-operand params get ro
   CHECK(init("out_w") == ParamRole::weight);         // Gemm transB=1
   CHECK(init("qkv_b") == ParamRole::bias);           // added to a MatMul output
   CHECK(init("ln1_g") == ParamRole::ones);           // multiplied
-  CHECK(init("ln1_b") == ParamRole::bias);           // added after a Mul: zeros (no fan_in)
+  CHECK(init("ln1_b") == ParamRole::zeros);          // LayerNorm's B (the decomposition fused, below)
+  CHECK(ops["LayerNorm"] == 2);                      // nn.LayerNorm's opset-13 nodes, one node each
+  for (const char* fused : {"ReduceMean", "Pow", "Sqrt"}) CHECK(ops[fused] == 0);
   CHECK(init("class_token") == ParamRole::small_normal);
   CHECK(init("pos_embedding") == ParamRole::small_normal);
+}
+
+TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form allows, as LayerNormalization does",
+          "[import]") {
+  // layer_norm_forms.onnx (scripts/make_test_models.py): ln_a and ln_b fuse, ln_c (a broadcast Scale) and ln_d (the
+  // centred value read elsewhere) stay as the exported nodes.
+  const Graph g = import_onnx(data_path("layer_norm_forms.onnx"), at(2));
+  std::vector<const Node*> ln;
+  std::map<std::string, int> ops;
+  for (const Node& n : g.nodes) {
+    ++ops[n.op];
+    if (n.op == "LayerNorm") ln.push_back(&n);
+  }
+  REQUIRE(ln.size() == 2);
+  CHECK(ln[0]->name == "ln_a");
+  CHECK(ln[0]->attrs.i("axis") == -1);
+  CHECK(ln[0]->attrs.f("epsilon") == Approx(1e-5));
+  CHECK(g.values[ln[0]->inputs[1]].name == "a_g");
+  CHECK(g.values[ln[0]->inputs[2]].name == "a_b");
+  CHECK(g.values[ln[0]->outputs[0]].name == "ln_a");
+  CHECK(ln[1]->name == "ln_b_mul");  // no B: the pattern ends at the Mul, and B is a constant of zeros
+  CHECK(ln[1]->attrs.i("axis") == -2);
+  CHECK(g.values[ln[1]->inputs[2]].role == Role::constant);
+  CHECK(g.values[ln[1]->inputs[2]].data == std::vector<double>(12, 0.0));
+  CHECK(ops["ReduceMean"] == 4);  // ln_c and ln_d
+  CHECK(ops["Sqrt"] == 2);
+  for (const char* name : {"a_g", "b_g"}) CHECK(g.values[g.find_value(name)].init == ParamRole::ones);
+  CHECK(g.values[g.find_value("a_b")].init == ParamRole::zeros);
+  // The same model at opset 17 (LayerNormalization nodes) and 13 (the decomposition) import to the same graph.
+  const Graph g13 = import_onnx(data_path("gpt2_tiny.onnx"), at(2)), g17 = import_onnx(data_path("gpt2_tiny_opset17.onnx"), at(2));
+  REQUIRE(g13.nodes.size() == g17.nodes.size());
+  int layer_norms = 0;
+  for (size_t i = 0; i < g13.nodes.size(); ++i) {
+    CHECK(g13.nodes[i].op == g17.nodes[i].op);
+    layer_norms += g13.nodes[i].op == "LayerNorm";
+  }
+  CHECK(layer_norms == 5);  // two per block, two blocks, and the final one
 }
 
 TEST_CASE("a batch fixed in the file is used unless --batch replaces it", "[import]") {

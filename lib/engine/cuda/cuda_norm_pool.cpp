@@ -1,7 +1,7 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
 // BatchNormGrad on cuDNN (spatial mode: per-channel statistics over N and every spatial position, the running
-// statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, MaxPool,
-// AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its gradient), SoftmaxCrossEntropy and SumLoss
+// statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
+// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its gradient), SoftmaxCrossEntropy and SumLoss
 // (with theirs). Geometry comes from the same functions as the CPU kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
@@ -95,6 +95,47 @@ void run_batch_norm_stat_grad(const CudaCall& c) {
   const Shape& x = c.in_shape(1);
   const int64_t N = x[0], C = x[1], S = numel(x) / (N * C);
   MONET_CUDA_CHECK(batch_norm_stat_grad(N, C, S, c.node.attrs.s("stat") == "mean", c.fin(0), c.fin(1), c.fin(2),
+                                        c.fin(3), c.fout(0), c.ctx.stream));
+}
+
+// ---------------------------------------------------------------------------------------------- layer norm
+
+ops::LayerNormRows ln_rows(const CudaCall& c, int x_input) {
+  return ops::layer_norm_rows(c.in_shape(x_input), c.node.attrs.i("axis", -1));
+}
+
+// LayerNorm(X, Scale, B) -> Y, Mean, InvStdDev.
+void run_layer_norm(const CudaCall& c) {
+  const ops::LayerNormRows s = ln_rows(c, 0);
+  MONET_CUDA_CHECK(layer_norm(s.rows, s.d, c.node.attrs.f("epsilon", 1e-5), c.fin(0), c.fin(1), c.fin(2), c.fout(0),
+                              c.fout(1), c.fout(2), c.ctx.stream));
+}
+
+// LayerNormGrad(dY, X, Scale, Mean, InvStdDev, Y, B) -> dX, dScale, dB: input-activated (impl 0) or
+// output-activated (impl 1, xhat from Y; a zero scale is refused as the CPU kernel refuses it).
+void run_layer_norm_grad(const CudaCall& c) {
+  const ops::LayerNormRows s = ln_rows(c, 0);
+  const bool from_output = c.impl == 1;
+  if (from_output) {
+    std::vector<float> scale(static_cast<size_t>(s.d));
+    MONET_CUDA_CHECK(
+        cudaMemcpyAsync(scale.data(), c.fin(2), s.d * sizeof(float), cudaMemcpyDeviceToHost, c.ctx.stream));
+    MONET_CUDA_CHECK(cudaStreamSynchronize(c.ctx.stream));
+    for (size_t d = 0; d < scale.size(); ++d)
+      if (scale[d] == 0.f)
+        fail("node '", c.node.name, "' (LayerNormGrad, output-activated): scale element ", d,
+             " is 0, so X cannot be recovered from Y");
+  }
+  MONET_CUDA_CHECK(layer_norm_grad(s.rows, s.d, c.fin(0), from_output ? nullptr : c.fin(1),
+                                   from_output ? nullptr : c.fin(3), from_output ? c.fin(5) : nullptr,
+                                   from_output ? c.fin(6) : nullptr, c.fin(2), c.fin(4), c.fout(0), c.fout(1),
+                                   c.fout(2), c.ctx.stream));
+}
+
+// LayerNormStatGrad(dStat, X, Mean, InvStdDev) -> dX.
+void run_layer_norm_stat_grad(const CudaCall& c) {
+  const ops::LayerNormRows s = ln_rows(c, 1);
+  MONET_CUDA_CHECK(layer_norm_stat_grad(s.rows, s.d, c.node.attrs.s("stat") == "mean", c.fin(0), c.fin(1), c.fin(2),
                                         c.fin(3), c.fout(0), c.ctx.stream));
 }
 
@@ -247,6 +288,9 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["BatchNormalization"] = {run_batch_norm};
   t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace};
   t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
+  t["LayerNorm"] = {run_layer_norm};
+  t["LayerNormGrad"] = {run_layer_norm_grad};
+  t["LayerNormStatGrad"] = {run_layer_norm_stat_grad};
   t["MaxPool"] = {run_max_pool};
   t["MaxPoolGrad"] = {run_max_pool_grad, max_pool_grad_workspace};
   t["AveragePool"] = {run_average_pool};

@@ -1,5 +1,5 @@
 // Normalisation, pooling, softmax and loss kernels: Softmax and its gradient, SoftmaxCrossEntropy and its
-// gradient, BatchNormStatGrad, MaxPool and AveragePool with their gradients. (BatchNormalization and its
+// gradient, LayerNorm and its gradients, BatchNormStatGrad, MaxPool and AveragePool with their gradients. (BatchNormalization and its
 // gradient run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op, including the order in which
 // values are accumulated where that order is cheap to keep (pool gradients gather in the CPU's scatter order, so
 // they match it bit for bit, and no kernel here uses atomics: every result is deterministic).
@@ -41,6 +41,78 @@ __global__ void softmax_grad_kernel(int64_t outer, int64_t A, int64_t inner, con
       const int64_t k = base + a * inner;
       dx[k] = y[k] * (dy[k] - d);
     }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- layer norm
+
+// One thread per row, as the CPU kernel: the statistics in double, each y from the same x (y may be x).
+__global__ void layer_norm_kernel(int64_t R, int64_t D, double eps, const float* x, const float* scale,
+                                  const float* bias, float* y, float* mean_out, float* invstd_out) {
+  MONET_GRID_LOOP(r, R) {
+    const float* xr = x + r * D;
+    float* yr = y + r * D;
+    double sum = 0;
+    for (int64_t d = 0; d < D; ++d) sum += xr[d];
+    const double mean = sum / static_cast<double>(D);
+    double sq = 0;
+    for (int64_t d = 0; d < D; ++d) sq += (xr[d] - mean) * (xr[d] - mean);
+    const double invstd = 1.0 / sqrt(sq / static_cast<double>(D) + eps);
+    mean_out[r] = static_cast<float>(mean);
+    invstd_out[r] = static_cast<float>(invstd);
+    for (int64_t d = 0; d < D; ++d) yr[d] = static_cast<float>((xr[d] - mean) * invstd * scale[d] + bias[d]);
+  }
+}
+
+// xhat of element (r, d): from x and the row's mean (x non-null), else from y, bias and scale.
+__device__ __forceinline__ double ln_xhat(int64_t r, int64_t d, int64_t D, const float* x, const float* mean,
+                                          const float* invstd, const float* y, const float* bias,
+                                          const float* scale) {
+  const int64_t e = r * D + d;
+  return x ? (static_cast<double>(x[e]) - mean[r]) * static_cast<double>(invstd[r])
+           : (static_cast<double>(y[e]) - bias[d]) / static_cast<double>(scale[d]);
+}
+
+__global__ void layer_norm_grad_columns_kernel(int64_t R, int64_t D, const float* dy, const float* x,
+                                               const float* mean, const float* invstd, const float* y,
+                                               const float* bias, const float* scale, float* dscale, float* dbias) {
+  MONET_GRID_LOOP(d, D) {
+    double sum_dy = 0, dot = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      sum_dy += dy[r * D + d];
+      dot += dy[r * D + d] * ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
+    }
+    dbias[d] = static_cast<float>(sum_dy);
+    dscale[d] = static_cast<float>(dot);
+  }
+}
+
+__global__ void layer_norm_grad_rows_kernel(int64_t R, int64_t D, const float* dy, const float* x, const float* mean,
+                                            const float* invstd, const float* y, const float* bias,
+                                            const float* scale, float* dx) {
+  MONET_GRID_LOOP(r, R) {
+    double sum_g = 0, dot_g = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = static_cast<double>(dy[r * D + d]) * scale[d];
+      sum_g += g;
+      dot_g += g * ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
+    }
+    const double mean_g = sum_g / static_cast<double>(D), mean_gx = dot_g / static_cast<double>(D);
+    const double is = invstd[r];
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = static_cast<double>(dy[r * D + d]) * scale[d];
+      dx[r * D + d] = static_cast<float>(is * (g - mean_g - ln_xhat(r, d, D, x, mean, invstd, y, bias, scale) * mean_gx));
+    }
+  }
+}
+
+__global__ void layer_norm_stat_grad_kernel(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
+                                            const float* mean, const float* invstd, float* dx) {
+  MONET_GRID_LOOP(e, R * D) {
+    const int64_t r = e / D;
+    const double is = invstd[r];
+    dx[e] = static_cast<float>(is_mean ? dstat[r] / static_cast<double>(D)
+                                       : -dstat[r] * is * is * is * (x[e] - mean[r]) / static_cast<double>(D));
   }
 }
 
@@ -414,6 +486,27 @@ cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const fl
                                                                                                 dx);
   else
     ce_grad_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
+                       float* y, float* mean, float* invstd, cudaStream_t stream) {
+  layer_norm_kernel<<<blocks_for(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* x, const float* mean, const float* y,
+                            const float* bias, const float* scale, const float* invstd, float* dx, float* dscale,
+                            float* dbias, cudaStream_t stream) {
+  layer_norm_grad_columns_kernel<<<blocks_for(D), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale,
+                                                                          dscale, dbias);
+  layer_norm_grad_rows_kernel<<<blocks_for(R), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
+                                 const float* mean, const float* invstd, float* dx, cudaStream_t stream) {
+  layer_norm_stat_grad_kernel<<<blocks_for(R * D), kThreads, 0, stream>>>(R, D, is_mean, dstat, x, mean, invstd, dx);
   return cudaGetLastError();
 }
 

@@ -4,7 +4,7 @@
 //   cuda_elementwise.cpp  activations, Add/Sub/Mul/Div, Sum, ReduceSumTo/BroadcastTo/Expand, Dropout, SgdUpdate
 //   cuda_conv.cpp         Conv, ConvTranspose and their gradients on cuDNN (algorithm choice, workspace)
 //   cuda_gemm.cpp         Gemm, MatMul and their gradients on cuBLAS
-//   cuda_norm_pool.cpp    BatchNormalization (cuDNN), pools, GlobalAveragePool, ReduceMean, Softmax, losses
+//   cuda_norm_pool.cpp    BatchNormalization (cuDNN), LayerNorm, pools, GlobalAveragePool, ReduceMean, Softmax, losses
 //   cuda_shape.cpp        Concat, Split, Slice, Transpose, Pad, Resize, Gather, the reshaping copies
 // Host code, C++20.
 #pragma once

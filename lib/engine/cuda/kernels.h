@@ -99,6 +99,21 @@ cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, flo
 cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
                          cudaStream_t stream);
 
+// LayerNorm of X (R, D), rows of D elements: mean and invstd per row in double (two passes), then
+// y = (x - mean) * invstd * scale + bias (y may be x). One thread per row.
+cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
+                       float* y, float* mean, float* invstd, cudaStream_t stream);
+// LayerNormGrad: xhat from x and mean (x non-null) or from y: (y - bias) / scale (every scale non-zero);
+// dscale = sum over rows of dy * xhat, dbias = sum of dy (one thread per column, rows in order, double), then per
+// row with g = dy * scale: dx = invstd * (g - mean(g) - xhat * mean(g * xhat)). dx may be dy: the column sums
+// are complete before the row pass starts.
+cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* x, const float* mean, const float* y,
+                            const float* bias, const float* scale, const float* invstd, float* dx, float* dscale,
+                            float* dbias, cudaStream_t stream);
+// LayerNormStatGrad on X (R, D): dx = dstat/D (mean) or -dstat * invstd^3 * (x - mean) / D (invstd).
+cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
+                                 const float* mean, const float* invstd, float* dx, cudaStream_t stream);
+
 // BatchNormStatGrad on X (N, C, S): dx = dstat/M (mean) or -dstat * invstd^3 * (x - mean) / M (invstd).
 cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream);

@@ -61,6 +61,12 @@ struct AxisSplit {
 };
 AxisSplit softmax_split(const Shape& x, int64_t axis);
 
+// lib/ops/layer_norm: X seen as (rows, d) rows of the d elements normalised together (the dims from axis on).
+struct LayerNormRows {
+  int64_t rows = 1, d = 1;
+};
+LayerNormRows layer_norm_rows(const Shape& x, int64_t axis);
+
 // lib/ops/softmax_cross_entropy: logits seen as (n, c, p) around the class axis (attribute axis, default 1).
 struct CeLayout {
   int64_t n = 1, c = 1, p = 1;
