@@ -369,11 +369,11 @@ class Importer {
         fail(path_, ": opset ", op.version(), " is not supported (monet reads opsets 7-17; exported models use 13)");
     read_initializers(gp);
     read_inputs(gp);
-    match_layer_norms(gp);
+    match_fusions(gp);
     for (int i = 0; i < gp.node_size(); ++i) {
-      if (auto m = layer_norms_.find(i); m != layer_norms_.end()) {
-        convert_matched_layer_norm(gp, m->second);
-      } else if (!in_layer_norm_.count(i)) {
+      if (auto m = fusions_.find(i); m != fusions_.end()) {
+        convert_fusion(gp, m->second);
+      } else if (!fused_inner_.count(i)) {
         convert_node(gp.node(i));
       }
     }
@@ -645,22 +645,26 @@ class Importer {
     add_node(std::move(node), outs, where);
   }
 
-  // ---- nn.LayerNorm as torch exports it at opset 13, made one LayerNorm node
+  // ---- what torch exports at opset 13 for nn.LayerNorm and nn.GELU, made one node each
+  // nn.LayerNorm:
   //   m = ReduceMean(X, axes = [-k..-1]), d = Sub(X, m), v = ReduceMean(Pow(d, 2), the same axes),
   //   Y = Add(Mul(Div(d, Sqrt(Add(v, epsilon))), Scale), B)
   //     =>  Y = LayerNorm(X, Scale, B; axis = -k, epsilon)         (B absent: Y = Mul(...) and a zero B)
+  // nn.GELU (exact):
+  //   Y = Mul(Mul(X, Add(Erf(Div(X, c)), 1)), 0.5)  =>  Y = Gelu(X; divisor = c)     (c = sqrt 2 as a float)
   // Matched on the ONNX nodes before any is converted: each intermediate is read by the next node of the pattern
-  // alone and is no graph output, 2 and epsilon are scalars of Constant nodes or initializers, Scale and B are graph
-  // inputs or initializers. When the last node is reached, Scale and B must have X's normalised shape; otherwise
-  // the nodes convert one by one (the decomposition runs as it is).
-  struct LayerNormMatch {
-    std::vector<int> nodes;  // the pattern's nodes in graph order; the last is where LayerNorm is emitted
+  // alone and is no graph output, the constants (2, epsilon, c, 1, 0.5) are scalars of Constant nodes or
+  // initializers, Scale and B are graph inputs or initializers. When a LayerNorm's last node is reached, Scale and B
+  // must have X's normalised shape; otherwise its nodes convert one by one (the decomposition runs as it is).
+  struct Fusion {
+    std::string op;          // LayerNorm or Gelu
+    std::vector<int> nodes;  // the pattern's nodes in graph order; the last is where the node is emitted
     std::string x, scale, bias;
     int64_t axis = -1;
-    double epsilon = 0;
+    double epsilon = 0, divisor = 0;
   };
 
-  void match_layer_norms(const onnx::GraphProto& gp) {
+  void match_fusions(const onnx::GraphProto& gp) {
     std::unordered_map<std::string, int> producer;
     std::unordered_map<std::string, std::vector<int>> readers;
     for (int i = 0; i < gp.node_size(); ++i) {
@@ -694,86 +698,136 @@ class Importer {
       if (n.input_size() != 2) return "";
       return n.input(0) == value ? n.input(1) : n.input(1) == value ? n.input(0) : "";
     };
-    // axes = [-k, ..., -1] and keepdims = 1: k, else 0.
-    auto trailing_axes = [](const onnx::NodeProto& n) -> std::vector<int64_t> {
-      std::vector<int64_t> axes;
-      for (const auto& a : n.attribute()) {
-        if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
-        if (a.name() == "keepdims" && a.i() != 1) return {};
-      }
-      if (n.input_size() != 1 || axes.empty()) return {};
-      for (size_t i = 0; i < axes.size(); ++i)
-        if (axes[i] != -static_cast<int64_t>(axes.size() - i)) return {};
-      return axes;
+    auto add = [&](Fusion f) {
+      std::sort(f.nodes.begin(), f.nodes.end());
+      for (int n : f.nodes)
+        if (n != f.nodes.back()) fused_inner_.insert(n);
+      fusions_[f.nodes.back()] = std::move(f);
     };
     for (int i = 0; i < gp.node_size(); ++i) {
-      const onnx::NodeProto& m = gp.node(i);
-      if (m.op_type() != "ReduceMean") continue;
-      const std::vector<int64_t> axes = trailing_axes(m);
-      if (axes.empty()) continue;
-      const std::string& x = m.input(0);
-      const int sub = only_reader(m.output(0), "Sub");
-      if (sub < 0 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0)) continue;
-      const std::string& d = gp.node(sub).output(0);
-      const auto d_readers = readers.find(d);
-      if (graph_outputs.count(d) || d_readers == readers.end() || d_readers->second.size() != 2) continue;
-      int pow = -1, div = -1;
-      for (int r : d_readers->second) (gp.node(r).op_type() == "Pow" ? pow : div) = r;
-      if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input(0) != d ||
-          gp.node(pow).input_size() != 2 || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input(0) != d)
-        continue;
-      const int var = only_reader(gp.node(pow).output(0), "ReduceMean");
-      if (var < 0 || trailing_axes(gp.node(var)) != axes) continue;
-      const int add = only_reader(gp.node(var).output(0), "Add");
-      if (add < 0) continue;
-      const std::optional<double> epsilon = scalar(other(gp.node(add), gp.node(var).output(0)));
-      if (!epsilon || !(*epsilon >= 0)) continue;
-      const int sqrt = only_reader(gp.node(add).output(0), "Sqrt");
-      if (sqrt < 0 || only_reader(gp.node(sqrt).output(0), "Div") != div || gp.node(div).input(1) != gp.node(sqrt).output(0))
-        continue;
-      const int mul = only_reader(gp.node(div).output(0), "Mul");
-      if (mul < 0) continue;
-      const std::string scale = other(gp.node(mul), gp.node(div).output(0));
-      if (!is_leaf(scale)) continue;
-      LayerNormMatch match{{i, sub, pow, var, add, sqrt, div, mul}, x, scale, "", -static_cast<int64_t>(axes.size()),
-                           *epsilon};
-      if (const int bias = only_reader(gp.node(mul).output(0), "Add"); bias >= 0) {
-        const std::string b = other(gp.node(bias), gp.node(mul).output(0));
-        if (is_leaf(b)) {
-          match.bias = b;
-          match.nodes.push_back(bias);
-        }
+      if (gp.node(i).op_type() == "ReduceMean") {
+        if (std::optional<Fusion> f = match_layer_norm(gp, i, readers, graph_outputs, only_reader, scalar, is_leaf,
+                                                       other))
+          add(std::move(*f));
+      } else if (gp.node(i).op_type() == "Div") {
+        if (std::optional<Fusion> f = match_gelu(gp, i, only_reader, scalar, other)) add(std::move(*f));
       }
-      std::sort(match.nodes.begin(), match.nodes.end());
-      for (int n : match.nodes)
-        if (n != match.nodes.back()) in_layer_norm_.insert(n);
-      layer_norms_[match.nodes.back()] = std::move(match);
     }
   }
 
-  void convert_matched_layer_norm(const onnx::GraphProto& gp, const LayerNormMatch& m) {
-    const onnx::NodeProto& last = gp.node(m.nodes.back());
-    const Shape& x = g_.values[lookup(m.x, "input")].shape;
-    const size_t k = static_cast<size_t>(-m.axis);
+  // axes = [-k, ..., -1] and keepdims = 1 (a ReduceMean of the LayerNorm pattern): the axes, else none.
+  static std::vector<int64_t> trailing_axes(const onnx::NodeProto& n) {
+    std::vector<int64_t> axes;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+      if (a.name() == "keepdims" && a.i() != 1) return {};
+    }
+    if (n.input_size() != 1 || axes.empty()) return {};
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] != -static_cast<int64_t>(axes.size() - i)) return {};
+    return axes;
+  }
+
+  template <class OnlyReader, class Scalar, class IsLeaf, class Other>
+  std::optional<Fusion> match_layer_norm(const onnx::GraphProto& gp, int i,
+                                         const std::unordered_map<std::string, std::vector<int>>& readers,
+                                         const std::set<std::string>& graph_outputs, OnlyReader only_reader,
+                                         Scalar scalar, IsLeaf is_leaf, Other other) {
+    const onnx::NodeProto& m = gp.node(i);
+    const std::vector<int64_t> axes = trailing_axes(m);
+    if (axes.empty()) return {};
+    const std::string& x = m.input(0);
+    const int sub = only_reader(m.output(0), "Sub");
+    if (sub < 0 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0)) return {};
+    const std::string& d = gp.node(sub).output(0);
+    const auto d_readers = readers.find(d);
+    if (graph_outputs.count(d) || d_readers == readers.end() || d_readers->second.size() != 2) return {};
+    int pow = -1, div = -1;
+    for (int r : d_readers->second) (gp.node(r).op_type() == "Pow" ? pow : div) = r;
+    if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input(0) != d ||
+        gp.node(pow).input_size() != 2 || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input(0) != d)
+      return {};
+    const int var = only_reader(gp.node(pow).output(0), "ReduceMean");
+    if (var < 0 || trailing_axes(gp.node(var)) != axes) return {};
+    const int add = only_reader(gp.node(var).output(0), "Add");
+    if (add < 0) return {};
+    const std::optional<double> epsilon = scalar(other(gp.node(add), gp.node(var).output(0)));
+    if (!epsilon || !(*epsilon >= 0)) return {};
+    const int sqrt = only_reader(gp.node(add).output(0), "Sqrt");
+    if (sqrt < 0 || only_reader(gp.node(sqrt).output(0), "Div") != div ||
+        gp.node(div).input(1) != gp.node(sqrt).output(0))
+      return {};
+    const int mul = only_reader(gp.node(div).output(0), "Mul");
+    if (mul < 0) return {};
+    const std::string scale = other(gp.node(mul), gp.node(div).output(0));
+    if (!is_leaf(scale)) return {};
+    Fusion f{"LayerNorm", {i, sub, pow, var, add, sqrt, div, mul}, x, scale, "", -static_cast<int64_t>(axes.size()),
+             *epsilon};
+    if (const int bias = only_reader(gp.node(mul).output(0), "Add"); bias >= 0) {
+      const std::string b = other(gp.node(bias), gp.node(mul).output(0));
+      if (is_leaf(b)) {
+        f.bias = b;
+        f.nodes.push_back(bias);
+      }
+    }
+    return f;
+  }
+
+  template <class OnlyReader, class Scalar, class Other>
+  std::optional<Fusion> match_gelu(const onnx::GraphProto& gp, int i, OnlyReader only_reader, Scalar scalar,
+                                   Other other) {
+    const onnx::NodeProto& div = gp.node(i);
+    const std::optional<double> divisor = div.input_size() == 2 ? scalar(div.input(1)) : std::nullopt;
+    if (!divisor || std::abs(*divisor - std::sqrt(2.0)) > 1e-6) return {};
+    const std::string& x = div.input(0);
+    const int erf = only_reader(div.output(0), "Erf");
+    if (erf < 0) return {};
+    const int add = only_reader(gp.node(erf).output(0), "Add");
+    if (add < 0 || scalar(other(gp.node(add), gp.node(erf).output(0))) != 1.0) return {};
+    const int mul = only_reader(gp.node(add).output(0), "Mul");
+    if (mul < 0 || other(gp.node(mul), gp.node(add).output(0)) != x) return {};
+    const int half = only_reader(gp.node(mul).output(0), "Mul");
+    if (half < 0 || scalar(other(gp.node(half), gp.node(mul).output(0))) != 0.5) return {};
+    Fusion f;
+    f.op = "Gelu";
+    f.nodes = {i, erf, add, mul, half};
+    f.x = x;
+    f.divisor = *divisor;
+    return f;
+  }
+
+  void convert_fusion(const onnx::GraphProto& gp, const Fusion& f) {
+    const onnx::NodeProto& last = gp.node(f.nodes.back());
+    const std::string name = last.name().empty() ? f.op + "_" + std::to_string(g_.nodes.size()) : last.name();
+    const std::string& y = last.output(0);
+    const std::string where = path_ + ": node '" + name + "' (" + last.op_type() + ", the end of a " + f.op + ")";
+    if (f.op == "Gelu") {
+      Node node;
+      node.name = name;
+      node.op = "Gelu";
+      node.attrs.set("divisor", f.divisor);
+      node.inputs = {lookup(f.x, "input")};
+      add_node(std::move(node), {y}, where);
+      return;
+    }
+    const Shape& x = g_.values[lookup(f.x, "input")].shape;
+    const size_t k = static_cast<size_t>(-f.axis);
     auto normalised = [&](const std::string& v) {
       const Shape& s = g_.values[lookup(v, "input")].shape;
       return x.size() >= k && s == Shape(x.end() - static_cast<std::ptrdiff_t>(k), x.end()) &&
              g_.values[lookup(v, "input")].dtype == DType::f32;
     };
-    if (!normalised(m.scale) || (!m.bias.empty() && !normalised(m.bias))) {
-      for (int n : m.nodes) convert_node(gp.node(n));
+    if (!normalised(f.scale) || (!f.bias.empty() && !normalised(f.bias))) {
+      for (int n : f.nodes) convert_node(gp.node(n));
       return;
     }
-    const std::string name = last.name().empty() ? "LayerNorm_" + std::to_string(g_.nodes.size()) : last.name();
-    const std::string& y = last.output(0);
-    emit_layer_norm(name, m.x, m.scale, m.bias, m.axis, m.epsilon, {y, y + "/mean", y + "/invstd"},
-                    path_ + ": node '" + name + "' (" + last.op_type() + ", the end of a LayerNorm)");
+    emit_layer_norm(name, f.x, f.scale, f.bias, f.axis, f.epsilon, {y, y + "/mean", y + "/invstd"}, where);
   }
 
   // Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
   static bool is_onnx_op(const std::string& op) {
     return op.find("Grad") == std::string::npos && op != "ReduceSumTo" && op != "BroadcastTo" && op != "GatherIdx" &&
-           op != "LayerNorm" &&
+           op != "LayerNorm" && op != "Gelu" &&
            op != "SoftmaxCrossEntropy" && op != "SumLoss" && op != "SgdUpdate";
   }
 
@@ -875,8 +929,8 @@ class Importer {
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, bool> float_const_;
   std::set<std::string> dropped_;
-  std::unordered_map<int, LayerNormMatch> layer_norms_;  // by the index of the pattern's last ONNX node
-  std::set<int> in_layer_norm_;                          // the other nodes of each match (not converted alone)
+  std::unordered_map<int, Fusion> fusions_;  // by the index of the pattern's last ONNX node
+  std::set<int> fused_inner_;                // the other nodes of each pattern (not converted alone)
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace monet::ops {
 #define MONET_OP_FOLDERS(X)                                                                                     \
   X(relu) X(clip) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(tanh) X(identity)                                  \
-  X(pow) X(sqrt) X(erf)                                                                                         \
+  X(pow) X(sqrt) X(erf) X(gelu)                                                                                 \
   X(add) X(sub) X(mul) X(div) X(sum) X(reduce_sum_to)                                                           \
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \
   X(batch_norm) X(layer_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax)      \

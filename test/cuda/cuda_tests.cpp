@@ -64,6 +64,8 @@ std::vector<Case> cases() {
   c.push_back({"Pow", attrs({{"exponent", D{2.0}}}), {s4}});
   c.push_back({"Pow", attrs({{"exponent", D{3.0}}}), {s4}, {Fill::positive}});
   c.push_back({"Sqrt", {}, {s4}, {Fill::positive}});
+  c.push_back({"Gelu", attrs({{"divisor", 1.4142135381698608}}), {s4}, {Fill::wide}});
+  c.push_back({"Gelu", {}, {{3, 5, 7}}});  // an odd count: one element per thread
   for (const char* op : {"Add", "Sub", "Mul"}) c.push_back({op, {}, {{2, 3, 4, 5}, {3, 1, 5}}});
   c.push_back({"Div", {}, {{2, 3, 4, 5}, {3, 1, 5}}, {Fill::uniform, Fill::positive}});
   c.push_back({"Div", {}, {{2, 3}, {2, 3}}, {Fill::uniform, Fill::positive}});
@@ -404,6 +406,7 @@ TEST_CASE("gradient ops in place over dY give on CUDA the bits they give out of 
       {{"ClipGrad", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {x, x, x}, {}, {}, none}, 1},
       {{"SigmoidGrad", {}, {x, x}, {}, {}, none}, 0},
       {{"TanhGrad", {}, {{3, 5, 7}, {3, 5, 7}}, {}, {}, none}, 0},
+      {{"GeluGrad", {}, {x, x}, {}, {}, none}, 0},
       {{"Sum", {}, {x, x}, {}, {}, none}, 0},
       {{"BatchNormGrad", {}, {b, b, c, c, c, b, c}, bn_fill, {}, none, 3}, 1},  // output-activated: our kernels
       {{"LayerNormGrad", attrs({{"axis", int64_t{-1}}}), {ln, ln, ln_d, ln_stat, ln_stat, ln, ln_d}, bn_fill, {}, none, 3},

@@ -82,6 +82,10 @@ TEST_CASE("transformer export: shape subgraphs fold, plain-operand params get ro
   CHECK(init("ln1_b") == ParamRole::zeros);          // LayerNorm's B (the decomposition fused, below)
   CHECK(ops["LayerNorm"] == 2);                      // nn.LayerNorm's opset-13 nodes, one node each
   for (const char* fused : {"ReduceMean", "Pow", "Sqrt"}) CHECK(ops[fused] == 0);
+  CHECK(ops["Gelu"] == 1);                           // nn.GELU's five nodes, one node
+  CHECK(ops["Erf"] == 0);
+  for (const Node& n : g.nodes)
+    if (n.op == "Gelu") CHECK(n.attrs.f("divisor") == 1.4142135381698608);  // the exported constant
   CHECK(init("class_token") == ParamRole::small_normal);
   CHECK(init("pos_embedding") == ParamRole::small_normal);
 }

@@ -156,3 +156,18 @@ TEST_CASE("Unsqueeze and Squeeze at runtime", "[ops][unsqueeze][squeeze]") {
   CHECK_THROWS_AS(run_forward({.op = "Unsqueeze", .attrs = attrs({{"axes", Ints{1, 1}}}), .shapes = {{3}}}), Error);
   CHECK_THROWS_AS(run_forward({.op = "Unsqueeze", .shapes = {{3}}}), Error);
 }
+
+TEST_CASE("Gelu equals the nodes torch exports for nn.GELU, and its gradient finite differences", "[ops][gelu]") {
+  // x * (erf(x / c) + 1) * 0.5 with c the exported sqrt 2 (rounded to float), and with the exact one.
+  for (double c : {1.4142135381698608, std::sqrt(2.0)}) {
+    const Doubles x = {-3, -1, -0.25, 0, 0.5, 2};
+    const OpResult r = run_forward({.op = "Gelu", .attrs = attrs({{"divisor", c}}), .shapes = {{6}}, .data = {x}});
+    for (size_t i = 0; i < x.size(); ++i) CHECK(r.values[0][i] == x[i] * (std::erf(x[i] / c) + 1) * 0.5);
+    CHECK(gradient_error({.op = "Gelu", .attrs = attrs({{"divisor", c}}), .shapes = {{3, 4, 5}}}) < 1e-6);
+    CHECK(gradient_error({.op = "Gelu", .attrs = attrs({{"divisor", c}}), .shapes = {{5}},
+                          .data = {{-4, -1.5, 0.01, 1.5, 4}}}) < 1e-6);
+  }
+  CHECK(gradient_error({.op = "Gelu", .shapes = {{7}}}) < 1e-6);  // the default divisor: sqrt 2
+  CHECK_THROWS_WITH(run_forward({.op = "Gelu", .attrs = attrs({{"divisor", 0.0}}), .shapes = {{3}}}),
+                    Catch::Contains("divisor must be > 0"));
+}

@@ -86,6 +86,18 @@ void run_erf_grad(const CudaCall& c) {
       unary_grad(UnaryGrad::erf, n_of(c), c.fin(0), c.fin(1), c.fout(0), two_over_sqrt_pi, 0.f, c.ctx.stream));
 }
 
+float gelu_divisor(const Node& n) { return static_cast<float>(n.attrs.f("divisor", std::numbers::sqrt2)); }
+
+void run_gelu(const CudaCall& c) {
+  MONET_CUDA_CHECK(unary(Unary::gelu, n_of(c), c.fin(0), c.fout(0), gelu_divisor(c.node), 0.f, c.ctx.stream));
+}
+
+void run_gelu_grad(const CudaCall& c) {
+  const float divisor = gelu_divisor(c.node);
+  const float k = static_cast<float>(std::numbers::inv_sqrtpi / c.node.attrs.f("divisor", std::numbers::sqrt2));
+  MONET_CUDA_CHECK(unary_grad(UnaryGrad::gelu, n_of(c), c.fin(0), c.fin(1), c.fout(0), divisor, k, c.ctx.stream));
+}
+
 // ---------------------------------------------------------------------------------------------- binary
 
 template <Binary op>
@@ -187,6 +199,8 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["SqrtGrad"] = {run_unary_grad<UnaryGrad::sqrt>};
   t["Erf"] = {run_unary<Unary::erf>};
   t["ErfGrad"] = {run_erf_grad};
+  t["Gelu"] = {run_gelu};
+  t["GeluGrad"] = {run_gelu_grad};
   t["Identity"] = {run_identity};
 
   t["Add"] = {run_binary<Binary::add>};

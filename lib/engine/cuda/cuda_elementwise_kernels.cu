@@ -43,8 +43,10 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
     return powf(x, p0);
   } else if constexpr (op == Unary::sqrt) {
     return sqrtf(x);
-  } else {
+  } else if constexpr (op == Unary::erf) {
     return erff(x);
+  } else {  // gelu, p0 = the divisor (sqrt 2): x * (1 + erf(x / p0)) * 0.5 in the CPU's order
+    return __fmul_rn(__fmul_rn(x, erff(x / p0) + 1.f), 0.5f);
   }
 }
 
@@ -143,8 +145,11 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
     return __fmul_rn(__fmul_rn(dy, p0), powf(s, p0 - 1.f));
   } else if constexpr (op == UnaryGrad::sqrt) {  // s = y
     return dy / (2.f * s);
-  } else {  // erf, s = x, p0 = 2 / sqrt(pi) as a float
+  } else if constexpr (op == UnaryGrad::erf) {  // s = x, p0 = 2 / sqrt(pi) as a float
     return __fmul_rn(__fmul_rn(dy, p0), expf(-__fmul_rn(s, s)));
+  } else {  // gelu, s = x, p0 = the divisor c, p1 = 1 / (c sqrt(pi))
+    const float u = s / p0;
+    return dy * ((erff(u) + 1.f) * 0.5f + __fmul_rn(s, p1) * expf(-__fmul_rn(u, u)));
   }
 }
 
@@ -444,7 +449,7 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
     else unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);               \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
-    MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
+    MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -464,7 +469,7 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
     else unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);          \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
-    MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf)
+    MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
 #undef MONET_CASE
   }
   return cudaGetLastError();

@@ -25,13 +25,14 @@ struct Strides {
 
 // ------------------------------------------------------------------------------------------ elementwise (.cu)
 
-// y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0).
-enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf };
+// y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0), gelu's
+// divisor (p0).
+enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
 // (in place), here and in relu_grad_mask.
-enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf };
+enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf, gelu };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 
