@@ -4,7 +4,7 @@
 # mode, budget and time limit: runs at another limit sit beside, not over, the others) and schedules/SOLVER.md (a
 # table per limit).
 # Usage: scripts/bench_solver.sh [--time-limit S] [--threads N] [--mode checkpoint] [--budgets 1/3,1/2,2/3]
-#                                [models...]
+#                                [models...]        (MODEL:BATCH, from models/ or models/transformers/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time_limit=600
@@ -37,8 +37,10 @@ for entry in "${models[@]}"; do
   mkdir -p "$dir"
   loss=ce
   [ "$model" = unet ] && loss=sum
+  onnx=models/$model.onnx
+  [ -f "$onnx" ] || onnx=models/transformers/$model.onnx  # gpt2, bert
   profile=$dir/profile_estimate.json
-  [ -f "$profile" ] || $bin/monet-profile models/$model.onnx --batch "$batch" --loss $loss --device estimate -o "$profile" >/dev/null
+  [ -f "$profile" ] || $bin/monet-profile "$onnx" --batch "$batch" --loss $loss --device estimate -o "$profile" >/dev/null
   peak=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes'])" "$profile")
   for frac in ${budgets//,/ }; do
     budget=$(/usr/bin/python3 -c "from fractions import Fraction as F; print(int(F('$frac') * $peak))")

@@ -676,7 +676,7 @@ class Importer {
     // The one reader of `value` if it is `op` (and the value is no graph output), else -1.
     auto only_reader = [&](const std::string& value, const char* op) {
       auto it = readers.find(value);
-      if (graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
+      if (value.empty() || graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
       return gp.node(it->second[0]).op_type() == op ? it->second[0] : -1;
     };
     // A scalar from a Constant node or an initializer.
@@ -738,14 +738,16 @@ class Importer {
     if (axes.empty()) return {};
     const std::string& x = m.input(0);
     const int sub = only_reader(m.output(0), "Sub");
-    if (sub < 0 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0)) return {};
+    if (sub < 0 || gp.node(sub).input_size() != 2 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0))
+      return {};
     const std::string& d = gp.node(sub).output(0);
     const auto d_readers = readers.find(d);
     if (graph_outputs.count(d) || d_readers == readers.end() || d_readers->second.size() != 2) return {};
     int pow = -1, div = -1;
     for (int r : d_readers->second) (gp.node(r).op_type() == "Pow" ? pow : div) = r;
-    if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input(0) != d ||
-        gp.node(pow).input_size() != 2 || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input(0) != d)
+    if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input_size() != 2 ||
+        gp.node(pow).input(0) != d || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input_size() != 2 ||
+        gp.node(div).input(0) != d)
       return {};
     const int var = only_reader(gp.node(pow).output(0), "ReduceMean");
     if (var < 0 || trailing_axes(gp.node(var)) != axes) return {};

@@ -102,10 +102,6 @@ struct CheckpointProblem {
 // gains and costs within 60 s: schedules/SOLVER-notes.md, 2026-11-23, "the window in levels").
 constexpr int64_t kAutoWindowCandidates = 1800;
 constexpr int kAutoWindow = -1;
-// How far solve() widens the auto window when the heuristics reach no schedule within the budget in it: a window
-// chosen by size alone can exclude every schedule of a tight budget (a transformer layer spans tens of levels; GPT-2
-// b8 at 1/3 of store-all has none within the 4 levels its size allows, one within 16).
-constexpr int64_t kWidenedWindowFactor = 8;  // up to 8 times the auto window's candidates
 
 // window: W levels (see above); 0: none (every ancestor may be recomputed); kAutoWindow: the largest window whose
 // problem offers at most kAutoWindowCandidates recomputation candidates (auto_window). impls: offer every

@@ -79,18 +79,18 @@ struct Widened {
   int64_t peak_bytes;  // the lowest peak pressure_fits found within the budget
 };
 
-// The auto window widened to the budget (kWidenedWindowFactor, problem.h): the window doubles from `from` levels
-// until the pressure heuristic plans a schedule within the budget; the problem there and that schedule's peak, or
-// nullopt when no window with at most max_candidates recomputation candidates (or none, if it offers no more) gets
-// one before the deadline. The smallest window that fits keeps the program as small as the budget allows.
+// The auto window widened to the budget. A window chosen by size alone can exclude every schedule of a tight
+// budget: a transformer layer spans tens of levels (GPT-2 b8 at 1/3 of its store-all fits no window narrower than
+// none). The window doubles from `from` levels until the pressure heuristic plans a schedule within the budget, up to
+// none; the problem there and that schedule's peak, or nullopt when no window gets one before the deadline. The
+// smallest window that fits keeps the program as small as the budget allows; where only a wider one fits, a large
+// program with a schedule beats a small one without.
 std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProblem& unwindowed, bool impls, int from,
-                                    int64_t budget_bytes, int64_t max_candidates, Deadline deadline) {
+                                    int64_t budget_bytes, Deadline deadline) {
   if (from <= 0) return std::nullopt;
   const int64_t every = window_candidates(unwindowed, 0);
   for (int w = 2 * from; !past(deadline); w *= 2) {
-    const int64_t count = window_candidates(unwindowed, w);
-    const bool all = count >= every;
-    if (count > max_candidates) return std::nullopt;
+    const bool all = window_candidates(unwindowed, w) >= every;
     CheckpointProblem q = all ? unwindowed : make_problem(plan, w, impls);
     if (std::optional<int64_t> peak = pressure_fits(q, budget_bytes, deadline)) {
       spdlog::info("window widened from {} levels to {}: the heuristics plan no schedule within the budget in the "
@@ -166,8 +166,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   out.smallest_found_bytes = smallest_heuristic_peak(p, share(0.2));
   if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
       o.budget_bytes >= out.lower_bound_bytes)
-    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes,
-                                                kWidenedWindowFactor * o.auto_window_candidates, share(0.3))) {
+    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, share(0.3))) {
       out.window_widened_from = p.window;
       p = std::move(w->problem);
       out.smallest_found_bytes = std::min(out.smallest_found_bytes, w->peak_bytes);
@@ -207,7 +206,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       double warm_at = warm ? seconds() : -1;
       // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
       auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
-      if (o.progress) o.progress({seconds(), warm_ms(), -1.0});
+      double shown_ms = warm_ms();  // the best schedule known before CBC reports one (progress lines)
+      if (o.progress) o.progress({seconds(), shown_ms, -1.0});
       const double early_s = seconds() - out.setup_s;
       CbcOptions cbc;
       cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
@@ -241,7 +241,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
         }
         out.warm_start_s = seconds() - out.setup_s - out.lp_s;
         out.warm_start = warm.has_value();
-        if (o.progress) o.progress({seconds(), warm_ms(), relaxed.empty() ? -1.0 : out.lp_bound_ms});
+        shown_ms = warm_ms();
+        if (o.progress) o.progress({seconds(), shown_ms, relaxed.empty() ? -1.0 : out.lp_bound_ms});
         if (!warm) return std::vector<double>{};
         out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
         return to_columns(p, layout, lp, *warm);
@@ -251,7 +252,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       const double cbc_start_s = seconds();
       if (o.progress)
         cbc.progress = [&](const CbcProgress& pr) {
-          o.progress({cbc_start_s + pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : -1.0,
+          o.progress({cbc_start_s + pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : shown_ms,
                       pr.bound > kNoValue ? pr.bound + p.base_ms : -1.0});
         };
       cbc.neighborhoods = layer_windows(p, layout);

@@ -20,8 +20,8 @@ struct SolveOptions {
   double time_limit_s = 600;
   int threads = 2;
   int window = kAutoWindow;          // recomputation window in levels, 0 = none (make_problem, problem.h)
-  // The auto window's limit on recomputation candidates; it is widened up to 8 times as many to reach the budget
-  // (kWidenedWindowCandidates, problem.h; tests lower it).
+  // The auto window's limit on recomputation candidates (tests lower it); solve() widens the window beyond it where
+  // the heuristics reach the budget only in a wider one (widen_window, solve.cpp).
   int64_t auto_window_candidates = kAutoWindowCandidates;
   std::function<void(const CbcProgress&)> progress;  // incumbent and bound as predicted step times (ms)
   // Full mode: the least time left of the neighbourhood search's share for solving the program with the

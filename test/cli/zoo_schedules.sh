@@ -15,7 +15,9 @@ for s in "$src"/schedules/*/schedule_*.json "$src"/schedules/*/zoo/schedule_*.js
   loss=ce
   [ "$model" = unet ] && loss=sum
   count=$((count + 1))
-  if ! out=$("$build/apps/monet-check" "$src/models/$model.onnx" --schedule "$s" --simulate --loss $loss 2>&1); then
+  onnx=$src/models/$model.onnx
+  [ -f "$onnx" ] || onnx=$src/models/transformers/$model.onnx
+  if ! out=$("$build/apps/monet-check" "$onnx" --schedule "$s" --simulate --loss $loss 2>&1); then
     echo "FAIL: $s: $out"
     failures=$((failures + 1))
   fi

@@ -117,7 +117,8 @@ TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form all
   for (const char* name : {"a_g", "b_g"}) CHECK(g.values[g.find_value(name)].init == ParamRole::ones);
   CHECK(g.values[g.find_value("a_b")].init == ParamRole::zeros);
   // The same model at opset 17 (LayerNormalization nodes) and 13 (the decomposition) import to the same graph.
-  const Graph g13 = import_onnx(data_path("gpt2_tiny.onnx"), at(2)), g17 = import_onnx(data_path("gpt2_tiny_opset17.onnx"), at(2));
+  const Graph g13 = import_onnx(data_path("gpt2_tiny.onnx"), at(2));
+  const Graph g17 = import_onnx(data_path("gpt2_tiny_opset17.onnx"), at(2));
   REQUIRE(g13.nodes.size() == g17.nodes.size());
   int layer_norms = 0;
   for (size_t i = 0; i < g13.nodes.size(); ++i) {

@@ -1,8 +1,9 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
 // BatchNormGrad on cuDNN (spatial mode: per-channel statistics over N and every spatial position, the running
 // statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
-// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its gradient), SoftmaxCrossEntropy and SumLoss
-// (with theirs). Geometry comes from the same functions as the CPU kernels (ops/common/pool.h).
+// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its
+// gradient), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
+// kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
 #include "ops/common/pool.h"

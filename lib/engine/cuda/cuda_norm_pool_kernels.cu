@@ -1,6 +1,6 @@
 // Normalisation, pooling, softmax and loss kernels: Softmax and its gradient, SoftmaxCrossEntropy and its
-// gradient, LayerNorm and its gradients, BatchNormStatGrad, MaxPool and AveragePool with their gradients. (BatchNormalization and its
-// gradient run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op, including the order in which
+// gradient, LayerNorm and its gradients, BatchNormStatGrad, MaxPool and AveragePool with their gradients.
+// (BatchNormalization and its gradient run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op, including the order in which
 // values are accumulated where that order is cheap to keep (pool gradients gather in the CPU's scatter order, so
 // they match it bit for bit, and no kernel here uses atomics: every result is deterministic).
 #include <cmath>
@@ -46,21 +46,26 @@ __global__ void softmax_grad_kernel(int64_t outer, int64_t A, int64_t inner, con
 
 // ----------------------------------------------------------------------------------------------- layer norm
 
-// One thread per row, as the CPU kernel: the statistics in double, each y from the same x (y may be x).
+// One block per row: the statistics in double (each thread's strided share, then block_sum's fixed tree:
+// deterministic), then each thread writes the y of the elements it read. y may be x: block_sum synchronises the
+// block after the last read of x and before the first write.
 __global__ void layer_norm_kernel(int64_t R, int64_t D, double eps, const float* x, const float* scale,
                                   const float* bias, float* y, float* mean_out, float* invstd_out) {
-  MONET_GRID_LOOP(r, R) {
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const float* xr = x + r * D;
     float* yr = y + r * D;
-    double sum = 0;
-    for (int64_t d = 0; d < D; ++d) sum += xr[d];
-    const double mean = sum / static_cast<double>(D);
-    double sq = 0;
-    for (int64_t d = 0; d < D; ++d) sq += (xr[d] - mean) * (xr[d] - mean);
-    const double invstd = 1.0 / sqrt(sq / static_cast<double>(D) + eps);
-    mean_out[r] = static_cast<float>(mean);
-    invstd_out[r] = static_cast<float>(invstd);
-    for (int64_t d = 0; d < D; ++d) yr[d] = static_cast<float>((xr[d] - mean) * invstd * scale[d] + bias[d]);
+    double acc = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) acc += xr[d];
+    const double mean = block_sum(acc) / static_cast<double>(D);
+    acc = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) acc += (xr[d] - mean) * (xr[d] - mean);
+    const double invstd = 1.0 / sqrt(block_sum(acc) / static_cast<double>(D) + eps);
+    if (threadIdx.x == 0) {
+      mean_out[r] = static_cast<float>(mean);
+      invstd_out[r] = static_cast<float>(invstd);
+    }
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+      yr[d] = static_cast<float>((xr[d] - mean) * invstd * scale[d] + bias[d]);
   }
 }
 
@@ -87,21 +92,25 @@ __global__ void layer_norm_grad_columns_kernel(int64_t R, int64_t D, const float
   }
 }
 
+// One block per row, as layer_norm_kernel: the row's two sums, then each thread's dx from the dy it read (dx may
+// be dy).
 __global__ void layer_norm_grad_rows_kernel(int64_t R, int64_t D, const float* dy, const float* x, const float* mean,
                                             const float* invstd, const float* y, const float* bias,
                                             const float* scale, float* dx) {
-  MONET_GRID_LOOP(r, R) {
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     double sum_g = 0, dot_g = 0;
-    for (int64_t d = 0; d < D; ++d) {
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       const double g = static_cast<double>(dy[r * D + d]) * scale[d];
       sum_g += g;
       dot_g += g * ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
     }
-    const double mean_g = sum_g / static_cast<double>(D), mean_gx = dot_g / static_cast<double>(D);
+    const double mean_g = block_sum(sum_g) / static_cast<double>(D);
+    const double mean_gx = block_sum(dot_g) / static_cast<double>(D);
     const double is = invstd[r];
-    for (int64_t d = 0; d < D; ++d) {
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       const double g = static_cast<double>(dy[r * D + d]) * scale[d];
-      dx[r * D + d] = static_cast<float>(is * (g - mean_g - ln_xhat(r, d, D, x, mean, invstd, y, bias, scale) * mean_gx));
+      const double xhat = ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
+      dx[r * D + d] = static_cast<float>(is * (g - mean_g - xhat * mean_gx));
     }
   }
 }
@@ -489,9 +498,16 @@ cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const fl
   return cudaGetLastError();
 }
 
+namespace {
+// Blocks for one-block-per-row kernels (a block loop covers rows beyond 2^20).
+unsigned row_blocks(int64_t R) {
+  return static_cast<unsigned>(R < 1 ? 1 : (R > (int64_t{1} << 20) ? int64_t{1} << 20 : R));
+}
+}  // namespace
+
 cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
                        float* y, float* mean, float* invstd, cudaStream_t stream) {
-  layer_norm_kernel<<<blocks_for(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+  layer_norm_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
   return cudaGetLastError();
 }
 
@@ -500,7 +516,7 @@ cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* 
                             float* dbias, cudaStream_t stream) {
   layer_norm_grad_columns_kernel<<<blocks_for(D), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale,
                                                                           dscale, dbias);
-  layer_norm_grad_rows_kernel<<<blocks_for(R), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+  layer_norm_grad_rows_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
   return cudaGetLastError();
 }
 

@@ -101,13 +101,13 @@ cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* d
                          cudaStream_t stream);
 
 // LayerNorm of X (R, D), rows of D elements: mean and invstd per row in double (two passes), then
-// y = (x - mean) * invstd * scale + bias (y may be x). One thread per row.
+// y = (x - mean) * invstd * scale + bias (y may be x). One block per row.
 cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
                        float* y, float* mean, float* invstd, cudaStream_t stream);
 // LayerNormGrad: xhat from x and mean (x non-null) or from y: (y - bias) / scale (every scale non-zero);
 // dscale = sum over rows of dy * xhat, dbias = sum of dy (one thread per column, rows in order, double), then per
-// row with g = dy * scale: dx = invstd * (g - mean(g) - xhat * mean(g * xhat)). dx may be dy: the column sums
-// are complete before the row pass starts.
+// row (one block each) with g = dy * scale: dx = invstd * (g - mean(g) - xhat * mean(g * xhat)). dx may be dy: the
+// column sums are complete before the row pass starts.
 cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* x, const float* mean, const float* y,
                             const float* bias, const float* scale, const float* invstd, float* dx, float* dscale,
                             float* dbias, cudaStream_t stream);
