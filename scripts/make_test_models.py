@@ -172,6 +172,26 @@ def layer_norm_forms():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def layer_norm_stats():
+    """Opset 17: a LayerNormalization whose Mean and InvStdDev outputs the model reads (y + Mean * InvStdDev), so
+    that gradients flow through them (LayerNormStatGrad)."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("Mul", ["x", "s"], ["xs"], name="xs"),  # a parameter before it: dX reaches s
+             helper.make_node("LayerNormalization", ["xs", "g", "b"], ["ln", "mean", "invstd"], name="ln", axis=-2,
+                              epsilon=1e-3),
+             helper.make_node("Mul", ["mean", "invstd"], ["stats"], name="stats"),
+             helper.make_node("Add", ["ln", "stats"], ["h"], name="h"),
+             helper.make_node("Constant", [], ["flat_shape"], name="flat_shape",
+                              value=helper.make_tensor("fs", TensorProto.INT64, [2], [-1, 12])),
+             helper.make_node("Reshape", ["h", "flat_shape"], ["flat"], name="flat"),
+             helper.make_node("Gemm", ["flat", "head_w", "head_b"], ["y"], name="y", transB=1)]
+    params = {"s": [4], "g": [3, 4], "b": [3, 4], "head_w": [5, 12], "head_b": [5]}
+    inputs = [helper.make_tensor_value_info("x", f32, ["N", 3, 4])]
+    inputs += [helper.make_tensor_value_info(name, f32, shape) for name, shape in params.items()]
+    g = helper.make_graph(nodes, "layer_norm_stats", inputs, [helper.make_tensor_value_info("y", f32, ["N", 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -196,6 +216,7 @@ def main():
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "float_data_init.onnx")
     save(tiny_transformer(), "tiny_transformer.onnx")
     save(layer_norm_forms(), "layer_norm_forms.onnx")
+    save(layer_norm_stats(), "layer_norm_stats.onnx")
 
 
 if __name__ == "__main__":

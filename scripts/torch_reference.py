@@ -456,12 +456,19 @@ def op_dropout(ctx, ins, at):
 
 
 def op_layer_norm(ctx, ins, at):
-    """LayerNormalization (opset 17): normalised over the dims from axis on; the Mean / InvStdDev outputs are not
-    supported (monet refuses them too)."""
+    """LayerNormalization (opset 17): normalised over the dims from axis on; the optional Mean and InvStdDev (X's
+    shape with the normalised dims 1, the biased variance) when the node names them."""
     x, scale = ins[0], ins[1]
     bias = given(ins, 2)
     axis = at.get("axis", -1) % x.dim()
-    return F.layer_norm(x, x.shape[axis:], scale, bias, at.get("epsilon", 1e-5))
+    eps = at.get("epsilon", 1e-5)
+    y = F.layer_norm(x, x.shape[axis:], scale, bias, eps)
+    if len(ctx.node.output) == 1:
+        return y
+    dims = list(range(axis, x.dim()))
+    mean = x.mean(dim=dims, keepdim=True)
+    invstd = torch.rsqrt(x.var(dim=dims, unbiased=False, keepdim=True) + eps)
+    return [y, mean, invstd][:len(ctx.node.output)]
 
 
 def op_softmax(ctx, ins, at, fn=F.softmax):
