@@ -200,7 +200,8 @@ int main(int argc, char** argv) {
                         {"nonzeros", r.nonzeros},
                         {"implementations", r.implementations},
                         {"window", r.window},
-                        {"window_widened_from", r.window_widened_from},
+                        {"widened_steps", r.widened_steps},
+                        {"widened_levels", r.widened_levels},
                         {"time_limit_s", time_limit},
                         {"threads", threads}};
     std::printf("status %s; store-all: peak %s, step %.3f ms\n", r.status.c_str(),
@@ -243,8 +244,9 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
     std::string window_name = r.window > 0 ? std::to_string(r.window) + " levels" : "none";
-    if (r.window_widened_from > 0)
-      window_name += " (widened from " + std::to_string(r.window_widened_from) + " to reach the budget)";
+    if (r.widened_steps > 0)
+      window_name += " (up to " + std::to_string(r.widened_levels) + " at " + std::to_string(r.widened_steps) +
+                     " steps, to reach the budget)";
     if (r.columns > 0)
       std::printf("MILP: %lld columns, %lld rows, %lld nonzeros, window %s; first feasible %.1f s, solved in %.1f s "
                   "(setup %.1f, LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",

@@ -28,8 +28,8 @@ for (limit, threads), rows in sorted(groups.items()):
         if r.get("fits", False) and r.get("lp_bound_ms"):
             lp_gap = f"{100 * (r['predicted_step_ms'] - r['lp_bound_ms']) / r['predicted_step_ms']:.2f}%"
         window = str(r["window"]) if r.get("window", 0) > 0 else "none"
-        if r.get("window_widened_from", 0) > 0:
-            window += f" (widened from {r['window_widened_from']})"
+        if r.get("widened_steps", 0) > 0:
+            window += f" (up to {r['widened_levels']} at {r['widened_steps']} steps)"
         print(f"| {model} | {r['batch']} | {mode} | {frac:.3f} | {r['budget_bytes'] / 1e9:.2f} | {window} | {r['columns']} |"
               f" {r['rows']} | {r['nonzeros']} | {r['time_to_first_feasible_s']:.1f} | {r['solve_s']:.1f} |"
               f" {r['status']} | {100 * r['gap']:.2f}% | {lp_gap} | {r['predicted_peak_bytes'] / 1e9:.2f} |"

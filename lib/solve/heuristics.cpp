@@ -544,14 +544,18 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
   return best;
 }
 
-std::optional<int64_t> pressure_fits(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
-  std::optional<int64_t> best;
+std::optional<Assignment> pressure_fits(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
+  std::optional<Assignment> best;
+  double best_ms = 0;
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     for (Eviction rule : kEvictions) {
       if (past(deadline)) return;
-      if (auto a = pressure_assignment(q, budget_bytes, rule)) {
-        const Evaluation e = evaluate(p, *with_impls(std::move(a), m));
-        if (e.feasible && e.peak_bytes <= budget_bytes) best = std::min(best.value_or(INT64_MAX), e.peak_bytes);
+      std::optional<Assignment> a = with_impls(pressure_assignment(q, budget_bytes, rule), m);
+      if (!a) continue;
+      const Evaluation e = evaluate(p, *a);
+      if (e.feasible && e.peak_bytes <= budget_bytes && (!best || e.recompute_ms < best_ms)) {
+        best = std::move(a);
+        best_ms = e.recompute_ms;
       }
     }
   });

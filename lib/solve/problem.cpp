@@ -40,7 +40,7 @@ void derive_step_sets(CheckpointProblem& p) {
 
 }  // namespace
 
-CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
+CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, const std::vector<int>& step_windows) {
   if (window < 0) {
     CheckpointProblem none = make_problem(plan, 0, impls);
     const int w = auto_window(none, kAutoWindowCandidates);
@@ -49,6 +49,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
   CheckpointProblem p;
   p.plan = &plan;
   p.window = window;
+  p.step_windows = step_windows;
   std::vector<int> pos_of(plan.nodes.size(), -1);
   for (size_t n = 0; n < plan.nodes.size(); ++n) {
     const Stage st = plan.nodes[n].stage;
@@ -153,7 +154,8 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls) {
     if (any.empty()) continue;
     int lo = F;
     for (int f : any) lo = std::min(lo, p.level[p.producer[f]]);
-    lo = window > 0 ? std::max(0, lo - window) : 0;
+    const int w = step_windows.empty() ? window : step_windows.at(t);
+    lo = w > 0 ? std::max(0, lo - w) : 0;
     std::set<int> cand;
     std::vector<int> stack;
     for (int f : any) stack.push_back(p.producer[f]);
@@ -295,6 +297,30 @@ bool CheckpointProblem::has_choices() const {
   return false;
 }
 
+// The lowest level that any implementation of step t reads (the problem's forward count when it reads nothing).
+static int lowest_read_level(const CheckpointProblem& p, int t) {
+  int lowest = p.num_fwd();
+  auto lower = [&](const std::vector<int>& read) {
+    for (int f : read) lowest = std::min(lowest, p.level[p.producer[f]]);
+  };
+  lower(p.needs[t]);
+  for (const std::vector<int>& extra : p.impl_extra[t]) lower(extra);
+  return lowest;
+}
+
+std::vector<int> windows_needed(const CheckpointProblem& unwindowed, const Assignment& a, int base) {
+  MONET_CHECK(unwindowed.window <= 0 && unwindowed.step_windows.empty(),
+              "windows_needed needs the problem without a window");
+  MONET_CHECK(base > 0, "windows_needed: a base window of ", base, " levels");
+  std::vector<int> out(unwindowed.num_steps(), base);
+  for (int t = 0; t < unwindowed.num_steps(); ++t) {
+    const int lowest = lowest_read_level(unwindowed, t);
+    for (int k = 0; k < unwindowed.num_fwd(); ++k)
+      if (a.R[t][k] && unwindowed.level[k] < lowest) out[t] = std::max(out[t], lowest - unwindowed.level[k]);
+  }
+  return out;
+}
+
 int64_t window_candidates(const CheckpointProblem& unwindowed, int window) {
   MONET_CHECK(unwindowed.window <= 0, "window_candidates needs the problem without a window");
   int64_t count = 0;
@@ -307,12 +333,7 @@ int64_t window_candidates(const CheckpointProblem& unwindowed, int window) {
     // window the candidates are every ancestor; a window keeps those at most W levels below it (make_problem's
     // search stops at the first node below, and every path from a kept one to what the step reads stays above,
     // levels rising along each edge).
-    int lowest = unwindowed.num_fwd();
-    auto lower = [&](const std::vector<int>& read) {
-      for (int f : read) lowest = std::min(lowest, unwindowed.level[unwindowed.producer[f]]);
-    };
-    lower(unwindowed.needs[t]);
-    for (const std::vector<int>& extra : unwindowed.impl_extra[t]) lower(extra);
+    const int lowest = lowest_read_level(unwindowed, t);
     for (int k : unwindowed.candidates[t]) count += unwindowed.level[k] >= lowest - window;
   }
   return count;

@@ -29,6 +29,7 @@ namespace monet {
 struct CheckpointProblem {
   const PlanGraph* plan = nullptr;
   int window = 0;                 // the recomputation window in levels (0: none)
+  std::vector<int> step_windows;  // [t]: step t's window where it differs from `window` (empty: none does)
   std::vector<int> fwd_nodes;     // plan node ids of the forward nodes, in order (position k = 0..F-1)
   std::vector<int> level;         // forward position -> its level: 0 when it reads no forward value, else 1 + the
                                   // highest level among the producers of what it reads
@@ -105,8 +106,10 @@ constexpr int kAutoWindow = -1;
 
 // window: W levels (see above); 0: none (every ancestor may be recomputed); kAutoWindow: the largest window whose
 // problem offers at most kAutoWindowCandidates recomputation candidates (auto_window). impls: offer every
-// implementation of every node (else each runs its default).
-CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls = false);
+// implementation of every node (else each runs its default). step_windows (one per step, 0 = none; empty: every step
+// has `window`): step t's own window, as make_problem(plan, step_windows[t]) would give it.
+CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls = false,
+                               const std::vector<int>& step_windows = {});
 
 // The recomputation candidates (R variables) in all that make_problem(plan, window) offers, counted on the
 // problem without a window (unwindowed: make_problem(plan, 0)).
@@ -131,6 +134,10 @@ struct Assignment {
   std::vector<int> P;                // [forward position]: implementation of the forward node (every run of it)
 };
 Assignment empty_assignment(const CheckpointProblem& p);
+
+// The window each step of an assignment needs: the levels between the lowest level step t reads (under any
+// implementation) and the lowest it recomputes, at least `base` (> 0). Counted on the problem without a window.
+std::vector<int> windows_needed(const CheckpointProblem& unwindowed, const Assignment& a, int base);
 
 // Drops kept values after their last actual use (read by a step, or input of a recomputation): never changes
 // feasibility or time, only lowers memory.

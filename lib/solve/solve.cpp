@@ -76,26 +76,35 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
 
 struct Widened {
   CheckpointProblem problem;
-  int64_t peak_bytes;  // the lowest peak pressure_fits found within the budget
+  Assignment start;  // the heuristic's schedule within the budget, an assignment of `problem`
+  int64_t peak_bytes;
 };
 
 // The auto window widened to the budget. A window chosen by size alone can exclude every schedule of a tight
-// budget: a transformer layer spans tens of levels (GPT-2 b8 at 1/3 of its store-all fits no window narrower than
-// none). The window doubles from `from` levels until the pressure heuristic plans a schedule within the budget, up to
-// none; the problem there and that schedule's peak, or nullopt when no window gets one before the deadline. The
-// smallest window that fits keeps the program as small as the budget allows; where only a wider one fits, a large
-// program with a schedule beats a small one without.
+// budget: a transformer layer spans tens of levels, and GPT-2 b8 at 1/3 of its store-all has a heuristic schedule
+// only without a window. The window doubles from `from` levels, up to none, until the pressure heuristic plans a
+// schedule within the budget; then each step gets the window that schedule needs there, at least `from`
+// (windows_needed): on GPT-2 at 1/3, 10 of 441 steps recompute from further back, and the program offers 4.6K
+// recomputation candidates instead of the 30K of no window. The problem and the schedule, or nullopt when no window
+// gets one before the deadline.
 std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProblem& unwindowed, bool impls, int from,
                                     int64_t budget_bytes, Deadline deadline) {
   if (from <= 0) return std::nullopt;
   const int64_t every = window_candidates(unwindowed, 0);
   for (int w = 2 * from; !past(deadline); w *= 2) {
     const bool all = window_candidates(unwindowed, w) >= every;
-    CheckpointProblem q = all ? unwindowed : make_problem(plan, w, impls);
-    if (std::optional<int64_t> peak = pressure_fits(q, budget_bytes, deadline)) {
-      spdlog::info("window widened from {} levels to {}: the heuristics plan no schedule within the budget in the "
-                   "narrower", from, q.window > 0 ? fmt::format("{} levels", q.window) : std::string("none"));
-      return Widened{std::move(q), *peak};
+    std::optional<Assignment> a = pressure_fits(all ? unwindowed : make_problem(plan, w, impls), budget_bytes,
+                                                deadline);
+    if (a) {
+      const std::vector<int> windows = windows_needed(unwindowed, *a, from);
+      CheckpointProblem q = make_problem(plan, from, impls, windows);
+      trim(q, *a);  // keeps past a value's last use in q (its candidates are fewer) dropped
+      const Evaluation e = evaluate(q, *a);
+      if (!e.feasible || e.peak_bytes > budget_bytes) return std::nullopt;  // cannot happen: q offers what a does
+      const int widened = static_cast<int>(std::count_if(windows.begin(), windows.end(), [&](int x) { return x > from; }));
+      spdlog::info("window widened at {} steps (up to {} levels; {} elsewhere): the heuristics plan no schedule within "
+                   "the budget in {} levels", widened, *std::max_element(windows.begin(), windows.end()), from, from);
+      return Widened{std::move(q), std::move(*a), e.peak_bytes};
     }
     if (all) return std::nullopt;
   }
@@ -164,14 +173,20 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s * fraction));
   };
   out.smallest_found_bytes = smallest_heuristic_peak(p, share(0.2));
+  std::optional<Assignment> widened_start;  // the schedule the window was widened for (a warm-start candidate)
   if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
       o.budget_bytes >= out.lower_bound_bytes)
     if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, share(0.3))) {
-      out.window_widened_from = p.window;
       p = std::move(w->problem);
       out.smallest_found_bytes = std::min(out.smallest_found_bytes, w->peak_bytes);
+      widened_start = std::move(w->start);
     }
   out.window = p.window;
+  for (int w : p.step_windows)
+    if (w != p.window) {
+      ++out.widened_steps;
+      out.widened_levels = std::max(out.widened_levels, w);
+    }
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   if (o.mode == "store-all") {
@@ -203,6 +218,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       // resnet50 b184); then, once CBC's solver has solved the relaxation (its root starts from that basis), what
       // LP-guided rounding (S[0][v] and M[t] of the relaxation) adds to it.
       std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, share(0.5));
+      if (widened_start && (!warm || evaluate(p, *widened_start).recompute_ms < evaluate(p, *warm).recompute_ms))
+        warm = std::move(widened_start);
       double warm_at = warm ? seconds() : -1;
       // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
       auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };

@@ -44,8 +44,9 @@ struct SolveOutcome {
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
   int window = 0;                    // the recomputation window used (levels; 0 = none)
-  // The auto window chosen by size when solve() widened it to reach the budget (widen_window, solve.cpp); else 0.
-  int window_widened_from = 0;
+  // Steps whose window solve() widened beyond `window` to reach the budget (widen_window, solve.cpp), and the widest
+  // of their windows in levels; 0 when none was.
+  int widened_steps = 0, widened_levels = 0;
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
   int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
