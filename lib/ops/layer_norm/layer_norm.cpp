@@ -25,15 +25,6 @@
 namespace monet::ops {
 namespace {
 
-// X seen as (R, D): D = the normalised elements per row.
-struct RowsD {
-  int64_t R, D;
-};
-RowsD rows_d(const Shape& x, int64_t axis) {
-  const LayerNormRows s = layer_norm_rows(x, axis);
-  return {s.rows, s.d};
-}
-
 // The axis, checked against X's rank (InferCtx::fail names the node).
 int64_t checked_axis(InferCtx& c, const Shape& x) {
   const int64_t r = static_cast<int64_t>(x.size());
@@ -86,7 +77,8 @@ void backward_layer_norm(GradBuilder& b) {
 
 template <class T>
 void layer_norm_cpu(const CpuCall& c) {
-  const auto [R, D] = rows_d(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const LayerNormRows rows = layer_norm_rows(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const int64_t R = rows.rows, D = rows.d;  // X as (R, D)
   const double eps = c.node.attrs.f("epsilon", 1e-5);
   const T* x = c.in[0].as<T>();      // (R, D)
   const T* scale = c.in[1].as<T>();  // (D)
@@ -135,7 +127,8 @@ void infer_layer_norm_grad(InferCtx& c) {
 // dScale and dB first (column sums in row order, in double), then each row's dx: dx may be dy.
 template <class T>
 void layer_norm_grad_cpu(const CpuCall& c) {
-  const auto [R, D] = rows_d(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const LayerNormRows rows = layer_norm_rows(*c.in[0].shape, c.node.attrs.i("axis", -1));
+  const int64_t R = rows.rows, D = rows.d;  // (clang 14 does not let a lambda capture structured bindings)
   const bool from_output = c.impl == 1;
   const T* dy = c.in[0].as<T>();      // (R, D)
   const T* x = c.in[1].as<T>();       // (R, D), input-activated only
@@ -198,7 +191,8 @@ void infer_layer_norm_stat_grad(InferCtx& c) {
 
 template <class T>
 void layer_norm_stat_grad_cpu(const CpuCall& c) {
-  const auto [R, D] = rows_d(*c.in[1].shape, c.node.attrs.i("axis", -1));
+  const LayerNormRows rows = layer_norm_rows(*c.in[1].shape, c.node.attrs.i("axis", -1));
+  const int64_t R = rows.rows, D = rows.d;
   const bool is_mean = c.node.attrs.s("stat") == "mean";
   const T* dstat = c.in[0].as<T>();   // (R)
   const T* x = c.in[1].as<T>();       // (R, D)
