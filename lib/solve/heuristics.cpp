@@ -545,21 +545,12 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
 }
 
 std::optional<Assignment> pressure_fits(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
-  std::optional<Assignment> best;
-  double best_ms = 0;
+  CheapestWithin best{p, budget_bytes};
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
-    for (Eviction rule : kEvictions) {
-      if (past(deadline)) return;
-      std::optional<Assignment> a = with_impls(pressure_assignment(q, budget_bytes, rule), m);
-      if (!a) continue;
-      const Evaluation e = evaluate(p, *a);
-      if (e.feasible && e.peak_bytes <= budget_bytes && (!best || e.recompute_ms < best_ms)) {
-        best = std::move(a);
-        best_ms = e.recompute_ms;
-      }
-    }
+    for (Eviction rule : kEvictions)
+      if (!past(deadline)) best.consider(with_impls(pressure_assignment(q, budget_bytes, rule), m));
   });
-  return best;
+  return std::move(best.best);
 }
 
 }  // namespace monet
