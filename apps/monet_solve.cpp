@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--window", window_text,
                  "recomputation window in levels of the forward graph (longest path from the inputs): N, 0 = none, "
                  "or auto (default: the widest window with at most " + std::to_string(kAutoWindowCandidates) +
-                 " recomputation candidates)");
+                 " recomputation candidates, widened at the steps that need it where only a wider one reaches the "
+                 "budget)");
   app.add_option("--report", report, "write a JSON report here");
   return app::guarded_main("monet-solve", app, argc, argv, [&]() -> int {
     if (frontier != 0) {
