@@ -217,6 +217,14 @@ def main():
     save(tiny_transformer(), "tiny_transformer.onnx")
     save(layer_norm_forms(), "layer_norm_forms.onnx")
     save(layer_norm_stats(), "layer_norm_stats.onnx")
+    # A LayerNormalization whose Scale does not have X's normalised shape ([3] for (N, 3, 4) over the last dim).
+    f32 = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=-1)],
+                          "bad_layer_norm", [helper.make_tensor_value_info("x", f32, ["N", 3, 4]),
+                                             helper.make_tensor_value_info("g", f32, [3]),
+                                             helper.make_tensor_value_info("b", f32, [4])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3, 4])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), "bad_layer_norm.onnx")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ expect 1 "not an ONNX model" -- $run "$data/random_bytes.onnx" --batch 2 $r
 expect 1 "truncated.onnx" -- $run "$data/truncated.onnx" --batch 2 $r
 expect 1 "unsupported op type 'Elu'" -- $run "$data/unsupported_op.onnx" --batch 2 $r
 expect 1 "node 'act' (Crop): unsupported op type 'Crop'" -- $run "$data/experimental_op.onnx" --batch 2 $r
+expect 1 "node 'ln' (LayerNorm): input Scale has shape \[3\], expected \[4\]" -- $run "$data/bad_layer_norm.onnx" --batch 2 $r
 expect 1 "give --batch" -- $run "$data/conv_relu.onnx" $r
 expect 1 "data input 'x' dimension 2 is dynamic: give --input-shape" -- $run "$data/dynamic_hw.onnx" --batch 2 $r
 expect 1 "batch must be a positive integer" -- $run "$data/conv_relu.onnx" --batch 0 $r
