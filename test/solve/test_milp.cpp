@@ -338,17 +338,20 @@ TEST_CASE("the auto window widens where the heuristics reach the budget only bey
     REQUIRE(auto_window(none, cap) == 1);
     if (window_candidates(none, 0) <= cap) continue;
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
-    for (int percent = 40; percent <= 100; percent += 5) {
-      const int64_t budget = store_all * percent / 100;
-      if (budget < none.lower_bound_bytes() || !pressure_fits(none, budget) || pressure_fits(one, budget)) continue;
-      if (smallest_heuristic_peak(one) <= budget) continue;  // solve() widens only where its search finds nothing
+    auto solve_within = [&](int64_t budget) {  // the auto window held to one level
       SolveOptions o;
       o.mode = impls ? "full" : "checkpoint";
       o.budget_bytes = budget;
       o.time_limit_s = 10;
       o.threads = 1;
       o.auto_window_candidates = cap;
-      const SolveOutcome r = solve(plan, o);
+      return solve(plan, o);
+    };
+    for (int percent = 40; percent <= 100; percent += 5) {
+      const int64_t budget = store_all * percent / 100;
+      if (budget < none.lower_bound_bytes() || !pressure_fits(none, budget) || pressure_fits(one, budget)) continue;
+      if (smallest_heuristic_peak(one) <= budget) continue;  // solve() widens only where its search finds nothing
+      const SolveOutcome r = solve_within(budget);
       INFO("seed " << seed << " budget " << budget << " status " << r.status);
       CHECK(r.window == 1);
       CHECK(r.widened_steps > 0);
@@ -360,13 +363,7 @@ TEST_CASE("the auto window widens where the heuristics reach the budget only bey
       break;
     }
     // Where the heuristics reach the budget in the auto window, it stays.
-    SolveOptions o;
-    o.mode = impls ? "full" : "checkpoint";
-    o.budget_bytes = store_all;
-    o.time_limit_s = 10;
-    o.threads = 1;
-    o.auto_window_candidates = cap;
-    const SolveOutcome r = solve(plan, o);
+    const SolveOutcome r = solve_within(store_all);
     CHECK(r.window == 1);
     CHECK(r.widened_steps == 0);
   }
