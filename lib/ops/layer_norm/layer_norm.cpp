@@ -41,6 +41,12 @@ Shape stat_shape(const Shape& x, int64_t axis) {
   return s;
 }
 
+// Each of `inputs` must have shape `want`.
+void expect_shape(InferCtx& c, std::initializer_list<int> inputs, const Shape& want) {
+  for (int i : inputs)
+    if (c.shape(i) != want) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(want));
+}
+
 void infer_layer_norm(InferCtx& c) {
   c.expect_inputs(3, 3);
   if (c.num_outputs() != 3) c.fail("expects 3 outputs (Y, Mean, InvStdDev), has ", c.num_outputs());
@@ -110,12 +116,8 @@ void infer_layer_norm_grad(InferCtx& c) {
   const int64_t axis = checked_axis(c, x);
   for (int i : {0, 5})
     if (c.shape(i) != x) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", X has ", shape_str(x));
-  for (int i : {2, 6})
-    if (c.shape(i) != normalised_shape(x, axis))
-      c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(normalised_shape(x, axis)));
-  for (int i : {3, 4})
-    if (c.shape(i) != stat_shape(x, axis))
-      c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(stat_shape(x, axis)));
+  expect_shape(c, {2, 6}, normalised_shape(x, axis));
+  expect_shape(c, {3, 4}, stat_shape(x, axis));
   c.set_out(0, x);
   c.set_out(1, normalised_shape(x, axis));
   c.set_out(2, normalised_shape(x, axis));
@@ -183,9 +185,7 @@ void infer_layer_norm_stat_grad(InferCtx& c) {
   if (stat != "mean" && stat != "invstd") c.fail("stat must be 'mean' or 'invstd', got '", stat, "'");
   const Shape& x = c.shape(1);
   const int64_t axis = checked_axis(c, x);
-  for (int i : {0, 2, 3})
-    if (c.shape(i) != stat_shape(x, axis))
-      c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(stat_shape(x, axis)));
+  expect_shape(c, {0, 2, 3}, stat_shape(x, axis));
   c.set_out(0, x);
 }
 
