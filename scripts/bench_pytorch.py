@@ -215,6 +215,12 @@ def main():
         rows.append(("pytorch checkpoint_sequential", None, None, "n/a: the model is not a chain of modules"))
     else:
         segments = max(1, int(math.sqrt(len(seq))))
+        # Reentrant checkpointing hands each segment a detached input that requires grad: an in-place ReLU opening
+        # a segment (vgg16's features) would write into that leaf and fail. Inside a segment the forward keeps
+        # nothing, so out-of-place ReLUs cost the checkpointed run no memory outside the recomputation.
+        for sub in seq.modules():
+            if getattr(sub, "inplace", False):
+                sub.inplace = False
         del module
         if args.device == "cuda":
             torch.cuda.empty_cache()

@@ -15,6 +15,22 @@
 #            scripts/kernel_table.py: our engine's side of PyTorch's profiler table (bench's --torch-profile)
 #   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
 #            store-all and the checkpoint and full-mode schedules at 1/2 (this call's, else committed under h100/)
+#   transformers  monet-check --device cuda --reference cpu on gpt2_tiny and bert_tiny (fp32), monet-run store-all
+#            of gpt2 b8 and bert b32 (models/transformers/)
+#   zoo      the schedule zoo compressed into one call (scripts/zoo.py does it at full length): per model of
+#            MONeT's table (MONET_ZOO_MODELS, default vgg16 unet resnet50 mobilenet_v2 googlenet) a profile with
+#            every cuDNN algorithm timed, full-mode solves at MONeT's budgets on this machine's cores in the
+#            background (MONET_ZOO_SOLVE_LIMIT s each, default 60, 2 threads), while the next model profiles;
+#            then monet-run store-all and every schedule, and monet-check --reference store-all (fp32) of the
+#            tightest. Files as zoo.py names them: schedules/<model>_<batch>/<gpu>/profile.json and zoo/.
+#            MONET_ZOO_TORCH=1: the torch stage runs while the last model's solves do
+#   zoo-runs the zoo stage's runs and check for the committed zoo (schedules/<model>_<batch>/), each only where
+#            its report is missing
+#   torch    scripts/bench_pytorch.py --no-monet (eager, checkpoint_sequential) per zoo model, into zoo/pytorch.json
+#            (where $OUT has none)
+#   extra    the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line
+# MONET_PACK=FILE: after every step, everything under $OUT is packed into FILE (.tgz): the run tool returns at most
+# 8 files, and a call cut off at its limit still returns what was done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -50,7 +66,13 @@ step() {
   timeout -k 5 "$limit" "$@" > "$OUT/$name.txt" 2>&1
   local rc=$?
   log "$name: exit $rc after $((SECONDS - t0)) s; $(tail -1 "$OUT/$name.txt")"
+  pack
   return 0
+}
+
+pack() {  # steps may finish in background jobs at once: each packs to its own file, then renames
+  [ -n "${MONET_PACK:-}" ] || return 0
+  tar czf "$MONET_PACK.$BASHPID" -C "$OUT" . 2>/dev/null && mv -f "$MONET_PACK.$BASHPID" "$MONET_PACK"
 }
 
 stage_env() {
@@ -60,7 +82,7 @@ stage_env() {
   step env_tiny_run "$B/monet-run" models/tiny.onnx --batch 4 --device cuda --iters 2
 }
 
-stage_tests() { step cuda_tests "$B/monet_cuda_tests" --durations yes; }
+stage_tests() { MONET_STEP_TIMEOUT=${MONET_TESTS_TIMEOUT:-300} step cuda_tests "$B/monet_cuda_tests" --durations yes; }
 
 check_model() {  # check_model MODEL MATH [ARGS...]: monet-check --device cuda --reference cpu
   local m=$1 math=$2; shift 2
@@ -176,6 +198,127 @@ stage_kernels() {
   log "kernels: $(tail -1 "$OUT/kernels_store_all.txt")"
 }
 
+stage_transformers() {
+  local m
+  local MONET_STEP_TIMEOUT=${MONET_TRANSFORMERS_TIMEOUT:-${MONET_STEP_TIMEOUT:-300}}
+  for m in gpt2_tiny bert_tiny; do
+    step "check_$m" "$B/monet-check" "test/data/$m.onnx" --batch 2 --device cuda --reference cpu --math fp32 \
+      --report "$OUT/check_$m.json"
+  done
+  step run_gpt2_8 "$B/monet-run" models/transformers/gpt2.onnx --batch 8 --device cuda --iters 5 --warmup 2 \
+    --report "$OUT/run_gpt2_8.json"
+  step run_bert_32 "$B/monet-run" models/transformers/bert.onnx --batch 32 --device cuda --iters 5 --warmup 2 \
+    --report "$OUT/run_bert_32.json"
+}
+
+ZOO_MODELS=(${MONET_ZOO_MODELS:-vgg16 unet resnet50 mobilenet_v2 googlenet})
+zoo_row() {  # zoo_row MODEL: "batch budget..." from MONeT's table (one copy of it, in bench_floor.py)
+  python3 -c 'import sys; sys.path.insert(0, "scripts"); from bench_floor import MONET
+b, _, rows = MONET[sys.argv[1]]; print(b, *(f"{gb:.2f}" for gb, _ in rows))' "$1"
+}
+zoo_loss() { [ "$1" = unet ] && echo sum || echo ce; }
+zoo_gpu() { [ -n "${MONET_GPU:-}" ] && echo "$MONET_GPU" && return; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oi 'h[0-9]\{3\}' | tr A-Z a-z; }
+
+zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each budget, all at once
+  local m=$1 b=$2 prof=$3 gb; shift 3
+  for gb in "$@"; do
+    step "solve_${m}_$gb" "$B/monet-solve" "$prof" --budget "${gb}GB" --mode full \
+      --time-limit "${MONET_ZOO_SOLVE_LIMIT:-60}" --threads 2 -q \
+      -o "$OUT/schedules/${m}_$b/zoo/schedule_full_${gb}GB.json" \
+      --report "$OUT/schedules/${m}_$b/zoo/report_full_${gb}GB.json" &
+  done
+  wait
+}
+
+zoo_runs() {  # zoo_runs MODEL BATCH: store-all and every schedule solved for it, then a check of the tightest;
+  # what already has its report under $OUT is not run again
+  local m=$1 b=$2 s name tightest="" gpu
+  gpu=$(zoo_gpu); gpu=${gpu:-gpu}
+  local dir="$OUT/schedules/${m}_$b/zoo" base=("models/$m.onnx" --device cuda --loss "$(zoo_loss "$m")")
+  # Store-all is the profile's lean store-all (monet-solve --mode store-all: the implementations and cuDNN
+  # algorithms the profile measured fastest among those of the lowest peak), the baseline the solver's overheads
+  # are against; monet-run without a schedule has no profile and runs cuDNN's heuristic algorithms.
+  [ -f "$dir/schedule_store-all.json" ] ||
+    step "solve_${m}_store-all" "$B/monet-solve" "$OUT/schedules/${m}_$b/$gpu/profile.json" --mode store-all \
+      --budget 1000GB -q -o "$dir/schedule_store-all.json" --report "$dir/report_store-all.json"
+  local runs=("$dir/schedule_store-all.json")
+  # Largest budget first: the last one run is the tightest.
+  runs+=($(ls "$dir"/schedule_full_*GB.json 2>/dev/null | awk -F'schedule_full_' '{print $2 "\t" $0}' | sort -rn |
+           cut -f2))
+  for s in "${runs[@]}"; do
+    [ -f "$s" ] || continue
+    name=$(basename "$s" .json); name=${name#schedule_}
+    [ -f "$dir/run_$name.json" ] ||
+      step "run_${m}_$name" "$B/monet-run" "${base[@]}" --schedule "$s" --iters 10 --warmup 3 \
+        --report "$dir/run_$name.json"
+    [ "$name" = store-all ] || tightest=$s
+  done
+  if [ -n "$tightest" ]; then
+    name=$(basename "$tightest" .json); name=${name#schedule_}
+    [ -f "$dir/check_$name.json" ] ||
+      step "check_${m}_$name" "$B/monet-check" "${base[@]}" --schedule "$tightest" --reference store-all \
+        --math fp32 --tolerance 1e-3 --report "$dir/check_$name.json"
+  fi
+}
+
+# zoo-runs: zoo_runs on the committed zoo (schedules/<model>_<batch>/{<gpu>,zoo}/ copied under $OUT first): what a
+# call of the zoo stage left unrun.
+stage_zoo-runs() {
+  local m b
+  for m in "${ZOO_MODELS[@]}"; do
+    b=$(zoo_row "$m" | cut -d' ' -f1)
+    [ -d "schedules/${m}_$b/zoo" ] || continue
+    mkdir -p "$OUT/schedules" && cp -r "schedules/${m}_$b" "$OUT/schedules/"
+    zoo_runs "$m" "$b"
+  done
+}
+
+stage_zoo() {
+  local gpu m row b prev=() pid=""
+  gpu=$(zoo_gpu); gpu=${gpu:-gpu}
+  for m in "${ZOO_MODELS[@]}"; do
+    row=($(zoo_row "$m")) || continue
+    b=${row[0]}
+    mkdir -p "$OUT/schedules/${m}_$b/$gpu" "$OUT/schedules/${m}_$b/zoo"
+    step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss "$(zoo_loss "$m")" --device cuda \
+      -o "$OUT/schedules/${m}_$b/$gpu/profile.json"
+    # The last model's solves finish while this one profiled: its runs come next, on an idle GPU.
+    [ -n "$pid" ] && wait "$pid"
+    [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}"
+    prev=(); pid=""
+    if [ -f "$OUT/schedules/${m}_$b/$gpu/profile.json" ]; then
+      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$gpu/profile.json" "${row[@]:1}" &
+      pid=$!; prev=("$m" "$b")
+    fi
+  done
+  # PyTorch's rows keep the GPU busy while the last model's solves run.
+  [ -n "${MONET_ZOO_TORCH:-}" ] && stage_torch
+  [ -n "$pid" ] && wait "$pid"
+  [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}"
+  return 0
+}
+
+stage_torch() {
+  local m b
+  for m in "${ZOO_MODELS[@]}"; do
+    b=$(zoo_row "$m" | cut -d' ' -f1)
+    mkdir -p "$OUT/schedules/${m}_$b/zoo"
+    [ -f "$OUT/schedules/${m}_$b/zoo/pytorch.json" ] && continue
+    step "torch_${m}_$b" python3 scripts/bench_pytorch.py --model "$m" --batch "$b" --no-monet \
+      --json "$OUT/schedules/${m}_$b/zoo/pytorch.json"
+  done
+}
+
+# extra: one step per line of the file MONET_EXTRA, "NAME COMMAND..." (COMMAND run by bash, with B and OUT set):
+# a call's own experiments, under the same deadline, logs and packing as the stages.
+stage_extra() {
+  local name cmd
+  export B OUT
+  while read -r name cmd; do
+    [ -z "$name" ] || [ "${name:0:1}" = "#" ] || step "$name" bash -c "$cmd"
+  done < "${MONET_EXTRA:?extra: set MONET_EXTRA to a file of steps}"
+}
+
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
 stage_tf32() { step tf32_noise python3 scripts/tf32_noise.py; }
 
@@ -184,8 +327,10 @@ stages=("$@")
 [ "${stages[0]}" = all ] && stages=(env tests check tf32 profile bench)
 for s in "${stages[@]}"; do
   case "$s" in
-    env|tests|check|tf32|profile|kernels|bench) "stage_$s" ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile kernels bench all)" >&2; exit 1 ;;
+    env|tests|check|tf32|profile|kernels|bench|transformers|zoo|zoo-runs|torch|extra) "stage_$s" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile kernels bench transformers zoo zoo-runs torch extra all)" >&2
+       exit 1 ;;
   esac
 done
 log "done: ${stages[*]}; results in $OUT"
+pack
