@@ -96,6 +96,10 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
     // With algorithms (a schedule solved from a CUDA profile), the plan on this backend takes their workspaces.
     const std::vector<int> algo = algorithms_of(m.tg.graph, m.file.schedule);
     if (std::any_of(algo.begin(), algo.end(), [](int a) { return a >= 0; })) m.plan = plan_on(m.tg, b, algo);
+    if (o.store_all_like_schedule) {
+      m.file.schedule = store_all_like(m.plan, m.file.schedule);
+      m.file.budget_bytes = 0;
+    }
     m.predicted = simulate(m.plan, m.file.schedule);
   } catch (const Error& e) {
     fail(path, ": ", e.what());

@@ -26,6 +26,9 @@ struct SessionOptions {
   // Without a schedule: store-all with every node's default implementation instead of the lean store-all
   // (lean_store_all_schedule), as the bitwise reference of schedules that run the defaults.
   bool default_store_all = false;
+  // With a schedule: run store-all on the schedule's implementations and algorithms instead (store_all_like), the
+  // bitwise reference of the schedule.
+  bool store_all_like_schedule = false;
 };
 
 // A model with the schedule it will run, checked without running anything.

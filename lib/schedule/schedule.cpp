@@ -94,6 +94,25 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl) {
 
 Schedule store_all_schedule(const Graph& g) { return store_all_schedule(plan_of(g, nullptr, 4)); }
 
+Schedule store_all_like(const PlanGraph& p, const Schedule& s) {
+  std::vector<int> impl(p.nodes.size(), 0), algo(p.nodes.size(), -1);
+  std::vector<bool> seen(p.nodes.size(), false);
+  for (const Step& st : s.steps) {
+    if (st.kind != Step::Kind::compute || seen.at(st.id)) continue;
+    seen[st.id] = true;
+    const PlanNode& n = p.nodes[st.id];
+    // On a backend's plan an algorithm is no variant of its own: the step names it, the plan node runs it.
+    const int i = n.impl_for(st.impl, st.algo);
+    if (i < 0) fail("node '", n.name, "': implementation ", st.impl, " (algorithm ", st.algo, ") is not in the plan");
+    impl[st.id] = i;
+    algo[st.id] = st.algo;
+  }
+  Schedule r = store_all_schedule(p, impl);
+  for (Step& st : r.steps)
+    if (st.kind == Step::Kind::compute) st.algo = algo[st.id];
+  return r;
+}
+
 std::vector<int> lean_store_all_impls(const PlanGraph& p) {
   std::vector<int> impl(p.nodes.size(), 0);
   SimResult best = simulate(p, store_all_schedule(p, impl));

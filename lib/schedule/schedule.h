@@ -49,6 +49,12 @@ Schedule store_all_schedule(const PlanGraph& p, const std::vector<int>& impl = {
 Step compute_step(const PlanGraph& p, int node, int impl);
 Schedule store_all_schedule(const Graph& g);
 
+// Store-all on the implementations and algorithms that schedule s runs: each node's as at its first compute step in
+// s, the defaults for nodes s never computes. It computes every value with the same kernel as s, so the two give
+// bitwise the same training step (monet-check --reference store-all). Throws monet::Error when s runs an
+// implementation the plan does not have.
+Schedule store_all_like(const PlanGraph& p, const Schedule& s);
+
 // The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent from
 // the defaults over each node's implementations, each change kept when it lowers the peak by more than 0.01%, or
 // the time at a peak within 0.01% of the lowest seen). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan

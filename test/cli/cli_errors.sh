@@ -145,6 +145,7 @@ expect 1 "fingerprint mismatch" -- $check "$tiny" --schedule "$tmp/s_relabel.jso
 expect 1 "exceeds the schedule's budget 1000 bytes" -- $check "$tiny" --schedule "$tmp/s_small_budget.json" --simulate $r
 expect 1 "batch 4 differs from the schedule's batch 2" -- $check "$tiny" --batch 4 --schedule "$s" --reference store-all $r
 expect 1 "give --schedule" -- $check "$tiny" --batch 2 --reference store-all $r
+expect 1 "--reference store-all requires the step bitwise equal and takes no tolerance" -- $check "$tiny" --schedule "$s" --reference store-all --tolerance 1e-3 $r
 expect 1 "give --schedule" -- $check "$tiny" --batch 2 --simulate $r
 
 # monet-solve: budgets, modes, limits, profiles.

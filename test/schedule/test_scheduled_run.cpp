@@ -93,11 +93,21 @@ std::pair<Captured, Captured> step_both(Session& s, Session& r) {
 
 // One step of the scheduled session and one of store-all from the same seed: loss, every gradient and every
 // BatchNorm running statistic equal bitwise; the arena's peak equals the simulator's and stays within budget.
-void check_against_store_all(const Case& c, const std::string& schedule_path, int64_t budget) {
+// Store-all runs the defaults, or with like_schedule the schedule's own implementations and algorithms
+// (store_all_like, monet-check's reference), in float (4) or double (8).
+void check_against_store_all(const Case& c, const std::string& schedule_path, int64_t budget,
+                             bool like_schedule = false, int float_bytes = 4) {
   SessionOptions o = options_of(c);
+  o.float_bytes = float_bytes;
+  SessionOptions reference = o;
   o.schedule_path = schedule_path;
+  if (like_schedule) {
+    reference.schedule_path = schedule_path;
+    reference.store_all_like_schedule = true;
+  }
   auto s = open_session(o);
-  auto r = open_session(options_of(c));
+  auto r = open_session(reference);
+  if (like_schedule) CHECK(r->schedule.schedule.mode == "store-all");
   const auto [got, ref] = step_both(*s, *r);
   CHECK(same_bits(got.at(s->tg.loss), ref.at(s->tg.loss)));
   for (const ParamSlot& p : s->tg.params) {
@@ -113,7 +123,7 @@ void check_against_store_all(const Case& c, const std::string& schedule_path, in
     }
   CHECK(buffers > 0);
   CHECK(s->executor->arena().peak_bytes() == s->predicted.peak_bytes);
-  if (budget > 0) CHECK(s->predicted.peak_bytes <= budget);
+  if (budget > 0 && float_bytes == 4) CHECK(s->predicted.peak_bytes <= budget);  // budgets are for fp32
   CHECK(s->executor->arena().in_use_bytes() == s->predicted.resident_bytes);
 }
 
@@ -262,7 +272,8 @@ TEST_CASE("in place: Relu, Clip, Add, BatchNormalization and the gradients over 
   in_place_with_output_grads({"resnet50", 2, Shape{3, 32, 32}}, "BatchNormalization", "BatchNormGrad");
 }
 
-TEST_CASE("full-mode schedules: gradients as store-all's, arena peak = simulator peak <= budget",
+TEST_CASE("full-mode schedules: gradients as store-all's, bitwise as store-all on their implementations, arena peak = "
+          "simulator peak <= budget",
           "[scheduled][impl]") {
   const Case c{"resnet50", 2, Shape{3, 32, 32}};
   const TrainingGraph tg = training_graph_of(c);
@@ -299,6 +310,8 @@ TEST_CASE("full-mode schedules: gradients as store-all's, arena peak = simulator
     write_file(file.path, tg, profile.plan, out.schedule, so.budget_bytes);
     CHECK(max_rel_diff_to_store_all(c, file.path, so.budget_bytes, 8) < 1e-10);
     CHECK(max_rel_diff_to_store_all(c, file.path, so.budget_bytes, 4) < 1e-3);
+    // Against store-all on the schedule's own implementations: every value from the same kernel, bitwise.
+    for (int float_bytes : {4, 8}) check_against_store_all(c, file.path, so.budget_bytes, true, float_bytes);
   }
   CHECK(runs == 2);
   CHECK(non_default > 0);
