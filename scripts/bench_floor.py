@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""The memory floor and MONeT's 30 published rows, on the zoo's H100 profiles.
+"""The memory floor and MONeT's 30 published rows, on the zoo's measured GPU profiles.
 
-For each zoo model: derives a profile of the current training graph from the committed measured H100 profile
-(monet-profile --rederive, no GPU: schedules/<model>_<batch>/h100/profile_derived.json), reads the lower bound on
+For each zoo model: derives a profile of the current training graph from the committed measured profile of --gpu
+(monet-profile --rederive, no GPU: schedules/<model>_<batch>/<gpu>/profile_derived.json), reads the lower bound on
 any schedule's peak and the smallest budget the heuristics reach (monet-solve's report at a budget below both), the
 lean store-all's peak beside PyTorch's (MONeT's table), then solves full mode at each of MONeT's published budgets
 and writes one table side by side with MONeT's overheads (schedules/FLOOR.md; the schedules and reports beside the model's others:
-schedules/<model>_<batch>/schedule_h100_full_<budget>GB_<limit>s.json).
+schedules/<model>_<batch>/schedule_<gpu>_full_<budget>GB_<limit>s.json). A budget the zoo has solved on the same
+profile with the same time limit (schedules/<model>_<batch>/zoo/report_full_<budget>GB.json, scripts/zoo.py) is
+taken from there instead of solved again.
 
-Usage: /usr/bin/python3 scripts/bench_floor.py [--build build] [--time-limit 60] [--threads 2] [--models resnet50,...]
-       [--out schedules/FLOOR.md]
+Usage: /usr/bin/python3 scripts/bench_floor.py [--build build] [--gpu h200] [--time-limit 60] [--threads 2]
+       [--models resnet50,...] [--out schedules/FLOOR.md]
        /usr/bin/python3 scripts/bench_floor.py --others [--base-build OTHER_BUILD] [--time-limit 150]
        (prints a table: every model's lower bound and the heuristics' smallest budget, here and in OTHER_BUILD)
 """
@@ -80,6 +82,7 @@ def others(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--gpu", default="h200", help="whose measured profiles: schedules/<model>_<batch>/<gpu>/")
     ap.add_argument("--time-limit", type=float, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default=",".join(MONET))
@@ -104,32 +107,38 @@ def main():
     for m in models:
         batch, torch_gb, published = MONET[m]
         d = os.path.join(ROOT, "schedules", f"{m}_{batch}")
-        measured = os.path.join(d, "h100", "profile.json")
-        derived = os.path.join(d, "h100", "profile_derived.json")
+        measured = os.path.join(d, a.gpu, "profile.json")
+        derived = os.path.join(d, a.gpu, "profile_derived.json")
         meta = json.load(open(measured))
         shape = ",".join(str(x) for x in meta["input_shape"][1:])
         loss = "sum" if meta["loss"] == "sum" else "ce"
         run([profile_bin, os.path.join(ROOT, "models", f"{m}.onnx"), "--batch", str(batch), "--input-shape", shape,
              "--loss", loss, "--rederive", measured, "-o", derived])
         out = d  # beside the model's other schedules: test/cli/zoo_schedules.sh replays every one
-        report = os.path.join(out, "report_h100_floor.json")
+        report = os.path.join(out, f"report_{a.gpu}_floor.json")
         run([solve_bin, derived, "--budget", "1MB", "--time-limit", limit, "--threads", str(a.threads), "-o",
-             os.path.join(out, "schedule_h100_floor.json"), "--report", report], ok=(2,))
+             os.path.join(out, f"schedule_{a.gpu}_floor.json"), "--report", report], ok=(2,))
+        fingerprint = json.load(open(derived))["fingerprint"]
         r = json.load(open(report))
         floor = {"model": m, "batch": batch, "lower_bound": r["lower_bound_bytes"] / 1e9,
                  "found": r["smallest_found_bytes"] / 1e9, "store_all": r["store_all_peak_bytes"] / 1e9,
                  "store_all_ms": r["store_all_step_ms"], "torch": torch_gb, "monet_min": published[-1][0]}
         for gb, monet_overhead in published:
             tag = f"{gb:.2f}GB"
-            rep = os.path.join(out, f"report_h100_full_{tag}_{limit}s.json")
-            res = run([solve_bin, derived, "--budget", f"{gb}GB", "--mode", "full", "--time-limit", limit, "--threads",
-                       str(a.threads), "-o", os.path.join(out, f"schedule_h100_full_{tag}_{limit}s.json"), "--report", rep],
-                      ok=(0, 2, 4))
-            s = json.load(open(rep))
-            fits = res.returncode == 0
+            zoo = os.path.join(d, "zoo", f"report_full_{tag}.json")
+            z = json.load(open(zoo)) if os.path.exists(zoo) else {}
+            if z.get("fingerprint") == fingerprint and z.get("time_limit_s") == a.time_limit and \
+                    z.get("profile", "").split("/")[-2:-1] == [a.gpu]:
+                s, fits, src = z, z["fits"], "zoo"
+            else:
+                rep = os.path.join(out, f"report_{a.gpu}_full_{tag}_{limit}s.json")
+                res = run([solve_bin, derived, "--budget", f"{gb}GB", "--mode", "full", "--time-limit", limit,
+                           "--threads", str(a.threads), "-o", os.path.join(out, f"schedule_{a.gpu}_full_{tag}_{limit}s.json"),
+                           "--report", rep], ok=(0, 2, 4))
+                s, fits, src = json.load(open(rep)), res.returncode == 0, "here"
             if fits:
                 floor["found"] = min(floor["found"], s["predicted_peak_bytes"] / 1e9)
-            rows.append({"model": m, "budget": gb, "monet": monet_overhead, "status": s["status"], "fits": fits,
+            rows.append({"model": m, "budget": gb, "monet": monet_overhead, "status": s["status"], "fits": fits, "src": src,
                          "overhead": s["overhead"] * 100 if fits else None, "gap": s.get("gap"),
                          "peak": s["predicted_peak_bytes"] / 1e9 if fits else None})
             print(f"{m} {gb} GB: {s['status']}" + (f", {rows[-1]['overhead']:+.2f}% (MONeT {monet_overhead:+.2f}%)"
@@ -158,15 +167,17 @@ def main():
     lines = [
         "# The memory floor, and MONeT's published rows",
         "",
-        f"Measured {day} by `scripts/bench_floor.py --time-limit {limit} --threads {a.threads}` on this project's "
-        "2-core machine, on profiles derived from the committed H100 profiles (`schedules/<model>_<batch>/h100/"
-        "profile_derived.json`: each node's measured time and workspace carried onto the current training graph; "
-        "in-place runs timed as their out-of-place twins until re-measured on a GPU). Our bytes count everything: "
+        f"Measured {day} by `scripts/bench_floor.py --gpu {a.gpu} --time-limit {limit} --threads {a.threads}` on "
+        f"this project's 2-core machine, on the committed {a.gpu.upper()} profiles (`schedules/<model>_<batch>/"
+        f"{a.gpu}/profile.json`, every cuDNN algorithm timed, re-derived onto the current training graph as "
+        "`profile_derived.json`). Our bytes count everything: "
         "parameters, their gradients, momentum, the batch, activations, gradients and workspace. MONeT's figures are "
         "its README's (PyTorch 1.5 on its own GPU); overheads are each against its own store-all. The lower bound "
         "is what every schedule needs at its worst step (`lower_bound_bytes`); the smallest found is the least peak "
         f"of a schedule found: the heuristics', MONeT's budgets and {a.bisect} full-mode bisection solves of "
-        f"{a.bisect_limit:g} s between the two.",
+        f"{a.bisect_limit:g} s between the two. Rows marked 'zoo' were solved by the zoo (`scripts/zoo.py`, the "
+        "same profile and time limit; `scripts/gpu_session.sh zoo` solves them on the GPU machine's cores) and are "
+        "read from `schedules/<model>_<batch>/zoo/`; measured runs of them are in `schedules/README.md`.",
         "",
         "| model | batch | lower bound GB | smallest found GB | MONeT's smallest GB | lean store-all GB | PyTorch (MONeT) GB |",
         "|---|---|---|---|---|---|---|",
@@ -175,13 +186,14 @@ def main():
         lines.append(f"| {f['model']} | {f['batch']} | {f['lower_bound']:.2f} | {f['found']:.2f} | {f['monet_min']:.2f} "
                      f"| {f['store_all']:.2f} | {f['torch']:.2f} |")
     lines += ["", f"Full mode, {limit} s, {a.threads} threads, at MONeT's budgets:", "",
-              "| model | budget GB | MONeT overhead | ours | our overhead | gap | predicted peak GB |",
-              "|---|---|---|---|---|---|---|"]
+              "| model | budget GB | MONeT overhead | ours | our overhead | gap | predicted peak GB | solved |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ours = f"{r['overhead']:+.2f}%" if r["fits"] else "-"
         gap = f"{r['gap'] * 100:.2f}%" if r["fits"] and r["gap"] is not None else "-"
         peak = f"{r['peak']:.2f}" if r["fits"] else "-"
-        lines.append(f"| {r['model']} | {r['budget']:.2f} | {r['monet']:+.2f}% | {r['status']} | {ours} | {gap} | {peak} |")
+        lines.append(f"| {r['model']} | {r['budget']:.2f} | {r['monet']:+.2f}% | {r['status']} | {ours} | {gap} | {peak} "
+                     f"| {r['src']} |")
     feasible = sum(r["fits"] for r in rows)
     below = sum(1 for r in rows if r["fits"] and r["overhead"] < r["monet"])
     lines += ["", f"{feasible} of {len(rows)} rows have a schedule; {below} of them are predicted below MONeT's "

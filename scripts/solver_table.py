@@ -1,16 +1,17 @@
 #!/usr/bin/python3
 """Prints the measured solver tables (Markdown) from the reports in schedules/*/report_*.json (but bench_floor.py's
-report_h100_*): one table per time limit and thread count (as each report records them), shortest limit first, then
+report_<gpu>_*, as report_h200_*): one table per time limit and thread count (as each report records them), shortest limit first, then
 schedules/SOLVER-notes.md."""
 import glob
 import json
 import os
+import re
 
 root = os.path.join(os.path.dirname(__file__), "..", "schedules")
 groups = {}
 for path in sorted(glob.glob(os.path.join(root, "*", "report_*.json"))):
-    if os.path.basename(path).startswith("report_h100_"):
-        continue  # scripts/bench_floor.py's (schedules/FLOOR.md), on the derived H100 profiles
+    if re.match(r"report_h\d+_", os.path.basename(path)):
+        continue  # scripts/bench_floor.py's (schedules/FLOOR.md), on a GPU's measured profiles
     r = json.load(open(path))
     frac = r["budget_bytes"] / max(r["store_all_peak_bytes"], 1)
     groups.setdefault((r["time_limit_s"], r["threads"]), []).append((r["model"], frac, r["mode"], r))

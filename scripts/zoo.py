@@ -2,19 +2,25 @@
 """The schedule zoo: five models at MONeT's published budgets, solved, run and checked on a GPU, beside MONeT's own
 overheads and PyTorch's memory options, in one table per model (schedules/README.md).
 
+Each model's profile is the measured one of --gpu (schedules/<model>_<batch>/<gpu>/profile.json, default h200), or
+its profile_derived.json where the measured one is of an earlier training graph (monet-profile --rederive).
+
 Stages (scripts/zoo.sh runs them; each may be run alone, and each skips what is already done unless --force):
-  solve   (no GPU) for each model and each of MONeT's budgets: monet-solve in full mode, checkpoint mode and sqrtn
-          on the model's H100 profile (h100/profile.json when measured on the current training graph, else
-          h100/profile_derived.json), then its memory timeline (monet-check --simulate --profile --timeline).
-          Files: schedules/<model>_<batch>/zoo/{schedule,report}_<mode>_<budget>GB.json, timeline_<mode>_<budget>GB.svg
-  gpu     (GPU) for every schedule of the solve stage and for store-all: monet-run --device cuda (median step,
-          arena peak) and monet-check --device cuda --reference store-all; then scripts/bench_pytorch.py on the
-          same model, input, loss and optimizer: eager, checkpoint_sequential and torch.compile at a ladder of
-          activation_memory_budget fractions. Files: zoo/run_*.json, zoo/check_*.json, zoo/pytorch.json, zoo/env.json
+  solve   (no GPU) for each model and each of MONeT's budgets: monet-solve in each of --modes (full, checkpoint,
+          sqrtn) on the model's profile, then a memory timeline of every schedule (monet-check --simulate
+          --profile --timeline). Files: schedules/<model>_<batch>/zoo/{schedule,report}_<mode>_<budget>GB.json,
+          timeline_<mode>_<budget>GB.svg
+  gpu     (GPU) the profile's lean store-all (monet-solve --mode store-all: the baseline of every overhead) and
+          every full-mode schedule: monet-run --device cuda (median step, arena peak) and monet-check --device cuda
+          --reference store-all --math fp32 (bitwise against store-all on its implementations); then scripts/bench_pytorch.py on the same model, input, loss and
+          optimizer: eager, checkpoint_sequential and torch.compile at a ladder of activation_memory_budget
+          fractions. Files: zoo/run_*.json, zoo/check_*.json, zoo/pytorch.json
   table   schedules/README.md from whatever the stages above left (a column a stage did not fill says so)
 
-Usage: /usr/bin/python3 scripts/zoo.py solve|gpu|table [--models resnet50,...] [--time-limit 600] [--threads 2]
-       [--build build] [--force]
+scripts/gpu_session.sh's zoo stage does the solve and gpu stages' full-mode part inside one short GPU call.
+
+Usage: /usr/bin/python3 scripts/zoo.py solve|gpu|table [--models resnet50,...] [--gpu h200] [--modes full,...]
+       [--time-limit 600] [--threads 2] [--build build] [--force]
 """
 import argparse
 import datetime
@@ -56,19 +62,19 @@ def run(cmd, ok=(0,), log=None):
     return r
 
 
-def profile_of(model, batch):
-    """The measured H100 profile when it is of the current training graph, else the derived one."""
-    d = os.path.join(model_dir(model, batch), "h100")
-    for name in ("profile.json", "profile_derived.json"):
-        p = os.path.join(d, name)
-        if os.path.exists(p):
-            # A profile of an earlier training graph fails monet-solve's and monet-check's fingerprint tests:
-            # profile_derived.json (bench_floor.py) is made for exactly that case.
-            if name == "profile.json" and os.path.exists(os.path.join(d, "profile_derived.json")):
-                if json.load(open(p))["fingerprint"] != json.load(open(os.path.join(d, "profile_derived.json")))["fingerprint"]:
-                    continue
-            return p
-    sys.exit(f"zoo: no H100 profile under {d} (scripts/gpu_session.sh profile measures one)")
+def profile_of(model, batch, gpu):
+    """The measured profile of this GPU, or the one derived from it when the measured one is of an earlier graph."""
+    d = os.path.join(model_dir(model, batch), gpu)
+    measured, derived = os.path.join(d, "profile.json"), os.path.join(d, "profile_derived.json")
+    if os.path.exists(measured):
+        # A profile of an earlier training graph fails monet-solve's and monet-check's fingerprint tests:
+        # profile_derived.json (monet-profile --rederive) is made for exactly that case.
+        if not os.path.exists(derived) or \
+                json.load(open(measured))["fingerprint"] == json.load(open(derived))["fingerprint"]:
+            return measured
+    if os.path.exists(derived):
+        return derived
+    sys.exit(f"zoo: no {gpu} profile under {d} (scripts/gpu_session.sh zoo measures one)")
 
 
 def tag(gb):
@@ -79,54 +85,52 @@ def solve_stage(a, monet):
     solve, check = (os.path.join(a.build, "apps", c) for c in ("monet-solve", "monet-check"))
     for model in a.models:
         batch, _, published = monet[model]
-        prof = profile_of(model, batch)
+        prof = profile_of(model, batch, a.gpu)
         fingerprint = json.load(open(prof))["fingerprint"]
         out = os.path.join(model_dir(model, batch), "zoo")
         os.makedirs(out, exist_ok=True)
         for gb, _ in published:
-            for mode in MODES:
+            for mode in a.modes:
                 report = os.path.join(out, f"report_{mode}_{tag(gb)}.json")
                 schedule = os.path.join(out, f"schedule_{mode}_{tag(gb)}.json")
-                if not a.force and os.path.exists(report):
+                r = load(report)
+                if a.force or not r or r.get("fingerprint") != fingerprint or r.get("time_limit_s") != a.time_limit:
+                    res = run([solve, prof, "--budget", f"{gb}GB", "--mode", mode, "--time-limit", f"{a.time_limit:g}",
+                               "--threads", str(a.threads), "-o", schedule, "--report", report, "-q"], ok=(0, 2, 4))
                     r = json.load(open(report))
-                    if r.get("fingerprint") == fingerprint and r.get("time_limit_s") == a.time_limit:
-                        continue
-                res = run([solve, prof, "--budget", f"{gb}GB", "--mode", mode, "--time-limit", f"{a.time_limit:g}",
-                           "--threads", str(a.threads), "-o", schedule, "--report", report, "-q"], ok=(0, 2, 4))
-                r = json.load(open(report))
-                r["fingerprint"], r["profile"] = fingerprint, os.path.relpath(prof, ROOT)
-                with open(report, "w") as f:
-                    json.dump(r, f, indent=2)
-                if res.returncode != 0:
-                    if os.path.exists(schedule):
+                    r["fingerprint"], r["profile"] = fingerprint, os.path.relpath(prof, ROOT)
+                    with open(report, "w") as f:
+                        json.dump(r, f, indent=2)
+                    if res.returncode != 0 and os.path.exists(schedule):
                         os.remove(schedule)  # a schedule of an earlier run at this budget
-                    continue
-                run([check, os.path.join(ROOT, "models", f"{model}.onnx"), "--schedule", schedule, "--simulate",
-                     "--loss", loss_of(model), "--profile", prof, "--timeline",
-                     os.path.join(out, f"timeline_{mode}_{tag(gb)}.svg")])
+                timeline = os.path.join(out, f"timeline_{mode}_{tag(gb)}.svg")
+                if os.path.exists(schedule) and (a.force or not os.path.exists(timeline)):
+                    run([check, os.path.join(ROOT, "models", f"{model}.onnx"), "--schedule", schedule, "--simulate",
+                         "--loss", loss_of(model), "--profile", prof, "--timeline", timeline])
 
 
 def gpu_stage(a, monet):
-    run_bin, check = (os.path.join(a.build, "apps", c) for c in ("monet-run", "monet-check"))
+    solve, run_bin, check = (os.path.join(a.build, "apps", c) for c in ("monet-solve", "monet-run", "monet-check"))
     for model in a.models:
         batch, _, published = monet[model]
         out = os.path.join(model_dir(model, batch), "zoo")
         onnx = os.path.join(ROOT, "models", f"{model}.onnx")
-        shape = ",".join(str(x) for x in json.load(open(profile_of(model, batch)))["input_shape"][1:])
         base = [onnx, "--device", "cuda", "--loss", loss_of(model)]
-        store_all = os.path.join(out, "run_store-all.json")
+        # Store-all is the profile's lean store-all, the baseline of the solver's overheads (monet-run without a
+        # schedule has no profile: it runs cuDNN's heuristic algorithms).
+        store_all = os.path.join(out, "schedule_store-all.json")
         if a.force or not os.path.exists(store_all):
-            run([run_bin, *base, "--batch", str(batch), "--input-shape", shape, "--iters", "10", "--warmup", "3",
-                 "--report", store_all], ok=(0, 5))
-        for schedule in sorted(glob.glob(os.path.join(out, "schedule_*.json"))):
+            run([solve, profile_of(model, batch, a.gpu), "--mode", "store-all", "--budget", "1000GB", "-q",
+                 "-o", store_all, "--report", os.path.join(out, "report_store-all.json")])
+        for schedule in [store_all] + sorted(glob.glob(os.path.join(out, "schedule_full_*.json"))):
             name = os.path.basename(schedule)[len("schedule_"):-len(".json")]
             report = os.path.join(out, f"run_{name}.json")
             if a.force or not os.path.exists(report):
                 run([run_bin, *base, "--schedule", schedule, "--iters", "10", "--warmup", "3", "--report", report],
                     ok=(0, 5))
             report = os.path.join(out, f"check_{name}.json")
-            if a.force or not os.path.exists(report):
-                run([check, *base, "--schedule", schedule, "--reference", "store-all", "--tolerance", "1e-3",
+            if name != "store-all" and (a.force or not os.path.exists(report)):
+                run([check, *base, "--schedule", schedule, "--reference", "store-all", "--math", "fp32",
                      "--report", report], ok=(0, 3))
         torch_json = os.path.join(out, "pytorch.json")
         if a.force or not os.path.exists(torch_json):
@@ -143,13 +147,29 @@ def pct(x):
     return f"{100 * x:+.2f}%" if x is not None else "-"
 
 
+def check_cell(c):
+    """monet-check --reference store-all: bitwise against store-all on the schedule's implementations, and how far
+    the lean store-all's differ; a report against the lean store-all alone says only the latter."""
+    if not c:
+        return "-"
+    if "lean_store_all" not in c:
+        return f"{'bitwise' if c.get('bitwise_equal') else format(c['max_rel_diff'], '.1e')} vs lean (same-kernel check not run)"
+    cell = "bitwise" if c["pass"] else f"NOT bitwise ({c['max_rel_diff']:.1e})"
+    lean = c["lean_store_all"]
+    return cell + (f"; vs lean {lean['max_rel_diff']:.1e}" if lean else "")
+
+
 def table_stage(a, monet):
     lines = ["# The schedule zoo", "",
              "Five models at the budgets of MONeT's table (utsaslab/MONeT, \"Results\"): monet's full-mode schedule, "
-             "with checkpoint mode (keep/recompute only) and sqrt(n) checkpointing for contrast, each on the model's "
-             "H100 profile. Regenerate: `bash scripts/zoo.sh` (on a GPU machine every stage; without one the solve "
-             "and table stages). Overheads are step time against monet's own store-all at the same batch, as "
-             "MONeT's are against its own; 'vs eager' is against PyTorch eager's measured step.", ""]
+             "with checkpoint mode (keep/recompute only) and sqrt(n) checkpointing for contrast, each solved on the "
+             f"model's {a.gpu.upper()} profile and run on that GPU. Regenerate: `bash scripts/zoo.sh` (on a GPU machine "
+             "every stage; without one the solve and table stages). Overheads are step time against monet's own "
+             "store-all at the same batch (the profile's lean store-all, run on the GPU), as MONeT's are against its "
+             "own; 'vs eager' is against PyTorch eager's measured step. 'check' is `monet-check --reference "
+             "store-all --math fp32`: one training step of the schedule against store-all on the same "
+             "implementations and cuDNN algorithms (bitwise required), and the largest relative gradient "
+             "difference against the lean store-all (other kernels round differently); '-' where it was not run.", ""]
     for model in a.models:
         batch, torch_gb, published = monet[model]
         out = os.path.join(model_dir(model, batch), "zoo")
@@ -162,42 +182,46 @@ def table_stage(a, monet):
         eager = torch["rows"][0] if torch else None
         compiled = [r for r in (torch["rows"] if torch else []) if r["run"].startswith("pytorch compile")
                     and r.get("step_ms")]
+        limits = sorted({f"{r['time_limit_s']:g} s ({r['mode']})" for r in reports.values() if r})
         lines += [f"## {model}, batch {batch}", ""]
-        prof = first.get("profile", "")
-        lines.append(f"Profile `{prof}`; solves of {first['time_limit_s']:g} s on {first['threads']} threads. "
-                     f"Store-all: predicted peak {first['store_all_peak_bytes'] / 1e9:.2f} GB, step "
-                     f"{first['store_all_step_ms']:.2f} ms" +
+        lines.append(f"Profile `{first.get('profile', '')}`; solves of {', '.join(limits)} on {first['threads']} "
+                     f"threads. Store-all: predicted peak {first['store_all_peak_bytes'] / 1e9:.2f} GB, step "
+                     f"{first['store_all_step_ms']:.2f} ms (the profile times each node alone)" +
                      (f"; measured {sa_run['peak_bytes'] / 1e9:.2f} GB, {sa_run['step_ms_median']:.2f} ms"
                       if sa_run else "; not run on a GPU yet") +
-                     f". PyTorch eager (MONeT's table, PyTorch 1.5): {torch_gb:.2f} GB" +
+                     f". PyTorch eager: {torch_gb:.2f} GB in MONeT's table (PyTorch 1.5)" +
                      (f"; measured here {eager['peak_bytes'] / 1e9:.2f} GB, {eager['step_ms']:.2f} ms"
                       if eager and eager.get("peak_bytes") else "") + ".")
         if torch:
             lines.append(f"GPU run: {torch['title']}.")
-        lines += ["", "| budget | full: predicted peak | predicted overhead | measured peak | measured overhead | "
+        lines += ["", "| budget | predicted peak | predicted overhead | gap | measured peak | measured overhead | "
                   "vs eager | check | checkpoint mode | sqrt(n) | MONeT | torch.compile at that memory | timeline |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        below = measured = 0
         for gb, monet_overhead in published:
             r = reports[("full", gb)]
             run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
-            check_r = load(os.path.join(out, f"check_full_{tag(gb)}.json"))
             cells = [f"{gb:.2f} GB"]
             if r and r["fits"]:
-                cells += [f"{r['predicted_peak_bytes'] / 1e9:.2f} GB", pct(r["overhead"])]
+                cells += [f"{r['predicted_peak_bytes'] / 1e9:.2f} GB", pct(r["overhead"]),
+                          f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
             else:
-                cells += [f"none ({r['status']})" if r else "not solved", "-"]
+                cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
             if run_r and sa_run:
-                cells += [f"{run_r['peak_bytes'] / 1e9:.2f} GB", pct(run_r["step_ms_median"] / sa_run["step_ms_median"] - 1),
+                overhead = run_r["step_ms_median"] / sa_run["step_ms_median"] - 1
+                measured += 1
+                below += 100 * overhead < monet_overhead
+                cells += [f"{run_r['peak_bytes'] / 1e9:.2f} GB", pct(overhead),
                           pct(run_r["step_ms_median"] / eager["step_ms"] - 1) if eager else "-"]
             else:
                 cells += ["not run", "-", "-"]
-            cells.append(("pass" if check_r.get("pass") else "FAIL") if check_r else "-")
+            cells.append(check_cell(load(os.path.join(out, f"check_full_{tag(gb)}.json"))))
             for m in ("checkpoint", "sqrtn"):
                 c = reports[(m, gb)]
                 cells.append(pct(c["overhead"]) if c and c["fits"] else ("none" if c else "-"))
             cells.append(f"{monet_overhead:+.2f}%")
             fits = [c for c in compiled if c["peak_bytes"] and c["peak_bytes"] <= gb * 1e9]
-            if not torch:
+            if not compiled:
                 cells.append("not run")
             elif not fits:
                 cells.append("none fits")
@@ -208,6 +232,9 @@ def table_stage(a, monet):
             svg = f"timeline_full_{tag(gb)}.svg"
             cells.append(f"[svg]({model}_{batch}/zoo/{svg})" if os.path.exists(os.path.join(out, svg)) else "-")
             lines.append("| " + " | ".join(cells) + " |")
+        if measured:
+            lines += ["", f"Measured below MONeT's overhead: {below} of {len(published)} budgets "
+                      f"({measured} run)."]
         lines.append("")
     lines.append(f"Table written {datetime.date.today().isoformat()} by `scripts/zoo.py table`; 'not run' marks a "
                  "column the GPU stage has not filled yet.")
@@ -220,6 +247,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=["solve", "gpu", "table"])
     ap.add_argument("--models", default="resnet50,googlenet,unet,mobilenet_v2,vgg16")
+    ap.add_argument("--gpu", default="h200", help="whose profiles: schedules/<model>_<batch>/<gpu>/ (default h200)")
+    ap.add_argument("--modes", default=",".join(MODES), help="solve: the modes to solve (default: all three)")
     ap.add_argument("--time-limit", type=float, default=600)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -227,6 +256,10 @@ def main():
     a = ap.parse_args()
     monet = monet_table()
     a.models = a.models.split(",")
+    a.modes = a.modes.split(",")
+    for m in a.modes:
+        if m not in MODES:
+            sys.exit(f"zoo: --modes: '{m}' is not one of {', '.join(MODES)}")
     for m in a.models:
         if m not in monet:
             sys.exit(f"zoo: --models: '{m}' is not one of MONeT's models ({', '.join(monet)})")
