@@ -25,9 +25,10 @@
 #            tightest. Files as zoo.py names them: schedules/<model>_<batch>/<gpu>/profile.json and zoo/.
 #            MONET_ZOO_TORCH=1: the torch stage runs while the last model's solves do
 #   zoo-runs the zoo stage's runs and check for the committed zoo (schedules/<model>_<batch>/), each only where
-#            its report is missing
+#            its report is missing (MONET_ZOO_CHECK_ALL=1: every schedule's check)
 #   torch    scripts/bench_pytorch.py --no-monet (eager, checkpoint_sequential) per zoo model, into zoo/pytorch.json
-#            (where $OUT has none)
+#            (where $OUT has none); MONET_TORCH_COMPILE=0.5,0.2,...: also torch.compile at those
+#            activation_memory_budget fractions, always run (compiling takes minutes: raise MONET_STEP_TIMEOUT)
 #   extra    the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line
 # MONET_PACK=FILE: after every step, everything under $OUT is packed into FILE (.tgz): the run tool returns at most
 # 8 files, and a call cut off at its limit still returns what was done.
@@ -253,12 +254,17 @@ zoo_runs() {  # zoo_runs MODEL BATCH: store-all and every schedule solved for it
         --report "$dir/run_$name.json"
     [ "$name" = store-all ] || tightest=$s
   done
-  if [ -n "$tightest" ]; then
-    name=$(basename "$tightest" .json); name=${name#schedule_}
-    [ -f "$dir/check_$name.json" ] ||
-      step "check_${m}_$name" "$B/monet-check" "${base[@]}" --schedule "$tightest" --reference store-all \
+  # The tightest schedule's check, or every schedule's with MONET_ZOO_CHECK_ALL=1; a check report without the
+  # lean store-all's entry is from before the same-kernel reference and runs again.
+  local checks=("$tightest")
+  [ -n "${MONET_ZOO_CHECK_ALL:-}" ] && checks=("${runs[@]:1}")
+  for s in "${checks[@]}"; do
+    [ -n "$s" ] && [ -f "$s" ] || continue
+    name=$(basename "$s" .json); name=${name#schedule_}
+    grep -q '"lean_store_all"' "$dir/check_$name.json" 2>/dev/null ||
+      step "check_${m}_$name" "$B/monet-check" "${base[@]}" --schedule "$s" --reference store-all \
         --math fp32 --report "$dir/check_$name.json"
-  fi
+  done
 }
 
 # zoo-runs: zoo_runs on the committed zoo (schedules/<model>_<batch>/{<gpu>,zoo}/ copied under $OUT first): what a
@@ -303,8 +309,13 @@ stage_torch() {
   for m in "${ZOO_MODELS[@]}"; do
     b=$(zoo_row "$m" | cut -d' ' -f1)
     mkdir -p "$OUT/schedules/${m}_$b/zoo"
-    [ -f "$OUT/schedules/${m}_$b/zoo/pytorch.json" ] && continue
-    step "torch_${m}_$b" python3 scripts/bench_pytorch.py --model "$m" --batch "$b" --no-monet \
+    local compile=()
+    if [ -n "${MONET_TORCH_COMPILE:-}" ]; then
+      compile=(--compile-budgets "$MONET_TORCH_COMPILE")
+    elif [ -f "$OUT/schedules/${m}_$b/zoo/pytorch.json" ]; then
+      continue
+    fi
+    step "torch_${m}_$b" python3 scripts/bench_pytorch.py --model "$m" --batch "$b" --no-monet "${compile[@]}" \
       --json "$OUT/schedules/${m}_$b/zoo/pytorch.json"
   done
 }
