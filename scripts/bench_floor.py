@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The memory floor and MONeT's 30 published rows, on the zoo's measured GPU profiles.
 
-For each zoo model: derives a profile of the current training graph from the committed measured profile of --gpu
-(monet-profile --rederive, no GPU: schedules/<model>_<batch>/<gpu>/profile_derived.json), reads the lower bound on
+For each zoo model: takes the committed measured profile of --gpu, or where it is of an earlier training graph
+derives one of the current graph from it (monet-profile --rederive, no GPU: schedules/<model>_<batch>/<gpu>/
+profile_derived.json), reads the lower bound on
 any schedule's peak and the smallest budget the heuristics reach (monet-solve's report at a budget below both), the
 lean store-all's peak beside PyTorch's (MONeT's table), then solves full mode at each of MONeT's published budgets
 and writes one table side by side with MONeT's overheads (schedules/FLOOR.md; the schedules and reports beside the model's others:
@@ -114,6 +115,9 @@ def main():
         loss = "sum" if meta["loss"] == "sum" else "ce"
         run([profile_bin, os.path.join(ROOT, "models", f"{m}.onnx"), "--batch", str(batch), "--input-shape", shape,
              "--loss", loss, "--rederive", measured, "-o", derived])
+        if json.load(open(derived))["fingerprint"] == meta["fingerprint"]:
+            os.remove(derived)  # measured on the current graph: the measured profile is the one to solve on
+            derived = measured
         out = d  # beside the model's other schedules: test/cli/zoo_schedules.sh replays every one
         report = os.path.join(out, f"report_{a.gpu}_floor.json")
         run([solve_bin, derived, "--budget", "1MB", "--time-limit", limit, "--threads", str(a.threads), "-o",
@@ -169,8 +173,8 @@ def main():
         "",
         f"Measured {day} by `scripts/bench_floor.py --gpu {a.gpu} --time-limit {limit} --threads {a.threads}` on "
         f"this project's 2-core machine, on the committed {a.gpu.upper()} profiles (`schedules/<model>_<batch>/"
-        f"{a.gpu}/profile.json`, every cuDNN algorithm timed, re-derived onto the current training graph as "
-        "`profile_derived.json`). Our bytes count everything: "
+        f"{a.gpu}/profile.json`, every cuDNN algorithm timed; `monet-profile --rederive` carries one measured on an "
+        "earlier training graph onto the current one as `profile_derived.json`). Our bytes count everything: "
         "parameters, their gradients, momentum, the batch, activations, gradients and workspace. MONeT's figures are "
         "its README's (PyTorch 1.5 on its own GPU); overheads are each against its own store-all. The lower bound "
         "is what every schedule needs at its worst step (`lower_bound_bytes`); the smallest found is the least peak "

@@ -5,7 +5,7 @@
 #                   RPATH $ORIGIN/../lib as DT_RPATH (-Wl,--disable-new-dtags: it also serves transitive deps)
 #   gpu-bundle/lib  every shared library ldd lists except glibc's and CUDA's (cuDNN, cuBLAS come from the wheels;
 #                   the CUDA runtime is linked statically)
-#   gpu-pack/bundle.tgz  the two folders above as one archive (what the run tool carries)
+#   gpu-pack/bundle.txz  the two folders above as one xz archive (what the run tool carries)
 # The repository's tracked files (models/, scripts/) travel with the working tree; carry gpu-pack with the run
 # tool and run scripts/gpu_session.sh there (it unpacks the archive). Checks that the bundled binaries start with a clean environment.
 set -euo pipefail
@@ -37,10 +37,13 @@ strip --strip-unneeded "$out"/lib/*.so* 2>/dev/null || true
 env -i PATH=/usr/bin:/bin "$out/bin/monet-run" --help >/dev/null
 missing=$(for b in "$out"/bin/*; do env -i LD_LIBRARY_PATH= ldd "$b"; done | grep 'not found' | grep -v 'libcudnn\|libcublas' || true)
 [ -z "$missing" ] || { echo "gpu_bundle.sh: unresolved libraries: $missing" >&2; exit 1; }
-# The run tool carries at most 64 MiB with the working tree; the bundle is ~85 MB (OpenBLAS alone 35 MB), ~30 MB
-# gzipped: carry the archive, gpu_session.sh unpacks it.
+# The run tool carries at most 64 MiB with the working tree; the bundle is ~100 MB (OpenBLAS alone 35 MB): carry
+# the archive, gpu_session.sh unpacks it.
 mkdir -p gpu-pack
-tar czf gpu-pack/bundle.tgz "$out"
-echo "gpu_bundle.sh: $out: $(du -sh "$out" | cut -f1) ($(ls "$out/lib" | wc -l) libraries), gpu-pack/bundle.tgz" \
-  "$(du -sh gpu-pack/bundle.tgz | cut -f1); binaries start with a clean environment"
+# xz: 13 MB where gzip takes 35 MB, so the bundle and the repository's tracked files (about 40 MB) fit the run
+# tool's 64 MiB.
+rm -f gpu-pack/bundle.tgz
+tar cf - "$out" | xz -9 -T"$(nproc)" > gpu-pack/bundle.txz
+echo "gpu_bundle.sh: $out: $(du -sh "$out" | cut -f1) ($(ls "$out/lib" | wc -l) libraries), gpu-pack/bundle.txz" \
+  "$(du -sh gpu-pack/bundle.txz | cut -f1); binaries start with a clean environment"
 echo "carry it with the run tool (carry: [\"gpu-pack\"]) and run: bash scripts/gpu_session.sh all"

@@ -36,7 +36,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 # A warm machine may still hold the last call's gpu-bundle/: the carried archive wins.
-if [ -z "${MONET_BUNDLE:-}" ] && [ -f gpu-pack/bundle.tgz ]; then rm -rf gpu-bundle && tar xzf gpu-pack/bundle.tgz; fi
+# (Python's tarfile reads the xz archive whether or not the machine has xz.)
+if [ -z "${MONET_BUNDLE:-}" ] && [ -f gpu-pack/bundle.txz ]; then
+  rm -rf gpu-bundle && python3 -c 'import tarfile; tarfile.open("gpu-pack/bundle.txz").extractall()'
+fi
 B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"

@@ -7,8 +7,8 @@ its profile_derived.json where the measured one is of an earlier training graph 
 
 Stages (scripts/zoo.sh runs them; each may be run alone, and each skips what is already done unless --force):
   solve   (no GPU) for each model and each of MONeT's budgets: monet-solve in each of --modes (full, checkpoint,
-          sqrtn) on the model's profile, then a memory timeline of every schedule (monet-check --simulate
-          --profile --timeline). Files: schedules/<model>_<batch>/zoo/{schedule,report}_<mode>_<budget>GB.json,
+          sqrtn) on the model's profile, then a memory timeline of every full-mode schedule (monet-check
+          --simulate --profile --timeline). Files: schedules/<model>_<batch>/zoo/{schedule,report}_<mode>_<budget>GB.json,
           timeline_<mode>_<budget>GB.svg
   gpu     (GPU) the profile's lean store-all (monet-solve --mode store-all: the baseline of every overhead) and
           every full-mode schedule: monet-run --device cuda (median step, arena peak) and monet-check --device cuda
@@ -103,8 +103,9 @@ def solve_stage(a, monet):
                         json.dump(r, f, indent=2)
                     if res.returncode != 0 and os.path.exists(schedule):
                         os.remove(schedule)  # a schedule of an earlier run at this budget
+                # The table links the full-mode schedules' timelines (the others would only weigh the repository).
                 timeline = os.path.join(out, f"timeline_{mode}_{tag(gb)}.svg")
-                if os.path.exists(schedule) and (a.force or not os.path.exists(timeline)):
+                if mode == "full" and os.path.exists(schedule) and (a.force or not os.path.exists(timeline)):
                     run([check, os.path.join(ROOT, "models", f"{model}.onnx"), "--schedule", schedule, "--simulate",
                          "--loss", loss_of(model), "--profile", prof, "--timeline", timeline])
 
