@@ -265,18 +265,16 @@ int check_against_store_all(const Flags& f, const SessionOptions& o) {
     lean.import.batch = s->schedule.batch;
     lean.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
     auto l = open_session(lean);
+    // Both are store-all: every node computed once. Each node's (implementation, algorithm) in either.
+    auto choices = [&](const Schedule& sc) {
+      std::vector<std::pair<int, int>> c(g.nodes.size());
+      for (const Step& st : sc.steps)
+        if (st.kind == Step::Kind::compute) c[st.id] = {st.impl, st.algo};
+      return c;
+    };
+    const auto lean_choices = choices(l->schedule.schedule), same_choices = choices(r->schedule.schedule);
     int differing = 0;
-    std::vector<char> counted(l->plan.nodes.size(), 0);
-    for (size_t i = 0, k = 0; i < l->schedule.schedule.steps.size(); ++i) {
-      const Step& a = l->schedule.schedule.steps[i];
-      if (a.kind != Step::Kind::compute) continue;
-      while (k < r->schedule.schedule.steps.size() && r->schedule.schedule.steps[k].kind != Step::Kind::compute) ++k;
-      const Step& b = r->schedule.schedule.steps.at(k++);
-      if ((a.impl != b.impl || a.algo != b.algo) && !counted[a.id]) {
-        counted[a.id] = 1;
-        ++differing;
-      }
-    }
+    for (size_t n = 0; n < g.nodes.size(); ++n) differing += lean_choices[n] != same_choices[n];
     if (differing == 0) {
       std::printf("the lean store-all runs the same implementations and algorithms\n");
       l->executor.reset();

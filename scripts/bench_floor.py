@@ -115,14 +115,14 @@ def main():
         loss = "sum" if meta["loss"] == "sum" else "ce"
         run([profile_bin, os.path.join(ROOT, "models", f"{m}.onnx"), "--batch", str(batch), "--input-shape", shape,
              "--loss", loss, "--rederive", measured, "-o", derived])
-        if json.load(open(derived))["fingerprint"] == meta["fingerprint"]:
+        fingerprint = json.load(open(derived))["fingerprint"]
+        if fingerprint == meta["fingerprint"]:
             os.remove(derived)  # measured on the current graph: the measured profile is the one to solve on
             derived = measured
         out = d  # beside the model's other schedules: test/cli/zoo_schedules.sh replays every one
         report = os.path.join(out, f"report_{a.gpu}_floor.json")
         run([solve_bin, derived, "--budget", "1MB", "--time-limit", limit, "--threads", str(a.threads), "-o",
              os.path.join(out, f"schedule_{a.gpu}_floor.json"), "--report", report], ok=(2,))
-        fingerprint = json.load(open(derived))["fingerprint"]
         r = json.load(open(report))
         floor = {"model": m, "batch": batch, "lower_bound": r["lower_bound_bytes"] / 1e9,
                  "found": r["smallest_found_bytes"] / 1e9, "store_all": r["store_all_peak_bytes"] / 1e9,
@@ -132,7 +132,7 @@ def main():
             zoo = os.path.join(d, "zoo", f"report_full_{tag}.json")
             z = json.load(open(zoo)) if os.path.exists(zoo) else {}
             if z.get("fingerprint") == fingerprint and z.get("time_limit_s") == a.time_limit and \
-                    z.get("profile", "").split("/")[-2:-1] == [a.gpu]:
+                    z.get("profile") == os.path.relpath(derived, ROOT):
                 s, fits, src = z, z["fits"], "zoo"
             else:
                 rep = os.path.join(out, f"report_{a.gpu}_full_{tag}_{limit}s.json")

@@ -222,6 +222,7 @@ b, _, rows = MONET[sys.argv[1]]; print(b, *(f"{gb:.2f}" for gb, _ in rows))' "$1
 }
 zoo_loss() { [ "$1" = unet ] && echo sum || echo ce; }
 zoo_gpu() { [ -n "${MONET_GPU:-}" ] && echo "$MONET_GPU" && return; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oi 'h[0-9]\{3\}' | tr A-Z a-z; }
+ZOO_GPU=$(zoo_gpu); ZOO_GPU=${ZOO_GPU:-gpu}  # the profiles' folder: schedules/<model>_<batch>/<gpu>/
 
 zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each budget, all at once
   local m=$1 b=$2 prof=$3 gb; shift 3
@@ -236,14 +237,13 @@ zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each bu
 
 zoo_runs() {  # zoo_runs MODEL BATCH: store-all and every schedule solved for it, then a check of the tightest;
   # what already has its report under $OUT is not run again
-  local m=$1 b=$2 s name tightest="" gpu
-  gpu=$(zoo_gpu); gpu=${gpu:-gpu}
+  local m=$1 b=$2 s name tightest=""
   local dir="$OUT/schedules/${m}_$b/zoo" base=("models/$m.onnx" --device cuda --loss "$(zoo_loss "$m")")
   # Store-all is the profile's lean store-all (monet-solve --mode store-all: the implementations and cuDNN
   # algorithms the profile measured fastest among those of the lowest peak), the baseline the solver's overheads
   # are against; monet-run without a schedule has no profile and runs cuDNN's heuristic algorithms.
   [ -f "$dir/schedule_store-all.json" ] ||
-    step "solve_${m}_store-all" "$B/monet-solve" "$OUT/schedules/${m}_$b/$gpu/profile.json" --mode store-all \
+    step "solve_${m}_store-all" "$B/monet-solve" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" --mode store-all \
       --budget 1000GB -q -o "$dir/schedule_store-all.json" --report "$dir/report_store-all.json"
   local runs=("$dir/schedule_store-all.json")
   # Largest budget first: the last one run is the tightest.
@@ -283,20 +283,19 @@ stage_zoo-runs() {
 }
 
 stage_zoo() {
-  local gpu m row b prev=() pid=""
-  gpu=$(zoo_gpu); gpu=${gpu:-gpu}
+  local m row b prev=() pid=""
   for m in "${ZOO_MODELS[@]}"; do
     row=($(zoo_row "$m")) || continue
     b=${row[0]}
-    mkdir -p "$OUT/schedules/${m}_$b/$gpu" "$OUT/schedules/${m}_$b/zoo"
+    mkdir -p "$OUT/schedules/${m}_$b/$ZOO_GPU" "$OUT/schedules/${m}_$b/zoo"
     step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss "$(zoo_loss "$m")" --device cuda \
-      -o "$OUT/schedules/${m}_$b/$gpu/profile.json"
+      -o "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
     # The last model's solves finish while this one profiled: its runs come next, on an idle GPU.
     [ -n "$pid" ] && wait "$pid"
     [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}"
     prev=(); pid=""
-    if [ -f "$OUT/schedules/${m}_$b/$gpu/profile.json" ]; then
-      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$gpu/profile.json" "${row[@]:1}" &
+    if [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ]; then
+      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" "${row[@]:1}" &
       pid=$!; prev=("$m" "$b")
     fi
   done

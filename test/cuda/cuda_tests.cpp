@@ -563,9 +563,14 @@ TEST_CASE("a schedule's cuDNN algorithms run: arena peak = predicted, gradients 
   }
   INFO(changed << " backward convolutions on another algorithm");
   REQUIRE(changed >= 10);
+  // The simulator on a schedule, each node's workspace the one of the algorithm it runs there.
+  auto predict = [&](const Schedule& sched) {
+    const std::vector<int> algo = algorithms_of(g, sched);
+    return simulate(
+        g, sched, [&](const Node& n) { return s->backend->workspace_bytes(g, n, algo[&n - g.nodes.data()]); }, 4);
+  };
   const std::vector<int> algo = algorithms_of(g, with);
-  const SimResult predicted = simulate(
-      g, with, [&](const Node& n) { return s->backend->workspace_bytes(g, n, algo[&n - g.nodes.data()]); }, 4);
+  const SimResult predicted = predict(with);
   int other_workspace = 0;
   for (const Node& n : g.nodes) {
     const int a = algo[static_cast<size_t>(&n - g.nodes.data())];
@@ -585,10 +590,7 @@ TEST_CASE("a schedule's cuDNN algorithms run: arena peak = predicted, gradients 
   // The reference is store-all on every node's default implementation and algorithm (the session itself runs the
   // lean store-all, whose peak is its own).
   const Schedule defaults = store_all_schedule(s->plan);
-  const std::vector<int> default_algo = algorithms_of(g, defaults);
-  const SimResult predicted_default = simulate(
-      g, defaults, [&](const Node& n) { return s->backend->workspace_bytes(g, n, default_algo[&n - g.nodes.data()]); },
-      4);
+  const SimResult predicted_default = predict(defaults);
   int64_t peak_with = 0, peak_default = 0;
   const auto a = run(with, &peak_with), b = run(defaults, &peak_default);
   CHECK(peak_with == predicted.peak_bytes);
