@@ -110,6 +110,9 @@ def main():
         d = os.path.join(ROOT, "schedules", f"{m}_{batch}")
         measured = os.path.join(d, a.gpu, "profile.json")
         derived = os.path.join(d, a.gpu, "profile_derived.json")
+        if not os.path.exists(measured):
+            sys.exit(f"bench_floor: --gpu {a.gpu}: no measured profile {os.path.relpath(measured, ROOT)} "
+                     "(scripts/gpu_session.sh zoo measures one)")
         meta = json.load(open(measured))
         shape = ",".join(str(x) for x in meta["input_shape"][1:])
         loss = "sum" if meta["loss"] == "sum" else "ce"
