@@ -60,6 +60,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxRootRounds = 40;          // rounds of root cuts at most
 constexpr int kCutsPerRound = 200;          // the most violated cuts added per round
+constexpr size_t kChainCutsPerRound = 1000;  // and at most this many of CbcOptions::separate's on top
 constexpr double kRoundStall = 1e-4;        // a round that raises the bound by less (relative) is a stall; two end it
 constexpr double kRoundTimeFactor = 2;      // a new round starts only if the time left exceeds this many last rounds
 constexpr double kResolveStallFactor = 1.5; // a round's dual re-solve past this many LP relaxation times: presolve
@@ -362,7 +363,7 @@ int fix_by_reduced_cost(OsiClpSolverInterface& solver, double incumbent) {
 // starts from this LP (its own cuts off).
 RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double incumbent, double deadline_s,
                        double stall_s, const std::function<double()>& now,
-                       const std::function<void(double)>& on_round) {
+                       const std::function<void(double)>& on_round, const CbcOptions::Separator& separate) {
   RootCuts rc;
   rc.bound = objective;
   const double began = now();
@@ -412,11 +413,24 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
       const double violation = std::max(c.lb() - ax, ax - c.ub());
       if (norm > 0 && violation > 1e-6 * std::max(1.0, std::abs(ax))) efficacy.push_back({violation / norm, i});
     }
-    if (efficacy.empty() && cuts.sizeColCuts() == 0) break;
+    std::vector<LinearProgram::Row> own;
+    if (separate) {
+      const double t0 = now();
+      own = separate(x, kChainCutsPerRound);
+      gen_s.push_back(now() - t0);
+    }
+    if (efficacy.empty() && own.empty() && cuts.sizeColCuts() == 0) break;
     std::sort(efficacy.begin(), efficacy.end(), std::greater<>());
     if (efficacy.size() > static_cast<size_t>(kCutsPerRound)) efficacy.resize(kCutsPerRound);
     OsiCuts chosen;
     for (auto [e, i] : efficacy) chosen.insert(cuts.rowCut(i));
+    for (const LinearProgram::Row& r : own) {
+      OsiRowCut cut;
+      cut.setRow(static_cast<int>(r.cols.size()), r.cols.data(), r.coefs.data());
+      cut.setLb(r.lo);
+      cut.setUb(r.hi >= 1e29 ? COIN_DBL_MAX : r.hi);
+      chosen.insert(cut);
+    }
     for (int i = 0; i < cuts.sizeColCuts(); ++i) chosen.insert(cuts.colCut(i));  // probing's bound tightenings
     const int before = solver.getNumRows();
     std::unique_ptr<CoinWarmStart> basis(solver.getWarmStart());
@@ -470,10 +484,10 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
     rc.kept = solver.getNumRows() - base_rows;
     on_round(rc.bound);
     if (log)
-      spdlog::debug("root cuts: round {} at {:.1f} s: {} row + {} column cuts, {} added, bound {:.6g}, {} kept, {} "
-                    "fixed; generators {:.2f} s, round {:.2f} s", round, now() - began, cuts.sizeRowCuts(),
-                    cuts.sizeColCuts(), efficacy.size(), rc.bound, rc.kept, rc.fixed, fmt::join(gen_s, " "),
-                    now() - start);
+      spdlog::debug("root cuts: round {} at {:.1f} s: {} row + {} column cuts, {} added, {} chain cuts, bound {:.6g}, "
+                    "{} kept, {} fixed; generators {:.2f} s, round {:.2f} s", round, now() - began,
+                    cuts.sizeRowCuts(), cuts.sizeColCuts(), efficacy.size(), own.size(), rc.bound, rc.kept, rc.fixed,
+                    fmt::join(gen_s, " "), now() - start);
     last_round_s = now() - start;
     if (stalls >= 2) break;
   }
@@ -870,7 +884,7 @@ CbcResult solve_with_cbc(const LinearProgram& lp, const CbcOptions& options, con
                            options.time_limit_s - reserve,
                            options.test_presolve_resolves ? 0 : kResolveStallFactor * std::max(relaxation_s, 1.0),
                            since_began,
-                           [&](double bound) { shared->bound = bound; });
+                           [&](double bound) { shared->bound = bound; }, options.separate);
       if (solver.isProvenOptimal()) root_x.assign(solver.getColSolution(), solver.getColSolution() + n);
     }
     if (options.time_limit_s - since_began() < std::min(kCbcReserveS / 2, 0.25 * options.time_limit_s)) {

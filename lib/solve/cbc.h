@@ -31,6 +31,10 @@ struct CbcOptions {
   // call's clock, and CBC's root node starts from that LP (with the cuts, from its basis; CBC's own cuts off).
   // time_limit_s covers the relaxation, the callback, the cut rounds and the search.
   std::function<std::vector<double>(const std::vector<double>& relaxed, double objective)> after_relaxation;
+  // When set, each root round also adds what this returns for the round's LP solution x (rows in >= form that x
+  // violates, at most the given number): the program's own valid inequalities (solve(): chain_cuts, milp.h).
+  using Separator = std::function<std::vector<LinearProgram::Row>(const double* x, size_t max_cuts)>;
+  Separator separate;
   // Large-neighbourhood search before CBC's search, from the warm start: each entry lists the columns a sub-MIP may
   // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found. Up to

@@ -1,6 +1,8 @@
 #include "solve/milp.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -442,6 +444,108 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
     for (size_t i = 0; i < m.P[k].size(); ++i)
       if (x[m.P[k][i]] > 0.5) a.P[k] = static_cast<int>(i);
   return a;
+}
+
+std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const MilpLayout& m, const double* x,
+                                           size_t max_cuts) {
+  constexpr double kViolation = 1e-4;
+  const int T = p.num_steps(), F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
+  // cum[k][u]: the relaxation's recomputations of forward node k in steps 0..u-1.
+  std::vector<std::vector<double>> cum(F, std::vector<double>(T + 1, 0.0));
+  for (int k = 0; k < F; ++k)
+    for (int t = 0; t < T; ++t) cum[k][t + 1] = cum[k][t] + (m.R[t][k] >= 0 ? x[m.R[t][k]] : 0.0);
+  std::vector<int> order(nf);  // values by producer: every input of a value's producer comes before it
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p.producer[a] < p.producer[b]; });
+
+  struct Target {
+    int f, col;  // col: the right-hand side's column (M or R), -1 for the constant 1
+    double rhs;
+  };
+  struct Cut {
+    double efficacy;
+    LinearProgram::Row row;
+  };
+  std::vector<Cut> cuts;
+  std::vector<double> chain(nf);  // the cheapest chain of each value at the s being searched
+  std::vector<int> via(nf);       // its next value, -1 where it ends at its producer's recomputations
+  std::vector<char> ancestor(nf);
+  // The cheapest chains of every listed value (inputs first) for step t from step s.
+  auto shortest = [&](const std::vector<int>& listed, int t, int s) {
+    for (int f : listed) {
+      const int k = p.producer[f];
+      double best = cum[k][t + 1] - cum[k][s];
+      int next = -1;
+      for (int g : p.fwd_inputs[k])
+        if (chain[g] < best) {
+          best = chain[g];
+          next = g;
+        }
+      chain[f] = (m.S[s][f] >= 0 ? x[m.S[s][f]] : 0.0) + best;
+      via[f] = next;
+    }
+  };
+  for (int t = 0; t < T; ++t) {
+    std::vector<Target> targets;
+    for (int f : p.needs[t]) targets.push_back({f, -1, 1.0});
+    for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i)
+      if (x[m.M[t][i]] > kViolation)
+        for (int f : p.impl_extra[t][i]) targets.push_back({f, m.M[t][i], x[m.M[t][i]]});
+    for (int k : p.candidates[t])
+      if (x[m.R[t][k]] > kViolation)
+        for (int g : p.fwd_inputs[k]) targets.push_back({g, m.R[t][k], x[m.R[t][k]]});
+    if (targets.empty()) continue;
+    std::fill(ancestor.begin(), ancestor.end(), 0);
+    std::vector<int> stack;
+    for (const Target& tg : targets) stack.push_back(tg.f);
+    while (!stack.empty()) {
+      const int f = stack.back();
+      stack.pop_back();
+      if (ancestor[f]) continue;
+      ancestor[f] = 1;
+      for (int g : p.fwd_inputs[p.producer[f]]) stack.push_back(g);
+    }
+    std::vector<int> listed;
+    for (int f : order)
+      if (ancestor[f]) listed.push_back(f);
+    std::vector<std::pair<double, int>> best(targets.size(), {kViolation, -1});  // (violation, s)
+    for (int s = 0; s <= t; ++s) {
+      shortest(listed, t, s);
+      for (size_t j = 0; j < targets.size(); ++j) {
+        const double violation = targets[j].rhs - chain[targets[j].f];
+        if (violation > best[j].first) best[j] = {violation, s};
+      }
+    }
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const int s = best[j].second;
+      if (s < 0) continue;
+      shortest(listed, t, s);
+      LinearProgram::Row row{"chain_" + std::to_string(t) + "_" + std::to_string(targets[j].f) + "_" + std::to_string(s),
+                             {}, {}, targets[j].col < 0 ? 1.0 : 0.0, 1e30};
+      for (int f = targets[j].f;; f = via[f]) {
+        if (m.S[s][f] >= 0) {
+          row.cols.push_back(m.S[s][f]);
+          row.coefs.push_back(1);
+        }
+        if (via[f] >= 0) continue;
+        for (int u = s; u <= t; ++u)
+          if (m.R[u][p.producer[f]] >= 0) {
+            row.cols.push_back(m.R[u][p.producer[f]]);
+            row.coefs.push_back(1);
+          }
+        break;
+      }
+      if (targets[j].col >= 0) {
+        row.cols.push_back(targets[j].col);
+        row.coefs.push_back(-1);
+      }
+      cuts.push_back({best[j].first / std::sqrt(static_cast<double>(row.cols.size())), std::move(row)});
+    }
+  }
+  std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.efficacy > b.efficacy; });
+  std::vector<LinearProgram::Row> rows;
+  for (size_t i = 0; i < cuts.size() && i < max_cuts; ++i) rows.push_back(std::move(cuts[i].row));
+  return rows;
 }
 
 }  // namespace monet

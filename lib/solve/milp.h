@@ -60,4 +60,18 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& lay
                                const Assignment& a);
 Assignment from_columns(const CheckpointProblem& p, const MilpLayout& layout, const std::vector<double>& x);
 
+// Chain cuts: valid inequalities the rows imply for integer points but not for the relaxation, which can keep a
+// value at a fraction and recompute from it, at that fraction, in several steps (a softmax built up over five steps
+// from one fifth of its input). For a value f_0 that step t needs (rhs 1; M[t][i] where only implementation i reads
+// it; R[t][k] where it is an input of candidate k), a chain f_0, f_1, ..., f_m (f_{j+1} an input of f_j's producer)
+// and a step s <= t:
+//   sum_j S[s][f_j] + sum_{s <= u <= t} R[u][producer(f_m)] >= rhs
+// If no f_j is kept at s, f_0 is recomputed in some step of [s, t], so f_1 is present there and, not kept at s,
+// was recomputed in [s, t] too, and so down the chain. Separation (chain_cuts): for each t and s, the cheapest
+// chain of every value is a shortest path over the forward graph (its own S at s, then either its producer's
+// recomputations in [s, t] or the cheapest chain of one of its producer's inputs). Returns up to max_cuts rows
+// (>= form) that x violates, the most violated per (t, f_0) pair, most efficacious first.
+std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const MilpLayout& layout, const double* x,
+                                           size_t max_cuts);
+
 }  // namespace monet

@@ -136,6 +136,7 @@ FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment
   o.threads = threads;
   o.after_relaxation = [&](const std::vector<double>&, double) { return to_columns(q, layout, lp, start); };
   o.neighborhoods = layer_windows(q, layout);
+  o.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(q, layout, x, max_cuts); };
   o.neighborhood_min_gap = neighborhood_min_gap;
   o.search_only = true;
   const CbcResult r = solve_with_cbc(lp, o, nullptr);
@@ -277,6 +278,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
                       pr.bound > kNoValue ? pr.bound + p.base_ms : -1.0});
         };
       cbc.neighborhoods = layer_windows(p, layout);
+      cbc.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(p, layout, x, max_cuts); };
       cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
       // Full mode, once the search has closed every neighbourhood: the program with the incumbent's implementations
       // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).

@@ -783,6 +783,123 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
   CHECK(e.peak_bytes < p.bwd_base[0] + 6 * 8 * kAlignBytes);
 }
 
+namespace {
+
+// Every assignment evaluate() accepts (the constraints checked procedurally, not by the MILP's rows), as the MILP's
+// columns; with choices, every implementation too. Tiny problems only.
+std::vector<std::vector<double>> integer_points(const CheckpointProblem& p, const MilpLayout& layout,
+                                                const LinearProgram& lp) {
+  std::vector<char*> vars;
+  Assignment a = empty_assignment(p);
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (p.has_s(t, static_cast<int>(f))) vars.push_back(&a.S[t][f]);
+    for (int k : p.candidates[t]) vars.push_back(&a.R[t][k]);
+  }
+  std::vector<int*> choices;
+  for (int t = 0; t < p.num_steps(); ++t)
+    if (p.num_impls(t) == 2) choices.push_back(&a.M[t]);
+  const size_t bits = vars.size() + choices.size();
+  REQUIRE(bits <= 22);
+  std::vector<std::vector<double>> points;
+  for (uint64_t mask = 0; mask < (uint64_t{1} << bits); ++mask) {
+    for (size_t i = 0; i < vars.size(); ++i) *vars[i] = (mask >> i) & 1;
+    for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
+    if (evaluate(p, a).feasible) points.push_back(to_columns(p, layout, lp, a));
+  }
+  return points;
+}
+
+double activity(const LinearProgram::Row& r, const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t i = 0; i < r.cols.size(); ++i) sum += r.coefs[i] * x[r.cols[i]];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("chain cuts hold at every integer point and cut off fractional ones", "[solve][milp]") {
+  int problems = 0, cuts = 0, with_rhs_column = 0, chains = 0;
+  for (uint64_t seed = 1; seed <= 60 && problems < 16; ++seed) {
+    const bool impls = seed % 2 == 0;
+    PlanGraph plan = random_plan(seed % 3 == 0 ? 4 : 3, seed, impls);
+    CheckpointProblem p = make_problem(plan, 0, impls);
+    size_t vars = 0;
+    for (int t = 0; t < p.num_steps(); ++t) {
+      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
+      vars += p.candidates[t].size() + (p.num_impls(t) > 1);
+    }
+    if (vars > 20) continue;
+    INFO("seed " << seed);
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, simulate(plan, store_all_schedule(plan)).peak_bytes, &layout);
+    const std::vector<std::vector<double>> points = integer_points(p, layout, lp);
+    REQUIRE(!points.empty());
+    // Fractional points: random values of the integer columns (the relaxation's own point rarely violates a chain on
+    // graphs this small), each a fresh set of cuts.
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unit(0, 1);
+    for (int draw = 0; draw < 40; ++draw) {
+      std::vector<double> x(lp.col_names.size());
+      for (size_t j = 0; j < x.size(); ++j) x[j] = lp.integer[j] ? unit(rng) * unit(rng) : 0;
+      for (const LinearProgram::Row& r : chain_cuts(p, layout, x.data(), 1000)) {
+        CHECK(activity(r, x) < r.lo - 1e-4);  // violated where it was separated
+        const auto broken = std::count_if(points.begin(), points.end(),
+                                          [&](const std::vector<double>& y) { return activity(r, y) < r.lo - 1e-9; });
+        CHECK(broken == 0);
+        ++cuts;
+        with_rhs_column += r.lo == 0;
+        chains += r.cols.size() > 3;
+      }
+    }
+    ++problems;
+  }
+  WARN("chain cuts: " << cuts << " on " << problems << " problems, " << with_rhs_column << " with a column on the right, " << chains << " longer than 3");
+  CHECK(problems == 16);
+  CHECK(cuts > 500);
+  CHECK(with_rhs_column > 50);  // an implementation's read or a recomputation's input
+  CHECK(chains > 50);           // longer than a need row with one recomputation
+}
+
+TEST_CASE("chain cuts raise the relaxation's bound and never past the optimum", "[solve][milp]") {
+  int raised = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    PlanGraph plan = random_plan(12, seed, seed % 2 == 0);
+    CheckpointProblem p = make_problem(plan, 0, seed % 2 == 0);
+    const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+    const int64_t budget = (smallest_heuristic_peak(p) * 3 + store_all) / 4;
+    INFO("seed " << seed << " budget " << budget);
+    MilpLayout layout;
+    LinearProgram lp = checkpoint_milp(p, budget, &layout);
+    CbcOptions o;
+    o.time_limit_s = 60;
+    o.relative_gap = 0;
+    const CbcResult best = solve_with_cbc(lp, o, nullptr);
+    REQUIRE(best.status == CbcResult::Status::optimal);
+    double relaxation = 0;
+    std::vector<double> x = solve_lp_relaxation(lp, &relaxation);
+    REQUIRE(!x.empty());
+    double bound = relaxation;
+    for (int round = 0; round < 5; ++round) {
+      const std::vector<LinearProgram::Row> cuts = chain_cuts(p, layout, x.data(), 100);
+      if (cuts.empty()) break;
+      for (const LinearProgram::Row& r : cuts) {
+        CHECK(activity(r, best.x) >= r.lo - 1e-9);  // the optimum satisfies each
+        lp.add_row(r.name, r.cols, r.coefs, r.lo, r.hi);
+      }
+      double next = 0;
+      x = solve_lp_relaxation(lp, &next);
+      REQUIRE(!x.empty());
+      CHECK(next >= bound - 1e-7);
+      bound = next;
+    }
+    CHECK(bound <= best.objective + 1e-6);
+    raised += bound > relaxation + 1e-6;
+  }
+  WARN("raised " << raised);
+  CHECK(raised > 0);
+}
+
 TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[solve][milp]") {
   int rounds = 0, raised = 0, compared = 0, searched = 0, presolved = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
