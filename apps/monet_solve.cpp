@@ -255,8 +255,9 @@ int main(int argc, char** argv) {
                   window_name.c_str(), r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s,
                   r.root_cuts.seconds, r.cbc_s);
       if (r.root_cuts.rounds > 0)
-        std::printf("root cuts: %d rounds, %d cuts (%d kept), bound %.3f -> %.3f ms%s\n", r.root_cuts.rounds,
-                    r.root_cuts.cuts, r.root_cuts.kept, r.lp_bound_ms, r.root_bound_ms,
+        std::printf("root cuts: %d rounds, %d cuts (%d chain cuts; %d kept), bound %.3f -> %.3f ms%s\n",
+                    r.root_cuts.rounds, r.root_cuts.cuts, r.root_cuts.chain, r.root_cuts.kept, r.lp_bound_ms,
+                    r.root_bound_ms,
                     r.root_cuts.abandoned ? " (the last round ran out of time and was taken back)" : "");
       if (r.neighborhoods.skipped)
         std::printf("neighbourhood search: skipped (the warm start is within 0.1%% of store-all's step of the bound)\n");

@@ -466,6 +466,7 @@ RootCuts add_root_cuts(OsiClpSolverInterface& solver, double objective, double i
     }
     ++rc.rounds;
     rc.cuts += solver.getNumRows() - before;
+    rc.chain += static_cast<int>(own.size());
     const double obj = solver.getObjValue();
     stalls = obj - rc.bound <= kRoundStall * std::max(1.0, std::abs(obj)) ? stalls + 1 : 0;
     rc.bound = std::max(rc.bound, obj);

@@ -74,6 +74,7 @@ struct CbcOptions {
 struct RootCuts {
   int rounds = 0;        // rounds whose re-solve finished
   int cuts = 0;          // cuts added over those rounds
+  int chain = 0;         // of them, those CbcOptions::separate returned (chain cuts)
   int kept = 0;          // still tight after the last round (the rows CBC starts with beyond the model's)
   int fixed = 0;         // binaries fixed by reduced cost against the warm start
   double seconds = 0;
