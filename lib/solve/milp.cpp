@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 
@@ -516,10 +517,16 @@ std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const Mil
         if (violation > best[j].first) best[j] = {violation, s};
       }
     }
-    for (size_t j = 0; j < targets.size(); ++j) {
+    // Each violated target's chain, from the shortest paths of its s (computed once per s), in target order.
+    std::vector<size_t> by_s;
+    for (size_t j = 0; j < targets.size(); ++j)
+      if (best[j].second >= 0) by_s.push_back(j);
+    std::stable_sort(by_s.begin(), by_s.end(), [&](size_t a, size_t b) { return best[a].second < best[b].second; });
+    std::vector<std::optional<Cut>> found(targets.size());
+    for (size_t i = 0; i < by_s.size(); ++i) {
+      const size_t j = by_s[i];
       const int s = best[j].second;
-      if (s < 0) continue;
-      shortest(listed, t, s);
+      if (i == 0 || best[by_s[i - 1]].second != s) shortest(listed, t, s);
       LinearProgram::Row row{"chain_" + std::to_string(t) + "_" + std::to_string(targets[j].f) + "_" + std::to_string(s),
                              {}, {}, targets[j].col < 0 ? 1.0 : 0.0, 1e30};
       for (int f = targets[j].f;; f = via[f]) {
@@ -539,8 +546,10 @@ std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const Mil
         row.cols.push_back(targets[j].col);
         row.coefs.push_back(-1);
       }
-      cuts.push_back({best[j].first / std::sqrt(static_cast<double>(row.cols.size())), std::move(row)});
+      found[j] = Cut{best[j].first / std::sqrt(static_cast<double>(row.cols.size())), std::move(row)};
     }
+    for (std::optional<Cut>& cut : found)
+      if (cut) cuts.push_back(std::move(*cut));
   }
   std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.efficacy > b.efficacy; });
   std::vector<LinearProgram::Row> rows;

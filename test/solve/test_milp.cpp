@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include "profile/profile.h"
@@ -119,14 +120,26 @@ PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = 
   return std::move(pb.plan);
 }
 
-// Brute force over every binary assignment of the variables the problem defines.
-double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
-  std::vector<std::pair<char*, int>> vars;
+// The binary variables the problem defines: S and R columns per step, and one bit per two-way choice of a step's or
+// a forward node's implementation.
+size_t binary_variables(const CheckpointProblem& p) {
+  size_t vars = 0;
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
+    vars += p.candidates[t].size() + (p.num_impls(t) > 1);
+  }
+  for (int k = 0; k < p.num_fwd(); ++k) vars += p.num_fwd_impls(k) > 1;
+  return vars;
+}
+
+// Calls visit(a) for every binary assignment of those variables (tiny problems only).
+void for_each_assignment(const CheckpointProblem& p, const std::function<void(const Assignment&)>& visit) {
+  std::vector<char*> vars;
   Assignment a = empty_assignment(p);
   for (int t = 0; t < p.num_steps(); ++t) {
     for (size_t f = 0; f < p.fvals.size(); ++f)
-      if (p.has_s(t, static_cast<int>(f))) vars.push_back({&a.S[t][f], 0});
-    for (int k : p.candidates[t]) vars.push_back({&a.R[t][k], 0});
+      if (p.has_s(t, static_cast<int>(f))) vars.push_back(&a.S[t][f]);
+    for (int k : p.candidates[t]) vars.push_back(&a.R[t][k]);
   }
   std::vector<int*> choices;  // steps and forward nodes with two implementations: one more bit each
   for (int t = 0; t < p.num_steps(); ++t)
@@ -140,17 +153,24 @@ double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
       choices.push_back(&a.P[k]);
     }
   REQUIRE(vars.size() + choices.size() <= 24);
+  for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choices.size())); ++mask) {
+    for (size_t i = 0; i < vars.size(); ++i) *vars[i] = (mask >> i) & 1;
+    for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
+    visit(a);
+  }
+}
+
+// Brute force over every binary assignment of the variables the problem defines.
+double brute_force_ms(const CheckpointProblem& p, int64_t budget, bool* found) {
   double best = 1e300;
   *found = false;
-  for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choices.size())); ++mask) {
-    for (size_t i = 0; i < vars.size(); ++i) *vars[i].first = (mask >> i) & 1;
-    for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
+  for_each_assignment(p, [&](const Assignment& a) {
     Evaluation e = evaluate(p, a);
     if (e.feasible && e.peak_bytes <= budget && e.recompute_ms < best) {
       best = e.recompute_ms;
       *found = true;
     }
-  }
+  });
   return best;
 }
 
@@ -164,13 +184,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
   for (uint64_t seed = 1; seed <= 80 && compared < wanted; ++seed) {
     PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos, bwd_in_place);
     CheckpointProblem p = make_problem(plan, window, impls);
-    size_t vars = 0;
-    for (int t = 0; t < p.num_steps(); ++t) {
-      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
-      vars += p.candidates[t].size() + (p.num_impls(t) > 1);
-    }
-    for (int k = 0; k < p.num_fwd(); ++k) vars += p.num_fwd_impls(k) > 1;
-    if (vars > 20) continue;
+    if (binary_variables(p) > 20) continue;
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
     const int64_t lb = p.lower_bound_bytes();
     for (int64_t budget : {lb, (lb + store_all) / 2, store_all}) {
@@ -620,12 +634,7 @@ TEST_CASE("pressure heuristic: feasible within the budget, never better than bru
     const bool in_place = run >= 40;  // the same graphs with forward nodes that may run in place
     PlanGraph plan = random_plan(3, seed, false, in_place);
     CheckpointProblem p = make_problem(plan, 0);
-    size_t vars = 0;
-    for (int t = 0; t < p.num_steps(); ++t) {
-      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
-      vars += p.candidates[t].size();
-    }
-    if (vars > 20) continue;
+    if (binary_variables(p) > 20) continue;  // no implementation choices: S and R only
     const int64_t store_all = evaluate(p, store_all_assignment(p)).peak_bytes;
     const int64_t lb = p.lower_bound_bytes();
     for (int64_t budget = lb; budget <= store_all; budget += kAlignBytes) {
@@ -786,27 +795,13 @@ TEST_CASE("memory within a step: a recomputed chain holds only what its later re
 namespace {
 
 // Every assignment evaluate() accepts (the constraints checked procedurally, not by the MILP's rows), as the MILP's
-// columns; with choices, every implementation too. Tiny problems only.
+// columns. Tiny problems only.
 std::vector<std::vector<double>> integer_points(const CheckpointProblem& p, const MilpLayout& layout,
                                                 const LinearProgram& lp) {
-  std::vector<char*> vars;
-  Assignment a = empty_assignment(p);
-  for (int t = 0; t < p.num_steps(); ++t) {
-    for (size_t f = 0; f < p.fvals.size(); ++f)
-      if (p.has_s(t, static_cast<int>(f))) vars.push_back(&a.S[t][f]);
-    for (int k : p.candidates[t]) vars.push_back(&a.R[t][k]);
-  }
-  std::vector<int*> choices;
-  for (int t = 0; t < p.num_steps(); ++t)
-    if (p.num_impls(t) == 2) choices.push_back(&a.M[t]);
-  const size_t bits = vars.size() + choices.size();
-  REQUIRE(bits <= 22);
   std::vector<std::vector<double>> points;
-  for (uint64_t mask = 0; mask < (uint64_t{1} << bits); ++mask) {
-    for (size_t i = 0; i < vars.size(); ++i) *vars[i] = (mask >> i) & 1;
-    for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
+  for_each_assignment(p, [&](const Assignment& a) {
     if (evaluate(p, a).feasible) points.push_back(to_columns(p, layout, lp, a));
-  }
+  });
   return points;
 }
 
@@ -824,12 +819,7 @@ TEST_CASE("chain cuts hold at every integer point and cut off fractional ones", 
     const bool impls = seed % 2 == 0;
     PlanGraph plan = random_plan(seed % 3 == 0 ? 4 : 3, seed, impls);
     CheckpointProblem p = make_problem(plan, 0, impls);
-    size_t vars = 0;
-    for (int t = 0; t < p.num_steps(); ++t) {
-      for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
-      vars += p.candidates[t].size() + (p.num_impls(t) > 1);
-    }
-    if (vars > 20) continue;
+    if (binary_variables(p) > 20) continue;
     INFO("seed " << seed);
     MilpLayout layout;
     const LinearProgram lp = checkpoint_milp(p, simulate(plan, store_all_schedule(plan)).peak_bytes, &layout);
