@@ -105,14 +105,28 @@ void run_binary(const CudaCall& c) {
   binary_op(c, op, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(1), c.fin(1), c.fout(0));
 }
 
-// dx = ReduceSumTo(term(dy, operands...), attr shape): dy is input 0, the operands follow.
+// dx = ReduceSumTo(term(dy, operands...), attr shape): dy is input 0, the operands follow. A reduction over many
+// terms into few outputs is split over blocks, its partial sums in the workspace (kernels.h reduce_to), a pure
+// function of the shapes: the workspace function builds the same geometry as the run.
+template <int K>
+ReduceGeom grad_sum_to_geom(const Graph& g, const Node& n) {
+  const Shape& dy = g.values[n.inputs[0]].shape;
+  const Shape* p0 = K >= 1 ? &g.values[n.inputs[1]].shape : nullptr;
+  const Shape* p1 = K >= 2 ? &g.values[n.inputs[2]].shape : nullptr;
+  return reduce_geom(dy, g.values[n.outputs[0]].shape, p0, p1);
+}
+
+template <int K>
+int64_t grad_sum_to_workspace(const Graph& g, const Node& n, CudaContext&) {
+  return reduce_to_workspace_bytes(grad_sum_to_geom<K>(g, n));
+}
+
 template <Term t, int K>
 void run_grad_sum_to(const CudaCall& c) {
-  const Shape* p0 = K >= 1 ? &c.in_shape(1) : nullptr;
-  const Shape* p1 = K >= 2 ? &c.in_shape(2) : nullptr;
-  const ReduceGeom g = reduce_geom(c.in_shape(0), c.out_shape(0), p0, p1);
+  const ReduceGeom g = grad_sum_to_geom<K>(c.g, c.node);
+  MONET_CHECK(c.workspace_bytes >= reduce_to_workspace_bytes(g), "workspace too small for ", c.node.name);
   MONET_CUDA_CHECK(reduce_to(t, g, c.fin(0), K >= 1 ? c.fin(1) : nullptr, K >= 2 ? c.fin(2) : nullptr, c.fout(0), 1.0,
-                             c.ctx.stream));
+                             static_cast<double*>(c.workspace), c.ctx.stream));
 }
 
 // Sum(x0, x1, ...): y = x0, then y += xk in input order (the CPU's order).
@@ -158,8 +172,9 @@ void run_dropout_grad(const CudaCall& c) {
                                 c.ctx.stream));
 }
 
-// SgdUpdate joins the context's pending batch (flush_sgd launches it): consecutive updates of a schedule go out
-// as one kernel.
+// SgdUpdate joins the context's pending batch (flush_sgd launches it): consecutive updates of a schedule, up to
+// kSgdBatch (512 with CUDA 12.1+) with one lr and momentum, go out as one multi-tensor kernel (kernels.h
+// sgd_update), so ResNet-50's 161 parameters take as many launches as the schedule has runs of consecutive updates.
 void run_sgd(const CudaCall& c) {
   const float lr = static_cast<float>(c.node.attrs.f("lr"));
   const float momentum = static_cast<float>(c.node.attrs.f("momentum"));
@@ -207,11 +222,11 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["Sub"] = {run_binary<Binary::sub>};
   t["Mul"] = {run_binary<Binary::mul>};
   t["Div"] = {run_binary<Binary::div>};
-  t["SubGradB"] = {run_grad_sum_to<Term::neg_x, 0>};
-  t["MulGrad"] = {run_grad_sum_to<Term::x_mul_p0, 1>};
-  t["DivGradA"] = {run_grad_sum_to<Term::x_div_p0, 1>};
-  t["DivGradB"] = {run_grad_sum_to<Term::div_grad_b, 2>};
-  t["ReduceSumTo"] = {run_grad_sum_to<Term::x, 0>};
+  t["SubGradB"] = {run_grad_sum_to<Term::neg_x, 0>, grad_sum_to_workspace<0>};
+  t["MulGrad"] = {run_grad_sum_to<Term::x_mul_p0, 1>, grad_sum_to_workspace<1>};
+  t["DivGradA"] = {run_grad_sum_to<Term::x_div_p0, 1>, grad_sum_to_workspace<1>};
+  t["DivGradB"] = {run_grad_sum_to<Term::div_grad_b, 2>, grad_sum_to_workspace<2>};
+  t["ReduceSumTo"] = {run_grad_sum_to<Term::x, 0>, grad_sum_to_workspace<0>};
   t["BroadcastTo"] = {run_broadcast};
   t["Expand"] = {run_broadcast};
   t["Sum"] = {run_sum};

@@ -1,10 +1,14 @@
 // Elementwise kernels: activations and their gradients, broadcasting binary ops, the reduction of a broadcast
-// gradient to an input's shape, Dropout and the SGD update. Each mirrors the CPU kernel of its op (lib/ops/<op>),
-// including how comparisons treat NaN; products that the CPU rounds separately use __fmul_rn/__fadd_rn so that
-// nvcc's FMA contraction does not move a value across a kink (hard_sigmoid) or change SGD's rounding.
+// gradient to an input's shape (reduce_to), Dropout and the multi-tensor SGD update. Each mirrors the CPU kernel of
+// its op (lib/ops/<op>), including how comparisons treat NaN; products that the CPU rounds separately use
+// __fmul_rn/__fadd_rn so that nvcc's FMA contraction does not move a value across a kink (hard_sigmoid) or change
+// SGD's rounding. Elementwise kernels are grid-stride loops, float4 wherever the pointers are 16-byte aligned (the
+// n % 4 tail element by element); index math that divides is 32-bit where the index space fits. Sums have a fixed
+// order and use no atomics (kernels.h).
 #include <cmath>
 
 #include "engine/cuda/launch.cuh"
+#include "engine/cuda/reduce.cuh"
 
 namespace monet::cuda {
 namespace {
@@ -56,13 +60,21 @@ __global__ void unary_kernel(int64_t n, const float* x, float* y, float p0, floa
   MONET_GRID_LOOP(i, n) y[i] = unary_of<op>(x[i], p0, p1);
 }
 
-// Four elements per thread (16-byte aligned, n4 = n / 4).
+// Four elements per thread (x and y 16-byte aligned) over the first n / 4 * 4 elements; the last n % 4 by the
+// first threads of block 0 (each element still read and written by one thread: in place is safe).
 template <Unary op>
-__global__ void unary4_kernel(int64_t n4, const float4* x, float4* y, float p0, float p1) {
+__global__ void unary4_kernel(int64_t n, const float* x, float* y, float p0, float p1) {
+  const int64_t n4 = n / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float4* y4 = reinterpret_cast<float4*>(y);
   MONET_GRID_LOOP(i, n4) {
-    const float4 v = x[i];
-    y[i] = make_float4(unary_of<op>(v.x, p0, p1), unary_of<op>(v.y, p0, p1), unary_of<op>(v.z, p0, p1),
-                       unary_of<op>(v.w, p0, p1));
+    const float4 v = x4[i];
+    y4[i] = make_float4(unary_of<op>(v.x, p0, p1), unary_of<op>(v.y, p0, p1), unary_of<op>(v.z, p0, p1),
+                        unary_of<op>(v.w, p0, p1));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < n - 4 * n4) {
+    const int64_t i = 4 * n4 + threadIdx.x;
+    y[i] = unary_of<op>(x[i], p0, p1);
   }
 }
 
@@ -159,13 +171,22 @@ __global__ void unary_grad_kernel(int64_t n, const float* dy, const float* __res
   MONET_GRID_LOOP(i, n) dx[i] = unary_grad_of<op>(dy[i], s[i], p0, p1);
 }
 
+// float4 over the first n / 4 * 4 elements, the n % 4 tail by block 0 (as unary4_kernel).
 template <UnaryGrad op>
-__global__ void unary_grad4_kernel(int64_t n4, const float4* dy, const float4* __restrict__ s, float4* dx, float p0,
+__global__ void unary_grad4_kernel(int64_t n, const float* dy, const float* __restrict__ s, float* dx, float p0,
                                    float p1) {
+  const int64_t n4 = n / 4;
+  const float4* dy4 = reinterpret_cast<const float4*>(dy);
+  const float4* s4 = reinterpret_cast<const float4*>(s);
+  float4* dx4 = reinterpret_cast<float4*>(dx);
   MONET_GRID_LOOP(i, n4) {
-    const float4 g = dy[i], v = s[i];
-    dx[i] = make_float4(unary_grad_of<op>(g.x, v.x, p0, p1), unary_grad_of<op>(g.y, v.y, p0, p1),
-                        unary_grad_of<op>(g.z, v.z, p0, p1), unary_grad_of<op>(g.w, v.w, p0, p1));
+    const float4 g = dy4[i], v = s4[i];
+    dx4[i] = make_float4(unary_grad_of<op>(g.x, v.x, p0, p1), unary_grad_of<op>(g.y, v.y, p0, p1),
+                         unary_grad_of<op>(g.z, v.z, p0, p1), unary_grad_of<op>(g.w, v.w, p0, p1));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < n - 4 * n4) {
+    const int64_t i = 4 * n4 + threadIdx.x;
+    dx[i] = unary_grad_of<op>(dy[i], s[i], p0, p1);
   }
 }
 
@@ -181,14 +202,22 @@ __device__ __forceinline__ float binary_of(float a, float b, float scalar) {
   else return a / scalar;
 }
 
-// Both operands and y contiguous over the same n elements, four at a time (16-byte aligned, n4 = n / 4). No
-// __restrict__: y may be a (Sum accumulates in place); each element is read before it is written.
+// Both operands and y contiguous over the same n elements, four at a time (16-byte aligned), the n % 4 tail by
+// block 0. No __restrict__: y may be a (Sum accumulates in place); each element is read before it is written.
 template <Binary op>
-__global__ void contiguous_binary4_kernel(int64_t n4, const float4* a, const float4* b, float4* y, float scalar) {
+__global__ void contiguous_binary4_kernel(int64_t n, const float* a, const float* b, float* y, float scalar) {
+  const int64_t n4 = n / 4;
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+  float4* y4 = reinterpret_cast<float4*>(y);
   MONET_GRID_LOOP(i, n4) {
-    const float4 u = a[i], v = b[i];
-    y[i] = make_float4(binary_of<op>(u.x, v.x, scalar), binary_of<op>(u.y, v.y, scalar),
-                       binary_of<op>(u.z, v.z, scalar), binary_of<op>(u.w, v.w, scalar));
+    const float4 u = a4[i], v = b4[i];
+    y4[i] = make_float4(binary_of<op>(u.x, v.x, scalar), binary_of<op>(u.y, v.y, scalar),
+                        binary_of<op>(u.z, v.z, scalar), binary_of<op>(u.w, v.w, scalar));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < n - 4 * n4) {
+    const int64_t i = 4 * n4 + threadIdx.x;
+    y[i] = binary_of<op>(a[i], b[i], scalar);
   }
 }
 
@@ -269,10 +298,8 @@ void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const 
     launch_rows_binary<op, false, true>(out, sa, sb, a, b, y, scalar, stream);
   } else if (rows && ia == 1 && ib == 1) {
     launch_rows_binary<op, true, true>(out, sa, sb, a, b, y, scalar, stream);
-  } else if (contiguous && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
-    contiguous_binary4_kernel<op><<<blocks_for(n / 4), kThreads, 0, stream>>>(
-        n / 4, reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y),
-        scalar);
+  } else if (contiguous && aligned16(a) && aligned16(b) && aligned16(y)) {
+    contiguous_binary4_kernel<op><<<blocks_for(n / 4), kThreads, 0, stream>>>(n, a, b, y, scalar);
   } else if (contiguous) {
     contiguous_binary_kernel<op><<<blocks_for(n), kThreads, 0, stream>>>(n, a, b, y, scalar);
   } else if (n < (int64_t{1} << 31)) {
@@ -285,109 +312,436 @@ void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const 
 
 // ----------------------------------------------------------------------------------------------- reduce
 
+// Sums over a warp and over a block, and float4 units: reduce.cuh.
+
+// The operands a term reads besides x.
 template <Term t>
-__device__ __forceinline__ float term_of(float x, const float* p0, const float* p1, int64_t o1, int64_t o2) {
+constexpr int operands_of = t == Term::div_grad_b ? 2 : (t == Term::x_mul_p0 || t == Term::x_div_p0 ? 1 : 0);
+
+template <Term t>
+__device__ __forceinline__ float term_of(float x, float a, float b) {
   if constexpr (t == Term::x) return x;
   else if constexpr (t == Term::neg_x) return -x;
-  else if constexpr (t == Term::x_mul_p0) return x * p0[o1];
-  else if constexpr (t == Term::x_div_p0) return x / p0[o1];
-  else return __fmul_rn(-x, (p0[o1] / p1[o2]) / p1[o2]);
+  else if constexpr (t == Term::x_mul_p0) return x * a;
+  else if constexpr (t == Term::x_div_p0) return x / a;
+  else return __fmul_rn(-x, (a / b) / b);
 }
 
-// Offsets of output element o (kept dims) and of reduction index j (reduced dims), per operand.
-__device__ __forceinline__ void kept_offsets(const ReduceGeom& g, int64_t o, int64_t off[3]) {
+// The operand values of W consecutive elements along b from `base` (the offset of unit b's first element minus
+// b * W * sb): sb == 0, one value broadcast; W == 4 and sb == 1, a float4 (base % 4 == 0, p 16-byte aligned).
+template <int W>
+__device__ __forceinline__ void load_operand(const float* p, int64_t base, int64_t b, int64_t sb, float (&v)[W]) {
+  if (W == 1 || sb == 0) {
+    const float s = p[base + b * sb];
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[j] = s;
+  } else {
+    load_units<W>(p + base, b, v);
+  }
+}
+
+// x as (A, K, B) (strides (K * B, B, 1)); operand k's strides along (a, k, b) in s1, s2; P parts per output.
+struct ReduceArgs {
+  int64_t A = 1, K = 1, B = 1, P = 1;
+  int64_t s1[3] = {}, s2[3] = {};
+};
+
+// Nothing reduced, the index space one merged dim: out[i] = term(x[i], p0[i * s1], p1[i * s2]) / divisor. W == 4:
+// float4 units (x, out aligned; each operand's stride 0 or 1 and aligned), the n % 4 tail by block 0.
+template <Term t, int W>
+__global__ void reduce_map_flat_kernel(int64_t n, int64_t s1, int64_t s2, const float* x, const float* p0,
+                                       const float* p1, float* out, double divisor) {
+  constexpr int ops = operands_of<t>;
+  const int64_t units = n / W;
+  MONET_GRID_LOOP(u, units) {
+    float v[W], a[W] = {}, b[W] = {};
+    load_units<W>(x, u, v);
+    if constexpr (ops >= 1) load_operand<W>(p0, 0, u, s1, a);
+    if constexpr (ops >= 2) load_operand<W>(p1, 0, u, s2, b);
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[j] = static_cast<float>(static_cast<double>(term_of<t>(v[j], a[j], b[j])) / divisor);
+    store_units<W>(out, u, v);
+  }
+  if (W > 1 && blockIdx.x == 0 && threadIdx.x < n - units * W) {
+    const int64_t i = units * W + threadIdx.x;
+    const float a = ops >= 1 ? p0[i * s1] : 0.f, b = ops >= 2 ? p1[i * s2] : 0.f;
+    out[i] = static_cast<float>(static_cast<double>(term_of<t>(x[i], a, b)) / divisor);
+  }
+}
+
+// Nothing reduced, operands broadcast in several dims: the operands' offsets from the output index, unrolled over
+// the constant kMaxDims (launch.cuh offsets_of: no per-thread copy of the geometry). I: int32_t when out_n < 2^31
+// (an operand has no more elements than the output).
+template <Term t, class I>
+__global__ void reduce_map_dims_kernel(const __grid_constant__ ReduceGeom g, const float* x, const float* p0,
+                                       const float* p1, float* out, double divisor) {
+  constexpr int ops = operands_of<t>;
+  MONET_GRID_LOOP(ol, g.out_n) {
+    I rem = static_cast<I>(ol), o1 = 0, o2 = 0;
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d >= g.kept_rank) continue;
+      const I size = static_cast<I>(g.kept_size[d]);
+      const I idx = rem % size;
+      rem /= size;
+      o1 += idx * static_cast<I>(g.kept_stride[1][d]);
+      o2 += idx * static_cast<I>(g.kept_stride[2][d]);
+    }
+    const float a = ops >= 1 ? p0[o1] : 0.f, b = ops >= 2 ? p1[o2] : 0.f;
+    out[ol] = static_cast<float>(static_cast<double>(term_of<t>(x[ol], a, b)) / divisor);
+  }
+}
+
+// B == 1 ("columns": out[k] = sum over a of x[a * K + k]): block (column tile blockIdx.x, part blockIdx.y) of
+// 32 columns x 8 row-threads; a thread sums rows a0 + ty, a0 + ty + 8, ... of the part in double, then the 8
+// row-threads of a column are added in order: out[k] (P == 1) or partial[part * K + k].
+template <Term t>
+__global__ void reduce_columns_kernel(ReduceArgs r, const float* x, const float* p0, const float* p1, float* out,
+                                      double* __restrict__ partial, double divisor) {
+  constexpr int ops = operands_of<t>;
+  __shared__ double sh[8][32];
+  const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * 32 + tx, part = blockIdx.y;
+  const int64_t a0 = r.A * part / r.P, a1 = r.A * (part + 1) / r.P;
+  double acc = 0;
+  if (k < r.K)
+    for (int64_t a = a0 + ty; a < a1; a += 8) {
+      const float u = ops >= 1 ? p0[a * r.s1[0] + k * r.s1[1]] : 0.f;
+      const float v = ops >= 2 ? p1[a * r.s2[0] + k * r.s2[1]] : 0.f;
+      acc += term_of<t>(x[a * r.K + k], u, v);
+    }
+  sh[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && k < r.K) {
+    double total = 0;
+    for (int q = 0; q < 8; ++q) total += sh[q][tx];
+    if (r.P == 1) out[k] = static_cast<float>(total / divisor);
+    else partial[part * r.K + k] = total;
+  }
+}
+
+// Column k's P partials added in part order: 8 part-threads per column (every 8th part), then the 8 in order.
+__global__ void reduce_columns_finish_kernel(int64_t K, int64_t P, const double* partial, float* out,
+                                             double divisor) {
+  __shared__ double sh[8][32];
+  const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * 32 + tx;
+  double acc = 0;
+  if (k < K)
+    for (int64_t p = ty; p < P; p += 8) acc += partial[p * K + k];
+  sh[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && k < K) {
+    double total = 0;
+    for (int q = 0; q < 8; ++q) total += sh[q][tx];
+    out[k] = static_cast<float>(total / divisor);
+  }
+}
+
+// B > 1 ("runs"), an output's A * B terms in (a, b) order cut into P equal ranges: block q (grid-stride) sums range
+// q % P of output q / P, thread t the units m0 + t, m0 + t + blockDim.x, ... (units of W floats along b), (a, b)
+// carried along instead of divided out per unit; per-thread double, block_allsum's fixed tree. out[k] (P == 1)
+// or partial[k * P + part].
+template <Term t, int W>
+__global__ void reduce_runs_kernel(ReduceArgs r, const float* x, const float* p0, const float* p1, float* out,
+                                   double* __restrict__ partial, double divisor) {
+  constexpr int ops = operands_of<t>;
+  const int64_t Bu = r.B / W, M = r.A * Bu;
+  for (int64_t q = blockIdx.x; q < r.K * r.P; q += gridDim.x) {  // block-uniform
+    const int64_t k = q / r.P, part = q - k * r.P;
+    const int64_t m1 = M * (part + 1) / r.P;
+    double acc = 0;
+    int64_t m = M * part / r.P + threadIdx.x;
+    if (m < m1) {
+      int64_t a = m / Bu, b = m - a * Bu;
+      const int64_t qa = blockDim.x / Bu, qb = blockDim.x - qa * Bu;  // blockDim.x = qa * Bu + qb, qb < Bu
+      for (; m < m1; m += blockDim.x) {
+        float v[W], u[W] = {}, w[W] = {};
+        load_units<W>(x, (a * r.K + k) * Bu + b, v);
+        if constexpr (ops >= 1) load_operand<W>(p0, a * r.s1[0] + k * r.s1[1], b, r.s1[2], u);
+        if constexpr (ops >= 2) load_operand<W>(p1, a * r.s2[0] + k * r.s2[1], b, r.s2[2], w);
+#pragma unroll
+        for (int j = 0; j < W; ++j) acc += term_of<t>(v[j], u[j], w[j]);
+        b += qb;
+        a += qa;
+        if (b >= Bu) {
+          b -= Bu;
+          ++a;
+        }
+      }
+    }
+    acc = block_allsum(acc);
+    if (threadIdx.x == 0) {
+      if (r.P == 1) out[k] = static_cast<float>(acc / divisor);
+      else partial[k * r.P + part] = acc;
+    }
+  }
+}
+
+// Runs of at most 2048 terms, no split: one warp per output (GlobalAveragePool's rows of 49), lane l the terms l,
+// l + 32, ... in double, then the butterfly. A lane's first (a, b) is the same for every output.
+template <Term t>
+__global__ void reduce_runs_warp_kernel(ReduceArgs r, const float* x, const float* p0, const float* p1, float* out,
+                                        double divisor) {
+  constexpr int ops = operands_of<t>;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t M = r.A * r.B;
+  const int64_t a_first = lane / r.B, b_first = lane - a_first * r.B;
+  const int64_t qa = 32 / r.B, qb = 32 - qa * r.B;
+  for (int64_t k = warp_index(); k < r.K; k += warp_count()) {  // warp-uniform
+    double acc = 0;
+    int64_t a = a_first, b = b_first;
+    for (int64_t m = lane; m < M; m += 32) {
+      const float u = ops >= 1 ? p0[a * r.s1[0] + k * r.s1[1] + b * r.s1[2]] : 0.f;
+      const float w = ops >= 2 ? p1[a * r.s2[0] + k * r.s2[1] + b * r.s2[2]] : 0.f;
+      acc += term_of<t>(x[(a * r.K + k) * r.B + b], u, w);
+      b += qb;
+      a += qa;
+      if (b >= r.B) {
+        b -= r.B;
+        ++a;
+      }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) out[k] = static_cast<float>(acc / divisor);
+  }
+}
+
+// Output k's P partials of the runs kernel added in part order: lanes take every 32nd, then the butterfly.
+__global__ void reduce_runs_finish_kernel(int64_t K, int64_t P, const double* partial, float* out, double divisor) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t k = warp_index(); k < K; k += warp_count()) {
+    double acc = 0;
+    for (int64_t p = lane; p < P; p += 32) acc += partial[k * P + p];
+    acc = warp_sum(acc);
+    if (lane == 0) out[k] = static_cast<float>(acc / divisor);
+  }
+}
+
+// The general case (reduced dims between kept ones, or operands that break the merge): offsets of output element
+// o (kept dims) and of reduction index j (reduced dims) per operand, unrolled over the constant kMaxDims.
+__device__ __forceinline__ void kept_offsets(const ReduceGeom& g, int64_t o, int64_t (&off)[3]) {
   off[0] = off[1] = off[2] = 0;
-  for (int d = g.kept_rank - 1; d >= 0; --d) {
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= g.kept_rank) continue;
     const int64_t idx = o % g.kept_size[d];
     o /= g.kept_size[d];
+#pragma unroll
     for (int k = 0; k < 3; ++k) off[k] += idx * g.kept_stride[k][d];
   }
 }
-__device__ __forceinline__ void red_offsets(const ReduceGeom& g, int64_t j, int64_t off[3]) {
+__device__ __forceinline__ void red_offsets(const ReduceGeom& g, int64_t j, int64_t (&off)[3]) {
   off[0] = off[1] = off[2] = 0;
-  for (int d = g.red_rank - 1; d >= 0; --d) {
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= g.red_rank) continue;
     const int64_t idx = j % g.red_size[d];
     j /= g.red_size[d];
+#pragma unroll
     for (int k = 0; k < 3; ++k) off[k] += idx * g.red_stride[k][d];
   }
 }
 
+template <Term t>
+__device__ __forceinline__ float general_term(const float* x, const float* p0, const float* p1, const int64_t (&b)[3],
+                                              const int64_t (&o)[3]) {
+  constexpr int ops = operands_of<t>;
+  return term_of<t>(x[b[0] + o[0]], ops >= 1 ? p0[b[1] + o[1]] : 0.f, ops >= 2 ? p1[b[2] + o[2]] : 0.f);
+}
+
 // One thread per output element (few elements summed into each).
 template <Term t>
-__global__ void reduce_thread_kernel(ReduceGeom g, const float* x, const float* p0, const float* p1, float* out,
-                                     double divisor) {
+__global__ void reduce_thread_kernel(const __grid_constant__ ReduceGeom g, const float* x, const float* p0,
+                                     const float* p1, float* out, double divisor) {
   MONET_GRID_LOOP(o, g.out_n) {
     int64_t base[3], off[3];
     kept_offsets(g, o, base);
     double acc = 0;
     for (int64_t j = 0; j < g.red_n; ++j) {
       red_offsets(g, j, off);
-      acc += term_of<t>(x[base[0] + off[0]], p0, p1, base[1] + off[1], base[2] + off[2]);
+      acc += general_term<t>(x, p0, p1, base, off);
     }
     out[o] = static_cast<float>(acc / divisor);
   }
 }
 
-// One block per output element (many elements summed into each): strided partial sums, then a tree.
+// One block per output element (many elements summed into each): strided partial sums, then block_allsum.
 template <Term t>
-__global__ void reduce_block_kernel(ReduceGeom g, const float* x, const float* p0, const float* p1, float* out,
-                                    double divisor) {
+__global__ void reduce_block_kernel(const __grid_constant__ ReduceGeom g, const float* x, const float* p0,
+                                    const float* p1, float* out, double divisor) {
   for (int64_t o = blockIdx.x; o < g.out_n; o += gridDim.x) {
     int64_t base[3], off[3];
     kept_offsets(g, o, base);
     double acc = 0;
     for (int64_t j = threadIdx.x; j < g.red_n; j += blockDim.x) {
       red_offsets(g, j, off);
-      acc += term_of<t>(x[base[0] + off[0]], p0, p1, base[1] + off[1], base[2] + off[2]);
+      acc += general_term<t>(x, p0, p1, base, off);
     }
-    const double total = block_sum(acc);
+    const double total = block_allsum(acc);
     if (threadIdx.x == 0) out[o] = static_cast<float>(total / divisor);
   }
 }
 
-// One warp per output element where x is [out_n rows][red_n] row-major (GlobalAveragePool, a mean over the
-// trailing axes): lanes read a row's consecutive elements (coalesced, no index division), each sums its share in
-// double, then a fixed shuffle tree (deterministic). The thread kernel's one thread per row read strided elements and
-// split every index with 64-bit divisions.
-template <Term t>
-__global__ void reduce_rows_warp_kernel(int64_t rows, int32_t len, const float* x, float* out, double divisor) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t r = first; r < rows; r += step) {  // the same r across the warp: the shuffles see every lane
-    const float* row = x + r * len;
-    double acc = 0;
-    for (int32_t j = lane; j < len; j += 32) acc += term_of<t>(row[j], nullptr, nullptr, 0, 0);
-    for (int d = 16; d > 0; d /= 2) acc += __shfl_down_sync(0xffffffffu, acc, d);
-    if (lane == 0) out[r] = static_cast<float>(acc / divisor);
-  }
-}
+// How reduce_to runs a geometry (kernels.h): pure function of the geometry and of whether workspace is given.
+struct ReducePlan {
+  enum class Kind { map_flat, map_dims, columns, runs, general } kind = Kind::general;
+  ReduceArgs args;
+};
 
-// Whether x's kept dims lead and its reduced dims trail, all contiguous: element (o, j) at o * red_n + j.
-bool rows_layout(const ReduceGeom& g) {
-  int64_t s = 1;
-  for (int d = g.red_rank - 1; d >= 0; --d) {
-    if (g.red_stride[0][d] != s) return false;
-    s *= g.red_size[d];
+ReducePlan plan_reduce(const ReduceGeom& g, bool may_split) {
+  ReducePlan plan;
+  if (g.out_n <= 0 || g.red_n <= 0) return plan;
+  // The dims in x's memory order (x is contiguous, so its strides order them), with every operand's strides.
+  struct Dim {
+    int64_t size = 1;
+    bool kept = false;
+    int64_t s[3] = {};
+  };
+  Dim dims[2 * kMaxDims];
+  int nd = 0;
+  for (int i = 0, j = 0; i < g.kept_rank || j < g.red_rank;) {
+    const bool kept = j >= g.red_rank || (i < g.kept_rank && g.kept_stride[0][i] > g.red_stride[0][j]);
+    const int at = kept ? i++ : j++;
+    Dim& d = dims[nd++];
+    d.kept = kept;
+    d.size = kept ? g.kept_size[at] : g.red_size[at];
+    for (int k = 0; k < 3; ++k) d.s[k] = kept ? g.kept_stride[k][at] : g.red_stride[k][at];
   }
-  for (int d = g.kept_rank - 1; d >= 0; --d) {
-    if (g.kept_stride[0][d] != s) return false;
-    s *= g.kept_size[d];
+  int64_t expect = 1;
+  for (int k = nd - 1; k >= 0; --k) {
+    if (dims[k].s[0] != expect) return plan;  // x not contiguous: the general kernels
+    expect *= dims[k].size;
   }
-  return true;
-}
-
-template <Term t>
-void launch_reduce(const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out, double divisor,
-                   cudaStream_t stream) {
-  if ((t == Term::x || t == Term::neg_x) && g.red_n < 128 && rows_layout(g)) {
-    reduce_rows_warp_kernel<t><<<blocks_for(g.out_n * 32), kThreads, 0, stream>>>(
-        g.out_n, static_cast<int32_t>(g.red_n), x, out, divisor);
-  } else if (g.red_n >= 128) {
-    const int64_t blocks = g.out_n < 65535 ? g.out_n : 65535;
-    reduce_block_kernel<t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+  // Adjacent dims of one kind merged where every operand steps through them as one (zero strides merge too).
+  Dim m[2 * kMaxDims];
+  int nm = 0;
+  for (int k = 0; k < nd; ++k) {
+    if (nm > 0 && m[nm - 1].kept == dims[k].kept) {
+      bool one = true;
+      for (int q = 0; q < 3; ++q) one = one && m[nm - 1].s[q] == dims[k].s[q] * dims[k].size;
+      if (one) {
+        m[nm - 1].size *= dims[k].size;
+        for (int q = 0; q < 3; ++q) m[nm - 1].s[q] = dims[k].s[q];
+        continue;
+      }
+    }
+    m[nm++] = dims[k];
+  }
+  ReduceArgs& r = plan.args;
+  if (g.red_n == 1) {
+    plan.kind = nm <= 1 ? ReducePlan::Kind::map_flat : ReducePlan::Kind::map_dims;
+    r.K = g.out_n;
+    if (nm == 1) {
+      r.s1[1] = m[0].s[1];
+      r.s2[1] = m[0].s[2];
+    }
+    return plan;
+  }
+  int kept_at = -1, kept_count = 0;
+  for (int q = 0; q < nm; ++q)
+    if (m[q].kept) {
+      ++kept_count;
+      kept_at = q;
+    }
+  const auto take = [&](int at, int axis) {
+    r.s1[axis] = m[at].s[1];
+    r.s2[axis] = m[at].s[2];
+  };
+  if (kept_count == 0) {
+    if (nm != 1) return plan;
+    r.B = m[0].size;  // one reduced run: (1, 1, B)
+    take(0, 2);
   } else {
-    reduce_thread_kernel<t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+    if (kept_count > 1 || kept_at > 1 || nm - 1 - kept_at > 1) return plan;  // not (reduced)(kept)(reduced)
+    r.K = m[kept_at].size;
+    take(kept_at, 1);
+    if (kept_at == 1) {
+      r.A = m[0].size;
+      take(0, 0);
+    }
+    if (kept_at + 1 < nm) {
+      r.B = m[kept_at + 1].size;
+      take(kept_at + 1, 2);
+    }
+  }
+  plan.kind = r.B == 1 ? ReducePlan::Kind::columns : ReducePlan::Kind::runs;
+  if (may_split) {
+    int64_t p;
+    if (plan.kind == ReducePlan::Kind::columns) {
+      const int64_t tiles = (r.K + 31) / 32, by_blocks = (1024 + tiles - 1) / tiles, by_rows = (r.A + 63) / 64;
+      p = by_blocks < by_rows ? by_blocks : by_rows;
+    } else {
+      const int64_t by_terms = (r.A * r.B + 4095) / 4096, by_blocks = (1024 + r.K - 1) / r.K;
+      p = by_terms < by_blocks ? by_terms : by_blocks;
+    }
+    r.P = p < 1 ? 1 : (p > 1024 ? 1024 : p);
+  }
+  return plan;
+}
+
+// float4 units along b for an operand: stride 0 along b, or 1 with whole float4s (a and k strides multiples of 4,
+// the pointer aligned).
+bool operand_wide(const float* p, const int64_t (&s)[3]) {
+  return s[2] == 0 || (s[2] == 1 && s[0] % 4 == 0 && s[1] % 4 == 0 && aligned16(p));
+}
+
+unsigned capped_blocks(int64_t n) {
+  return static_cast<unsigned>(n < 1 ? 1 : (n > (int64_t{1} << 30) ? int64_t{1} << 30 : n));
+}
+
+template <Term t>
+void launch_reduce(const ReducePlan& plan, const ReduceGeom& g, const float* x, const float* p0, const float* p1,
+                   float* out, double divisor, double* partial, cudaStream_t stream) {
+  constexpr int ops = operands_of<t>;
+  const ReduceArgs& r = plan.args;
+  switch (plan.kind) {
+    case ReducePlan::Kind::map_flat: {
+      const bool wide = aligned16(x) && aligned16(out) &&
+                        (ops < 1 || r.s1[1] == 0 || (r.s1[1] == 1 && aligned16(p0))) &&
+                        (ops < 2 || r.s2[1] == 0 || (r.s2[1] == 1 && aligned16(p1)));
+      if (wide)
+        reduce_map_flat_kernel<t, 4><<<blocks_for(r.K / 4), kThreads, 0, stream>>>(r.K, r.s1[1], r.s2[1], x, p0, p1,
+                                                                                    out, divisor);
+      else
+        reduce_map_flat_kernel<t, 1><<<blocks_for(r.K), kThreads, 0, stream>>>(r.K, r.s1[1], r.s2[1], x, p0, p1, out,
+                                                                                divisor);
+      break;
+    }
+    case ReducePlan::Kind::map_dims:
+      if (g.out_n < (int64_t{1} << 31))
+        reduce_map_dims_kernel<t, int32_t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+      else
+        reduce_map_dims_kernel<t, int64_t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+      break;
+    case ReducePlan::Kind::columns: {
+      const unsigned tiles = static_cast<unsigned>((r.K + 31) / 32);
+      reduce_columns_kernel<t><<<dim3(tiles, static_cast<unsigned>(r.P)), kThreads, 0, stream>>>(r, x, p0, p1, out,
+                                                                                                 partial, divisor);
+      if (r.P > 1) reduce_columns_finish_kernel<<<tiles, kThreads, 0, stream>>>(r.K, r.P, partial, out, divisor);
+      break;
+    }
+    case ReducePlan::Kind::runs: {
+      if (r.P == 1 && r.A * r.B <= 2048) {
+        reduce_runs_warp_kernel<t><<<blocks_for(r.K * 32), kThreads, 0, stream>>>(r, x, p0, p1, out, divisor);
+        break;
+      }
+      const bool wide = r.B % 4 == 0 && aligned16(x) && (ops < 1 || operand_wide(p0, r.s1)) &&
+                        (ops < 2 || operand_wide(p1, r.s2));
+      const unsigned blocks = capped_blocks(r.K * r.P);
+      if (wide) reduce_runs_kernel<t, 4><<<blocks, kThreads, 0, stream>>>(r, x, p0, p1, out, partial, divisor);
+      else reduce_runs_kernel<t, 1><<<blocks, kThreads, 0, stream>>>(r, x, p0, p1, out, partial, divisor);
+      if (r.P > 1) reduce_runs_finish_kernel<<<blocks_for(r.K * 32), kThreads, 0, stream>>>(r.K, r.P, partial, out,
+                                                                                             divisor);
+      break;
+    }
+    case ReducePlan::Kind::general:
+      if (g.red_n >= 128)
+        reduce_block_kernel<t><<<capped_blocks(g.out_n < 65535 ? g.out_n : 65535), kThreads, 0, stream>>>(
+            g, x, p0, p1, out, divisor);
+      else
+        reduce_thread_kernel<t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+      break;
   }
 }
 
@@ -416,16 +770,90 @@ __global__ void dropout_grad_kernel(int64_t n, const float* dy, const uint8_t* m
   MONET_GRID_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
 }
 
-// Grid row blockIdx.y updates parameter blockIdx.y. __grid_constant__: the batch is read in place from the
-// parameter space (indexing a by-value array with blockIdx.y would copy it into every thread's stack).
-__global__ void sgd_kernel(const __grid_constant__ SgdBatch batch, float lr, float momentum) {
-  const SgdTensor& t = batch.t[blockIdx.y];
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < t.n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const float b = __fadd_rn(__fmul_rn(momentum, t.buf[i]), t.g[i]);
-    t.buf[i] = b;
-    t.p[i] = __fsub_rn(t.p[i], __fmul_rn(lr, b));
+// The multi-tensor SGD table, a kernel argument read in place (__grid_constant__: indexing it with a runtime
+// index does not copy it into every thread's stack). first[i] is tensor i's first chunk, first[count] the total.
+template <int Cap>
+struct SgdTable {
+  int count = 0;
+  float lr = 0, momentum = 0;
+  int32_t first[Cap + 1] = {};
+  SgdTensor t[Cap] = {};
+};
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12010
+static_assert(sizeof(SgdTable<kSgdTable>) <= 32764, "CUDA 12.1+ kernel arguments are limited to 32764 bytes");
+#else
+static_assert(sizeof(SgdTable<kSgdTable>) <= 4096, "kernel arguments are limited to 4 KB before CUDA 12.1");
+#endif
+
+// PyTorch's rule, each product and sum rounded on its own (no FMA contraction): the CPU kernel's bits.
+__device__ __forceinline__ void sgd_step(float& p, float g, float& buf, float lr, float momentum) {
+  buf = __fadd_rn(__fmul_rn(momentum, buf), g);
+  p = __fsub_rn(p, __fmul_rn(lr, buf));
+}
+
+// Block q updates chunk q - first[i] of the tensor i with first[i] <= q < first[i + 1] (a binary search, the same
+// for the whole block; empty tensors have first[i] == first[i + 1] and are never chosen). float4 where the
+// tensor's three arrays are 16-byte aligned (a chunk starts at a multiple of kSgdChunk, itself a multiple of 4),
+// then the chunk's last n % 4 elements one by one.
+template <int Cap>
+__global__ void sgd_kernel(const __grid_constant__ SgdTable<Cap> tab) {
+  const int32_t q = static_cast<int32_t>(blockIdx.x);
+  int lo = 0, hi = tab.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tab.first[mid] <= q) lo = mid;
+    else hi = mid - 1;
   }
+  const SgdTensor& t = tab.t[lo];
+  const int64_t start = static_cast<int64_t>(q - tab.first[lo]) * kSgdChunk;
+  const int64_t end = t.n < start + kSgdChunk ? t.n : start + kSgdChunk;
+  const float lr = tab.lr, momentum = tab.momentum;
+  int64_t tail = start;
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(t.p) | reinterpret_cast<uintptr_t>(t.g) |
+                         reinterpret_cast<uintptr_t>(t.buf);
+  if (bits % 16 == 0) {
+    float4* p4 = reinterpret_cast<float4*>(t.p);
+    const float4* g4 = reinterpret_cast<const float4*>(t.g);
+    float4* b4 = reinterpret_cast<float4*>(t.buf);
+    const int64_t u1 = end / 4;
+    for (int64_t u = start / 4 + threadIdx.x; u < u1; u += blockDim.x) {
+      float4 p = p4[u], b = b4[u];
+      const float4 g = g4[u];
+      sgd_step(p.x, g.x, b.x, lr, momentum);
+      sgd_step(p.y, g.y, b.y, lr, momentum);
+      sgd_step(p.z, g.z, b.z, lr, momentum);
+      sgd_step(p.w, g.w, b.w, lr, momentum);
+      b4[u] = b;
+      p4[u] = p;
+    }
+    tail = u1 * 4;
+  }
+  for (int64_t i = tail + threadIdx.x; i < end; i += blockDim.x) {
+    float p = t.p[i], b = t.buf[i];
+    sgd_step(p, t.g[i], b, lr, momentum);
+    t.buf[i] = b;
+    t.p[i] = p;
+  }
+}
+
+// Puts batch tensors from `at` on into one table of capacity Cap (as many as fit, and while the chunk count stays
+// below 2^31) and launches it; returns the first tensor not taken.
+template <int Cap>
+int launch_sgd_table(const SgdBatch& batch, int at, float lr, float momentum, cudaStream_t stream) {
+  SgdTable<Cap> tab;
+  tab.lr = lr;
+  tab.momentum = momentum;
+  int64_t chunks = 0;
+  while (at < batch.count && tab.count < Cap) {
+    const int64_t c = (batch.t[at].n + kSgdChunk - 1) / kSgdChunk;
+    if (chunks + c > INT32_MAX) break;
+    tab.first[tab.count] = static_cast<int32_t>(chunks);
+    tab.t[tab.count++] = batch.t[at++];
+    chunks += c;
+  }
+  tab.first[tab.count] = static_cast<int32_t>(chunks);
+  if (chunks > 0) sgd_kernel<Cap><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(tab);
+  return at;
 }
 
 __global__ void fill_pattern_kernel(int64_t n, float* x, uint64_t seed) {
@@ -438,14 +866,12 @@ __global__ void fill_pattern_kernel(int64_t n, float* x, uint64_t seed) {
 }  // namespace
 
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream) {
-  const bool wide = n % 4 == 0 && aligned16(x) && aligned16(y);
+  const bool wide = aligned16(x) && aligned16(y);
   const unsigned b = blocks_for(wide ? n / 4 : n);
-  const float4* x4 = reinterpret_cast<const float4*>(x);
-  float4* y4 = reinterpret_cast<float4*>(y);
   switch (op) {
 #define MONET_CASE(name)                                                                       \
   case Unary::name:                                                                            \
-    if (wide) unary4_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n / 4, x4, y4, p0, p1);    \
+    if (wide) unary4_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);          \
     else unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);               \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
@@ -457,15 +883,12 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
 
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream) {
-  const bool wide = n % 4 == 0 && aligned16(dy) && aligned16(saved) && aligned16(dx);
+  const bool wide = aligned16(dy) && aligned16(saved) && aligned16(dx);
   const unsigned b = blocks_for(wide ? n / 4 : n);
-  const float4* dy4 = reinterpret_cast<const float4*>(dy);
-  const float4* s4 = reinterpret_cast<const float4*>(saved);
-  float4* dx4 = reinterpret_cast<float4*>(dx);
   switch (op) {
 #define MONET_CASE(name)                                                                                    \
   case UnaryGrad::name:                                                                                     \
-    if (wide) unary_grad4_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n / 4, dy4, s4, dx4, p0, p1); \
+    if (wide) unary_grad4_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);   \
     else unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);          \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
@@ -509,16 +932,29 @@ cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, cons
   return cudaGetLastError();
 }
 
+int64_t reduce_to_workspace_bytes(const ReduceGeom& g) {
+  const ReducePlan plan = plan_reduce(g, true);
+  return plan.args.P > 1 ? plan.args.P * plan.args.K * static_cast<int64_t>(sizeof(double)) : 0;
+}
+
 cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
-                      double divisor, cudaStream_t stream) {
+                      double divisor, double* partial, cudaStream_t stream) {
+  if (g.out_n == 0) return cudaSuccess;
+  const ReducePlan plan = plan_reduce(g, partial != nullptr);
   switch (term) {
-    case Term::x: launch_reduce<Term::x>(g, x, p0, p1, out, divisor, stream); break;
-    case Term::neg_x: launch_reduce<Term::neg_x>(g, x, p0, p1, out, divisor, stream); break;
-    case Term::x_mul_p0: launch_reduce<Term::x_mul_p0>(g, x, p0, p1, out, divisor, stream); break;
-    case Term::x_div_p0: launch_reduce<Term::x_div_p0>(g, x, p0, p1, out, divisor, stream); break;
-    case Term::div_grad_b: launch_reduce<Term::div_grad_b>(g, x, p0, p1, out, divisor, stream); break;
+#define MONET_CASE(name)                                                                        \
+  case Term::name:                                                                              \
+    launch_reduce<Term::name>(plan, g, x, p0, p1, out, divisor, partial, stream);               \
+    break;
+    MONET_CASE(x) MONET_CASE(neg_x) MONET_CASE(x_mul_p0) MONET_CASE(x_div_p0) MONET_CASE(div_grad_b)
+#undef MONET_CASE
   }
   return cudaGetLastError();
+}
+
+cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
+                      double divisor, cudaStream_t stream) {
+  return reduce_to(term, g, x, p0, p1, out, divisor, nullptr, stream);
 }
 
 cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio, float scale,
@@ -534,10 +970,13 @@ cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float*
 }
 
 cudaError_t sgd_update(const SgdBatch& batch, float lr, float momentum, cudaStream_t stream) {
-  if (batch.count <= 0) return cudaSuccess;
-  int64_t most = 0;
-  for (int k = 0; k < batch.count; ++k) most = batch.t[k].n > most ? batch.t[k].n : most;
-  sgd_kernel<<<dim3(blocks_for(most), static_cast<unsigned>(batch.count)), kThreads, 0, stream>>>(batch, lr, momentum);
+  int at = 0;
+  while (at < batch.count) {  // one launch unless a tensor has 2^31 chunks (then none: an error)
+    const int next = batch.count - at <= 32 ? launch_sgd_table<32>(batch, at, lr, momentum, stream)
+                                            : launch_sgd_table<kSgdTable>(batch, at, lr, momentum, stream);
+    if (next == at) return cudaErrorInvalidValue;
+    at = next;
+  }
   return cudaGetLastError();
 }
 

@@ -113,7 +113,13 @@ void run_layer_norm(const CudaCall& c) {
 }
 
 // LayerNormGrad(dY, X, Scale, Mean, InvStdDev, Y, B) -> dX, dScale, dB: input-activated (impl 0) or
-// output-activated (impl 1, xhat from Y; a zero scale is refused as the CPU kernel refuses it).
+// output-activated (impl 1, xhat from Y; a zero scale is refused as the CPU kernel refuses it). Workspace: the
+// per-part column sums (kernels.h layer_norm_grad), the same for both implementations.
+int64_t layer_norm_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const ops::LayerNormRows s = ops::layer_norm_rows(g.values[n.inputs[0]].shape, n.attrs.i("axis", -1));
+  return layer_norm_grad_workspace_bytes(s.rows, s.d);
+}
+
 void run_layer_norm_grad(const CudaCall& c) {
   const ops::LayerNormRows s = ln_rows(c, 0);
   const bool from_output = c.impl == 1;
@@ -127,10 +133,11 @@ void run_layer_norm_grad(const CudaCall& c) {
         fail("node '", c.node.name, "' (LayerNormGrad, output-activated): scale element ", d,
              " is 0, so X cannot be recovered from Y");
   }
+  MONET_CHECK(c.workspace_bytes >= layer_norm_grad_workspace_bytes(s.rows, s.d), "LayerNormGrad workspace too small");
   MONET_CUDA_CHECK(layer_norm_grad(s.rows, s.d, c.fin(0), from_output ? nullptr : c.fin(1),
                                    from_output ? nullptr : c.fin(3), from_output ? c.fin(5) : nullptr,
                                    from_output ? c.fin(6) : nullptr, c.fin(2), c.fin(4), c.fout(0), c.fout(1),
-                                   c.fout(2), c.ctx.stream));
+                                   c.fout(2), static_cast<float*>(c.workspace), c.ctx.stream));
 }
 
 // LayerNormStatGrad(dStat, X, Mean, InvStdDev) -> dX.
@@ -187,11 +194,23 @@ void run_average_pool_grad(const CudaCall& c) {
                                      c.fin(0), c.fout(0), c.ctx.stream));
 }
 
+// The split reductions' partial sums (kernels.h reduce_to): a pure function of the geometry, which the run
+// functions build the same way.
+double* reduce_partials(const CudaCall& c, const ReduceGeom& g) {
+  MONET_CHECK(c.workspace_bytes >= reduce_to_workspace_bytes(g), "workspace too small for ", c.node.name);
+  return static_cast<double*>(c.workspace);
+}
+
 // GlobalAveragePool: (N, C, spatial...) -> (N, C, 1, ...), summed in double and divided by S.
+int64_t global_average_pool_workspace(const Graph& g, const Node& n, CudaContext&) {
+  return reduce_to_workspace_bytes(reduce_geom(g.values[n.inputs[0]].shape, g.values[n.outputs[0]].shape));
+}
+
 void run_global_average_pool(const CudaCall& c) {
   const Shape& x = c.in_shape(0);
   const double S = static_cast<double>(numel(x) / (x[0] * x[1]));
-  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(x, c.out_shape(0)), c.fin(0), nullptr, nullptr, c.fout(0), S,
+  const ReduceGeom g = reduce_geom(x, c.out_shape(0));
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), S, reduce_partials(c, g),
                              c.ctx.stream));
 }
 
@@ -222,11 +241,18 @@ Shape kept_shape(const Attrs& a, const Shape& x, int64_t* count) {
   return kept;
 }
 
+int64_t reduce_mean_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const Shape& x = g.values[n.inputs[0]].shape;
+  int64_t count = 0;
+  return reduce_to_workspace_bytes(reduce_geom(x, kept_shape(n.attrs, x, &count)));
+}
+
 void run_reduce_mean(const CudaCall& c) {
   int64_t count = 0;
   const Shape kept = kept_shape(c.node.attrs, c.in_shape(0), &count);
-  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(c.in_shape(0), kept), c.fin(0), nullptr, nullptr, c.fout(0),
-                             static_cast<double>(count), c.ctx.stream));
+  const ReduceGeom g = reduce_geom(c.in_shape(0), kept);
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), static_cast<double>(count),
+                             reduce_partials(c, g), c.ctx.stream));
 }
 
 void run_reduce_mean_grad(const CudaCall& c) {
@@ -251,18 +277,20 @@ void run_softmax_grad(const CudaCall& c) {
 // ---------------------------------------------------------------------------------------------- losses
 
 
-// Per-row terms (N*P doubles), then the bad-label flag.
+// The row groups' partial sums (softmax_cross_entropy_parts doubles, at most 1024), then the bad-label flag.
+int64_t ce_partials_bytes(const ops::CeLayout& l) { return align_up(softmax_cross_entropy_parts(l.n, l.c, l.p) * 8); }
+
 int64_t ce_workspace(const Graph& g, const Node& n, CudaContext&) {
-  const ops::CeLayout l = ops::ce_layout(n.attrs, g.values[n.inputs[0]].shape);
-  return align_up(l.n * l.p * 8) + kAlignBytes;
+  return ce_partials_bytes(ops::ce_layout(n.attrs, g.values[n.inputs[0]].shape)) + kAlignBytes;
 }
 
 void run_ce(const CudaCall& c) {
   const ops::CeLayout l = ops::ce_layout(c.node.attrs, c.in_shape(0));
-  auto* rows = static_cast<double*>(c.workspace);
-  int* bad = reinterpret_cast<int*>(static_cast<char*>(c.workspace) + align_up(l.n * l.p * 8));
-  MONET_CUDA_CHECK(softmax_cross_entropy(l.n, l.c, l.p, c.fin(0), static_cast<const int64_t*>(c.in[1].data), rows,
-                                         bad, c.fout(0), c.ctx.stream));
+  MONET_CHECK(c.workspace_bytes >= ce_partials_bytes(l) + kAlignBytes, "SoftmaxCrossEntropy workspace too small");
+  auto* partial = static_cast<double*>(c.workspace);
+  int* bad = reinterpret_cast<int*>(static_cast<char*>(c.workspace) + ce_partials_bytes(l));
+  MONET_CUDA_CHECK(softmax_cross_entropy(l.n, l.c, l.p, c.fin(0), static_cast<const int64_t*>(c.in[1].data),
+                                         partial, bad, c.fout(0), c.ctx.stream));
   int bad_host = 0;
   MONET_CUDA_CHECK(cudaMemcpy(&bad_host, bad, sizeof(int), cudaMemcpyDeviceToHost));  // once per step
   if (bad_host) fail("SoftmaxCrossEntropy: a label is out of range [0, ", l.c, ")");
@@ -274,8 +302,14 @@ void run_ce_grad(const CudaCall& c) {
                                               static_cast<const int64_t*>(c.in[2].data), c.fout(0), c.ctx.stream));
 }
 
+// SumLoss: one sum over the whole output, split over up to 1024 blocks (reduce_to's runs) and added in order.
+int64_t sum_loss_workspace(const Graph& g, const Node& n, CudaContext&) {
+  return reduce_to_workspace_bytes(reduce_geom(g.values[n.inputs[0]].shape, Shape{}));
+}
+
 void run_sum_loss(const CudaCall& c) {
-  MONET_CUDA_CHECK(reduce_to(Term::x, reduce_geom(c.in_shape(0), Shape{}), c.fin(0), nullptr, nullptr, c.fout(0), 1.0,
+  const ReduceGeom g = reduce_geom(c.in_shape(0), Shape{});
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), 1.0, reduce_partials(c, g),
                              c.ctx.stream));
 }
 
@@ -290,21 +324,21 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace};
   t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
   t["LayerNorm"] = {run_layer_norm};
-  t["LayerNormGrad"] = {run_layer_norm_grad};
+  t["LayerNormGrad"] = {run_layer_norm_grad, layer_norm_grad_workspace};
   t["LayerNormStatGrad"] = {run_layer_norm_stat_grad};
   t["MaxPool"] = {run_max_pool};
   t["MaxPoolGrad"] = {run_max_pool_grad, max_pool_grad_workspace};
   t["AveragePool"] = {run_average_pool};
   t["AveragePoolGrad"] = {run_average_pool_grad};
-  t["GlobalAveragePool"] = {run_global_average_pool};
+  t["GlobalAveragePool"] = {run_global_average_pool, global_average_pool_workspace};
   t["GlobalAveragePoolGrad"] = {run_global_average_pool_grad};
-  t["ReduceMean"] = {run_reduce_mean};
+  t["ReduceMean"] = {run_reduce_mean, reduce_mean_workspace};
   t["ReduceMeanGrad"] = {run_reduce_mean_grad};
   t["Softmax"] = {run_softmax};
   t["SoftmaxGrad"] = {run_softmax_grad};
   t["SoftmaxCrossEntropy"] = {run_ce, ce_workspace};
   t["SoftmaxCrossEntropyGrad"] = {run_ce_grad};
-  t["SumLoss"] = {run_sum_loss};
+  t["SumLoss"] = {run_sum_loss, sum_loss_workspace};
   t["SumLossGrad"] = {run_sum_loss_grad};
 }
 

@@ -1,44 +1,260 @@
 // Normalisation, pooling, softmax and loss kernels: Softmax and its gradient, SoftmaxCrossEntropy and its
-// gradient, LayerNorm and its gradients, BatchNormStatGrad, MaxPool and AveragePool with their gradients.
-// (BatchNormalization and its gradient run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op, including the order in which
-// values are accumulated where that order is cheap to keep (pool gradients gather in the CPU's scatter order, so
-// they match it bit for bit, and no kernel here uses atomics: every result is deterministic).
+// gradient, LayerNorm and its gradients, BatchNormStatGrad, the output-activated BatchNormGrad and the per-channel
+// sums (ConvGradBias), MaxPool and AveragePool with their gradients. (BatchNormalization and the input-activated
+// BatchNormGrad run on cuDNN: cuda_norm_pool.cpp.) Each follows the CPU kernel of its op; the pool gradients
+// gather in the CPU's scatter order, so they match it bit for bit.
+// Speed: rows are reduced by a warp (the row in registers) or a block, never by one thread walking a contiguous
+// row; column and channel sums are split over many blocks (kernels.h gives each kernel's layout and workspace).
+// Determinism: no atomics; every sum in an order fixed by the shapes alone (kernels.h).
 #include <cmath>
+#include <type_traits>
 
 #include "engine/cuda/launch.cuh"
+#include "engine/cuda/reduce.cuh"
 
 namespace monet::cuda {
 namespace {
 
-// ----------------------------------------------------------------------------------------------- softmax
+// ----------------------------------------------------------------------------------------------- reductions
+// Warp and block trees, warp indices and float4 units: reduce.cuh.
 
-__global__ void softmax_kernel(int64_t outer, int64_t A, int64_t inner, const float* x, float* y) {
-  MONET_GRID_LOOP(r, outer * inner) {
-    const int64_t base = (r / inner) * A * inner + r % inner;
-    const float* xr = x + base;  // stride inner along the axis
-    float* yr = y + base;
-    float maxval = xr[0];
-    for (int64_t a = 1; a < A; ++a) maxval = maxval < xr[a * inner] ? xr[a * inner] : maxval;
-    double sum = 0;
-    for (int64_t a = 0; a < A; ++a) {
-      const float e = expf(xr[a * inner] - maxval);
-      yr[a * inner] = e;
-      sum += e;
+// A running max and sum of exp(v - max) (Milakov & Gimelshein's online softmax): one pass over a row instead of
+// two. exp in float, the sum in double. A -inf element adds 0 (also while the max is still -inf); NaN propagates.
+struct MaxSum {
+  float m = -INFINITY;
+  double s = 0;
+};
+__device__ __forceinline__ void online_add(MaxSum& a, float v) {
+  if (v > a.m) {
+    a.s = a.s * static_cast<double>(expf(a.m - v)) + 1.0;
+    a.m = v;
+  } else {
+    a.s += v == -INFINITY ? 0.0 : static_cast<double>(expf(v - a.m));
+  }
+}
+// Symmetric in a and b (so every lane of a butterfly gets the same bits); an empty side adds 0.
+__device__ __forceinline__ MaxSum combine(const MaxSum& a, const MaxSum& b) {
+  MaxSum r;
+  r.m = fmaxf(a.m, b.m);
+  const double sa = a.s == 0.0 ? 0.0 : a.s * static_cast<double>(expf(a.m - r.m));
+  const double sb = b.s == 0.0 ? 0.0 : b.s * static_cast<double>(expf(b.m - r.m));
+  r.s = sa + sb;
+  return r;
+}
+__device__ __forceinline__ MaxSum warp_combine(MaxSum a) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    MaxSum b;
+    b.m = __shfl_xor_sync(kFullMask, a.m, m);
+    b.s = __shfl_xor_sync(kFullMask, a.s, m);
+    a = combine(a, b);
+  }
+  return a;
+}
+__device__ MaxSum block_combine(MaxSum a) {
+  __shared__ float pm[32];
+  __shared__ double ps[32];
+  a = warp_combine(a);
+  if (threadIdx.x % 32 == 0) {
+    pm[threadIdx.x / 32] = a.m;
+    ps[threadIdx.x / 32] = a.s;
+  }
+  __syncthreads();
+  MaxSum r;
+  for (unsigned w = 0; w < blockDim.x / 32; ++w) {
+    MaxSum b;
+    b.m = pm[w];
+    b.s = ps[w];
+    r = combine(r, b);
+  }
+  __syncthreads();
+  return r;
+}
+
+// ----------------------------------------------------------------------------------------------- rows in registers
+
+// A lane's share of a row of `len` floats held in N registers: with VEC, float4 groups at columns
+// 4 * (lane + 32 q) + 0..3 (len % 4 == 0, the row 16-byte aligned); else columns lane + 32 i. Either way N
+// registers cover 32 * N columns; columns past len read as `fill` and are not stored.
+template <int N, bool VEC>
+__device__ __forceinline__ int column_of(int lane, int i) {
+  return VEC ? 4 * (lane + 32 * (i / 4)) + i % 4 : lane + 32 * i;
+}
+
+template <int N, bool VEC>
+__device__ __forceinline__ void load_row(const float* row, int len, int lane, float (&v)[N], float fill) {
+  if constexpr (VEC) {
+    static_assert(N % 4 == 0, "float4 rows hold whole float4s");
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const int c = 4 * (lane + 32 * q);
+      float4 t = make_float4(fill, fill, fill, fill);
+      if (c < len) t = *reinterpret_cast<const float4*>(row + c);
+      v[4 * q] = t.x;
+      v[4 * q + 1] = t.y;
+      v[4 * q + 2] = t.z;
+      v[4 * q + 3] = t.w;
     }
-    const float inv_sum = static_cast<float>(1.0 / sum);
-    for (int64_t a = 0; a < A; ++a) yr[a * inner] *= inv_sum;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int c = lane + 32 * i;
+      v[i] = c < len ? row[c] : fill;
+    }
   }
 }
 
-__global__ void softmax_grad_kernel(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y,
-                                    float* dx) {
-  MONET_GRID_LOOP(r, outer * inner) {
-    const int64_t base = (r / inner) * A * inner + r % inner;
+template <int N, bool VEC>
+__device__ __forceinline__ void store_row(float* row, int len, int lane, const float (&v)[N]) {
+  if constexpr (VEC) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const int c = 4 * (lane + 32 * q);
+      if (c < len)
+        *reinterpret_cast<float4*>(row + c) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int c = lane + 32 * i;
+      if (c < len) row[c] = v[i];
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- softmax
+
+// inner == 1, A <= 32 * N: one warp per row, the row in registers.
+template <int N, bool VEC>
+__global__ void softmax_warp_kernel(int64_t rows, int A, const float* x, float* y) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {  // warp-uniform
+    float v[N];
+    load_row<N, VEC>(x + r * A, A, lane, v, -INFINITY);
+    float m = v[0];
+#pragma unroll
+    for (int i = 1; i < N; ++i) m = fmaxf(m, v[i]);
+    m = warp_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      v[i] = column_of<N, VEC>(lane, i) < A ? expf(v[i] - m) : 0.f;
+      s += v[i];
+    }
+    const float inv = 1.f / warp_sum(s);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] *= inv;
+    store_row<N, VEC>(y + r * A, A, lane, v);
+  }
+}
+
+// dx may be dy: the warp holds the row of dy before it writes dx.
+template <int N, bool VEC>
+__global__ void softmax_grad_warp_kernel(int64_t rows, int A, const float* dy, const float* y, float* dx) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {
+    float g[N], v[N];
+    load_row<N, VEC>(dy + r * A, A, lane, g, 0.f);
+    load_row<N, VEC>(y + r * A, A, lane, v, 0.f);
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) dot += g[i] * v[i];
+    dot = warp_sum(dot);
+#pragma unroll
+    for (int i = 0; i < N; ++i) g[i] = v[i] * (g[i] - dot);
+    store_row<N, VEC>(dx + r * A, A, lane, g);
+  }
+}
+
+// inner == 1, long rows: one block per row, three passes (max, sum, write; the later ones mostly from L2).
+template <int W>
+__global__ void softmax_block_kernel(int64_t rows, int64_t A, const float* x, float* y) {
+  const int64_t units = A / W;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // block-uniform
+    const float* xr = x + r * A;
+    float* yr = y + r * A;
+    float m = -INFINITY;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W];
+      load_units<W>(xr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) m = fmaxf(m, v[j]);
+    }
+    m = block_allmax(m);
+    double s = 0;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W];
+      load_units<W>(xr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) s += expf(v[j] - m);
+    }
+    const float inv = static_cast<float>(1.0 / block_allsum(s));
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W];
+      load_units<W>(xr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[j] = expf(v[j] - m) * inv;
+      store_units<W>(yr, u, v);
+    }
+  }
+}
+
+// Pass 2 reads each element again before the same thread writes it (dx may be dy); pass 1 is complete for the
+// whole block when block_allsum returns.
+template <int W>
+__global__ void softmax_grad_block_kernel(int64_t rows, int64_t A, const float* dy, const float* y, float* dx) {
+  const int64_t units = A / W;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* gr = dy + r * A;
+    const float* yr = y + r * A;
     double dot = 0;
-    for (int64_t a = 0; a < A; ++a) dot += __fmul_rn(dy[base + a * inner], y[base + a * inner]);
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float g[W], v[W];
+      load_units<W>(gr, u, g);
+      load_units<W>(yr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) dot += static_cast<double>(g[j]) * v[j];
+    }
+    const float d = static_cast<float>(block_allsum(dot));
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float g[W], v[W];
+      load_units<W>(gr, u, g);
+      load_units<W>(yr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) g[j] = v[j] * (g[j] - d);
+      store_units<W>(dx + r * A, u, g);
+    }
+  }
+}
+
+// inner > 1: one thread per (outer, inner) column, stride inner along the axis (neighbouring threads read
+// neighbouring addresses). I: int32_t when outer * A * inner < 2^31.
+template <class I>
+__global__ void softmax_strided_kernel(I outer, I A, I inner, const float* x, float* y) {
+  MONET_GRID_LOOP(rl, static_cast<int64_t>(outer) * inner) {
+    const I r = static_cast<I>(rl), o = r / inner;
+    const I base = o * A * inner + (r - o * inner);
+    const float* xr = x + base;
+    float* yr = y + base;
+    float m = xr[0];
+    for (I a = 1; a < A; ++a) m = fmaxf(m, xr[a * inner]);
+    double s = 0;
+    for (I a = 0; a < A; ++a) s += expf(xr[a * inner] - m);
+    const float inv = static_cast<float>(1.0 / s);
+    for (I a = 0; a < A; ++a) yr[a * inner] = expf(xr[a * inner] - m) * inv;
+  }
+}
+
+template <class I>
+__global__ void softmax_grad_strided_kernel(I outer, I A, I inner, const float* dy, const float* y, float* dx) {
+  MONET_GRID_LOOP(rl, static_cast<int64_t>(outer) * inner) {
+    const I r = static_cast<I>(rl), o = r / inner;
+    const I base = o * A * inner + (r - o * inner);
+    double dot = 0;
+    for (I a = 0; a < A; ++a) dot += static_cast<double>(dy[base + a * inner]) * y[base + a * inner];
     const float d = static_cast<float>(dot);
-    for (int64_t a = 0; a < A; ++a) {
-      const int64_t k = base + a * inner;
+    for (I a = 0; a < A; ++a) {
+      const I k = base + a * inner;
       dx[k] = y[k] * (dy[k] - d);
     }
   }
@@ -46,79 +262,253 @@ __global__ void softmax_grad_kernel(int64_t outer, int64_t A, int64_t inner, con
 
 // ----------------------------------------------------------------------------------------------- layer norm
 
-// One block per row: the statistics in double (each thread's strided share, then block_sum's fixed tree:
-// deterministic), then each thread writes the y of the elements it read. y may be x: block_sum synchronises the
-// block after the last read of x and before the first write.
-__global__ void layer_norm_kernel(int64_t R, int64_t D, double eps, const float* x, const float* scale,
-                                  const float* bias, float* y, float* mean_out, float* invstd_out) {
+// D <= 32 * N: one warp per row. The statistics in double (two passes over the registers), y in float. y may be
+// x: the row is in registers before y is written.
+template <int N, bool VEC>
+__global__ void layer_norm_warp_kernel(int64_t R, int D, double eps, const float* x, const float* scale,
+                                       const float* bias, float* y, float* mean_out, float* invstd_out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < R; r += warp_count()) {
+    float v[N];
+    load_row<N, VEC>(x + r * D, D, lane, v, 0.f);
+    double s = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) s += v[i];
+    const double mean = warp_sum(s) / D;
+    double q = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (column_of<N, VEC>(lane, i) < D) q += (v[i] - mean) * (v[i] - mean);
+    const double invstd = 1.0 / sqrt(warp_sum(q) / D + eps);
+    if (lane == 0) {
+      mean_out[r] = static_cast<float>(mean);
+      invstd_out[r] = static_cast<float>(invstd);
+    }
+    const float mf = static_cast<float>(mean), isf = static_cast<float>(invstd);
+    float sc[N], bi[N];
+    load_row<N, VEC>(scale, D, lane, sc, 0.f);
+    load_row<N, VEC>(bias, D, lane, bi, 0.f);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = (v[i] - mf) * isf * sc[i] + bi[i];
+    store_row<N, VEC>(y + r * D, D, lane, v);
+  }
+}
+
+// D > 1024: one block per row, three passes (sum, centred squares, write). y may be x: the passes that read the
+// whole row end at a block_allsum, and each element of the last pass is read and written by one thread.
+template <int W>
+__global__ void layer_norm_block_kernel(int64_t R, int64_t D, double eps, const float* x, const float* scale,
+                                        const float* bias, float* y, float* mean_out, float* invstd_out) {
+  const int64_t units = D / W;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const float* xr = x + r * D;
     float* yr = y + r * D;
-    double acc = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) acc += xr[d];
-    const double mean = block_sum(acc) / static_cast<double>(D);
-    acc = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) acc += (xr[d] - mean) * (xr[d] - mean);
-    const double invstd = 1.0 / sqrt(block_sum(acc) / static_cast<double>(D) + eps);
+    double s = 0;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W];
+      load_units<W>(xr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) s += v[j];
+    }
+    const double mean = block_allsum(s) / static_cast<double>(D);
+    double q = 0;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W];
+      load_units<W>(xr, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) q += (v[j] - mean) * (v[j] - mean);
+    }
+    const double invstd = 1.0 / sqrt(block_allsum(q) / static_cast<double>(D) + eps);
     if (threadIdx.x == 0) {
       mean_out[r] = static_cast<float>(mean);
       invstd_out[r] = static_cast<float>(invstd);
     }
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
-      yr[d] = static_cast<float>((xr[d] - mean) * invstd * scale[d] + bias[d]);
-  }
-}
-
-// xhat of element (r, d): from x and the row's mean (x non-null), else from y, bias and scale.
-__device__ __forceinline__ double ln_xhat(int64_t r, int64_t d, int64_t D, const float* x, const float* mean,
-                                          const float* invstd, const float* y, const float* bias,
-                                          const float* scale) {
-  const int64_t e = r * D + d;
-  return x ? (static_cast<double>(x[e]) - mean[r]) * static_cast<double>(invstd[r])
-           : (static_cast<double>(y[e]) - bias[d]) / static_cast<double>(scale[d]);
-}
-
-__global__ void layer_norm_grad_columns_kernel(int64_t R, int64_t D, const float* dy, const float* x,
-                                               const float* mean, const float* invstd, const float* y,
-                                               const float* bias, const float* scale, float* dscale, float* dbias) {
-  MONET_GRID_LOOP(d, D) {
-    double sum_dy = 0, dot = 0;
-    for (int64_t r = 0; r < R; ++r) {
-      sum_dy += dy[r * D + d];
-      dot += dy[r * D + d] * ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
+    const float mf = static_cast<float>(mean), isf = static_cast<float>(invstd);
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float v[W], sc[W], bi[W];
+      load_units<W>(xr, u, v);
+      load_units<W>(scale, u, sc);
+      load_units<W>(bias, u, bi);
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[j] = (v[j] - mf) * isf * sc[j] + bi[j];
+      store_units<W>(yr, u, v);
     }
-    dbias[d] = static_cast<float>(sum_dy);
-    dscale[d] = static_cast<float>(dot);
   }
 }
 
-// One block per row, as layer_norm_kernel: the row's two sums, then each thread's dx from the dy it read (dx may
-// be dy).
+// LayerNormGrad, fused (D <= 32 * N, float4 rows): block `part` (8 warps) owns rows [R * part / P,
+// R * (part + 1) / P), a warp every 8th of them. Per row: dy and xhat in registers, the row sums by shuffle, dx
+// stored; the lane's columns' sums of dy and dy * xhat kept in registers across the warp's rows. Then the 8 warps'
+// column sums are added in warp order in shared memory and written as this part's partials: dbias at
+// partial[part * D + d], dscale at partial[(P + part) * D + d]. dx may be dy: each row is read before it is written.
+template <int N, bool FROM_Y>
+__global__ void __launch_bounds__(kThreads) layer_norm_grad_fused_kernel(
+    int64_t R, int D, int64_t P, const float* dy, const float* x, const float* mean, const float* invstd,
+    const float* y, const float* bias, const float* scale, float* dx, float* __restrict__ partial) {
+  __shared__ float col[2][1024];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int64_t part = blockIdx.x;
+  const int64_t r0 = R * part / P, r1 = R * (part + 1) / P;
+  float cdy[N], cdyx[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) cdy[i] = cdyx[i] = 0.f;
+  for (int64_t r = r0 + warp; r < r1; r += warps) {  // warp-uniform
+    float g[N], h[N], sc[N];
+    load_row<N, true>(dy + r * D, D, lane, g, 0.f);
+    load_row<N, true>(scale, D, lane, sc, 1.f);
+    if constexpr (FROM_Y) {
+      float b[N];
+      load_row<N, true>(y + r * D, D, lane, h, 0.f);
+      load_row<N, true>(bias, D, lane, b, 0.f);
+#pragma unroll
+      for (int i = 0; i < N; ++i) h[i] = (h[i] - b[i]) / sc[i];  // past D: (0 - 0) / 1
+    } else {
+      load_row<N, true>(x + r * D, D, lane, h, 0.f);
+      const float mu = mean[r], is = invstd[r];
+#pragma unroll
+      for (int i = 0; i < N; ++i) h[i] = column_of<N, true>(lane, i) < D ? (h[i] - mu) * is : 0.f;
+    }
+    float sg = 0.f, sgh = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      cdy[i] += g[i];
+      cdyx[i] += g[i] * h[i];
+      g[i] *= sc[i];
+      sg += g[i];
+      sgh += g[i] * h[i];
+    }
+    const float mean_g = warp_sum(sg) / D, mean_gh = warp_sum(sgh) / D;
+    const float is = invstd[r];
+#pragma unroll
+    for (int i = 0; i < N; ++i) g[i] = is * (g[i] - mean_g - h[i] * mean_gh);
+    store_row<N, true>(dx + r * D, D, lane, g);
+  }
+  for (int w = 0; w < warps; ++w) {  // block-uniform: every thread reaches each __syncthreads
+    if (warp == w) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int c = column_of<N, true>(lane, i);
+        if (c < D) {
+          col[0][c] = (w == 0 ? 0.f : col[0][c]) + cdy[i];
+          col[1][c] = (w == 0 ? 0.f : col[1][c]) + cdyx[i];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int d = static_cast<int>(threadIdx.x); d < D; d += static_cast<int>(blockDim.x)) {
+    partial[part * D + d] = col[0][d];
+    partial[(P + part) * D + d] = col[1][d];
+  }
+}
+
+// xhat of element (r, d) in double: from x and the row's mean, or from y, bias and scale.
+template <bool FROM_Y>
+__device__ __forceinline__ double ln_xhat(int64_t e, int64_t r, int64_t d, const float* x, const float* mean,
+                                          const float* invstd, const float* y, const float* bias, const float* scale) {
+  if constexpr (FROM_Y) return (static_cast<double>(y[e]) - bias[d]) / static_cast<double>(scale[d]);
+  else return (static_cast<double>(x[e]) - mean[r]) * static_cast<double>(invstd[r]);
+}
+
+// LayerNormGrad's column partials, unfused: block (column tile blockIdx.x, part blockIdx.y), 32 columns x 8
+// row-threads; each thread sums its rows of the part in double, the 8 row-threads added in order.
+template <bool FROM_Y>
+__global__ void layer_norm_grad_columns_kernel(int64_t R, int64_t D, int64_t P, const float* dy, const float* x,
+                                               const float* mean, const float* invstd, const float* y,
+                                               const float* bias, const float* scale, float* __restrict__ partial) {
+  __shared__ double sh[2][8][32];
+  const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
+  const int64_t d = static_cast<int64_t>(blockIdx.x) * 32 + tx, part = blockIdx.y;
+  const int64_t r0 = R * part / P, r1 = R * (part + 1) / P;
+  double sdy = 0, sdyx = 0;
+  if (d < D)
+    for (int64_t r = r0 + ty; r < r1; r += 8) {
+      const int64_t e = r * D + d;
+      const double g = dy[e];
+      sdy += g;
+      sdyx += g * ln_xhat<FROM_Y>(e, r, d, x, mean, invstd, y, bias, scale);
+    }
+  sh[0][ty][tx] = sdy;
+  sh[1][ty][tx] = sdyx;
+  __syncthreads();
+  if (ty == 0 && d < D) {
+    double a = 0, b = 0;
+    for (int k = 0; k < 8; ++k) {
+      a += sh[0][k][tx];
+      b += sh[1][k][tx];
+    }
+    partial[part * D + d] = static_cast<float>(a);
+    partial[(P + part) * D + d] = static_cast<float>(b);
+  }
+}
+
+// dx, unfused: one block per row, the row sums in double, then each thread's dx from the elements it reads again
+// (dx may be dy: all of the row's reads of the first pass end at block_allsum).
+template <int W, bool FROM_Y>
 __global__ void layer_norm_grad_rows_kernel(int64_t R, int64_t D, const float* dy, const float* x, const float* mean,
                                             const float* invstd, const float* y, const float* bias,
                                             const float* scale, float* dx) {
+  const int64_t units = D / W;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
-    double sum_g = 0, dot_g = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      const double g = static_cast<double>(dy[r * D + d]) * scale[d];
-      sum_g += g;
-      dot_g += g * ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
-    }
-    const double mean_g = block_sum(sum_g) / static_cast<double>(D);
-    const double mean_gx = block_sum(dot_g) / static_cast<double>(D);
+    double sg = 0, sgh = 0;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x)
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const int64_t d = u * W + j, e = r * D + d;
+        const double g = static_cast<double>(dy[e]) * scale[d];
+        sg += g;
+        sgh += g * ln_xhat<FROM_Y>(e, r, d, x, mean, invstd, y, bias, scale);
+      }
+    const double mean_g = block_allsum(sg) / static_cast<double>(D);
+    const double mean_gh = block_allsum(sgh) / static_cast<double>(D);
     const double is = invstd[r];
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      const double g = static_cast<double>(dy[r * D + d]) * scale[d];
-      const double xhat = ln_xhat(r, d, D, x, mean, invstd, y, bias, scale);
-      dx[r * D + d] = static_cast<float>(is * (g - mean_g - xhat * mean_gx));
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      float out[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const int64_t d = u * W + j, e = r * D + d;
+        const double g = static_cast<double>(dy[e]) * scale[d];
+        out[j] = static_cast<float>(is * (g - mean_g - ln_xhat<FROM_Y>(e, r, d, x, mean, invstd, y, bias, scale) *
+                                                           mean_gh));
+      }
+      store_units<W>(dx + r * D, u, out);
     }
   }
 }
 
-__global__ void layer_norm_stat_grad_kernel(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
+// The last pass: column d's P partials (dbias, then dscale) added in part order in double; blocks of 32 columns x
+// 8 part-threads, the 8 added in order.
+__global__ void layer_norm_grad_finish_kernel(int64_t P, int64_t D, const float* partial, float* dbias,
+                                              float* dscale) {
+  __shared__ double sh[2][8][32];
+  const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
+  const int64_t d = static_cast<int64_t>(blockIdx.x) * 32 + tx;
+  double a = 0, b = 0;
+  if (d < D)
+    for (int64_t p = ty; p < P; p += 8) {
+      a += partial[p * D + d];
+      b += partial[(P + p) * D + d];
+    }
+  sh[0][ty][tx] = a;
+  sh[1][ty][tx] = b;
+  __syncthreads();
+  if (ty == 0 && d < D) {
+    a = b = 0;
+    for (int k = 0; k < 8; ++k) {
+      a += sh[0][k][tx];
+      b += sh[1][k][tx];
+    }
+    dbias[d] = static_cast<float>(a);
+    dscale[d] = static_cast<float>(b);
+  }
+}
+
+template <class I>
+__global__ void layer_norm_stat_grad_kernel(I R, I D, bool is_mean, const float* dstat, const float* x,
                                             const float* mean, const float* invstd, float* dx) {
-  MONET_GRID_LOOP(e, R * D) {
-    const int64_t r = e / D;
+  MONET_GRID_LOOP(el, static_cast<int64_t>(R) * D) {
+    const I e = static_cast<I>(el), r = e / D;
     const double is = invstd[r];
     dx[e] = static_cast<float>(is_mean ? dstat[r] / static_cast<double>(D)
                                        : -dstat[r] * is * is * is * (x[e] - mean[r]) / static_cast<double>(D));
@@ -127,122 +517,256 @@ __global__ void layer_norm_stat_grad_kernel(int64_t R, int64_t D, bool is_mean, 
 
 // ----------------------------------------------------------------------------------------------- cross-entropy
 
-// One thread per (n, p): -log softmax(x)[label] in double, as the CPU computes it.
-__global__ void ce_rows_kernel(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels, double* rows,
-                               int* bad_label) {
-  MONET_GRID_LOOP(r, N * P) {
-    const int64_t n = r / P, p = r % P;
-    const float* row = x + n * C * P + p;
-    double mx = row[0];
-    for (int64_t k = 1; k < C; ++k) mx = fmax(mx, static_cast<double>(row[k * P]));
-    double sum = 0;
-    for (int64_t k = 0; k < C; ++k) sum += exp(static_cast<double>(row[k * P]) - mx);
-    const int64_t label = labels[r];
-    if (label < 0 || label >= C) {
-      *bad_label = 1;
-      rows[r] = 0;
-      continue;
-    }
-    rows[r] = log(sum) + mx - static_cast<double>(row[label * P]);
+// The term of one row from its max and sum of exponentials: log(sum) + max - x[label], in double. A bad label
+// sets the flag (a plain store of 1 from whichever threads see one) and adds 0.
+__device__ __forceinline__ double ce_term(const MaxSum& ms, const float* row, int64_t stride, int64_t C,
+                                          int64_t label, int* bad_label) {
+  if (label < 0 || label >= C) {
+    *bad_label = 1;
+    return 0;
   }
+  return log(ms.s) + static_cast<double>(ms.m) - static_cast<double>(row[label * stride]);
 }
 
-// Blocks of one row each when the classes are contiguous (P == 1, ImageNet's 1000): the max and the sum of
-// exponentials reduced in shared memory in a fixed order (deterministic), instead of one thread walking 1000
-// classes three times.
-__device__ inline double block_max(double v) {
-  __shared__ double buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) buf[threadIdx.x] = fmax(buf[threadIdx.x], buf[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const double r = buf[0];
-  __syncthreads();
-  return r;
-}
-
-// The row's max and sum of exp(x - max), both in double; every thread of the block gets them.
-__device__ inline void row_max_sum(const float* row, int64_t C, double& mx, double& sum) {
-  double m = -INFINITY;
-  for (int64_t k = threadIdx.x; k < C; k += blockDim.x) m = fmax(m, static_cast<double>(row[k]));
-  mx = block_max(m);
+// P == 1, C <= 1024: block g's warp w takes rows g * 8 + w + k * 8 * G (G = gridDim.x), lane 0 adding the terms
+// in k order; the block's 8 warp totals are added in warp order into partial[g].
+__global__ void ce_rows_warp_kernel(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
+                                    int* bad_label) {
+  __shared__ double sh[32];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t warps = blockDim.x / 32;
   double acc = 0;
-  for (int64_t k = threadIdx.x; k < C; k += blockDim.x) acc += exp(static_cast<double>(row[k]) - mx);
-  sum = block_sum(acc);
+  for (int64_t r = blockIdx.x * warps + warp; r < R; r += gridDim.x * warps) {  // warp-uniform
+    const float* row = x + r * C;
+    MaxSum ms;
+    for (int64_t c = lane; c < C; c += 32) online_add(ms, row[c]);
+    ms = warp_combine(ms);
+    if (lane == 0) acc += ce_term(ms, row, 1, C, labels[r], bad_label);
+  }
+  if (lane == 0) sh[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < warps; ++w) t += sh[w];
+    partial[blockIdx.x] = t;
+  }
 }
 
-__global__ void ce_rows_block_kernel(int64_t N, int64_t C, const float* x, const int64_t* labels, double* rows,
+// P == 1, C > 1024: block g takes rows g, g + G, ...; thread 0 adds their terms in that order into partial[g].
+__global__ void ce_rows_block_kernel(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
                                      int* bad_label) {
-  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
-    const float* row = x + r * C;
-    double mx, sum;
-    row_max_sum(row, C, mx, sum);
-    if (threadIdx.x == 0) {
-      const int64_t label = labels[r];
-      if (label < 0 || label >= C) {
-        *bad_label = 1;
-        rows[r] = 0;
-      } else {
-        rows[r] = log(sum) + mx - static_cast<double>(row[label]);
-      }
-    }
-  }
-}
-
-__global__ void ce_grad_block_kernel(int64_t N, int64_t C, const float* dloss, const float* x, const int64_t* labels,
-                                     float* dx) {
-  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(N);
-  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
-    const float* row = x + r * C;
-    double mx, sum;
-    row_max_sum(row, C, mx, sum);
-    const int64_t label = labels[r];
-    for (int64_t k = threadIdx.x; k < C; k += blockDim.x) {
-      const double s = exp(static_cast<double>(row[k]) - mx) / sum - (k == label ? 1.0 : 0.0);
-      dx[r * C + k] = static_cast<float>(s * scale);
-    }
-  }
-}
-
-__global__ void ce_sum_kernel(int64_t n, const double* rows, float* loss) {
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += rows[i];
-  const double total = block_sum(acc);
-  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / static_cast<double>(n));
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {  // block-uniform
+    const float* row = x + r * C;
+    MaxSum ms;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) online_add(ms, row[c]);
+    ms = block_combine(ms);
+    if (threadIdx.x == 0) acc += ce_term(ms, row, 1, C, labels[r], bad_label);
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void ce_grad_kernel(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
-                               const int64_t* labels, float* dx) {
+// P > 1: one thread per row (n, p) at stride P: thread t of block g takes rows g * B + t + k * B * G (B =
+// blockDim.x) in k order; the block's threads are added by block_allsum's fixed tree into partial[g].
+__global__ void ce_rows_thread_kernel(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels,
+                                      double* partial, int* bad_label) {
+  double acc = 0;
+  MONET_GRID_LOOP(r, N * P) {
+    const int64_t n = r / P, p = r - n * P;
+    const float* row = x + n * C * P + p;
+    MaxSum ms;
+    for (int64_t k = 0; k < C; ++k) online_add(ms, row[k * P]);
+    acc += ce_term(ms, row, P, C, labels[r], bad_label);
+  }
+  acc = block_allsum(acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void ce_sum_kernel(int64_t G, int64_t rows, const double* partial, float* loss) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < G; i += blockDim.x) acc += partial[i];
+  const double total = block_allsum(acc);
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / static_cast<double>(rows));
+}
+
+// dx of one element from the row's max, 1 / sum and scale = dloss / (N * P).
+__device__ __forceinline__ float ce_grad_of(float v, const MaxSum& ms, double inv_sum, bool is_label, double scale) {
+  return static_cast<float>((static_cast<double>(expf(v - ms.m)) * inv_sum - (is_label ? 1.0 : 0.0)) * scale);
+}
+
+__global__ void ce_grad_warp_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
+                                    float* dx) {
+  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < R; r += warp_count()) {
+    const float* row = x + r * C;
+    MaxSum ms;
+    for (int64_t c = lane; c < C; c += 32) online_add(ms, row[c]);
+    ms = warp_combine(ms);
+    const double inv_sum = 1.0 / ms.s;
+    const int64_t label = labels[r];
+    for (int64_t c = lane; c < C; c += 32) dx[r * C + c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
+  }
+}
+
+__global__ void ce_grad_block_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
+                                     float* dx) {
+  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    const float* row = x + r * C;
+    MaxSum ms;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) online_add(ms, row[c]);
+    ms = block_combine(ms);
+    const double inv_sum = 1.0 / ms.s;
+    const int64_t label = labels[r];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      dx[r * C + c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
+  }
+}
+
+__global__ void ce_grad_thread_kernel(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
+                                      const int64_t* labels, float* dx) {
   const double scale = static_cast<double>(dloss[0]) / static_cast<double>(N * P);
   MONET_GRID_LOOP(r, N * P) {
-    const int64_t n = r / P, p = r % P;
+    const int64_t n = r / P, p = r - n * P;
     const float* row = x + n * C * P + p;
     float* drow = dx + n * C * P + p;
-    double mx = row[0];
-    for (int64_t k = 1; k < C; ++k) mx = fmax(mx, static_cast<double>(row[k * P]));
-    double sum = 0;
-    for (int64_t k = 0; k < C; ++k) sum += exp(static_cast<double>(row[k * P]) - mx);
+    MaxSum ms;
+    for (int64_t k = 0; k < C; ++k) online_add(ms, row[k * P]);
+    const double inv_sum = 1.0 / ms.s;
     const int64_t label = labels[r];
-    for (int64_t k = 0; k < C; ++k) {
-      const double s = exp(static_cast<double>(row[k * P]) - mx) / sum - (k == label ? 1.0 : 0.0);
-      drow[k * P] = static_cast<float>(s * scale);
-    }
+    for (int64_t k = 0; k < C; ++k) drow[k * P] = ce_grad_of(row[k * P], ms, inv_sum, k == label, scale);
   }
 }
 
 // ----------------------------------------------------------------------------------------------- batch norm
 
-__global__ void bn_stat_grad_kernel(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat,
-                                    const float* x, const float* mean, const float* invstd, float* dx) {
-  const double M = static_cast<double>(N * S);
-  MONET_GRID_LOOP(i, N * C * S) {
-    const int64_t ch = (i / S) % C;
+template <class I>
+__global__ void bn_stat_grad_kernel(I N, I C, I S, bool is_mean, const float* dstat, const float* x,
+                                    const float* mean, const float* invstd, float* dx) {
+  const double M = static_cast<double>(N) * static_cast<double>(S);
+  MONET_GRID_LOOP(il, static_cast<int64_t>(N) * C * S) {
+    const I i = static_cast<I>(il);
+    const I ch = (i / S) % C;
     const double m = mean[ch], is = invstd[ch];
     const double k = is_mean ? 0.0 : -static_cast<double>(dstat[ch]) * is * is * is / M;
     const double d0 = is_mean ? static_cast<double>(dstat[ch]) / M : 0.0;
     dx[i] = static_cast<float>(d0 + k * (static_cast<double>(x[i]) - m));
+  }
+}
+
+// Calls f(u) for this thread's units u of range [m0, m1) of channel ch of (N, C, Su) (units of W floats,
+// Su = S / W), taken in (n, s) order: m = m0 + threadIdx.x, stepping by blockDim.x, with (n, s) carried along
+// instead of divided out per unit.
+template <class F>
+__device__ __forceinline__ void for_channel_range(int64_t C, int64_t Su, int64_t ch, int64_t m0, int64_t m1, F f) {
+  int64_t m = m0 + threadIdx.x;
+  if (m >= m1) return;
+  int64_t n = m / Su, s = m - n * Su;
+  const int64_t qn = blockDim.x / Su, qs = blockDim.x - qn * Su;  // blockDim.x = qn * Su + qs, qs < Su
+  for (; m < m1; m += blockDim.x) {
+    f((n * C + ch) * Su + s);
+    s += qs;
+    n += qn;
+    if (s >= Su) {
+      s -= Su;
+      ++n;
+    }
+  }
+}
+
+// First pass of the output-activated BatchNormGrad: block b sums range b % P of channel b / P into partial[b]
+// (sum dy) and partial[C * P + b] (sum dy * (y - bias)), per-thread double, block_allsum's fixed tree.
+template <int W>
+__global__ void bn_grad_from_output_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* dy,
+                                                   const float* y, const float* bias, double* __restrict__ partial) {
+  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {  // block-uniform
+    const int64_t ch = b / P, part = b - ch * P, M = N * Su;
+    const double bi = bias[ch];
+    double sum_dy = 0, dot = 0;
+    for_channel_range(C, Su, ch, M * part / P, M * (part + 1) / P, [&](int64_t u) {
+      float g[W], v[W];
+      load_units<W>(dy, u, g);
+      load_units<W>(y, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        sum_dy += g[j];
+        dot += static_cast<double>(g[j]) * (static_cast<double>(v[j]) - bi);
+      }
+    });
+    sum_dy = block_allsum(sum_dy);
+    dot = block_allsum(dot);
+    if (threadIdx.x == 0) {
+      partial[b] = sum_dy;
+      partial[C * P + b] = dot;
+    }
+  }
+}
+
+// One warp per channel adds its P partials in order (lanes take every 32nd, then the butterfly).
+__global__ void bn_grad_from_output_sums_kernel(int64_t C, int64_t P, const double* partial, const float* scale,
+                                                float* dscale, float* dbias) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
+    double sum_dy = 0, dot = 0;
+    for (int64_t k = lane; k < P; k += 32) {
+      sum_dy += partial[ch * P + k];
+      dot += partial[C * P + ch * P + k];
+    }
+    sum_dy = warp_sum(sum_dy);
+    dot = warp_sum(dot);
+    if (lane == 0) {
+      dbias[ch] = static_cast<float>(sum_dy);
+      dscale[ch] = static_cast<float>(dot / static_cast<double>(scale[ch]));
+    }
+  }
+}
+
+// dx over units of W floats (S % W == 0, Su = S / W); I: int32_t when N * C * S < 2^31.
+template <class I, int W>
+__global__ void bn_grad_from_output_dx_kernel(I C, I Su, const float* dy, const float* y, const float* scale,
+                                              const float* bias, const float* invstd, const float* dscale,
+                                              const float* dbias, float* dx, int64_t units, double M) {
+  MONET_GRID_LOOP(ul, units) {
+    const I u = static_cast<I>(ul);
+    const I ch = (u / Su) % C;
+    const double mul = 1.0 / static_cast<double>(scale[ch]);
+    const double k = static_cast<double>(dscale[ch]) * mul / M;
+    const double w = static_cast<double>(invstd[ch]) * scale[ch];
+    const double bi = bias[ch], mean_dy = dbias[ch] / M;
+    float g[W], v[W];
+    load_units<W>(dy, u, g);
+    load_units<W>(y, u, v);
+#pragma unroll
+    for (int j = 0; j < W; ++j) g[j] = static_cast<float>((g[j] - mean_dy - (static_cast<double>(v[j]) - bi) * k) * w);
+    store_units<W>(dx, u, g);
+  }
+}
+
+template <int W>
+__global__ void channel_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* x,
+                                       double* __restrict__ partial) {
+  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {
+    const int64_t ch = b / P, part = b - ch * P, M = N * Su;
+    double acc = 0;
+    for_channel_range(C, Su, ch, M * part / P, M * (part + 1) / P, [&](int64_t u) {
+      float v[W];
+      load_units<W>(x, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) acc += v[j];
+    });
+    acc = block_allsum(acc);
+    if (threadIdx.x == 0) partial[b] = acc;
+  }
+}
+
+__global__ void channel_sum_kernel(int64_t C, int64_t P, const double* partial, float* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
+    double acc = 0;
+    for (int64_t k = lane; k < P; k += 32) acc += partial[ch * P + k];
+    acc = warp_sum(acc);
+    if (lane == 0) out[ch] = static_cast<float>(acc);
   }
 }
 
@@ -464,184 +988,263 @@ __global__ void average_pool_grad_kernel(Pool p, bool cip, const float* dy, floa
 
 }  // namespace
 
+namespace {
+
+// Calls f(integral_constant N, bool_constant VEC) with the register width N (floats per lane) of a row of `len`
+// elements, len <= 1024: 4, 8, 16, 24 or 32 (24: rows of 768, BERT's and GPT-2's width, without a third wasted).
+template <class F>
+void with_row_width(int64_t len, bool vec, F f) {
+  const int64_t per_lane = (len + 31) / 32;
+  auto go = [&](auto n) {
+    if (vec) f(n, std::true_type{});
+    else f(n, std::false_type{});
+  };
+  if (per_lane <= 4) go(std::integral_constant<int, 4>{});
+  else if (per_lane <= 8) go(std::integral_constant<int, 8>{});
+  else if (per_lane <= 16) go(std::integral_constant<int, 16>{});
+  else if (per_lane <= 24) go(std::integral_constant<int, 24>{});
+  else go(std::integral_constant<int, 32>{});
+}
+
+constexpr int64_t kWarpRowMax = 1024;  // the longest row one warp holds in registers (32 floats per lane)
+
+// Blocks for one-block-per-row kernels (a block loop covers rows beyond 2^20).
+unsigned row_blocks(int64_t R) {
+  return static_cast<unsigned>(R < 1 ? 1 : (R > (int64_t{1} << 20) ? int64_t{1} << 20 : R));
+}
+
+bool fits32(int64_t n) { return n < (int64_t{1} << 31); }
+
+}  // namespace
+
 cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream) {
-  softmax_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, x, y);
+  if (outer * A * inner == 0) return cudaSuccess;
+  if (inner == 1 && A <= kWarpRowMax) {
+    const bool vec = A % 4 == 0 && aligned16(x) && aligned16(y);
+    with_row_width(A, vec, [&](auto n, auto v) {
+      softmax_warp_kernel<decltype(n)::value, decltype(v)::value>
+          <<<blocks_for(outer * 32), kThreads, 0, stream>>>(outer, static_cast<int>(A), x, y);
+    });
+  } else if (inner == 1) {
+    if (A % 4 == 0 && aligned16(x) && aligned16(y))
+      softmax_block_kernel<4><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, x, y);
+    else
+      softmax_block_kernel<1><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, x, y);
+  } else if (fits32(outer * A * inner)) {
+    softmax_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
+        static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), x, y);
+  } else {
+    softmax_strided_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, x, y);
+  }
   return cudaGetLastError();
 }
 
 cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
                          cudaStream_t stream) {
-  softmax_grad_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, dy, y, dx);
+  if (outer * A * inner == 0) return cudaSuccess;
+  if (inner == 1 && A <= kWarpRowMax) {
+    const bool vec = A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx);
+    with_row_width(A, vec, [&](auto n, auto v) {
+      softmax_grad_warp_kernel<decltype(n)::value, decltype(v)::value>
+          <<<blocks_for(outer * 32), kThreads, 0, stream>>>(outer, static_cast<int>(A), dy, y, dx);
+    });
+  } else if (inner == 1) {
+    if (A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx))
+      softmax_grad_block_kernel<4><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+    else
+      softmax_grad_block_kernel<1><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+  } else if (fits32(outer * A * inner)) {
+    softmax_grad_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
+        static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), dy, y, dx);
+  } else {
+    softmax_grad_strided_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, dy, y,
+                                                                                              dx);
+  }
   return cudaGetLastError();
 }
 
+int64_t softmax_cross_entropy_parts(int64_t N, int64_t C, int64_t P) {
+  const int64_t R = N * P;
+  const int64_t rows_per_block = P > 1 ? kThreads : (C <= kWarpRowMax ? kThreads / 32 : 1);
+  const int64_t g = (R + rows_per_block - 1) / rows_per_block;
+  return g < 1 ? 1 : (g > 1024 ? 1024 : g);
+}
+
 cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels,
-                                  double* rows, int* bad_label, float* loss, cudaStream_t stream) {
+                                  double* partial, int* bad_label, float* loss, cudaStream_t stream) {
   cudaError_t err = cudaMemsetAsync(bad_label, 0, sizeof(int), stream);
   if (err != cudaSuccess) return err;
-  if (P == 1 && C >= 64)
-    ce_rows_block_kernel<<<static_cast<unsigned>(N < 65535 ? N : 65535), kThreads, 0, stream>>>(N, C, x, labels, rows,
-                                                                                                bad_label);
-  else
-    ce_rows_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, x, labels, rows, bad_label);
-  ce_sum_kernel<<<1, kThreads, 0, stream>>>(N * P, rows, loss);
+  const int64_t G = softmax_cross_entropy_parts(N, C, P), R = N * P;
+  const unsigned g = static_cast<unsigned>(G);
+  // Every group writes its partial (0 without rows), so the sum never reads unwritten workspace.
+  if (P == 1 && C <= kWarpRowMax) ce_rows_warp_kernel<<<g, kThreads, 0, stream>>>(R, C, x, labels, partial, bad_label);
+  else if (P == 1) ce_rows_block_kernel<<<g, kThreads, 0, stream>>>(R, C, x, labels, partial, bad_label);
+  else ce_rows_thread_kernel<<<g, kThreads, 0, stream>>>(N, C, P, x, labels, partial, bad_label);
+  ce_sum_kernel<<<1, kThreads, 0, stream>>>(G, R, partial, loss);
   return cudaGetLastError();
 }
 
 cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
                                        const int64_t* labels, float* dx, cudaStream_t stream) {
-  if (P == 1 && C >= 64)
-    ce_grad_block_kernel<<<static_cast<unsigned>(N < 65535 ? N : 65535), kThreads, 0, stream>>>(N, C, dloss, x, labels,
-                                                                                                dx);
+  const int64_t R = N * P;
+  if (R == 0) return cudaSuccess;
+  if (P == 1 && C <= kWarpRowMax)
+    ce_grad_warp_kernel<<<blocks_for(R * 32), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
+  else if (P == 1)
+    ce_grad_block_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
   else
-    ce_grad_kernel<<<blocks_for(N * P), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
+    ce_grad_thread_kernel<<<blocks_for(R), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
   return cudaGetLastError();
 }
-
-namespace {
-// Blocks for one-block-per-row kernels (a block loop covers rows beyond 2^20).
-unsigned row_blocks(int64_t R) {
-  return static_cast<unsigned>(R < 1 ? 1 : (R > (int64_t{1} << 20) ? int64_t{1} << 20 : R));
-}
-}  // namespace
 
 cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
                        float* y, float* mean, float* invstd, cudaStream_t stream) {
-  layer_norm_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+  if (R * D == 0) return cudaSuccess;
+  const bool aligned = aligned16(x) && aligned16(y) && aligned16(scale) && aligned16(bias);
+  if (D <= kWarpRowMax) {
+    with_row_width(D, D % 4 == 0 && aligned, [&](auto n, auto v) {
+      layer_norm_warp_kernel<decltype(n)::value, decltype(v)::value><<<blocks_for(R * 32), kThreads, 0, stream>>>(
+          R, static_cast<int>(D), epsilon, x, scale, bias, y, mean, invstd);
+    });
+  } else if (D % 4 == 0 && aligned) {
+    layer_norm_block_kernel<4><<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+  } else {
+    layer_norm_block_kernel<1><<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+  }
   return cudaGetLastError();
+}
+
+int64_t layer_norm_grad_parts(int64_t R) {
+  const int64_t p = (R + 31) / 32;
+  return p < 1 ? 1 : (p > 512 ? 512 : p);
+}
+
+int64_t layer_norm_grad_workspace_bytes(int64_t R, int64_t D) {
+  return 2 * layer_norm_grad_parts(R) * D * static_cast<int64_t>(sizeof(float));
 }
 
 cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* x, const float* mean, const float* y,
                             const float* bias, const float* scale, const float* invstd, float* dx, float* dscale,
-                            float* dbias, cudaStream_t stream) {
-  layer_norm_grad_columns_kernel<<<blocks_for(D), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale,
-                                                                          dscale, dbias);
-  layer_norm_grad_rows_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+                            float* dbias, float* partial, cudaStream_t stream) {
+  if (D == 0) return cudaSuccess;
+  const int64_t P = layer_norm_grad_parts(R);
+  const bool from_y = x == nullptr;
+  const bool fused = D <= kWarpRowMax && D % 4 == 0 && aligned16(dy) && aligned16(dx) && aligned16(scale) &&
+                     (from_y ? aligned16(y) && aligned16(bias) : aligned16(x));
+  if (fused) {
+    with_row_width(D, true, [&](auto n, auto) {
+      constexpr int N = decltype(n)::value;
+      if (from_y)
+        layer_norm_grad_fused_kernel<N, true><<<static_cast<unsigned>(P), kThreads, 0, stream>>>(
+            R, static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
+      else
+        layer_norm_grad_fused_kernel<N, false><<<static_cast<unsigned>(P), kThreads, 0, stream>>>(
+            R, static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
+    });
+  } else {
+    // The column partials first: dx may be dy, which the row kernel overwrites.
+    const dim3 grid(static_cast<unsigned>((D + 31) / 32), static_cast<unsigned>(P));
+    if (from_y)
+      layer_norm_grad_columns_kernel<true><<<grid, kThreads, 0, stream>>>(R, D, P, dy, x, mean, invstd, y, bias, scale,
+                                                                          partial);
+    else
+      layer_norm_grad_columns_kernel<false><<<grid, kThreads, 0, stream>>>(R, D, P, dy, x, mean, invstd, y, bias,
+                                                                           scale, partial);
+    const bool w4 = D % 4 == 0 && aligned16(dx);
+    const unsigned b = row_blocks(R);
+    if (w4 && from_y)
+      layer_norm_grad_rows_kernel<4, true><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+    else if (w4)
+      layer_norm_grad_rows_kernel<4, false><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+    else if (from_y)
+      layer_norm_grad_rows_kernel<1, true><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+    else
+      layer_norm_grad_rows_kernel<1, false><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+  }
+  layer_norm_grad_finish_kernel<<<static_cast<unsigned>((D + 31) / 32), kThreads, 0, stream>>>(P, D, partial, dbias,
+                                                                                              dscale);
   return cudaGetLastError();
 }
 
 cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream) {
-  layer_norm_stat_grad_kernel<<<blocks_for(R * D), kThreads, 0, stream>>>(R, D, is_mean, dstat, x, mean, invstd, dx);
+  if (R * D == 0) return cudaSuccess;
+  if (fits32(R * D))
+    layer_norm_stat_grad_kernel<int32_t><<<blocks_for(R * D), kThreads, 0, stream>>>(
+        static_cast<int32_t>(R), static_cast<int32_t>(D), is_mean, dstat, x, mean, invstd, dx);
+  else
+    layer_norm_stat_grad_kernel<int64_t><<<blocks_for(R * D), kThreads, 0, stream>>>(R, D, is_mean, dstat, x, mean,
+                                                                                      invstd, dx);
   return cudaGetLastError();
 }
 
 cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream) {
-  bn_stat_grad_kernel<<<blocks_for(N * C * S), kThreads, 0, stream>>>(N, C, S, is_mean, dstat, x, mean, invstd, dx);
+  const int64_t n = N * C * S;
+  if (n == 0) return cudaSuccess;
+  if (fits32(n))
+    bn_stat_grad_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<int32_t>(N), static_cast<int32_t>(C), static_cast<int32_t>(S), is_mean, dstat, x, mean, invstd, dx);
+  else
+    bn_stat_grad_kernel<int64_t><<<blocks_for(n), kThreads, 0, stream>>>(N, C, S, is_mean, dstat, x, mean, invstd, dx);
   return cudaGetLastError();
 }
 
-namespace {
-
-// Calls f(e) for every element e of part `part` of channel ch of (N, C, S): the images [N * part / P,
-// N * (part + 1) / P), this thread's share in a fixed order, n outer, s inner (no division per element).
-template <class F>
-__device__ __forceinline__ void for_channel_part(int64_t N, int64_t C, int64_t S, int64_t ch, int64_t part, int64_t P,
-                                                 F f) {
-  for (int64_t n = N * part / P; n < N * (part + 1) / P; ++n) {
-    const int64_t base = (n * C + ch) * S;
-    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) f(base + s);
-  }
-}
-
-// First pass of the per-channel sums: block b sums part b % P of channel b / P into partial[b] (K sums per
-// element, partial holds K arrays of C * P). The second pass adds each channel's P partials in order.
-__global__ void bn_grad_from_output_partial_kernel(int64_t N, int64_t C, int64_t S, int64_t P, const float* dy,
-                                                   const float* y, const float* bias, double* partial) {
-  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {
-    const int64_t ch = b / P;
-    const double bi = bias[ch];
-    double sum_dy = 0, dot = 0;
-    for_channel_part(N, C, S, ch, b % P, P, [&](int64_t e) {
-      sum_dy += dy[e];
-      dot += static_cast<double>(dy[e]) * (static_cast<double>(y[e]) - bi);
-    });
-    sum_dy = block_sum(sum_dy);
-    dot = block_sum(dot);
-    if (threadIdx.x == 0) {
-      partial[b] = sum_dy;
-      partial[C * P + b] = dot;
-    }
-  }
-}
-
-__global__ void bn_grad_from_output_sums_kernel(int64_t C, int64_t P, const double* partial, const float* scale,
-                                                float* dscale, float* dbias) {
-  MONET_GRID_LOOP(ch, C) {
-    double sum_dy = 0, dot = 0;
-    for (int64_t k = 0; k < P; ++k) {
-      sum_dy += partial[ch * P + k];
-      dot += partial[C * P + ch * P + k];
-    }
-    dbias[ch] = static_cast<float>(sum_dy);
-    dscale[ch] = static_cast<float>(dot / static_cast<double>(scale[ch]));
-  }
-}
-
-template <class I>
-__global__ void bn_grad_from_output_dx_kernel(I C, I S, const float* dy, const float* y, const float* scale,
-                                              const float* bias, const float* invstd, const float* dscale,
-                                              const float* dbias, float* dx, int64_t n, double M) {
-  MONET_GRID_LOOP(el, n) {
-    const I e = static_cast<I>(el);
-    const I ch = (e / S) % C;
-    const double mul = 1.0 / static_cast<double>(scale[ch]);
-    const double k = static_cast<double>(dscale[ch]) * mul / M;
-    const double w = static_cast<double>(invstd[ch]) * scale[ch];
-    dx[e] = static_cast<float>((dy[e] - dbias[ch] / M - (static_cast<double>(y[e]) - bias[ch]) * k) * w);
-  }
-}
-
-__global__ void channel_partial_kernel(int64_t N, int64_t C, int64_t S, int64_t P, const float* x, double* partial) {
-  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {
-    double acc = 0;
-    for_channel_part(N, C, S, b / P, b % P, P, [&](int64_t e) { acc += x[e]; });
-    acc = block_sum(acc);
-    if (threadIdx.x == 0) partial[b] = acc;
-  }
-}
-
-__global__ void channel_sum_kernel(int64_t C, int64_t P, const double* partial, float* out) {
-  MONET_GRID_LOOP(ch, C) {
-    double acc = 0;
-    for (int64_t k = 0; k < P; ++k) acc += partial[ch * P + k];
-    out[ch] = static_cast<float>(acc);
-  }
-}
-
-unsigned blocks_of_parts(int64_t C, int64_t P) { return static_cast<unsigned>(C * P < 65535 ? C * P : 65535); }
-
-}  // namespace
-
 int64_t channel_parts(int64_t N, int64_t C) {
-  const int64_t want = (1024 + C - 1) / C;  // about 1024 blocks in all: every SM busy, C = 64 included
-  return want < N ? want : (N > 0 ? N : 1);
+  if (N <= 0 || C <= 0) return 1;
+  const int64_t p = (2048 + C - 1) / C;  // about 2048 blocks in all
+  return p > 1024 ? 1024 : p;
 }
+
+namespace {
+unsigned blocks_of_parts(int64_t C, int64_t P) {
+  const int64_t b = C * P;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > (int64_t{1} << 30) ? int64_t{1} << 30 : b));
+}
+}  // namespace
 
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
                                         float* dscale, float* dbias, double* partial, cudaStream_t stream) {
+  if (C == 0) return cudaSuccess;
   const int64_t P = channel_parts(N, C);
-  bn_grad_from_output_partial_kernel<<<blocks_of_parts(C, P), kThreads, 0, stream>>>(N, C, S, P, dy, y, bias,
-                                                                                      partial);
-  bn_grad_from_output_sums_kernel<<<blocks_for(C), kThreads, 0, stream>>>(C, P, partial, scale, dscale, dbias);
-  const int64_t n = N * C * S;
-  const double M = static_cast<double>(N * S);
-  if (n < (int64_t{1} << 31))
-    bn_grad_from_output_dx_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<int32_t>(C), static_cast<int32_t>(S), dy, y, scale, bias, invstd, dscale, dbias, dx, n, M);
+  const unsigned pb = blocks_of_parts(C, P);
+  if (S % 4 == 0 && aligned16(dy) && aligned16(y))
+    bn_grad_from_output_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, dy, y, bias, partial);
   else
-    bn_grad_from_output_dx_kernel<int64_t><<<blocks_for(n), kThreads, 0, stream>>>(C, S, dy, y, scale, bias, invstd,
-                                                                                    dscale, dbias, dx, n, M);
+    bn_grad_from_output_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, dy, y, bias, partial);
+  bn_grad_from_output_sums_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, scale, dscale, dbias);
+  const int64_t n = N * C * S;
+  if (n == 0) return cudaGetLastError();
+  const double M = static_cast<double>(N * S);
+  const bool w4 = S % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx);
+  const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
+  const unsigned b = blocks_for(units);
+  if (fits32(n) && w4)
+    bn_grad_from_output_dx_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(
+        static_cast<int32_t>(C), static_cast<int32_t>(Su), dy, y, scale, bias, invstd, dscale, dbias, dx, units, M);
+  else if (fits32(n))
+    bn_grad_from_output_dx_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(
+        static_cast<int32_t>(C), static_cast<int32_t>(Su), dy, y, scale, bias, invstd, dscale, dbias, dx, units, M);
+  else if (w4)
+    bn_grad_from_output_dx_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, dy, y, scale, bias, invstd, dscale,
+                                                                           dbias, dx, units, M);
+  else
+    bn_grad_from_output_dx_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, dy, y, scale, bias, invstd, dscale,
+                                                                           dbias, dx, units, M);
   return cudaGetLastError();
 }
 
 cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* out, double* partial,
                         cudaStream_t stream) {
+  if (C == 0) return cudaSuccess;
   const int64_t P = channel_parts(N, C);
-  channel_partial_kernel<<<blocks_of_parts(C, P), kThreads, 0, stream>>>(N, C, S, P, x, partial);
-  channel_sum_kernel<<<blocks_for(C), kThreads, 0, stream>>>(C, P, partial, out);
+  const unsigned pb = blocks_of_parts(C, P);
+  if (S % 4 == 0 && aligned16(x))
+    channel_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, x, partial);
+  else
+    channel_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, x, partial);
+  channel_sum_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, out);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,9 @@
 // Data-movement kernels: strided copies (Slice, Transpose, Concat, Split and their gradients), Gather, Pad and
 // Resize with their gradients. The gradients that the CPU writes by scattering (+=) are computed here by
-// gathering, one thread per input-gradient element visiting its readers in the CPU's order: deterministic,
-// no atomics, and (for Pad, Gather and nearest Resize) equal to the CPU bit for bit.
+// gathering, each input-gradient element owned by one thread that visits its readers in the CPU's order:
+// deterministic, no atomics, and (for Pad, Gather, GatherIdx and nearest Resize) equal to the CPU bit for bit.
+#include <type_traits>
+
 #include "engine/cuda/launch.cuh"
 
 namespace monet::cuda {
@@ -63,14 +65,54 @@ __global__ void gather_idx_kernel(int64_t outer, int64_t A, int64_t K, int64_t i
   }
 }
 
-__global__ void gather_idx_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
-                                       const float* dy, float* dx) {
-  MONET_GRID_LOOP(i, outer * inner) {
-    const int64_t j = i % inner, o = i / inner;
-    for (int64_t k = 0; k < K; ++k) {
-      int64_t a = idx[k];
-      if (a < 0) a += A;
-      if (a >= 0 && a < A) dx[(o * A + a) * inner + j] += dy[(o * K + k) * inner + j];
+// GatherIdxGrad: block q (grid-stride) owns the slab of dx at outer index o, rows [a0, a1) (bucket b of
+// `buckets`) and column units group * blockDim.x + threadIdx.x (units of W floats; inner_u units per row). It
+// zeroes its slab, then walks all K indices in chunks of blockDim.x staged in shared memory (-1 where the index is
+// outside the slab's rows or out of [-A, A)) and adds dy row k into dx row idx[k] for each k in order. Every dx
+// element is read and written by one thread only, from 0 in k order: the CPU's sum bit for bit, no atomics.
+template <int W>
+__global__ void gather_idx_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner_u, int64_t buckets,
+                                       int64_t groups, const int64_t* idx, const float* dy, float* dx) {
+  __shared__ int64_t rows[kThreads];
+  using V = typename std::conditional<W == 4, float4, float>::type;
+  const V* dyv = reinterpret_cast<const V*>(dy);
+  V* dxv = reinterpret_cast<V*>(dx);
+  for (int64_t q = blockIdx.x; q < outer * buckets * groups; q += gridDim.x) {  // block-uniform
+    const int64_t group = q % groups, rest = q / groups, bucket = rest % buckets, o = rest / buckets;
+    const int64_t a0 = A * bucket / buckets, a1 = A * (bucket + 1) / buckets;
+    const int64_t j = group * blockDim.x + threadIdx.x;
+    const bool active = j < inner_u;
+    if (active)
+      for (int64_t a = a0; a < a1; ++a) {
+        if constexpr (W == 4) dxv[(o * A + a) * inner_u + j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        else dxv[(o * A + a) * inner_u + j] = 0.f;
+      }
+    for (int64_t k0 = 0; k0 < K; k0 += blockDim.x) {
+      __syncthreads();  // the previous chunk's rows are read (also across q iterations)
+      if (k0 + threadIdx.x < K) {
+        int64_t a = idx[k0 + threadIdx.x];
+        if (a < 0) a += A;
+        rows[threadIdx.x] = a >= a0 && a < a1 ? a : -1;
+      }
+      __syncthreads();
+      const int64_t n = K - k0 < blockDim.x ? K - k0 : blockDim.x;
+      if (!active) continue;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t a = rows[t];
+        if (a < 0) continue;
+        const V g = dyv[(o * K + k0 + t) * inner_u + j];
+        V& d = dxv[(o * A + a) * inner_u + j];
+        if constexpr (W == 4) {
+          V s = d;
+          s.x += g.x;
+          s.y += g.y;
+          s.z += g.z;
+          s.w += g.w;
+          d = s;
+        } else {
+          d += g;
+        }
+      }
     }
   }
 }
@@ -294,9 +336,27 @@ cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int6
 
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                             float* dx, cudaStream_t stream) {
-  cudaError_t e = cudaMemsetAsync(dx, 0, static_cast<size_t>(outer * A * inner) * sizeof(float), stream);
-  if (e != cudaSuccess) return e;
-  gather_idx_grad_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, K, inner, idx, dy, dx);
+  if (outer * A * inner == 0) return cudaSuccess;
+  const bool wide = inner % 4 == 0 && aligned16(dy) && aligned16(dx);
+  const int64_t inner_u = wide ? inner / 4 : inner;
+  // Threads per block: the row's units rounded up to a warp, at most kThreads (rows of 768 floats: 192).
+  const int64_t threads = inner_u >= kThreads ? kThreads : (inner_u + 31) / 32 * 32;
+  const int64_t groups = (inner_u + threads - 1) / threads;
+  // About 2048 blocks, fewer where every block's scan of the K indices would add up to more than 2^28 checks.
+  const int64_t slabs = outer * groups;
+  int64_t buckets = (2048 + slabs - 1) / slabs;
+  const int64_t scan_cap = (int64_t{1} << 28) / (K * slabs > 0 ? K * slabs : 1);
+  if (buckets > scan_cap) buckets = scan_cap;
+  if (buckets > A) buckets = A;
+  if (buckets < 1) buckets = 1;
+  const int64_t blocks = slabs * buckets;
+  const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 30) ? blocks : int64_t{1} << 30);
+  if (wide)
+    gather_idx_grad_kernel<4><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, buckets,
+                                                                                   groups, idx, dy, dx);
+  else
+    gather_idx_grad_kernel<1><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, buckets,
+                                                                                   groups, idx, dy, dx);
   return cudaGetLastError();
 }
 

@@ -4,6 +4,15 @@
 // MONET_CUDA_CHECK (cuda_check.h) so that a failed launch names the calling file and line.
 // All float tensors are fp32. Index math is 32-bit where every index of a launch fits (64-bit division is emulated
 // on the GPU and costs several times the memory time), else 64-bit (tensors beyond 2^31 elements).
+// Determinism: no kernel uses atomics. Every sum runs in an order fixed by the shapes alone (never by the GPU's SM
+// count or by timing): a thread's own terms in index order, then fixed shuffle or shared-memory trees, and where a
+// reduction is split over blocks, partial sums in workspace that a second pass adds in part order. Two runs give the
+// same bits. Accumulation: float for Softmax's and LayerNormGrad's row sums where the row sits in one warp's
+// registers (at most 32 terms per lane, then a 5-level tree) and for LayerNormGrad's per-warp column sums (a few
+// rows each, their partials added in double); double wherever a thread or a partial sums an unbounded number of
+// terms (LayerNorm statistics, block-per-row paths, column and channel sums, losses, reduce_to).
+// Row kernels take one warp per row up to 1024 elements (the row in registers, read once, written once) and one
+// block per row beyond; they load float4 where the row length is a multiple of 4 and the pointers 16-byte aligned.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,7 +58,21 @@ cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, cons
 
 // out[o] = (sum over the elements i of `x` that reduce into o of term(x[i], p0[.], p1[.])) / divisor, summed in
 // double in a fixed order (deterministic). The full index space is split into kept dims (one output element
-// each) and reduced dims; stride[k][d] is the element stride of operand k (0: x, 1: p0, 2: p1) along that dim.
+// each) and reduced dims; stride[k][d] is the element stride of operand k (0: x, 1: p0, 2: p1) along that dim. x is
+// contiguous over the full shape (reduce_geom, cuda_ops.h, builds every geometry that way).
+// Plan: the dims in x's memory order, adjacent dims of one kind merged where all three operands step through them
+// as one. Then
+//   - nothing reduced (red_n == 1): elementwise, out[o] = term / divisor (float4 where the merged space is one dim);
+//   - x as (A, K, B) with out[k] = sum over a, b (the reduced dims around at most one kept run: a full sum, rows,
+//     a bias gradient, a per-channel sum): with B == 1 ("columns") blocks of 32 columns x 8 rows, threads down the
+//     rows, the 8 row-threads of a column added in order; else ("runs") one warp per output when the output sums
+//     at most 2048 terms and needs no split, else blocks of 256 threads over a contiguous share of the A * B terms
+//     (float4 where B % 4 == 0 and aligned), a shared-memory tree;
+//   - anything else: one thread or one block per output with full index math (the old kernels; correct, slow).
+// Split: with `partial` (workspace), a reduction over many terms and few outputs is cut into P parts (columns:
+// P = min(ceil(1024 / ceil(K / 32)), ceil(A / 64)); runs: P = min(ceil(A * B / 4096), ceil(1024 / K)); both in
+// [1, 1024]), each part's double sum into partial (P * K doubles: reduce_to_workspace_bytes), then a second pass
+// adds each output's P partials in part order. Without `partial` (GemmGradC) P = 1.
 enum class Term : int { x, neg_x, x_mul_p0, x_div_p0, div_grad_b /* -x * ((p0 / p1) / p1) */ };
 struct ReduceGeom {
   int kept_rank = 0, red_rank = 0;
@@ -57,8 +80,11 @@ struct ReduceGeom {
   int64_t kept_stride[3][kMaxDims] = {}, red_stride[3][kMaxDims] = {};
   int64_t out_n = 1, red_n = 1;  // output elements, elements summed into each
 };
+int64_t reduce_to_workspace_bytes(const ReduceGeom& g);
 cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
-                      double divisor, cudaStream_t stream);
+                      double divisor, double* partial, cudaStream_t stream);
+cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
+                      double divisor, cudaStream_t stream);  // partial = null: never split
 
 // Dropout with the CPU's counter-based mask: keep element i iff u(key, i) >= ratio (lib/ops/dropout), where
 // key = splitmix64(seed). y = x * scale where kept, else 0; mask 1/0.
@@ -67,15 +93,28 @@ cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t
 cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale,
                          cudaStream_t stream);
 
-// PyTorch's SGD with momentum in place, on up to kSgdBatch parameters in one launch (one grid row each):
-// buf = momentum * buf + g; p -= lr * buf.
+// PyTorch's SGD with momentum in place, bit for bit as the CPU kernel: buf = momentum * buf + g; p -= lr * buf
+// (each product and sum rounded separately, no FMA). One multi-tensor launch per kSgdTable tensors (so one for any
+// batch the host collects): the tensors are cut into chunks of kSgdChunk elements, one block of 256 threads per
+// (tensor, chunk) pair; the block finds its tensor by a binary search over the chunk prefix sums in the kernel's
+// argument table (__grid_constant__, read in place). float4 loads and stores where a tensor's three arrays are
+// 16-byte aligned (chunks start at multiples of 4 elements), a scalar tail in the last chunk.
+// The table is a kernel argument: kSgdTable = 512 tensors is 18 KB of arguments, which needs CUDA >= 12.1 on Volta
+// or newer (32 KB arguments); older toolkits keep the portable 4 KB limit with 96 tensors per launch. A batch of
+// at most 32 tensors launches a 1.2 KB table instead (less to copy per launch).
 struct SgdTensor {
   float* p;
   const float* g;
   float* buf;
   int64_t n;
 };
-inline constexpr int kSgdBatch = 32;
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12010
+inline constexpr int kSgdTable = 512;
+#else
+inline constexpr int kSgdTable = 96;
+#endif
+inline constexpr int kSgdBatch = kSgdTable;  // what the host collects before it must launch (cuda_ops.h PendingSgd)
+inline constexpr int64_t kSgdChunk = 16384;
 struct SgdBatch {
   int count = 0;
   SgdTensor t[kSgdBatch];
@@ -84,33 +123,55 @@ cudaError_t sgd_update(const SgdBatch& batch, float lr, float momentum, cudaStre
 
 // --------------------------------------------------------------------------------------- losses (.cu)
 
-// Mean softmax cross-entropy of logits (N, C, P) against labels (N, P): per-row terms in double into
-// `rows` (N*P doubles of workspace), a label outside [0, C) sets *bad_label (an int of workspace, zeroed here),
-// then one block sums the rows in a fixed order and writes loss[0] = float(sum / (N*P)).
+// Mean softmax cross-entropy of logits (N, C, P) against labels (N, P); row (n, p) is the C logits at stride P.
+// A row's term log(sum exp(x - max)) + max - x[label]: exp in float, the sum and the term in double. Rows go to
+// G = softmax_cross_entropy_parts(N, C, P) groups (one block each, a fixed set of rows): P == 1 and C <= 1024, a
+// warp per row (8 rows per block at a time); P == 1 and C > 1024, a block per row; P > 1, a thread per row
+// (neighbouring threads read neighbouring p). Each group adds its rows' terms in a fixed order into
+// partial[g] (G doubles of workspace); then one block adds the G partials in a fixed tree and writes
+// loss[0] = float(sum / (N*P)). A label outside [0, C) sets *bad_label (an int of workspace, zeroed here; plain
+// stores of 1, no atomics).
+int64_t softmax_cross_entropy_parts(int64_t N, int64_t C, int64_t P);
 cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* x, const int64_t* labels,
-                                  double* rows, int* bad_label, float* loss, cudaStream_t stream);
-// dx = dloss[0] * (softmax(x) - onehot(label)) / (N*P); dloss is a device scalar.
+                                  double* partial, int* bad_label, float* loss, cudaStream_t stream);
+// dx = dloss[0] * (softmax(x) - onehot(label)) / (N*P); dloss is a device scalar. Rows as in the loss (warp, block
+// or thread per row); the sum of exponentials in double.
 cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
                                        const int64_t* labels, float* dx, cudaStream_t stream);
 
 // ------------------------------------------------------------------------------------ norm and pool (.cu)
 
-// Softmax along the middle axis of (outer, A, inner); grad: dx = y * (dy - sum(dy * y)).
+// Softmax along the middle axis of (outer, A, inner); grad: dx = y * (dy - sum(dy * y)). dx may be dy.
+// inner == 1 (contiguous rows): A <= 1024, one warp per row held in registers (read once, written once; max, sum
+// and dot in float by shuffle trees); A > 1024, one block of 256 threads per row, the max in float, the sum and
+// the dot per thread in double, block trees; the forward reads the row three times (max, sum, write), the gradient
+// twice (dot, write), the later reads mostly from L2. inner > 1: one thread per (outer, inner) column (neighbouring
+// threads read neighbouring addresses), the sum and the dot in double.
 cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream);
 cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
                          cudaStream_t stream);
 
-// LayerNorm of X (R, D), rows of D elements: mean and invstd per row in double (two passes), then
-// y = (x - mean) * invstd * scale + bias (y may be x). One block per row.
+// LayerNorm of X (R, D), rows of D elements: mean and invstd per row in double (two passes: the mean, then the
+// centred sum of squares), then y = (x - mean) * invstd * scale + bias in float (y may be x). D <= 1024: one warp
+// per row, the row in registers; D > 1024: one block per row, three passes over the row.
 cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, const float* scale, const float* bias,
                        float* y, float* mean, float* invstd, cudaStream_t stream);
 // LayerNormGrad: xhat from x and mean (x non-null) or from y: (y - bias) / scale (every scale non-zero);
-// dscale = sum over rows of dy * xhat, dbias = sum of dy (one thread per column, rows in order, double), then per
-// row (one block each) with g = dy * scale: dx = invstd * (g - mean(g) - xhat * mean(g * xhat)). dx may be dy: the
-// column sums are complete before the row pass starts.
+// per row with g = dy * scale: dx = invstd * (g - mean(g) - xhat * mean(g * xhat)); dscale = sum over rows of
+// dy * xhat, dbias = sum of dy. The rows go to P = layer_norm_grad_parts(R) parts (consecutive rows each,
+// P = min(ceil(R / 32), 512)), and each part's column sums go to partial (2 * P * D floats of workspace:
+// dbias parts, then dscale parts); a last pass adds each column's P partials in part order in double.
+//   D <= 1024, D % 4 == 0, 16-byte aligned: one fused kernel, one block of 8 warps per part, a warp per row with
+//     the row of dy and xhat in registers (row sums by shuffle in float, dx written from registers) and the
+//     warp's column sums in registers (float), the 8 warps' added in warp order in shared memory.
+//   otherwise: a column kernel (32 columns x 8 row-threads per block, per part, double) first, then one block per
+//     row for dx (row sums in double).
+// dx may be dy: a row's dy is read before its dx is written, and the column kernel runs before the row kernel.
+int64_t layer_norm_grad_parts(int64_t R);
+int64_t layer_norm_grad_workspace_bytes(int64_t R, int64_t D);
 cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* x, const float* mean, const float* y,
                             const float* bias, const float* scale, const float* invstd, float* dx, float* dscale,
-                            float* dbias, cudaStream_t stream);
+                            float* dbias, float* partial, cudaStream_t stream);
 // LayerNormStatGrad on X (R, D): dx = dstat/D (mean) or -dstat * invstd^3 * (x - mean) / D (invstd).
 cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream);
@@ -119,22 +180,26 @@ cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float
 cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, const float* dstat, const float* x,
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream);
 
-// Per-channel sums over (N, C, S) run in two deterministic passes: each channel's images split into
-// channel_parts(N, C) parts (about 1024 blocks in all, so that a layer of 64 channels still fills the GPU), one
-// block per part writing a double into `partial` (workspace), then each channel adds its parts in order.
+// Per-channel sums over (N, C, S) run in two deterministic passes: each channel's N * S elements, taken in (n, s)
+// order, are cut into channel_parts(N, C) = min(ceil(2048 / C), 1024) equal ranges (about 2048 blocks in all
+// whatever C is; a range may cross images, so a layer of 2048 channels of 7x7 still keeps 256 threads busy), one
+// block of 256 threads per range (float4 where S % 4 == 0 and aligned; per-thread double, shared-memory tree)
+// writing a double into `partial` (workspace), then one warp per channel adds its parts in order (double).
 int64_t channel_parts(int64_t N, int64_t C);
 
 // Output-activated BatchNormGrad (in-place-ABN form): xhat = (y - bias) / scale, per channel
 //   dbias = sum(dy), dscale = sum(dy * (y - bias)) / scale,
 //   dx = (dy - dbias / M - (y - bias) * dscale / (scale * M)) * invstd * scale      (M = N * S)
-// The sums in double in a fixed order (partial: 2 * C * channel_parts(N, C) doubles), then one pass for dx.
+// The sums in double in a fixed order (partial: 2 * C * channel_parts(N, C) doubles: the sums of dy, then of
+// dy * (y - bias)), then one elementwise pass for dx (float4 where S % 4 == 0 and aligned; 32-bit index math where
+// N * C * S < 2^31; the per-element arithmetic in double as before).
 // Every scale must be non-zero. dx may be dy (in place): the sums are complete before the dx pass starts.
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
                                         float* dscale, float* dbias, double* partial, cudaStream_t stream);
 
 // out[c] = sum of x (N, C, S) over n and s, in double in a fixed order (ConvGradBias; partial: C *
-// channel_parts(N, C) doubles).
+// channel_parts(N, C) doubles, as cuda_conv.cpp's workspace declares).
 cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* out, double* partial,
                         cudaStream_t stream);
 
@@ -175,8 +240,11 @@ cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t 
 cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                         float* dx, cudaStream_t stream);
 // GatherIdx: the same with indices idx[K] computed at run time (device int64; negative ones count from the end, one
-// out of [-A, A) yields zeros: the CPU refuses it). Grad: dx zeroed, then one thread per (outer, inner) column adds
-// the dy rows in index order (deterministic, equal to the CPU bit for bit).
+// out of [-A, A) yields zeros: the CPU refuses it). Grad: blocks own disjoint slabs of dx, (outer o, a range of
+// rows a, 256 columns (float4 where inner % 4 == 0 and aligned)); a block zeroes its slab, then scans all K indices
+// (staged through shared memory) and adds the dy row of every k whose index falls in its range, in k order. Each
+// dx element is written by one thread only, summed in k order from 0: equal to the CPU bit for bit. About 2048
+// blocks (fewer where the K-index scans would exceed 2^28 checks in all).
 cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
                        const void* x, void* y, cudaStream_t stream);
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
