@@ -46,4 +46,5 @@ rm -f gpu-pack/bundle.tgz
 tar cf - "$out" | xz -9 -T"$(nproc)" > gpu-pack/bundle.txz
 echo "gpu_bundle.sh: $out: $(du -sh "$out" | cut -f1) ($(ls "$out/lib" | wc -l) libraries), gpu-pack/bundle.txz" \
   "$(du -sh gpu-pack/bundle.txz | cut -f1); binaries start with a clean environment"
-echo "carry it with the run tool (carry: [\"gpu-pack\"]) and run: bash scripts/gpu_session.sh all"
+echo "carry it with the run tool (carry: [\"gpu-pack\"]) and run there:" \
+  "OUT=/tmp/g MONET_PACK=\$OUT/results.tgz MONET_DEADLINE=560 bash scripts/gpu_session.sh (docs/testing.md, \"On a GPU\")"

@@ -1,66 +1,124 @@
 #!/usr/bin/env bash
-# Runs ON a lent GPU machine, from the repository root, with gpu-pack/ (or gpu-bundle/) carried
-# (scripts/gpu_bundle.sh built it here). Writes everything under $OUT (the run tool's output folder; ./gpu-out otherwise). Stages, each within the
-# run tool's 10 minutes per command (`all` runs them in order; give several to run those):
-#   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN, the bundle's cudnnGetVersion (via monet-run's device line)
-#   tests    the CUDA test suite (every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism)
-#   check    monet-check --device cuda --reference cpu on every model in models/ at small input, both math modes;
-#            a solved schedule against CUDA store-all (bitwise) (MONET_CHECK_QUICK=1: the full-mode schedule only;
-#            MONET_CHECK_MATHS="fp32": the model checks in that math mode alone)
-#   profile  monet-profile --device cuda for resnet50 b184 (and the other zoo models while time allows), a
-#            checkpoint and a full schedule at 1/2 of the CUDA store-all peak, monet-run store-all and both
-#            (MONET_PROFILE_ONLY=1: resnet50's and googlenet's profiles alone)
-#   tf32     scripts/tf32_noise.py: PyTorch's gradient error in fp32 and TF32 vs float64 on the check's models
-#   kernels  Nsight Compute's time of every kernel of one monet-run store-all step (resnet50 b184), grouped by
-#            scripts/kernel_table.py: our engine's side of PyTorch's profiler table (bench's --torch-profile)
-#   bench    scripts/bench_pytorch.py --model resnet50 --batch 184: PyTorch eager, checkpoint_sequential, monet
-#            store-all and the checkpoint and full-mode schedules at 1/2 (this call's, else committed under h100/)
-#   transformers  monet-check --device cuda --reference cpu on gpt2_tiny and bert_tiny (fp32), monet-run store-all
-#            of gpt2 b8 and bert b32 (models/transformers/)
-#   zoo      the schedule zoo compressed into one call (scripts/zoo.py does it at full length): per model of
-#            MONeT's table (MONET_ZOO_MODELS, default vgg16 unet resnet50 mobilenet_v2 googlenet) a profile with
-#            every cuDNN algorithm timed, full-mode solves at MONeT's budgets on this machine's cores in the
-#            background (MONET_ZOO_SOLVE_LIMIT s each, default 60, 2 threads), while the next model profiles;
-#            then monet-run store-all and every schedule, and monet-check --reference store-all (fp32) of the
-#            tightest. Files as zoo.py names them: schedules/<model>_<batch>/<gpu>/profile.json and zoo/.
-#            MONET_ZOO_TORCH=1: the torch stage runs while the last model's solves do
-#   zoo-runs the zoo stage's runs and check for the committed zoo (schedules/<model>_<batch>/), each only where
-#            its report is missing (MONET_ZOO_CHECK_ALL=1: every schedule's check)
-#   torch    scripts/bench_pytorch.py --no-monet (eager, checkpoint_sequential) per zoo model, into zoo/pytorch.json
-#            (where $OUT has none); MONET_TORCH_COMPILE=0.5,0.2,...: also torch.compile at those
-#            activation_memory_budget fractions, always run (compiling takes minutes: raise MONET_STEP_TIMEOUT)
-#   extra    the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line
-# MONET_PACK=FILE: after every step, everything under $OUT is packed into FILE (.tgz): the run tool returns at most
-# 8 files, and a call cut off at its limit still returns what was done.
+# Runs ON a lent GPU machine, from the repository root, with gpu-pack/ carried (scripts/gpu_bundle.sh built it on the
+# development machine: the binaries and every library they need but CUDA's, cuDNN's and cuBLAS's, which come from
+# PyTorch's wheels there). Writes everything under $OUT (./gpu-out otherwise), or under MONET_WORK (below).
+#
+#   bash scripts/gpu_session.sh [--cpu] [STAGE...]      (no stage: the default call, below)
+#
+# Stages, in the order of the default call (each step time-limited; times on an H100/H200, the whole zoo):
+#   build    the carried bundle unpacked (gpu-pack/bundle.txz -> gpu-bundle/) and checked: every binary starts, no
+#            library unresolved, which flags monet-run has (--store-all, --profile)                     ~10 s
+#   env      nvidia-smi, driver, CUDA, PyTorch's cuDNN; monet-run of tiny (the bundle's cuDNN in its device line) ~10 s
+#   tests    monet_cuda_tests: every op vs the CPU, tiny and ResNet-50 steps, arena peak, determinism     30-120 s
+#   profile  monet-profile --device cuda of the current graphs of the zoo's seven models at its batches, every cuDNN
+#            algorithm timed: gpt2 b8 (1024 tokens), bert b32 (512), resnet50 b184, unet b11 (3x416x608),
+#            vgg16 b176, mobilenet_v2 b272, googlenet b320 (224x224); loss ce (the UNet's per pixel over its 2
+#            classes). Files: schedules/<model>_<batch>/<gpu>/profile.json (the zoo's layout)            ~150 s
+#   roofline scripts/bench_roofline.py on each profile: per op type time, bytes, FLOPs against the GPU's roofline;
+#            our kernels moving >= 64 MB per call at < 50% of the bandwidth flagged. roofline_<m>_<b>.txt (markdown),
+#            roofline/<m>_<b>.json                                                                       ~10 s
+#   bench    scripts/bench_pytorch.py per model: PyTorch eager (GPT-2 and BERT also with SDPA) and monet-run's fast
+#            store-all (--store-all fast, chosen on this call's profile) on the same GPU, median of 10 steps after 3,
+#            peaks. bench/<m>_<b>.json, bench_<m>_<b>.txt                                               ~240 s
+#   summary  SUMMARY.md: the bench rows of every model in one table, each roofline's flagged line      ~2 s
+# Stages of later calls:
+#   zoo-runs every schedule of the committed zoo (schedules/<model>_<batch>/zoo/schedule_full_*.json, re-solved on
+#            the development machine from the profile stage's profiles) run by monet-run and checked by monet-check
+#            --reference store-all --math fp32, with the lean store-all (the overheads' baseline) and the fast
+#            store-all run beside them; what has a report under $OUT already is skipped         ~6-8 min (27 schedules)
+#   torch    PyTorch's memory options per model: eager with checkpoint_sequential in sqrt(n) segments (the UNet: each
+#            of its 9 blocks checkpointed) or, for GPT-2 and BERT, SDPA; then torch.compile in its default mode and
+#            with activation_memory_budget at 1/2 and 1/3 (MONET_TORCH_COMPILE), one step each, merged into
+#            schedules/<m>_<b>/zoo/pytorch.json (what scripts/zoo.py table reads)   1-3 min per compile row: resume
+# Other stages: check (monet-check --device cuda --reference cpu at small sizes), tf32 (scripts/tf32_noise.py),
+# kernels (Nsight Compute's kernel times of a store-all step), transformers (gpt2_tiny/bert_tiny CUDA vs CPU, GPT-2 and
+# BERT store-all steps), zoo (profiles, full-mode solves at MONeT's budgets on this machine's cores, runs and the
+# tightest check, in one call), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
+#
+# --cpu (or dry): the same stages on this (GPU-less) machine at tiny sizes, to test the script before a GPU call:
+# device cpu, binaries of build/ (MONET_BIN; read only), /usr/bin/python3 (MONET_PYTHON), CNNs at batch 2 and 64x64
+# (vgg16 batch 1 at 224x224, unet batch 1), gpt2_tiny and bert_tiny (test/data) at batch 2, one warm-up and one
+# measured step, PyTorch on the CPU; tests exits 77 (no GPU: SKIP); zoo-runs solves its own stand-in schedules at
+# 97% and 99% of store-all (MONET_CPU_FRACTIONS) where the GPU call runs the committed zoo. OUT defaults to
+# /tmp/monet-gpu-session-cpu.
+#
+# In a run-tool call: MONET_WORK=/tmp/g MONET_DEADLINE=560 bash scripts/gpu_session.sh [STAGE...] (OUT: the tool's
+# folder, which then gets results.tgz, session.log and SUMMARY.md alone: the tool returns at most 8 files).
+# Settings: MONET_WORK (the work folder; default: $OUT itself),
+# MONET_MODELS (the models of profile, roofline, bench, torch, zoo-runs; default all seven),
+# MONET_DEADLINE (seconds after start past which no step starts or runs), MONET_STEP_TIMEOUT (per step, default 300),
+# MONET_PACK=FILE (default results.tgz in $OUT; "none": off): after every step everything under the work folder is
+# packed into FILE (tar.gz: a call cut off at its limit still returns what was done), MONET_RESUME=FILE: a previous
+# call's pack unpacked into the work folder first, so that the steps it finished (exit 0) are not run again,
+# MONET_REDO=1: run them anyway; MONET_ZOO_CHECK=all|tightest (zoo-runs: all; zoo: tightest),
+# MONET_TORCH_COMPILE ("default 1/2 1/3"; "none": no compile rows), MONET_TORCH_PROFILE=1 (bench: PyTorch's kernel
+# table too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-# A warm machine may still hold the last call's gpu-bundle/: the carried archive wins.
-# (Python's tarfile reads the xz archive whether or not the machine has xz.)
-if [ -z "${MONET_BUNDLE:-}" ] && [ -f gpu-pack/bundle.txz ]; then
-  rm -rf gpu-bundle && python3 -c 'import tarfile; tarfile.open("gpu-pack/bundle.txz").extractall()'
+
+CPU=""
+case "${1:-}" in --cpu|dry) CPU=1; shift ;; esac
+# MONET_WORK=DIR: work in DIR and leave in $OUT (the run tool's folder, whose files come back) only the pack,
+# session.log and SUMMARY.md.
+RESULTS=""
+if [ -n "${MONET_WORK:-}" ]; then
+  RESULTS=${OUT:?gpu_session.sh: MONET_WORK needs OUT, the folder the results go to}
+  mkdir -p "$RESULTS" && RESULTS=$(cd "$RESULTS" && pwd)
+  OUT=$MONET_WORK
 fi
-B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-# cuDNN and cuBLAS come from PyTorch's pip wheels, ahead of any the machine has elsewhere: both engines of the
-# comparison then run the same library versions (and cuDNN the version our headers are: the machine's own was 9.14
-# against 9.19 headers and PyTorch's 9.19).
-LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
-for so in $(ldd "$B/monet-run" | awk '/cudnn|cublas/ {print $1}'); do
-  d=$(find "$SP/nvidia" -name "$so" -printf '%h\n' 2>/dev/null | head -1)
-  [ -n "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" ;; esac
-done
-export LD_LIBRARY_PATH MONET_MODELS_DIR="$ROOT/models"
+
+if [ -n "$CPU" ]; then
+  DEV=cpu
+  PY=${MONET_PYTHON:-/usr/bin/python3}
+  B=${MONET_BIN:-$ROOT/build/apps}
+  TESTS_BIN=${MONET_TESTS_BIN:-$(dirname "$B")/test/monet_cuda_tests}
+  OUT=${OUT:-/tmp/monet-gpu-session-cpu}
+  ZOO_GPU=cpu
+else
+  DEV=cuda
+  PY=${MONET_PYTHON:-python3}
+  # A warm machine may still hold the last call's gpu-bundle/: the carried archive wins.
+  # (Python's tarfile reads the xz archive whether or not the machine has xz.)
+  if [ -z "${MONET_BUNDLE:-}" ] && [ -f gpu-pack/bundle.txz ]; then
+    rm -rf gpu-bundle && "$PY" -c 'import tarfile; tarfile.open("gpu-pack/bundle.txz").extractall()'
+  fi
+  B=${MONET_BUNDLE:-$ROOT/gpu-bundle}/bin
+  TESTS_BIN=$B/monet_cuda_tests
+  OUT=${OUT:-$ROOT/gpu-out}
+  SP=$("$PY" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
+  # cuDNN and cuBLAS come from PyTorch's pip wheels, ahead of any the machine has elsewhere: both engines of the
+  # comparison then run the same library versions (and cuDNN the version our headers are).
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+  if [ -x "$B/monet-run" ] && [ -n "$SP" ]; then
+    for so in $(ldd "$B/monet-run" | awk '/cudnn|cublas/ {print $1}'); do
+      d=$(find "$SP/nvidia" -name "$so" -printf '%h\n' 2>/dev/null | head -1)
+      [ -n "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" ;; esac
+    done
+  fi
+  export LD_LIBRARY_PATH
+  zoo_gpu() { [ -n "${MONET_GPU:-}" ] && echo "$MONET_GPU" && return; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oi 'h[0-9]\{3\}' | tr A-Z a-z; }
+  ZOO_GPU=$(zoo_gpu); ZOO_GPU=${ZOO_GPU:-gpu}  # the profiles' folder: schedules/<model>_<batch>/<gpu>/
+fi
+export MONET_MODELS_DIR="$ROOT/models" PYTHONUNBUFFERED=1
+mkdir -p "$OUT/.done"
+OUT=$(cd "$OUT" && pwd)
+PACK=${MONET_PACK:-${RESULTS:-$OUT}/results.tgz}
+[ "$PACK" = none ] && PACK=""
+if [ -n "${MONET_RESUME:-}" ]; then
+  tar xzf "$MONET_RESUME" -C "$OUT" || { echo "gpu_session.sh: MONET_RESUME=$MONET_RESUME: cannot unpack" >&2; exit 1; }
+fi
 SMALL=(--batch 2 --input-shape 3,64,64)
+if [ -n "$CPU" ]; then RUN_ITERS=(--iters 1 --warmup 0); else RUN_ITERS=(--iters 10 --warmup 3); fi
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 # step NAME CMD...: runs CMD, output to $OUT/NAME.txt, one line with its exit status in session.log. Each step
 # stops after MONET_STEP_TIMEOUT seconds (default 300) and none starts or runs past MONET_DEADLINE seconds after
-# the script began (default: none), so a run-tool call returns its logs inside its own limit.
+# the script began (default: none), so a run-tool call returns its logs inside its own limit. A step that exited 0
+# leaves $OUT/.done/NAME and is not run again in this $OUT (MONET_RESUME carries it over; MONET_REDO=1 reruns).
 step() {
   local name=$1; shift
+  if [ -z "${MONET_REDO:-}" ] && [ -f "$OUT/.done/$name" ]; then log "$name: done before (MONET_REDO=1 reruns)"; return 0; fi
   local left=$(( ${MONET_DEADLINE:-1000000} - SECONDS ))
   local limit=${MONET_STEP_TIMEOUT:-300}
   [ "$left" -lt "$limit" ] && limit=$left
@@ -69,24 +127,298 @@ step() {
   local t0=$SECONDS
   timeout -k 5 "$limit" "$@" > "$OUT/$name.txt" 2>&1
   local rc=$?
+  [ "$rc" -eq 0 ] && : > "$OUT/.done/$name"
   log "$name: exit $rc after $((SECONDS - t0)) s; $(tail -1 "$OUT/$name.txt")"
   pack
   return 0
 }
 
 pack() {  # steps may finish in background jobs at once: each packs to its own file, then renames
-  [ -n "${MONET_PACK:-}" ] || return 0
-  tar czf "$MONET_PACK.$BASHPID" -C "$OUT" . 2>/dev/null && mv -f "$MONET_PACK.$BASHPID" "$MONET_PACK"
+  if [ -n "$RESULTS" ]; then
+    cp -f "$OUT/session.log" "$RESULTS/" 2>/dev/null
+    [ -f "$OUT/SUMMARY.md" ] && cp -f "$OUT/SUMMARY.md" "$RESULTS/"
+  fi
+  [ -n "$PACK" ] || return 0
+  local base; base=$(basename "$PACK")
+  tar czf "$PACK.$BASHPID" --exclude="./$base" --exclude="./$base.*" -C "$OUT" . 2>/dev/null &&
+    mv -f "$PACK.$BASHPID" "$PACK"
+}
+
+gpu_only() {  # stages that need a GPU: refused in --cpu mode
+  if [ -n "$CPU" ]; then log "$1: skipped (--cpu: this stage needs a GPU)"; return 1; fi
+}
+
+# ------------------------------------------------------------------------------------------------ the zoo's models
+# The seven models of profile, roofline, bench, torch and zoo-runs, the transformers first (the engine's slowest).
+MODELS=(${MONET_MODELS:-gpt2 bert resnet50 unet vgg16 mobilenet_v2 googlenet})
+util() { "$PY" scripts/gpu_session_util.py "$@"; }
+declare -A BATCH
+model_batch() {  # the zoo's batch (MONeT's table; gpt2 8, bert 32), or the --cpu mode's
+  if [ -z "${BATCH[$1]:-}" ]; then
+    if [ -n "$CPU" ]; then
+      case "$1" in vgg16|unet) BATCH[$1]=1 ;; *) BATCH[$1]=2 ;; esac
+    else
+      BATCH[$1]=$(util batch "$1") || return 1
+    fi
+  fi
+  echo "${BATCH[$1]}"
+}
+model_onnx() {
+  case "$1" in
+    gpt2|bert) if [ -n "$CPU" ]; then echo "test/data/${1}_tiny.onnx"; else echo "models/transformers/$1.onnx"; fi ;;
+    *) echo "models/$1.onnx" ;;
+  esac
+}
+model_shape() {  # --input-shape where the mode's size is not the model's own
+  [ -n "$CPU" ] && case "$1" in gpt2|bert|vgg16) ;; *) echo "--input-shape 3,64,64" ;; esac
+}
+for m in "${MODELS[@]}"; do model_batch "$m" >/dev/null || { echo "gpu_session.sh: unknown model $m" >&2; exit 1; }; done
+model_dir() { echo "$OUT/schedules/${1}_$(model_batch "$1")"; }
+model_profile() { echo "$(model_dir "$1")/$ZOO_GPU/profile.json"; }
+MONET_RUN_HELP=""
+monet_run_has() {  # monet_run_has FLAG: whether this monet-run takes FLAG (its --help read once)
+  [ -n "$MONET_RUN_HELP" ] || MONET_RUN_HELP=$("$B/monet-run" --help 2>/dev/null) || true
+  [[ $MONET_RUN_HELP == *" $1"* ]]
+}
+
+# --------------------------------------------------------------------------------------------------------- stages
+check_binaries() {  # the bundle's binaries start and find every library; the flags this monet-run has
+  local x rc=0
+  echo "binaries: $B"
+  for x in monet-run monet-check monet-profile monet-solve; do
+    if "$B/$x" --help >/dev/null 2>&1; then echo "$x: starts"; else echo "$x: DOES NOT START"; rc=1; fi
+  done
+  if [ -x "$TESTS_BIN" ]; then echo "monet_cuda_tests: $TESTS_BIN"; else echo "monet_cuda_tests: MISSING"; rc=1; fi
+  ldd "$B/monet-run" "$TESTS_BIN" 2>/dev/null | grep 'not found' && rc=1
+  for x in --store-all --profile; do
+    if monet_run_has "$x"; then echo "monet-run $x: yes"; else echo "monet-run $x: no"; fi
+  done
+  echo "binaries: $([ $rc -eq 0 ] && echo ok || echo FAILED)"
+  return $rc
+}
+
+stage_build() {
+  # The binaries come from the carried bundle (scripts/gpu_bundle.sh; this machine lacks our Debian libraries, so
+  # nothing is compiled here), or with --cpu from build/.
+  if [ ! -x "$B/monet-run" ]; then
+    log "build: no monet-run under $B: run scripts/gpu_bundle.sh on the development machine and carry gpu-pack"
+    return 1
+  fi
+  check_binaries > "$OUT/build_check.txt" 2>&1
+  log "build_check: exit $?; $(grep -v ': starts$' "$OUT/build_check.txt" | tr '\n' ' ')"
+  pack
 }
 
 stage_env() {
-  { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
-    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$B/monet-run"; } > "$OUT/env.txt" 2>&1
-  step env_tiny_run "$B/monet-run" models/tiny.onnx --batch 4 --device cuda --iters 2
+  if [ -n "$CPU" ]; then
+    { uname -a; "$PY" -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/env.txt" 2>&1
+  else
+    { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+      "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+      echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$B/monet-run"; } > "$OUT/env.txt" 2>&1
+  fi
+  step env_tiny_run "$B/monet-run" models/tiny.onnx --batch 4 --device "$DEV" --iters 2
 }
 
-stage_tests() { MONET_STEP_TIMEOUT=${MONET_TESTS_TIMEOUT:-300} step cuda_tests "$B/monet_cuda_tests" --durations yes; }
+# Exit 77: no usable GPU (ctest's SKIP); the --cpu mode gets it.
+stage_tests() { MONET_STEP_TIMEOUT=${MONET_TESTS_TIMEOUT:-300} step cuda_tests "$TESTS_BIN" --durations yes; }
+
+stage_profile() {
+  local m b extra=()
+  [ -n "$CPU" ] && extra=(--warmup 0 --repeats 1)
+  for m in "${MODELS[@]}"; do
+    b=$(model_batch "$m") || continue
+    mkdir -p "$(model_dir "$m")/$ZOO_GPU"
+    step "profile_${m}_$b" "$B/monet-profile" "$(model_onnx "$m")" --batch "$b" $(model_shape "$m") --loss ce \
+      --device "$DEV" "${extra[@]}" -o "$(model_profile "$m")"
+  done
+}
+
+stage_roofline() {
+  local m b p device=()
+  # The CPU has no roofline of its own: nominal figures, the mode tests the plumbing.
+  [ -n "$CPU" ] && device=(--bandwidth 20 --tflops 0.2)
+  mkdir -p "$OUT/roofline"
+  for m in "${MODELS[@]}"; do
+    b=$(model_batch "$m") || continue
+    p=$(model_profile "$m")
+    [ -f "$p" ] || { log "roofline_${m}_$b: no profile ($p)"; continue; }
+    step "roofline_${m}_$b" "$PY" scripts/bench_roofline.py "$p" "${device[@]}" --json "$OUT/roofline/${m}_$b.json"
+  done
+}
+
+stage_bench() {
+  local m b p args
+  mkdir -p "$OUT/bench"
+  for m in "${MODELS[@]}"; do
+    b=$(model_batch "$m") || continue
+    p=$(model_profile "$m")
+    args=(--model "$m" --batch "$b" --device "$DEV" --rows sdpa,monet --monet-bin "$B" --monet-store-all fast
+          --json "$OUT/bench/${m}_$b.json")
+    [ -f "$p" ] && args+=(--monet-profile "$p")
+    if [ -n "$CPU" ]; then
+      args+=(--small --iters 1 --warmup 1)
+    else
+      args+=(--iters 10 --warmup 3)
+      [ -n "${MONET_TORCH_PROFILE:-}" ] && args+=(--torch-profile "$OUT/bench/torch_profile_${m}_$b.txt")
+    fi
+    step "bench_${m}_$b" "$PY" scripts/bench_pytorch.py "${args[@]}"
+  done
+}
+
+stage_summary() {
+  MONET_REDO=1 step summary "$PY" scripts/gpu_session_util.py summary "$OUT" "$OUT/SUMMARY.md"
+}
+
+stage_torch() {
+  local m b d parts tag budget args small=()
+  local MONET_STEP_TIMEOUT=${MONET_TORCH_TIMEOUT:-${MONET_STEP_TIMEOUT:-420}}  # compiling takes minutes
+  [ -n "$CPU" ] && small=(--small --iters 1 --warmup 1)
+  for m in "${MODELS[@]}"; do
+    b=$(model_batch "$m") || continue
+    d=$(model_dir "$m")/zoo
+    mkdir -p "$d" "$OUT/torch"
+    # Eager with its memory option (checkpointing for the CNNs, SDPA for the transformers), then one step per
+    # torch.compile row (a compile that hangs costs its own step only), merged into zoo/pytorch.json.
+    parts=("$OUT/torch/${m}_${b}_eager.json")
+    step "torch_${m}_${b}_eager" "$PY" scripts/bench_pytorch.py --model "$m" --batch "$b" --device "$DEV" \
+      --rows checkpoint,sdpa "${small[@]}" --json "${parts[0]}"
+    for budget in ${MONET_TORCH_COMPILE:-default 1/2 1/3}; do
+      [ "$budget" = none ] && break
+      tag=${budget/\//_}
+      parts+=("$OUT/torch/${m}_${b}_compile_$tag.json")
+      step "torch_${m}_${b}_compile_$tag" "$PY" scripts/bench_pytorch.py --model "$m" --batch "$b" --device "$DEV" \
+        --no-eager --rows compile --compile-budgets "$budget" "${small[@]}" --json "${parts[-1]}"
+    done
+    MONET_REDO=1 step "torch_${m}_${b}_merge" "$PY" scripts/gpu_session_util.py merge "$d/pytorch.json" "${parts[@]}"
+  done
+}
+
+ZOO_MODELS=(${MONET_ZOO_MODELS:-vgg16 unet resnet50 mobilenet_v2 googlenet})
+ZOO_CHECK=${MONET_ZOO_CHECK:-tightest}  # the zoo stage's checks (MONET_ZOO_CHECK_ALL=1 as all)
+[ -n "${MONET_ZOO_CHECK_ALL:-}" ] && ZOO_CHECK=all
+zoo_row() {  # zoo_row MODEL: "batch budget..." from MONeT's table (one copy of it, in bench_floor.py)
+  echo "$(util batch "$1") $(util budgets "$1")"
+}
+
+zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each budget, all at once
+  local m=$1 b=$2 prof=$3 gb; shift 3
+  for gb in "$@"; do
+    step "solve_${m}_$gb" "$B/monet-solve" "$prof" --budget "${gb}GB" --mode full \
+      --time-limit "${MONET_ZOO_SOLVE_LIMIT:-60}" --threads 2 -q \
+      -o "$OUT/schedules/${m}_$b/zoo/schedule_full_${gb}GB.json" \
+      --report "$OUT/schedules/${m}_$b/zoo/report_full_${gb}GB.json" &
+  done
+  wait
+}
+
+zoo_runs() {  # zoo_runs MODEL BATCH CHECKS: the lean and the fast store-all and every schedule of zoo/ run, then
+  # monet-check --reference store-all of every schedule (CHECKS=all) or of the tightest; what already has its
+  # report under $OUT is not run again
+  local m=$1 b=$2 checks_of=$3 s name tightest="" prof
+  local dir="$OUT/schedules/${m}_$b/zoo" base=("$(model_onnx "$m")" --device "$DEV" --loss ce)
+  local first
+  first=$(ls "$dir"/schedule_full_*GB.json 2>/dev/null | head -1)
+  # The profile of the schedules' training graph (the fingerprint decides), else this machine's.
+  prof=""
+  [ -n "$first" ] && prof=$(util profile-for "$first" 2>/dev/null)
+  [ -n "$prof" ] || prof="$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
+  # Store-all is the profile's lean store-all (monet-solve --mode store-all), the baseline the solver's overheads
+  # are against; the fast store-all (monet-run --store-all fast on the same profile) is the fastest step.
+  [ -f "$dir/schedule_store-all.json" ] ||
+    step "solve_${m}_store-all" "$B/monet-solve" "$prof" --mode store-all \
+      --budget 1000GB -q -o "$dir/schedule_store-all.json" --report "$dir/report_store-all.json"
+  if monet_run_has --store-all && [ -f "$prof" ] && [ ! -f "$dir/run_store-all-fast.json" ]; then
+    local fast=(--store-all fast)
+    monet_run_has --profile && fast+=(--profile "$prof")
+    step "run_${m}_store-all-fast" "$B/monet-run" "${base[@]}" $(util shape-args "$prof") "${fast[@]}" \
+      "${RUN_ITERS[@]}" --report "$dir/run_store-all-fast.json"
+  fi
+  local runs=("$dir/schedule_store-all.json")
+  # Largest budget first: the last one run is the tightest.
+  runs+=($(ls "$dir"/schedule_full_*GB.json 2>/dev/null | awk -F'schedule_full_' '{print $2 "\t" $0}' | sort -rn |
+           cut -f2))
+  for s in "${runs[@]}"; do
+    [ -f "$s" ] || continue
+    name=$(basename "$s" .json); name=${name#schedule_}
+    [ -f "$dir/run_$name.json" ] ||
+      step "run_${m}_$name" "$B/monet-run" "${base[@]}" --schedule "$s" "${RUN_ITERS[@]}" \
+        --report "$dir/run_$name.json"
+    [ "$name" = store-all ] || tightest=$s
+  done
+  # A check report without the lean store-all's entry is from before the same-kernel reference and runs again.
+  local checks=("$tightest")
+  [ "$checks_of" = all ] && checks=("${runs[@]:1}")
+  for s in "${checks[@]}"; do
+    [ -n "$s" ] && [ -f "$s" ] || continue
+    name=$(basename "$s" .json); name=${name#schedule_}
+    grep -q '"lean_store_all"' "$dir/check_$name.json" 2>/dev/null ||
+      step "check_${m}_$name" "$B/monet-check" "${base[@]}" --schedule "$s" --reference store-all \
+        --math fp32 --report "$dir/check_$name.json"
+  done
+}
+
+# zoo-runs: zoo_runs on the committed zoo (schedules/<model>_<batch>/, its profiles and zoo/ copied under $OUT
+# first, where this $OUT has none). --cpu: on stand-in schedules solved here from the profile stage's profiles.
+stage_zoo-runs() {
+  local m b d f gb bytes
+  local models=(${MONET_ZOO_MODELS:-${MODELS[@]}})
+  for m in "${models[@]}"; do
+    b=$(model_batch "$m") || continue
+    d="$OUT/schedules/${m}_$b"
+    if [ -n "$CPU" ]; then
+      [ -f "$d/$ZOO_GPU/profile.json" ] || { log "zoo-runs $m: no profile (run the profile stage first)"; continue; }
+      mkdir -p "$d/zoo"
+      for f in ${MONET_CPU_FRACTIONS:-0.97 0.99}; do
+        bytes=$(util budget "$d/$ZOO_GPU/profile.json" "$f")
+        gb=$(awk -v b="$bytes" 'BEGIN {printf "%.6f", b / 1e9}')  # the zoo's file names, in GB
+        [ -f "$d/zoo/schedule_full_${gb}GB.json" ] ||
+          step "solve_${m}_$f" "$B/monet-solve" "$d/$ZOO_GPU/profile.json" --budget "$bytes" --mode full \
+            --time-limit "${MONET_ZOO_SOLVE_LIMIT:-8}" --threads 1 -q -o "$d/zoo/schedule_full_${gb}GB.json" \
+            --report "$d/zoo/report_full_${gb}GB.json"
+      done
+    else
+      # The schedules alone: their runs and checks are this build's (the committed reports are an earlier one's),
+      # the baseline is solved again on the profile of their fingerprint (the repository's, by profile-for).
+      ls "schedules/${m}_$b/zoo/"schedule_full_*GB.json >/dev/null 2>&1 ||
+        { log "zoo-runs $m: no schedules/${m}_$b/zoo/schedule_full_*GB.json"; continue; }
+      mkdir -p "$d/zoo"
+      for f in "schedules/${m}_$b/zoo/"schedule_full_*GB.json; do
+        [ -f "$d/zoo/$(basename "$f")" ] || cp "$f" "$d/zoo/"
+      done
+    fi
+    zoo_runs "$m" "$b" "${MONET_ZOO_CHECK:-all}"
+  done
+}
+
+stage_zoo() {
+  gpu_only zoo || return 0
+  local m row b prev=() pid=""
+  for m in "${ZOO_MODELS[@]}"; do
+    row=($(zoo_row "$m")) || continue
+    b=${row[0]}
+    mkdir -p "$OUT/schedules/${m}_$b/$ZOO_GPU" "$OUT/schedules/${m}_$b/zoo"
+    [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ] ||
+      step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss ce --device cuda \
+        -o "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
+    # The last model's solves finish while this one profiled: its runs come next, on an idle GPU.
+    [ -n "$pid" ] && wait "$pid"
+    [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}" "$ZOO_CHECK"
+    prev=(); pid=""
+    if [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ]; then
+      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" "${row[@]:1}" &
+      pid=$!; prev=("$m" "$b")
+    fi
+  done
+  # PyTorch's rows keep the GPU busy while the last model's solves run.
+  if [ -n "${MONET_ZOO_TORCH:-}" ]; then
+    local models=("${MODELS[@]}")
+    MODELS=("${ZOO_MODELS[@]}"); stage_torch; MODELS=("${models[@]}")
+  fi
+  [ -n "$pid" ] && wait "$pid"
+  [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}" "$ZOO_CHECK"
+  return 0
+}
 
 check_model() {  # check_model MODEL MATH [ARGS...]: monet-check --device cuda --reference cpu
   local m=$1 math=$2; shift 2
@@ -95,13 +427,13 @@ check_model() {  # check_model MODEL MATH [ARGS...]: monet-check --device cuda -
 }
 
 stage_check() {
+  gpu_only check || return 0
   if [ -n "${MONET_CHECK_QUICK:-}" ]; then  # a quick look: a full-mode schedule against CUDA store-all only
     # With every cuDNN algorithm timed: the full-mode schedule may run backward convolutions on other algorithms.
     step profile_resnet50_small "$B/monet-profile" models/resnet50.onnx "${SMALL[@]}" --device cuda \
       -o "$OUT/resnet50_2_64.profile.json"
     local budget
-    budget=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']*97//100)" \
-      "$OUT/resnet50_2_64.profile.json" 2>/dev/null || echo 0)
+    budget=$(util budget "$OUT/resnet50_2_64.profile.json" 0.97 2>/dev/null || echo 0)
     step solve_resnet50_small_full "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$budget" \
       --time-limit 15 --mode full -o "$OUT/resnet50_2_64.half.full.schedule.json"
     step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
@@ -117,80 +449,27 @@ stage_check() {
   # 97% of store-all: at batch 2 the parameters, gradients and momentum are most of the peak (the smallest
   # feasible budget is ~95% of it), so the schedule recomputes what it can.
   local half
-  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']*97//100)" \
-    "$OUT/resnet50_2_64.profile.json" 2>/dev/null || echo 0)
+  half=$(util budget "$OUT/resnet50_2_64.profile.json" 0.97 2>/dev/null || echo 0)
   step solve_resnet50_small "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$half" --time-limit 30 \
     --mode checkpoint -o "$OUT/resnet50_2_64.half.schedule.json"
   step check_schedule_store_all "$B/monet-check" models/resnet50.onnx --schedule "$OUT/resnet50_2_64.half.schedule.json" \
     --device cuda --reference store-all --report "$OUT/check_schedule_store_all.json"
-  # A full-mode schedule (other implementations: output-activated BatchNormGrad rounds differently): within 1e-3
-  # in fp32 math. (With TF32 convolutions a rounding difference upstream moves which inputs round where, and the
-  # first BatchNorm's bias gradient at this batch differed by 5.6e-3 of its size on the H100.)
+  # A full-mode schedule (other implementations: output-activated BatchNormGrad rounds differently): against
+  # store-all on its own implementations, bitwise, in fp32 math.
   step solve_resnet50_small_full "$B/monet-solve" "$OUT/resnet50_2_64.profile.json" --budget "$half" --time-limit 30 \
     --mode full -o "$OUT/resnet50_2_64.half.full.schedule.json"
   step check_full_schedule_store_all "$B/monet-check" models/resnet50.onnx \
     --schedule "$OUT/resnet50_2_64.half.full.schedule.json" --device cuda --math fp32 --reference store-all \
     --report "$OUT/check_full_schedule_store_all.json"
   for math in ${MONET_CHECK_MATHS:-fp32 default}; do
-    for m in resnet50 googlenet mobilenet_v2; do check_model "$m" "$math" "${SMALL[@]}"; done
-    check_model unet "$math" "${SMALL[@]}" --loss sum
+    for m in resnet50 googlenet mobilenet_v2 unet; do check_model "$m" "$math" "${SMALL[@]}"; done
   done
   # vgg16 only imports at 224x224, where the CPU reference (double and float) takes minutes: once, in fp32.
   check_model vgg16 fp32 --batch 1
 }
 
-stage_profile() {
-  local dir="$OUT/schedules/resnet50_184"
-  mkdir -p "$dir"
-  if [ -n "${MONET_PROFILE_ONLY:-}" ]; then  # a quick look: resnet50's and googlenet's profiles, no solves or runs
-    step profile_resnet50_184 "$B/monet-profile" models/resnet50.onnx --batch 184 --device cuda --warmup 2 --repeats 5 \
-      --no-conv-algorithms -o "$dir/profile_cuda.json"
-    mkdir -p "$OUT/schedules/googlenet_320"
-    step profile_googlenet_320 "$B/monet-profile" models/googlenet.onnx --batch 320 --device cuda --no-conv-algorithms \
-      -o "$OUT/schedules/googlenet_320/profile_cuda.json"
-    return 0
-  fi
-  step profile_resnet50_184 "$B/monet-profile" models/resnet50.onnx --batch 184 --device cuda --warmup 2 --repeats 5 \
-    -o "$dir/profile_cuda.json"
-  local half
-  half=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes']//2)" \
-    "$dir/profile_cuda.json" 2>/dev/null || echo 0)
-  step solve_resnet50_184 "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit "${MONET_SOLVE_LIMIT:-60}" \
-    --mode checkpoint -o "$dir/checkpoint_half_cuda.json" --report "$dir/checkpoint_half_cuda.report.json"
-  step solve_resnet50_184_full "$B/monet-solve" "$dir/profile_cuda.json" --budget "$half" --time-limit "${MONET_SOLVE_LIMIT:-60}" \
-    --mode full -o "$dir/full_half_cuda.json" --report "$dir/full_half_cuda.report.json"
-  step run_resnet50_184_store_all "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 10 --warmup 3 \
-    --report "$dir/run_store_all_cuda.json"
-  # $OUT is fresh in every run-tool call: keep the schedule on the machine for a later `bench` call too.
-  mkdir -p "$ROOT/gpu-work" && cp -f "$dir/checkpoint_half_cuda.json" "$dir/full_half_cuda.json" "$ROOT/gpu-work/" 2>/dev/null
-  step run_resnet50_184_scheduled "$B/monet-run" models/resnet50.onnx --schedule "$dir/checkpoint_half_cuda.json" \
-    --device cuda --iters 10 --warmup 3 --report "$dir/run_checkpoint_half_cuda.json"
-  step run_resnet50_184_full "$B/monet-run" models/resnet50.onnx --schedule "$dir/full_half_cuda.json" \
-    --device cuda --iters 10 --warmup 3 --report "$dir/run_full_half_cuda.json"
-  # With every convolution's cuDNN algorithms timed: their least-workspace deterministic ones are what lowers the
-  # floors of vgg16 and unet (their default backward algorithms take 2.1-2.4 GB of workspace at the binding steps).
-  for spec in "googlenet 320" "mobilenet_v2 272" "vgg16 176" "unet 11 --loss sum"; do
-    set -- $spec
-    mkdir -p "$OUT/schedules/${1}_$2"
-    step "profile_${1}_$2" "$B/monet-profile" "models/$1.onnx" --batch "$2" "${@:3}" --device cuda \
-      -o "$OUT/schedules/${1}_$2/profile_cuda.json"
-  done
-}
-
-stage_bench() {
-  # The schedules of this call's profile stage, else of an earlier call on this machine, else the committed ones.
-  local dir="$OUT/schedules/resnet50_184" sched=() kind f
-  for kind in checkpoint full; do
-    for f in "$dir/${kind}_half_cuda.json" "$ROOT/gpu-work/${kind}_half_cuda.json" \
-             "$ROOT/schedules/resnet50_184/h100/schedule_${kind}_1_2.json"; do
-      if [ -f "$f" ]; then sched+=(--schedule "$f"); break; fi
-    done
-  done
-  step bench_resnet50_184 python3 scripts/bench_pytorch.py --model resnet50 --batch 184 --monet-bin "$B" \
-    "${sched[@]}" --json "$OUT/bench_resnet50_184.json" --torch-profile "$OUT/torch_profile_resnet50_184.txt"
-}
-
 stage_kernels() {
+  gpu_only kernels || return 0
   local ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   if [ -z "$ncu" ]; then log "kernels: skipped (no ncu on this machine)"; return 0; fi
@@ -198,11 +477,12 @@ stage_kernels() {
   # kernels of every later one); clocks and caches as in a plain run.
   step ncu_store_all "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
     "$B/monet-run" models/resnet50.onnx --batch 184 --device cuda --iters 1 --warmup 0
-  python3 scripts/kernel_table.py "$OUT/ncu_store_all.txt" --top 60 > "$OUT/kernels_store_all.txt" 2>&1
+  "$PY" scripts/kernel_table.py "$OUT/ncu_store_all.txt" --top 60 > "$OUT/kernels_store_all.txt" 2>&1
   log "kernels: $(tail -1 "$OUT/kernels_store_all.txt")"
 }
 
 stage_transformers() {
+  gpu_only transformers || return 0
   local m
   local MONET_STEP_TIMEOUT=${MONET_TRANSFORMERS_TIMEOUT:-${MONET_STEP_TIMEOUT:-300}}
   for m in gpt2_tiny bert_tiny; do
@@ -213,113 +493,6 @@ stage_transformers() {
     --report "$OUT/run_gpt2_8.json"
   step run_bert_32 "$B/monet-run" models/transformers/bert.onnx --batch 32 --device cuda --iters 5 --warmup 2 \
     --report "$OUT/run_bert_32.json"
-}
-
-ZOO_MODELS=(${MONET_ZOO_MODELS:-vgg16 unet resnet50 mobilenet_v2 googlenet})
-zoo_row() {  # zoo_row MODEL: "batch budget..." from MONeT's table (one copy of it, in bench_floor.py)
-  python3 -c 'import sys; sys.path.insert(0, "scripts"); from bench_floor import MONET
-b, _, rows = MONET[sys.argv[1]]; print(b, *(f"{gb:.2f}" for gb, _ in rows))' "$1"
-}
-zoo_loss() { [ "$1" = unet ] && echo sum || echo ce; }
-zoo_gpu() { [ -n "${MONET_GPU:-}" ] && echo "$MONET_GPU" && return; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oi 'h[0-9]\{3\}' | tr A-Z a-z; }
-ZOO_GPU=$(zoo_gpu); ZOO_GPU=${ZOO_GPU:-gpu}  # the profiles' folder: schedules/<model>_<batch>/<gpu>/
-
-zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each budget, all at once
-  local m=$1 b=$2 prof=$3 gb; shift 3
-  for gb in "$@"; do
-    step "solve_${m}_$gb" "$B/monet-solve" "$prof" --budget "${gb}GB" --mode full \
-      --time-limit "${MONET_ZOO_SOLVE_LIMIT:-60}" --threads 2 -q \
-      -o "$OUT/schedules/${m}_$b/zoo/schedule_full_${gb}GB.json" \
-      --report "$OUT/schedules/${m}_$b/zoo/report_full_${gb}GB.json" &
-  done
-  wait
-}
-
-zoo_runs() {  # zoo_runs MODEL BATCH: store-all and every schedule solved for it, then a check of the tightest;
-  # what already has its report under $OUT is not run again
-  local m=$1 b=$2 s name tightest=""
-  local dir="$OUT/schedules/${m}_$b/zoo" base=("models/$m.onnx" --device cuda --loss "$(zoo_loss "$m")")
-  # Store-all is the profile's lean store-all (monet-solve --mode store-all: the implementations and cuDNN
-  # algorithms the profile measured fastest among those of the lowest peak), the baseline the solver's overheads
-  # are against; monet-run without a schedule has no profile and runs cuDNN's heuristic algorithms.
-  [ -f "$dir/schedule_store-all.json" ] ||
-    step "solve_${m}_store-all" "$B/monet-solve" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" --mode store-all \
-      --budget 1000GB -q -o "$dir/schedule_store-all.json" --report "$dir/report_store-all.json"
-  local runs=("$dir/schedule_store-all.json")
-  # Largest budget first: the last one run is the tightest.
-  runs+=($(ls "$dir"/schedule_full_*GB.json 2>/dev/null | awk -F'schedule_full_' '{print $2 "\t" $0}' | sort -rn |
-           cut -f2))
-  for s in "${runs[@]}"; do
-    [ -f "$s" ] || continue
-    name=$(basename "$s" .json); name=${name#schedule_}
-    [ -f "$dir/run_$name.json" ] ||
-      step "run_${m}_$name" "$B/monet-run" "${base[@]}" --schedule "$s" --iters 10 --warmup 3 \
-        --report "$dir/run_$name.json"
-    [ "$name" = store-all ] || tightest=$s
-  done
-  # The tightest schedule's check, or every schedule's with MONET_ZOO_CHECK_ALL=1; a check report without the
-  # lean store-all's entry is from before the same-kernel reference and runs again.
-  local checks=("$tightest")
-  [ -n "${MONET_ZOO_CHECK_ALL:-}" ] && checks=("${runs[@]:1}")
-  for s in "${checks[@]}"; do
-    [ -n "$s" ] && [ -f "$s" ] || continue
-    name=$(basename "$s" .json); name=${name#schedule_}
-    grep -q '"lean_store_all"' "$dir/check_$name.json" 2>/dev/null ||
-      step "check_${m}_$name" "$B/monet-check" "${base[@]}" --schedule "$s" --reference store-all \
-        --math fp32 --report "$dir/check_$name.json"
-  done
-}
-
-# zoo-runs: zoo_runs on the committed zoo (schedules/<model>_<batch>/{<gpu>,zoo}/ copied under $OUT first): what a
-# call of the zoo stage left unrun.
-stage_zoo-runs() {
-  local m b
-  for m in "${ZOO_MODELS[@]}"; do
-    b=$(zoo_row "$m" | cut -d' ' -f1)
-    [ -d "schedules/${m}_$b/zoo" ] || continue
-    mkdir -p "$OUT/schedules" && cp -r "schedules/${m}_$b" "$OUT/schedules/"
-    zoo_runs "$m" "$b"
-  done
-}
-
-stage_zoo() {
-  local m row b prev=() pid=""
-  for m in "${ZOO_MODELS[@]}"; do
-    row=($(zoo_row "$m")) || continue
-    b=${row[0]}
-    mkdir -p "$OUT/schedules/${m}_$b/$ZOO_GPU" "$OUT/schedules/${m}_$b/zoo"
-    step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss "$(zoo_loss "$m")" --device cuda \
-      -o "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
-    # The last model's solves finish while this one profiled: its runs come next, on an idle GPU.
-    [ -n "$pid" ] && wait "$pid"
-    [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}"
-    prev=(); pid=""
-    if [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ]; then
-      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" "${row[@]:1}" &
-      pid=$!; prev=("$m" "$b")
-    fi
-  done
-  # PyTorch's rows keep the GPU busy while the last model's solves run.
-  [ -n "${MONET_ZOO_TORCH:-}" ] && stage_torch
-  [ -n "$pid" ] && wait "$pid"
-  [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}"
-  return 0
-}
-
-stage_torch() {
-  local m b
-  for m in "${ZOO_MODELS[@]}"; do
-    b=$(zoo_row "$m" | cut -d' ' -f1)
-    mkdir -p "$OUT/schedules/${m}_$b/zoo"
-    local compile=()
-    if [ -n "${MONET_TORCH_COMPILE:-}" ]; then
-      compile=(--compile-budgets "$MONET_TORCH_COMPILE")
-    elif [ -f "$OUT/schedules/${m}_$b/zoo/pytorch.json" ]; then
-      continue
-    fi
-    step "torch_${m}_$b" python3 scripts/bench_pytorch.py --model "$m" --batch "$b" --no-monet "${compile[@]}" \
-      --json "$OUT/schedules/${m}_$b/zoo/pytorch.json"
-  done
 }
 
 # extra: one step per line of the file MONET_EXTRA, "NAME COMMAND..." (COMMAND run by bash, with B and OUT set):
@@ -333,17 +506,18 @@ stage_extra() {
 }
 
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
-stage_tf32() { step tf32_noise python3 scripts/tf32_noise.py; }
+stage_tf32() { gpu_only tf32 || return 0; step tf32_noise "$PY" scripts/tf32_noise.py; }
 
+STAGES="build env tests check tf32 profile roofline kernels bench summary transformers zoo zoo-runs torch extra"
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(all)
-[ "${stages[0]}" = all ] && stages=(env tests check tf32 profile bench)
+[ "${stages[0]}" = all ] && stages=(build env tests profile roofline bench summary)
+log "gpu_session.sh ${CPU:+--cpu }${stages[*]}: binaries $B, device $DEV, out $OUT"
 for s in "${stages[@]}"; do
-  case "$s" in
-    env|tests|check|tf32|profile|kernels|bench|transformers|zoo|zoo-runs|torch|extra) "stage_$s" ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (env tests check tf32 profile kernels bench transformers zoo zoo-runs torch extra all)" >&2
-       exit 1 ;;
+  case " $STAGES " in
+    *" $s "*) "stage_$s" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' ($STAGES all)" >&2; exit 1 ;;
   esac
 done
-log "done: ${stages[*]}; results in $OUT"
+log "done: ${stages[*]}; results in $OUT${PACK:+, packed in $PACK}"
 pack

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Small lookups for scripts/gpu_session.sh (no torch, no GPU).
+
+  gpu_session_util.py batch MODEL              the zoo's batch: MONeT's table (bench_floor.py) for the CNNs,
+                                               8 for gpt2, 32 for bert
+  gpu_session_util.py budgets MODEL            MONeT's budgets of the model in GB, one line, 2 decimals
+  gpu_session_util.py shape-args PROFILE       "--batch N --input-shape C,H,W" (or T) of a profile or schedule
+  gpu_session_util.py budget PROFILE FRACTION  FRACTION of the profile's store-all peak, in bytes
+  gpu_session_util.py profile-for SCHEDULE     the profile of the schedule's training graph (same fingerprint) among
+                                               <model>_<batch>/*/profile*.json beside its zoo/ folder, then among the
+                                               repository's schedules/<model>_<batch>/*/; nothing (exit 1) where none
+  gpu_session_util.py merge OUT IN.json...     bench_pytorch.py tables into one: the first's (which must exist: its
+                                               eager row comes first) title and rows, then the others' rows but an
+                                               eager row (missing ones are skipped)
+  gpu_session_util.py summary OUTDIR SUMMARY.md  the bench stage's tables (OUTDIR/bench/*.json) as one table, and
+                                               each roofline's totals and flagged calls (OUTDIR/roofline/*.json)
+"""
+import glob
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TRANSFORMER_BATCH = {"gpt2": 8, "bert": 32}
+
+
+def monet_table():
+    sys.path.insert(0, HERE)
+    from bench_floor import MONET  # noqa: E402 - one copy of MONeT's table in the repository
+    return MONET
+
+
+def shape_args(path):
+    with open(path) as f:
+        shape = json.load(f)["input_shape"]
+    return f"--batch {shape[0]} --input-shape {','.join(map(str, shape[1:]))}"
+
+
+def profile_for(schedule):
+    with open(schedule) as f:
+        fp = json.load(f)["fingerprint"]
+    model_dir = os.path.dirname(os.path.dirname(os.path.abspath(schedule)))
+    candidates = sorted(glob.glob(os.path.join(model_dir, "*", "profile*.json")))
+    candidates += sorted(glob.glob(os.path.join(ROOT, "schedules", os.path.basename(model_dir), "*", "profile*.json")))
+    for p in candidates:
+        try:
+            with open(p) as f:
+                if json.load(f).get("fingerprint") == fp:
+                    return p
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def merge(out, inputs):
+    docs = []
+    for k, p in enumerate(inputs):
+        try:
+            with open(p) as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            if k == 0:
+                sys.exit(f"gpu_session_util: merge: {p}: {e} (the first table, with the eager row, is needed)")
+    doc = docs[0]
+    for d in docs[1:]:
+        doc["rows"] += [r for r in d["rows"] if r.get("kind", "") != "eager" and r["run"] != "pytorch eager"]
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, out)
+    print(f"wrote {out}: {len(doc['rows'])} rows from {len(docs)} tables")
+
+
+def gb(x):
+    if x is None:
+        return "-"
+    return f"{x / 1e9:.2f} GB" if x >= 1e8 else f"{x / 1e6:.2f} MB"
+
+
+def summary(outdir, path):
+    lines = ["# GPU session summary", ""]
+    benches = sorted(glob.glob(os.path.join(outdir, "bench", "*.json")))
+    if benches:
+        lines += ["## PyTorch and monet, one training step (median ms, peak)", "",
+                  "| model | run | step ms | x eager | peak | x eager | note |", "|---|---|---|---|---|---|---|"]
+        for p in benches:
+            with open(p) as f:
+                d = json.load(f)
+            eager = d["rows"][0] if d["rows"] and d["rows"][0].get("kind") == "eager" else None
+            for r in d["rows"]:
+                t, pk = r.get("step_ms"), r.get("peak_bytes")
+                xt = f"{t / eager['step_ms']:.2f}" if t and eager and eager.get("step_ms") else "-"
+                xp = f"{pk / eager['peak_bytes']:.2f}" if pk and eager and eager.get("peak_bytes") else "-"
+                lines.append(f"| {d.get('module', d.get('model'))} b{d.get('batch')} | {r['run']} | "
+                             f"{'-' if t is None else f'{t:.1f}'} | {xt} | {gb(pk)} | {xp} | {r.get('error', '')} |")
+        title = json.load(open(benches[0])).get("title", "")
+        lines += ["", f"First table's setting: {title}.", ""]
+    roofs = sorted(glob.glob(os.path.join(outdir, "roofline", "*.json")))
+    if roofs:
+        lines += ["## Roofline (scripts/bench_roofline.py)", "",
+                  "| model | device | step ms | roofline ms | our kernels ms | their roofline ms | flagged calls | "
+                  "flagged ms |", "|---|---|---|---|---|---|---|---|"]
+        for p in roofs:
+            with open(p) as f:
+                for r in json.load(f):
+                    fl = r["flagged"]
+                    lines.append(f"| {r['model']} b{r['batch']} | {r['device']} | {r['total']['time_ms']:.1f} | "
+                                 f"{r['total']['roofline_ms']:.1f} | {r['ours_total']['time_ms']:.1f} | "
+                                 f"{r['ours_total']['roofline_ms']:.1f} | {len(fl)} | "
+                                 f"{sum(c['time_ms'] for c in fl):.1f} |")
+        lines.append("")
+    if not benches and not roofs:
+        lines.append("(no bench or roofline results under this folder)")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    print(f"wrote {path}: {len(benches)} bench tables, {len(roofs)} rooflines")
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    cmd, rest = argv[1], argv[2:]
+    if cmd == "batch" and len(rest) == 1:
+        m = rest[0]
+        print(TRANSFORMER_BATCH[m] if m in TRANSFORMER_BATCH else monet_table()[m][0])
+    elif cmd == "budgets" and len(rest) == 1:
+        print(*(f"{gb:.2f}" for gb, _ in monet_table()[rest[0]][2]))
+    elif cmd == "shape-args" and len(rest) == 1:
+        print(shape_args(rest[0]))
+    elif cmd == "budget" and len(rest) == 2:
+        with open(rest[0]) as f:
+            print(int(json.load(f)["totals"]["store_all_peak_bytes"] * float(rest[1])))
+    elif cmd == "profile-for" and len(rest) == 1:
+        p = profile_for(rest[0])
+        if not p:
+            return 1
+        print(p)
+    elif cmd == "merge" and len(rest) >= 2:
+        merge(rest[0], rest[1:])
+    elif cmd == "summary" and len(rest) == 2:
+        summary(rest[0], rest[1])
+    else:
+        sys.exit(__doc__)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

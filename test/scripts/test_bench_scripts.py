@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Tests of the GPU session's benchmark scripts that need no GPU (no monet binary either):
+
+- scripts/bench_roofline.py on a hand-made profile: bytes from the values (in-place writes of SgdUpdate counted),
+  roofline time max(bytes / bandwidth, FLOPs / peak), library ops (cuDNN, cuBLAS) told apart from our kernels,
+  a non-default implementation listed apart, the flags (>= 64 MB and < 50% of the bandwidth, ours only), the
+  device's figures from its name, the refusal of a CPU profile without --bandwidth; and on the committed H200
+  GPT-2 profile: its attention Softmax flagged, its MatMuls (cuBLAS) not;
+- scripts/gpu_session_util.py: merge keeps one eager row first;
+- scripts/bench_pytorch.py (with PyTorch: skipped without it): the checkpointed forms of a CNN and of the UNet give
+  eager's gradients bitwise, the compile budgets parse, and a --small CPU run of the tiny GPT-2 writes its table.
+
+Run: /usr/bin/python3 test/scripts/test_bench_scripts.py (exit 0: pass)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(ROOT, "scripts")
+PY = sys.executable
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(args, ok=0):
+    r = subprocess.run([PY] + args, capture_output=True, text=True)
+    if r.returncode != ok:
+        print(r.stdout[-2000:], r.stderr[-2000:])
+    return r
+
+
+def tiny_profile(device_text):
+    """A Conv (library), a Softmax moving 100 MB in 1 ms (and an output nothing reads: not counted), its
+    output-activated second implementation, an SgdUpdate of 3 inputs writing two of them in place, and a node of no
+    time reading the Conv's and the Softmax's outputs."""
+    mb = 1_000_000
+    values = [{"name": n, "bytes": b, "resident": r, "producer": p} for n, b, r, p in [
+        ("x", 10 * mb, True, -1), ("w", 1 * mb, True, -1), ("y", 10 * mb, False, 0),
+        ("s_in", 50 * mb, False, -1), ("s_out", 50 * mb, False, 1),
+        ("p", 2 * mb, True, -1), ("g", 2 * mb, False, -1), ("m", 2 * mb, True, -1), ("unread", 30 * mb, False, 1)]]
+    nodes = [
+        {"name": "conv", "op": "Conv", "stage": "forward", "inputs": [0, 1], "outputs": [2], "time_ms": 1.0,
+         "workspace_bytes": 0, "flops": 1e12},
+        {"name": "softmax", "op": "Softmax", "stage": "forward", "inputs": [3], "outputs": [4, 8], "time_ms": 1.0,
+         "workspace_bytes": 0, "flops": 1e6,
+         "impls": [{"name": "default", "inputs": [3], "time_ms": 1.0, "workspace_bytes": 0},
+                   {"name": "output", "inputs": [3], "time_ms": 0.02, "workspace_bytes": 0}]},
+        {"name": "use", "op": "Sum", "stage": "backward", "inputs": [2, 4], "outputs": [], "time_ms": 0.0,
+         "workspace_bytes": 0, "flops": 1.0},
+        {"name": "sgd", "op": "SgdUpdate", "stage": "update", "inputs": [5, 6, 7], "outputs": [], "time_ms": 0.01,
+         "workspace_bytes": 0, "flops": 1e5},
+    ]
+    return {"format": "monet-profile", "version": 2, "fingerprint": "0", "model": "toy", "batch": 1,
+            "input_shape": [1, 3, 4, 4], "loss": "cross_entropy", "device": "cuda",
+            "device_info": {"name": "cuda", "device": device_text}, "totals": {}, "values": values, "nodes": nodes}
+
+
+def test_roofline(tmp):
+    path = os.path.join(tmp, "toy.json")
+    with open(path, "w") as f:
+        json.dump(tiny_profile("NVIDIA H100 80GB HBM3 (sm_90, 81079 MiB), driver 13.0, math default"), f)
+    out = os.path.join(tmp, "toy_roof.json")
+    r = run([os.path.join(SCRIPTS, "bench_roofline.py"), path, "--json", out])
+    check(r.returncode == 0, "bench_roofline runs on a toy profile")
+    res = json.load(open(out))[0]
+    check(res["bandwidth_gbs"] == 3350 and res["fp32_tflops"] == 66.9 and res["conv_tflops"] == 494.7,
+          "H100 HBM3: 3350 GB/s, 66.9 TFLOPS fp32, TF32 for convolutions under math default")
+    ops = {(o["op"], o["impl"]): o for o in res["ops"]}
+    conv, soft, soft_out, sgd = (ops[("Conv", None)], ops[("Softmax", None)], ops[("Softmax", "output")],
+                                 ops[("SgdUpdate", None)])
+    check(not conv["ours"] and soft["ours"] and sgd["ours"], "Conv is a library call, Softmax and SgdUpdate ours")
+    check(conv["bytes"] == 21_000_000 and abs(conv["roofline_ms"] - 1e12 / 494.7e12 * 1e3) < 1e-9,
+          "Conv: 21 MB, compute-bound roofline at the TF32 peak")
+    check(soft["bytes"] == 100_000_000 and abs(soft["roofline_ms"] - 100e6 / 3350e9 * 1e3) < 1e-9,
+          "Softmax: 100 MB (its unread output not counted), memory-bound roofline")
+    check(abs(soft["achieved_gbs"] - 100.0) < 1e-9 and abs(soft["bandwidth_fraction"] - 100 / 3350) < 1e-9,
+          "Softmax: 100 GB/s achieved, 3% of the bandwidth")
+    check(sgd["bytes"] == 10_000_000, "SgdUpdate: 3 reads and 2 in-place writes of 2 MB")
+    check(abs(res["total"]["time_ms"] - 2.01) < 1e-9, "step total: default implementations only")
+    flagged = [(c["node"], c["impl"]) for c in res["flagged"]]
+    check(flagged == [("softmax", None)],
+          f"flagged: the default Softmax only (not the Conv, not the fast implementation): {flagged}")
+    check("Flagged: 1 calls" in r.stdout.strip().splitlines()[-1], "the markdown's last line is the flag summary")
+    check(soft_out["time_ms"] == 0.02 and soft_out["bandwidth_fraction"] > 0.5,
+          "the output-activated implementation is listed apart")
+
+    with open(path, "w") as f:
+        json.dump(tiny_profile("NVIDIA H200 (sm_90, 143155 MiB), math fp32"), f)
+    r = run([os.path.join(SCRIPTS, "bench_roofline.py"), path, "--json", out])
+    res = json.load(open(out))[0]
+    check(res["bandwidth_gbs"] == 4800 and res["conv_tflops"] == 66.9, "H200 in fp32 math: 4800 GB/s, no TF32")
+    r = run([os.path.join(SCRIPTS, "bench_roofline.py"), path, "--bandwidth", "1000", "--tflops", "10", "--json",
+             out])
+    res = json.load(open(out))[0]
+    check(res["bandwidth_gbs"] == 1000 and res["fp32_tflops"] == 10, "--bandwidth and --tflops override")
+
+    p = tiny_profile("")
+    p["device"], p["device_info"] = "cpu", {"name": "cpu", "cpu": "some cpu"}
+    with open(path, "w") as f:
+        json.dump(p, f)
+    r = run([os.path.join(SCRIPTS, "bench_roofline.py"), path], ok=1)
+    check(r.returncode == 1 and "--bandwidth" in r.stderr, "a CPU profile without --bandwidth is refused")
+
+    gpt2 = os.path.join(ROOT, "schedules", "gpt2_8", "h200", "profile.json")
+    if os.path.exists(gpt2):
+        r = run([os.path.join(SCRIPTS, "bench_roofline.py"), gpt2, "--json", out])
+        res = json.load(open(out))[0]
+        ops_flagged = {c["op"] for c in res["flagged"]}
+        check("Softmax" in ops_flagged and not ops_flagged & {"MatMul", "MatMulGradA", "MatMulGradB"},
+              f"GPT-2 b8 on the H200: Softmax flagged, no cuBLAS op: {sorted(ops_flagged)}")
+
+
+def test_merge(tmp):
+    a, b, out = (os.path.join(tmp, n) for n in ("a.json", "b.json", "m.json"))
+    json.dump({"title": "t", "rows": [{"run": "pytorch eager", "kind": "eager"},
+                                      {"run": "pytorch checkpoint_sequential (4 of 23)", "kind": "checkpoint"}]},
+              open(a, "w"))
+    json.dump({"title": "t2", "rows": [{"run": "pytorch compile (budget 0.5)", "kind": "compile"}]}, open(b, "w"))
+    r = run([os.path.join(SCRIPTS, "gpu_session_util.py"), "merge", out, a, b, os.path.join(tmp, "missing.json")])
+    rows = [x["run"] for x in json.load(open(out))["rows"]] if r.returncode == 0 else []
+    check(rows == ["pytorch eager", "pytorch checkpoint_sequential (4 of 23)", "pytorch compile (budget 0.5)"],
+          f"merge: eager first, then the other tables' rows: {rows}")
+    r = run([os.path.join(SCRIPTS, "gpu_session_util.py"), "merge", out, os.path.join(tmp, "missing.json"), b], ok=1)
+    check(r.returncode == 1, "merge refuses a missing first table (the eager row)")
+
+
+def test_bench_pytorch(tmp):
+    try:
+        import torch
+        from torch.utils.checkpoint import checkpoint_sequential
+    except ImportError:
+        print("skip bench_pytorch tests: no torch")
+        return
+    sys.path.insert(0, SCRIPTS)
+    import bench_pytorch as bp
+    check(bp.parse_budgets("default,1/2,0.25") == [None, 0.5, 0.25], "compile budgets: default, 1/2, 0.25")
+    try:
+        bp.parse_budgets("2")
+        check(False, "a budget above 1 is refused")
+    except ValueError:
+        check(True, "a budget above 1 is refused")
+    em = bp.load_export_models()
+    for name in ("mobilenet_v2", "unet"):
+        torch.manual_seed(0)
+        m, _ = em.build(name)
+        m.train()
+        bp.no_inplace(m)
+        x = torch.randn(2, 3, 32, 32)
+
+        def grads(fn):
+            for p in m.parameters():
+                p.grad = None
+            torch.manual_seed(5)
+            fn(x).pow(2).mean().backward()
+            return [p.grad.clone() for p in m.parameters()]
+        g1 = grads(m)
+        seq = bp.as_sequential(name, m)
+        if seq is not None:
+            g2 = grads(lambda t: checkpoint_sequential(seq, 3, t.detach().requires_grad_(True)))
+        else:
+            g2 = grads(bp.CheckpointedUNet(m))
+        check(all(torch.equal(a, b) for a, b in zip(g1, g2)),
+              f"{name}: the checkpointed form gives eager's gradients bitwise")
+    out = os.path.join(tmp, "gpt2.json")
+    r = run([os.path.join(SCRIPTS, "bench_pytorch.py"), "--model", "gpt2", "--device", "cpu", "--batch", "1",
+             "--small", "--iters", "1", "--warmup", "0", "--rows", "sdpa,compile", "--json", out])
+    doc = json.load(open(out)) if r.returncode == 0 else {"rows": []}
+    kinds = [x["kind"] for x in doc["rows"]]
+    check(kinds[:2] == ["eager", "sdpa"] and kinds.count("compile") == 3 and doc["rows"][0]["step_ms"] > 0,
+          f"bench_pytorch --small on the CPU: eager timed, sdpa and 3 compile rows present: {kinds}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        test_roofline(tmp)
+        test_merge(tmp)
+        test_bench_pytorch(tmp)
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
