@@ -21,6 +21,8 @@ struct ModelFlags {
   uint64_t seed = 0;
   std::string loss = "ce";
   std::string math = "default";
+  std::string attention = "fused";
+  CLI::Option* attention_option = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -28,6 +30,11 @@ struct ModelFlags {
     app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
     app.add_option("--seed", seed, "seed for parameters, data, labels and dropout masks (default 0)");
     app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
+    attention_option = app.add_option(
+        "--attention", attention,
+        "fused (one Attention node per scaled dot-product attention: the planner chooses per layer between keeping "
+        "its probabilities and recomputing them, default) or materialized (the exported nodes as they are); a "
+        "schedule's applies");
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -43,6 +50,10 @@ struct ModelFlags {
     o.seed = seed;
     if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");
     o.math = math;
+    if (attention != "fused" && attention != "materialized")
+      fail("--attention '", attention, "': expected fused or materialized");
+    o.import.fuse_attention = attention == "fused";
+    o.attention_given = attention_option && attention_option->count() > 0;
     return o;
   }
 };

@@ -256,14 +256,17 @@ int check_against_store_all(const Flags& f, const SessionOptions& o) {
   std::printf("mode %s computes every value with the same kernel as store-all on its implementations: %s\n",
               mode.c_str(), pass ? "bitwise equal, PASS" : "NOT bitwise equal, FAIL");
 
-  // The lean store-all (monet-run's) where it runs other implementations or algorithms: how far the schedule's
-  // choices move the step (rounding: other kernels sum in other orders). Information, not part of the verdict.
+  // The lean store-all (monet-run --store-all lean) where it runs other implementations or algorithms: how far the
+  // schedule's choices move the step (rounding: other kernels sum in other orders). Information, not part of the
+  // verdict.
   nlohmann::json lean_json = nullptr;
   if (mode != "store-all") {
     SessionOptions lean = o;
     lean.schedule_path.clear();
+    lean.store_all = StoreAll::lean;
     lean.import.batch = s->schedule.batch;
     lean.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
+    lean.import.fuse_attention = s->schedule.attention == "fused";
     auto l = open_session(lean);
     // Both are store-all: every node computed once. Each node's (implementation, algorithm) in either.
     auto choices = [&](const Schedule& sc) {
@@ -339,6 +342,7 @@ int check_against_cpu(const Flags& f, const SessionOptions& o) {
     c.schedule_path.clear();  // the CPU runs store-all: the same values, whatever the schedule
     c.import.batch = s->schedule.batch;
     c.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
+    c.import.fuse_attention = s->schedule.attention == "fused";
     auto r = open_session(c);
     cpu.push_back(one_step(*r));
   }

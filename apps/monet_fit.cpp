@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
       f.model = p.model;
       f.batch = p.batch;
       f.input_shape = p.input_shape;
+      f.attention = p.attention;
       f.budget_bytes = budget;
       f.schedule = best->outcome.schedule;
       f.solver = {{"status", best->outcome.status}, {"gap", best->outcome.gap}, {"bound_ms", best->outcome.bound_ms}};

@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
     const SessionOptions o = flags.session_options();
     const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
     const Graph& g = tg.graph;
+    // The cuDNN algorithms the engine chooses itself fit the device's free memory beside the resident values.
+    if (backend) backend->limit_workspace(0, make_plan_graph(tg, nullptr, 4).resident_bytes());
     std::printf("model %s  input %s  loss %s  device %s\n", g.model_name.c_str(),
                 shape_str(g.values[g.data_input].shape).c_str(), loss_name(o.train.loss), device.c_str());
     std::fflush(stdout);

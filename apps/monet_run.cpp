@@ -1,14 +1,42 @@
 // monet-run: trains K steps of a model on a device with a schedule (store-all, or --schedule S from monet-solve)
 // (on the CPU or CUDA engine) and reports median step time, the arena's measured peak and the simulator's predicted peak, which must be equal
-// and within the schedule's budget.
+// and within the schedule's budget. A non-finite loss stops it, naming the step and the first non-finite value.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "common.h"
 #include "core/json_io.h"
 
 using namespace monet;
+
+namespace {
+
+// After step `failed` (1-based) gave a non-finite loss: the same run again from the seed in a fresh session (runs
+// are bitwise reproducible), steps 1 .. failed-1 as they ran, then step `failed` checking every value on the host
+// as it is computed. What it found, as the end of the error line.
+std::string first_nonfinite(const SessionOptions& o, int failed) {
+  auto s = open_session(o);
+  for (int i = 1; i < failed; ++i) s->executor->step();
+  const int v = s->executor->step_first_nonfinite();
+  const Graph& g = s->tg.graph;
+  const std::string again = " (found by running the " + std::to_string(failed) +
+                            " steps again from the seed, checking every value on the host)";
+  if (v < 0) return "; running the steps again from the seed did not reproduce it (nondeterministic algorithms?)";
+  const Value& val = g.values[v];
+  if (val.producer < 0)
+    return "; the step starts from a non-finite " +
+           std::string(val.role == Role::param ? "parameter" : role_name(val.role)) + " '" + val.name + "'" + again;
+  const Node& n = g.nodes[val.producer];
+  const char* stage = val.producer < s->tg.forward_end ? "forward"
+                      : val.producer == s->tg.loss_node ? "loss"
+                                                         : "backward";
+  return "; the first non-finite value is '" + val.name + "', output of node '" + n.name + "' (" + n.op + ", " + stage +
+         ")" + again;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"monet-run: train a model for a few steps and measure step time and peak memory"};
@@ -23,6 +51,15 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "SGD learning rate (default 0.01; momentum 0.9)");
   app.add_option("--report", report, "write a JSON report here");
   app.add_option("--schedule", schedule, "SCHEDULE.json from monet-solve (default: store-all); its batch and input shape apply");
+  std::string store_all = "fast", profile;
+  auto* store_all_opt = app.add_option(
+      "--store-all", store_all,
+      "without --schedule: fast (the default: every node on its fastest implementation on --profile's times; "
+      "without --profile the engine's defaults), lean (the smallest store-all peak) or default (every node's "
+      "default implementation and the engine's own algorithm)");
+  app.add_option("--profile", profile,
+                 "without --schedule: PROFILE.json of this model, batch, input shape and loss whose times (and cuDNN "
+                 "algorithms) choose the fast or lean store-all's implementations");
   return app::guarded_main("monet-run", app, argc, argv, [&] {
     if (iters <= 0) fail("--iters must be positive, got ", iters);
     if (warmup < 0) fail("--warmup must be >= 0, got ", warmup);
@@ -30,6 +67,10 @@ int main(int argc, char** argv) {
     o.device = device;
     o.train.lr = lr;
     o.schedule_path = schedule;
+    o.store_all = parse_store_all(store_all);
+    o.profile_path = profile;
+    if (!schedule.empty() && store_all_opt->count())
+      fail("--store-all chooses the store-all run without a schedule: not with --schedule");
     auto s = open_session(o);
     const Graph& g = s->tg.graph;
     std::printf("model %s  input %s  device %s  loss %s\n", g.model_name.c_str(),
@@ -42,6 +83,9 @@ int main(int argc, char** argv) {
       std::printf("schedule %s: mode %s, budget %s bytes, %zu steps, %d recomputations\n", schedule.c_str(),
                   mode.c_str(), sf.budget_bytes > 0 ? app::with_commas(sf.budget_bytes).c_str() : "none",
                   sf.schedule.steps.size(), s->predicted.recomputations);
+    else
+      std::printf("store-all: %s%s\n", store_all_name(o.store_all),
+                  profile.empty() ? "" : (", implementations chosen on " + profile).c_str());
     std::printf("predicted peak (%s): %s bytes\n", mode.c_str(), app::with_commas(s->predicted.peak_bytes).c_str());
 
     std::vector<double> ms, losses;
@@ -53,6 +97,11 @@ int main(int argc, char** argv) {
       bool measured = i >= warmup;
       std::printf("step %d/%d%s: loss %.6f  %.1f ms\n", i + 1, warmup + iters, measured ? "" : " (warm-up)", loss, t);
       std::fflush(stdout);
+      if (!std::isfinite(loss)) {
+        s.reset();  // the device's memory, for the run again
+        fail("step ", i + 1, "/", warmup + iters, ": the loss is ",
+             std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf", first_nonfinite(o, i + 1));
+      }
       if (measured) {
         ms.push_back(t);
         losses.push_back(loss);
@@ -79,6 +128,8 @@ int main(int argc, char** argv) {
                           {"input_shape", g.values[g.data_input].shape},
                           {"device", s->backend->name()},
                           {"schedule", mode},
+                          {"store_all", schedule.empty() ? nlohmann::json(store_all_name(o.store_all))
+                                                         : nlohmann::json(nullptr)},
                           {"budget_bytes", sf.budget_bytes},
                           {"peak_bytes", peak},
                           {"predicted_peak_bytes", s->predicted.peak_bytes},

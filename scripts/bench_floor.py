@@ -72,7 +72,7 @@ def others(a):
             onnx = os.path.join(work, f"{name}.onnx")
             if not os.path.exists(onnx):
                 run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "export_models.py"), "--out", work, name])
-        loss = "sum" if name == "unet" else "ce"
+        loss = "ce"
         lb, found = floor_of(a.build, onnx, batch, loss, work, a.time_limit)
         base = floor_of(a.base_build, onnx, batch, loss, work, a.time_limit) if a.base_build else (float("nan"),) * 2
         lines.append(f"| {name} | {batch} | {base[0]:.2f} | {lb:.2f} | {base[1]:.2f} | {found:.2f} |")

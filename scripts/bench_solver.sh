@@ -36,7 +36,6 @@ for entry in "${models[@]}"; do
   dir=schedules/${model}_${batch}
   mkdir -p "$dir"
   loss=ce
-  [ "$model" = unet ] && loss=sum
   onnx=models/$model.onnx
   [ -f "$onnx" ] || onnx=models/transformers/$model.onnx  # gpt2, bert
   profile=$dir/profile_estimate.json

@@ -44,8 +44,8 @@ SETUPS = {
     # a 224..255 input only; at 64x64 the Gemm would see 2048 features instead of 25088.
     "vgg16": ((3, 224, 224), "cross_entropy"),
     "tiny": ((3, 16, 16), "cross_entropy"),
-    # One output class: cross-entropy over it is 0 with zero gradients, so the sum is what exercises the graph.
-    "unet": ((3, 64, 64), "sum"),
+    # Two output classes, cross-entropy per pixel (labels N x H x W), as a segmentation network trains.
+    "unet": ((3, 64, 64), "cross_entropy"),
 }
 DEFAULT = ["resnet50", "googlenet", "mobilenet_v2", "vgg16", "tiny", "unet"]
 

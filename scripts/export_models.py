@@ -5,7 +5,7 @@ Usage: /usr/bin/python3 scripts/export_models.py [--out models] [--opset 13] [na
 (names default to the files of models/; the transformers are written only when named.)
 Parameters and BatchNorm running statistics become shaped graph inputs (export_params=False); monet initialises
 them from a seed. The UNet is defined here: milesial's Pytorch-UNet layout with a halved bottleneck, as measured
-in the MONeT paper.
+in the MONeT paper, with 2 output classes (milesial's default; trained with --loss ce, per pixel).
 
 The language models are defined here too, in plain torch.nn: gpt2 (GPT-2 small: 12 layers, 12 heads, width 768,
 vocabulary 50257, context 1024, tied LM head) and bert (a BERT-base-like encoder: 12 post-LN layers of
@@ -49,9 +49,10 @@ class Up(nn.Module):
 
 
 class UNet(nn.Module):
-    """Channels 64-128-256-512-512 (bottleneck halved), 4 downs by 2x2 max-pool, 4 ups, 1x1 conv to 1 class."""
+    """Channels 64-128-256-512-512 (bottleneck halved), 4 downs by 2x2 max-pool, 4 ups, 1x1 conv to 2 classes
+    (milesial's default): a segmentation network trained with per-pixel cross-entropy (labels N x H x W)."""
 
-    def __init__(self, in_channels=3, classes=1):
+    def __init__(self, in_channels=3, classes=2):
         super().__init__()
         self.inc = DoubleConv(in_channels, 64)
         self.down = nn.ModuleList([DoubleConv(64, 128), DoubleConv(128, 256), DoubleConv(256, 512),
@@ -96,7 +97,11 @@ class CausalSelfAttention(nn.Module):
     """GPT-2's attention as nanoGPT writes it: q, k, v from one Linear, heads split by view and transpose,
     softmax(q k^T / sqrt(head width) + causal mask) v, heads merged, output Linear. The mask is nn.Transformer's
     additive square subsequent mask (-inf above the diagonal) in a non-persistent buffer: export_params=False leaves
-    parameters and persistent buffers out of the file, but a non-persistent buffer is exported as a Constant."""
+    parameters and persistent buffers out of the file, but a non-persistent buffer is exported as a Constant.
+    sdpa = True (set on an instance; scripts/bench_pytorch.py does) computes the same attention with
+    F.scaled_dot_product_attention(is_causal=True), as a PyTorch user would run it; the export keeps the default."""
+
+    sdpa = False
 
     def __init__(self, d, heads, context):
         super().__init__()
@@ -110,8 +115,11 @@ class CausalSelfAttention(nn.Module):
         n, t, d = x.size()
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (y.view(n, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))  # (N, H, T, D)
-        att = (q @ k.transpose(-2, -1)) * self.scale + self.causal_mask[:t, :t]
-        y = att.softmax(dim=-1) @ v
+        if self.sdpa:
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * self.scale + self.causal_mask[:t, :t]
+            y = att.softmax(dim=-1) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(n, t, d))
 
 
@@ -145,7 +153,7 @@ class GPT2(nn.Module):
         self.lm_head.weight = self.wte.weight
 
     def forward(self, idx):
-        pos = torch.arange(0, idx.size(1), dtype=torch.long)
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)
@@ -169,7 +177,7 @@ class Bert(nn.Module):
         self.classifier = nn.Linear(d, classes)
 
     def forward(self, idx):
-        pos = torch.arange(0, idx.size(1), dtype=torch.long)
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
         x = self.norm(self.word_embeddings(idx) + self.position_embeddings(pos))
         return self.classifier(self.encoder(x))
 

@@ -67,7 +67,7 @@ def main():
                 sub.p = 0.0
         module = module.to(dev).train()
         x = torch.randn(args.batch, *chw, device=dev)
-        loss_kind = "sum" if name == "unet" else "ce"
+        loss_kind = "ce"
         with torch.no_grad():
             out_shape = module(x[:1]).shape
         labels = torch.randint(0, out_shape[1], (args.batch, *out_shape[2:]), device=dev)

@@ -136,6 +136,12 @@ std::vector<std::vector<double>> forward_outputs(const Built& b, const std::vect
   return outs;
 }
 
+// Whether the loss of gradient_error weighs output o of the forward node.
+bool weighed(const OpCase& c, const Graph& g, size_t o) {
+  if (g.values[g.nodes[0].outputs[o]].dtype != DType::f32) return false;
+  return c.loss_outputs.empty() || (o < c.loss_outputs.size() && c.loss_outputs[o]);
+}
+
 }  // namespace
 
 std::vector<double> random_values(const Shape& s, uint64_t seed) {
@@ -177,7 +183,7 @@ double gradient_error(const OpCase& c, double eps) {
   std::vector<std::pair<int, std::vector<double>>> weights;
   for (size_t o = 0; o < b.g.nodes[0].outputs.size(); ++o) {
     int y = b.g.nodes[0].outputs[o];
-    if (b.g.values[y].dtype != DType::f32) continue;
+    if (!weighed(c, b.g, o)) continue;
     Value w;
     w.name = "w" + std::to_string(o);
     w.shape = b.g.values[y].shape;
@@ -193,7 +199,7 @@ double gradient_error(const OpCase& c, double eps) {
     double l = 0;
     size_t k = 0;
     for (size_t o = 0; o < b.g.nodes[0].outputs.size(); ++o) {
-      if (b.g.values[b.g.nodes[0].outputs[o]].dtype != DType::f32) continue;
+      if (!weighed(c, b.g, o)) continue;
       for (size_t i = 0; i < outs[o].size(); ++i) l += outs[o][i] * weights[k].second[i];
       ++k;
     }

@@ -18,6 +18,8 @@ struct OpCase {
   std::vector<std::vector<double>> data = {};     // input values; missing/empty entries: uniform(-1, 1) from seed
   std::vector<bool> grad = {};                    // which inputs to differentiate; default: every f32 input
   int num_outputs = 1;
+  std::vector<bool> loss_outputs = {};            // gradient_error: outputs the loss weighs (default: every float
+                                                  // output); an op whose extra outputs take no gradient names its own
   uint64_t seed = 1;
   int impl = 0;                                   // run_forward: the implementation (unread inputs get no data)
   int backward_impl = 0;                          // gradient_error: the backward nodes' implementation, where

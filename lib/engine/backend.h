@@ -2,7 +2,9 @@
 // placement; a backend only reserves the arena's one block, moves host data in and out, and runs kernels.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +12,21 @@
 #include "ops/op.h"
 
 namespace monet {
+
+// Device memory a backend leaves free when it caps algorithm workspaces: cuDNN's and cuBLAS's own allocations
+// after the backend is made (cuBLAS's workspace on first use, lazily loaded kernels), as profiling's scratch
+// leaves (time_conv_algorithms).
+inline constexpr int64_t kWorkspaceMarginBytes = int64_t{256} << 20;
+
+// The most workspace one algorithm a backend chooses itself may take: the device's free memory (when the backend
+// was made) less kWorkspaceMarginBytes, within budget_bytes when one is known (> 0; else none), less fixed_bytes,
+// what stays allocated beside it throughout (the resident values: parameters, momentum, buffers, the batch).
+// Never negative. A pure function of its arguments.
+inline int64_t workspace_cap_bytes(int64_t free_bytes, int64_t budget_bytes, int64_t fixed_bytes) {
+  int64_t room = free_bytes - kWorkspaceMarginBytes;
+  if (budget_bytes > 0) room = std::min(room, budget_bytes);
+  return std::max<int64_t>(0, room - fixed_bytes);
+}
 
 class Backend {
  public:
@@ -22,6 +39,11 @@ class Backend {
   // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
   // node that is not a convolution, or one cuDNN does not offer for it.
   virtual int64_t workspace_bytes(const Graph& g, const Node& n, int algo = -1) const = 0;
+  // Caps the workspace of the algorithms the backend chooses itself (algo -1) at workspace_cap_bytes(its device's
+  // free memory, budget_bytes, fixed_bytes); budget_bytes 0: none. Call before the first workspace_bytes() or
+  // run(): the choices follow the cap. An algorithm named by a schedule is not capped (the schedule's simulation
+  // holds it to its budget). The CPU backend has one algorithm per op and ignores it.
+  virtual void limit_workspace(int64_t /*budget_bytes*/, int64_t /*fixed_bytes*/) {}
   // Runs one node with implementation `impl` (index into impls_of(n)) and algorithm `algo`; inputs that
   // implementation does not read have data null. seed: deterministic per (run seed, step, node); recompute: not the
   // node's first run this step.
@@ -31,8 +53,8 @@ class Backend {
   virtual void upload(const TensorRef& dst, const std::vector<double>& host) = 0;
   virtual std::vector<double> download(const TensorRef& src) = 0;
   virtual void synchronize() {}
-  // One line about the device for reports (CUDA: GPU, driver, runtime and cuDNN versions, math mode, and
-  // cudaMemGetInfo before and after the arena's reservation and now).
+  // One line about the device for reports (CUDA: GPU, driver, runtime and cuDNN versions, math mode, the workspace
+  // cap, and cudaMemGetInfo when the backend was made, before and after the arena's reservation and now).
   virtual std::string describe() const { return name(); }
   // Times one node for profiles: start_timer() before run(), stop_timer_ms() after it (waits for the kernels).
   // Host wall time after synchronize() by default; CUDA records events on its stream.

@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace monet {
@@ -153,6 +155,24 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   });
   backend_.synchronize();
   return captured;
+}
+
+int Executor::step_first_nonfinite() {
+  auto finite = [&](int v) {
+    if (g_.values[v].dtype != DType::f32) return true;
+    backend_.synchronize();
+    for (double x : backend_.download(ref(v)))
+      if (!std::isfinite(x)) return false;
+    return true;
+  };
+  for (int v : resident_values(g_))
+    if (!finite(v)) return v;
+  int found = -1;
+  step({}, nullptr, [&](int node) {
+    for (int v : g_.nodes[node].outputs)
+      if (found < 0 && !unread_optional_[v] && !finite(v)) found = v;  // an unread optional output is not written
+  });
+  return found;
 }
 
 }  // namespace monet

@@ -31,6 +31,12 @@ class Executor {
   std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,
                                           const std::function<void(int)>& on_node = nullptr);
 
+  // Diagnosis of a non-finite loss: checks the resident values, then runs one training step like step(), copying
+  // each float value a compute step writes to the host as it is computed (slow: every value crosses once). The
+  // first value found holding a NaN or an infinity, in that order (a resident one: the state the step starts
+  // from), or -1 when none does.
+  int step_first_nonfinite();
+
   const Arena& arena() const { return *arena_; }
   int64_t reserved_bytes() const { return reserved_; }
   const Schedule& schedule() const { return schedule_; }

@@ -3,10 +3,30 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "ir/fuse_attention.h"
+#include "profile/profile.h"
 
 namespace monet {
 
+StoreAll parse_store_all(const std::string& text) {
+  if (text == "fast") return StoreAll::fast;
+  if (text == "lean") return StoreAll::lean;
+  if (text == "default") return StoreAll::defaults;
+  fail("--store-all '", text, "': expected fast, lean or default");
+}
+
+const char* store_all_name(StoreAll s) {
+  return s == StoreAll::fast ? "fast" : s == StoreAll::lean ? "lean" : "default";
+}
+
 namespace {
+
+// What stays allocated for the whole run beside any workspace: the resident values (Backend::limit_workspace).
+int64_t resident_bytes_of(const Graph& g, int float_bytes) {
+  int64_t total = 0;
+  for (int v : resident_values(g)) total += tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes);
+  return total;
+}
 
 // algo (per node, optional): the algorithm each node runs (its workspace is that algorithm's).
 PlanGraph plan_on(const TrainingGraph& tg, const Backend& b, const std::vector<int>& algo = {}) {
@@ -46,22 +66,50 @@ std::string mismatch_reason(const ScheduleFile& f, const TrainingGraph& tg, cons
          ", this one " + fingerprint(tg) + ")";
 }
 
+// The store-all of options.store_all on m's plan, or, with a profile, on the profile's plan (its times, and a CUDA
+// profile's algorithms, choose), run on the backend: steps name op implementations and algorithms, so the plan on
+// the backend is remade with their workspaces.
+Schedule store_all_of(const SessionOptions& o, ScheduledModel& m, const Backend& b) {
+  if (o.store_all == StoreAll::defaults) {
+    if (!o.profile_path.empty())
+      fail("--profile chooses the fast or the lean store-all's implementations: not with --store-all default");
+    return store_all_schedule(m.plan);
+  }
+  if (o.profile_path.empty())
+    return o.store_all == StoreAll::fast ? fast_store_all_schedule(m.plan) : lean_store_all_schedule(m.plan);
+  const Profile profile = read_profile(o.profile_path);
+  if (profile.plan.fingerprint != m.plan.fingerprint)
+    fail(o.profile_path, ": a profile of another model, batch, input shape, loss or training graph (", profile.model,
+         " ", shape_str(profile.input_shape), ", loss ", profile.loss, ", fingerprint ", profile.plan.fingerprint,
+         "; this run: ", m.tg.graph.model_name, " ", shape_str(m.tg.graph.values[m.tg.graph.data_input].shape),
+         ", loss ", loss_name(m.tg.options.loss), ", fingerprint ", m.plan.fingerprint, ")");
+  // One fingerprint, one graph: the profile's node and value ids are the model's.
+  const Schedule s = o.store_all == StoreAll::fast ? fast_store_all_schedule(profile.plan)
+                                                   : lean_store_all_schedule(profile.plan);
+  const std::vector<int> algo = algorithms_of(m.tg.graph, s);
+  if (std::any_of(algo.begin(), algo.end(), [](int a) { return a >= 0; })) m.plan = plan_on(m.tg, b, algo);
+  return s;
+}
+
 }  // namespace
 
-ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
+ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
   ScheduledModel m;
   if (o.schedule_path.empty()) {
     m.tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
+    b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
     m.plan = plan_on(m.tg, b);
     const Graph& g = m.tg.graph;
     m.file.fingerprint = m.plan.fingerprint;
     m.file.model = g.model_name;
     m.file.input_shape = g.values[g.data_input].shape;
+    m.file.attention = attention_mode(g);
     m.file.batch = m.file.input_shape[0];
-    m.file.schedule = o.default_store_all ? store_all_schedule(m.plan) : lean_store_all_schedule(m.plan);
+    m.file.schedule = store_all_of(o, m, b);
     m.predicted = simulate(m.plan, m.file.schedule);
     return m;
   }
+  if (!o.profile_path.empty()) fail("--profile chooses a store-all's implementations: not with --schedule");
 
   const std::string& path = o.schedule_path;
   const nlohmann::json j = read_schedule_json(path);
@@ -76,6 +124,11 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
          "); omit --input-shape to use the schedule's");
   import.batch = header.batch;
   import.input_shape = chw;
+  const bool fused = header.attention == "fused";
+  if (o.attention_given && import.fuse_attention != fused)
+    fail("--attention ", import.fuse_attention ? "fused" : "materialized", " differs from the schedule's ",
+         header.attention, " (", path, "); omit --attention to use the schedule's");
+  import.fuse_attention = fused;
 
   Graph forward;
   try {
@@ -89,6 +142,8 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, const Backend& b) {
     throw;
   }
   m.tg = build_training_graph(forward, o.train);
+  // The algorithms the backend chooses itself fit what the budget leaves beside the resident values.
+  b.limit_workspace(header.budget_bytes, resident_bytes_of(m.tg.graph, b.float_bytes()));
   m.plan = plan_on(m.tg, b);
   if (m.plan.fingerprint != header.fingerprint) fail(path, ": ", mismatch_reason(header, m.tg, forward, o.train));
   m.file = schedule_from_json(j, m.plan, path);

@@ -14,6 +14,13 @@
 
 namespace monet {
 
+// The store-all a session runs without a schedule (monet-run --store-all): fast, every node on its fastest
+// implementation (fast_store_all_schedule; without a profile, the defaults); lean, the smallest peak
+// (lean_store_all_schedule); defaults, every node on its default implementation and the backend's own algorithm.
+enum class StoreAll { fast, lean, defaults };
+StoreAll parse_store_all(const std::string& text);  // "fast", "lean", "default"; throws naming the flag
+const char* store_all_name(StoreAll s);             // as parse_store_all reads it
+
 struct SessionOptions {
   std::string model_path;
   ImportOptions import;
@@ -23,9 +30,15 @@ struct SessionOptions {
   int float_bytes = 4;        // cpu only: 8 runs the CPU backend in double
   std::string math = "default";  // cuda: "default" (TF32 in cuDNN convolutions, as PyTorch) or "fp32" (strict)
   std::string schedule_path;  // a SCHEDULE.json to run instead of store-all; its batch and input shape apply
-  // Without a schedule: store-all with every node's default implementation instead of the lean store-all
-  // (lean_store_all_schedule), as the bitwise reference of schedules that run the defaults.
-  bool default_store_all = false;
+  // import.fuse_attention was given on the command line (--attention): with a schedule, it must agree with the
+  // schedule's attention (which applies otherwise).
+  bool attention_given = false;
+  // Without a schedule: which store-all. `defaults` is the bitwise reference of schedules that run the defaults.
+  StoreAll store_all = StoreAll::fast;
+  // Without a schedule: a PROFILE.json of the same training graph (fingerprint) whose times and implementations
+  // (cuDNN algorithms of a CUDA profile) choose the fast or lean store-all's; without one they are chosen on the
+  // backend's plan, which has no times.
+  std::string profile_path;
   // With a schedule: run store-all on the schedule's implementations and algorithms instead (store_all_like), the
   // bitwise reference of the schedule.
   bool store_all_like_schedule = false;
@@ -35,15 +48,17 @@ struct SessionOptions {
 struct ScheduledModel {
   TrainingGraph tg;
   PlanGraph plan;      // on the backend: its workspace and float bytes
-  ScheduleFile file;   // without a schedule path: store-all, budget 0, the model's own fingerprint
+  ScheduleFile file;   // without a schedule path: SessionOptions::store_all's, budget 0, the model's fingerprint
   SimResult predicted; // the simulator on file.schedule
 };
 
 // Imports the model (at the schedule's batch and input shape when there is a schedule), builds the training and
-// plan graphs, reads and resolves the schedule and simulates it. Throws one monet::Error line: --batch or
-// --input-shape that differ from the schedule's, a fingerprint mismatch (saying what differs - model, input
-// shape, loss - when it can tell), an unknown node or value, or the simulator's complaint naming the step.
-ScheduledModel load_scheduled_model(const SessionOptions& options, const Backend& backend);
+// plan graphs, reads and resolves the schedule and simulates it. Before planning it caps the backend's algorithm
+// workspaces (Backend::limit_workspace) at the schedule's budget (none without a schedule) less the resident bytes.
+// Throws one monet::Error line: --batch or --input-shape that differ from the schedule's, a fingerprint mismatch
+// (saying what differs - model, input shape, loss - when it can tell; a profile's too), an unknown node or value, or
+// the simulator's complaint naming the step.
+ScheduledModel load_scheduled_model(const SessionOptions& options, Backend& backend);
 
 struct Session {
   TrainingGraph tg;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "ir/fuse_attention.h"
 #include "ops/common/broadcast.h"
 #include "ops/op.h"
 
@@ -385,6 +386,7 @@ class Importer {
     if (g_.outputs.empty()) fail(path_, ": the model has no outputs");
     decide_param_roles();
     g_.verify();
+    if (options_.fuse_attention) fuse_attention(g_);
     return std::move(g_);
   }
 

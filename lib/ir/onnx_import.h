@@ -13,6 +13,7 @@ namespace monet {
 struct ImportOptions {
   std::optional<int64_t> batch;          // replaces the data input's first dimension
   std::optional<Shape> input_shape;      // replaces the remaining dimensions (C,H,W)
+  bool fuse_attention = true;            // one Attention node per scaled dot-product attention (fuse_attention.h)
 };
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.

@@ -123,6 +123,8 @@ struct OpDef {
   double (*flops)(const Graph&, const Node&) = nullptr;
   // Implementations, the default first; empty = one implementation that reads every input.
   std::vector<ImplDef> impls = {};
+  // FLOPs of one run of implementation `impl` where implementations differ in work (null: `flops` for every one).
+  double (*impl_flops)(const Graph&, const Node&, int impl) = nullptr;
   // Inputs whose buffer output 0 may take over (run in place), in order of preference: the kernels read each
   // element of that input before writing the same element of output 0, on every backend. The planner runs a node in
   // place only when that input has output 0's bytes and nothing reads it afterwards.

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "engine/executor.h"
+#include "ir/fuse_attention.h"
 #include "ir/onnx_import.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
@@ -60,6 +61,7 @@ void fill_metadata(Profile& p, const TrainingGraph& tg) {
   p.input_shape = g.values[g.data_input].shape;
   p.batch = p.input_shape.empty() ? 0 : p.input_shape[0];
   p.loss = loss_name(tg.options.loss);
+  p.attention = attention_mode(g);
 }
 
 std::string cpu_model_name() {
@@ -103,9 +105,11 @@ Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
   p.plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(g, n); }, 4);
   for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
     PlanNode& n = p.plan.nodes[i];
-    // Implementations share the flops; they differ in the bytes they read.
+    // Implementations differ in the bytes they read and, where the op says so (OpDef::impl_flops), in flops.
+    const OpDef& def = op_def(g.nodes[i].op);
     for (int impl = 0; impl < n.num_impls(); ++impl) {
-      const double compute_s = p.costs[i].flops / (roofline.fp32_tflops * 1e12);
+      const double flops = def.impl_flops ? def.impl_flops(g, g.nodes[i], n.op_impl(impl)) : p.costs[i].flops;
+      const double compute_s = flops / (roofline.fp32_tflops * 1e12);
       const double bytes = static_cast<double>(impl_bytes_moved(g, g.nodes[i], impl));
       const double memory_s = bytes / (roofline.bandwidth_gbs * 1e9);
       n.set_impl_ms(impl, std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3);
@@ -254,6 +258,7 @@ nlohmann::json profile_to_json(const Profile& p) {
           {"batch", p.batch},
           {"input_shape", p.input_shape},
           {"loss", p.loss},
+          {"attention", p.attention},
           {"device", p.device},
           {"device_info", p.device_info.is_null() ? json::object() : p.device_info},
           {"totals",
@@ -541,6 +546,9 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
     p.input_shape.push_back(shape[i].get<int64_t>());
   }
   p.loss = r.str(j, "", "loss");
+  p.attention = j.contains("attention") ? r.str(j, "", "attention") : "materialized";
+  if (p.attention != "fused" && p.attention != "materialized")
+    r.bad("attention", "expected fused or materialized, got '", p.attention, "'");
   p.device = r.str(j, "", "device");
   p.device_info = r.field(j, "", "device_info");
   if (!p.device_info.is_object()) r.bad("device_info", "expected an object");

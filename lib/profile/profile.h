@@ -32,6 +32,7 @@ struct Profile {
   int64_t batch = 0;
   Shape input_shape;        // the data input's full shape (batch first)
   std::string loss;         // "cross_entropy" | "sum" (loss_name)
+  std::string attention = "fused";  // how the model imported: "fused" or "materialized" (ScheduleFile::attention)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
   PlanGraph plan;           // plan.fingerprint identifies model, batch and loss

@@ -146,6 +146,28 @@ std::vector<int> lean_store_all_impls(const PlanGraph& p) {
 
 Schedule lean_store_all_schedule(const PlanGraph& p) { return store_all_schedule(p, lean_store_all_impls(p)); }
 
+std::vector<int> fast_store_all_impls(const PlanGraph& p) {
+  std::vector<int> impl(p.nodes.size(), 0);
+  const bool timed = std::any_of(p.nodes.begin(), p.nodes.end(), [](const PlanNode& n) {
+    for (int i = 0; i < n.num_impls(); ++i)
+      if (n.impl_ms(i) > 0) return true;
+    return false;
+  });
+  if (!timed) return impl;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const PlanNode& node = p.nodes[n];
+    for (int i = 1; i < node.num_impls(); ++i) {
+      const int best = impl[n];
+      if (node.impl_ms(i) < node.impl_ms(best) ||
+          (node.impl_ms(i) == node.impl_ms(best) && node.impl_workspace(i) < node.impl_workspace(best)))
+        impl[n] = i;
+    }
+  }
+  return impl;
+}
+
+Schedule fast_store_all_schedule(const PlanGraph& p) { return store_all_schedule(p, fast_store_all_impls(p)); }
+
 const char* memory_kind_name(MemoryKind k) {
   switch (k) {
     case MemoryKind::resident: return "resident";

@@ -60,8 +60,21 @@ Schedule store_all_like(const PlanGraph& p, const Schedule& s);
 // the time at a peak within 0.01% of the lowest seen). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan
 // has no times (a plan on a backend, not a profile) it is the least peak, ties keeping the defaults.
 std::vector<int> lean_store_all_impls(const PlanGraph& p);
-// store_all_schedule(p, lean_store_all_impls(p)): the store-all baseline of monet-run, monet-solve and profiles.
+// store_all_schedule(p, lean_store_all_impls(p)): the smallest store-all peak; the baseline of monet-solve's and
+// monet-fit's overheads and of profiles' store-all peak.
 Schedule lean_store_all_schedule(const PlanGraph& p);
+
+// The implementations of the fast store-all: each node's fastest implementation on the plan's times, the least
+// workspace among the fastest, the earlier (the default first) among those. Store-all runs every node once, so its
+// step time is the least of any schedule of the plan. Every implementation a profile lists ran on its device (a
+// cuDNN algorithm whose workspace did not fit was not timed, cuda::time_conv_algorithms), so the choice stays within
+// the device node by node; the whole step's peak is not bounded. Where the plan has no times (a plan on a backend,
+// not a profile) it is the defaults: the op's default implementation and the backend's own algorithm, the fast
+// choice the engine makes without measurements (cuDNN's heuristics' first within the workspace cap).
+std::vector<int> fast_store_all_impls(const PlanGraph& p);
+// store_all_schedule(p, fast_store_all_impls(p)): monet-run's store-all without a schedule, and the baseline of
+// monet-solve's overheads against the fastest step.
+Schedule fast_store_all_schedule(const PlanGraph& p);
 
 struct SimResult {
   int64_t peak_bytes = 0;      // resident + live transients + the running step's outputs and workspace

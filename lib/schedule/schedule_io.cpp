@@ -30,6 +30,7 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
           {"model", f.model},
           {"batch", f.batch},
           {"input_shape", f.input_shape},
+          {"attention", f.attention},
           {"mode", f.schedule.mode},
           {"budget_bytes", f.budget_bytes},
           {"solver", f.solver.is_null() ? nlohmann::json::object() : f.solver},
@@ -49,6 +50,9 @@ ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::strin
     f.model = j.at("model").get<std::string>();
     f.batch = j.at("batch").get<int64_t>();
     f.input_shape = j.at("input_shape").get<Shape>();
+    f.attention = j.value("attention", std::string("materialized"));
+    if (f.attention != "fused" && f.attention != "materialized")
+      fail(path, ": attention '", f.attention, "': expected fused or materialized");
     f.budget_bytes = j.at("budget_bytes").get<int64_t>();
     f.solver = j.value("solver", nlohmann::json::object());
     f.predicted = j.value("predicted", nlohmann::json::object());

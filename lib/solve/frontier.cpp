@@ -21,6 +21,8 @@ Frontier solve_frontier(const PlanGraph& plan, const SolveOptions& o, int points
   f.smallest_found_bytes = first.smallest_found_bytes;
   f.store_all_peak_bytes = first.store_all.peak_bytes;
   f.store_all_ms = first.store_all.time_ms;
+  f.fast_store_all_peak_bytes = first.fast_store_all.peak_bytes;
+  f.fast_store_all_ms = first.fast_store_all.time_ms;
   const int64_t lo = std::min(f.smallest_found_bytes, f.store_all_peak_bytes), hi = f.store_all_peak_bytes;
   for (int i = 0; i < points; ++i) {
     FrontierPoint pt;
@@ -32,6 +34,8 @@ Frontier solve_frontier(const PlanGraph& plan, const SolveOptions& o, int points
       if (pt.outcome.fits) pt.overhead = pt.outcome.objective_ms / f.store_all_ms - 1;
       if (pt.outcome.bound_ms > 0) pt.bound_overhead = pt.outcome.bound_ms / f.store_all_ms - 1;
     }
+    if (f.fast_store_all_ms > 0 && pt.outcome.fits)
+      pt.overhead_vs_fast = pt.outcome.objective_ms / f.fast_store_all_ms - 1;
     if (on_point) on_point(pt);
     f.points.push_back(std::move(pt));
   }

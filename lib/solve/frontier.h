@@ -13,7 +13,8 @@ namespace monet {
 struct FrontierPoint {
   int64_t budget_bytes = 0;
   SolveOutcome outcome;
-  double overhead = 0;        // predicted step time against store-all's, minus 1 (when outcome.fits)
+  double overhead = 0;        // predicted step time against the lean store-all's, minus 1 (when outcome.fits)
+  double overhead_vs_fast = 0;  // the same against the fast store-all's (when outcome.fits; >= 0)
   double bound_overhead = 0;  // the same for the proven bound on the step time (MILP modes; 0 otherwise)
 };
 
@@ -23,6 +24,8 @@ struct Frontier {
   int64_t smallest_found_bytes = 0;  // the first budget solved
   int64_t store_all_peak_bytes = 0;  // the last budget solved
   double store_all_ms = 0;
+  int64_t fast_store_all_peak_bytes = 0;  // the fast store-all (fast_store_all_schedule)
+  double fast_store_all_ms = 0;
   std::vector<FrontierPoint> points;
 };
 

@@ -161,6 +161,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   SolveOutcome out;
   const Schedule store_all = lean_store_all_schedule(plan);
   out.store_all = simulate(plan, store_all);
+  out.fast_store_all = simulate(plan, fast_store_all_schedule(plan));
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
   const bool impls = o.mode == "full";
   std::optional<CheckpointProblem> unwindowed;  // built once for the auto window and its widening

@@ -34,7 +34,8 @@ struct SolveOutcome {
   bool fits = false;                 // a schedule within the budget exists in `schedule`
   Schedule schedule;
   SimResult predicted;               // the simulator on the schedule
-  SimResult store_all;               // the simulator on store-all
+  SimResult store_all;               // the simulator on the lean store-all (the baseline of overheads)
+  SimResult fast_store_all;          // the simulator on the fast store-all (its time: no schedule is faster)
   double objective_ms = 0;           // predicted step time (every node once + recomputations)
   double bound_ms = 0;               // proven lower bound on the step time (MILP modes)
   double gap = 0;                    // (objective - bound) / objective

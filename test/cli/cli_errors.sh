@@ -140,6 +140,14 @@ expect 1 "which is already freed" -- $check "$tiny" --schedule "$tmp/s_use_freed
 expect 1 "unknown node '/conv9/Conv'" -- $check "$tiny" --schedule "$tmp/s_unknown.json" --simulate $r
 expect 1 "has no implementation 'bogus'" -- $check "$tiny" --schedule "$tmp/s_bad_impl.json" --simulate $r
 expect 1 "--math 'tf16': expected default or fp32" -- $run "$tiny" --batch 2 --math tf16 $r
+# The store-all without a schedule (--store-all, --profile), and a run whose loss turns non-finite: an lr of 1e20
+# makes step 1's update overflow step 2's forward pass; 1e39 (inf as a float) makes the parameters themselves NaN.
+expect 1 "--store-all 'quick': expected fast, lean or default" -- $run "$tiny" --batch 2 --store-all quick $r
+expect 1 "--store-all chooses the store-all run without a schedule: not with --schedule" -- $run "$tiny" --schedule "$s" --store-all lean $r
+expect 1 "--profile chooses a store-all's implementations: not with --schedule" -- $run "$tiny" --schedule "$s" --profile "$tmp/p.json" $r
+expect 1 "p.json: a profile of another model, batch, input shape, loss or training graph" -- $run "$tiny" --batch 4 --profile "$tmp/p.json" $r
+expect 1 "step 2/3: the loss is NaN; the first non-finite value is '.*', output of node '.*' (.*, forward) (found by running the 2 steps again from the seed" -- $run "$tiny" --batch 4 --lr 1e20 --iters 3 --warmup 0 $r
+expect 1 "step 2/3: the loss is NaN; the step starts from a non-finite parameter 'conv1.weight'" -- $run "$tiny" --batch 4 --lr 1e39 --iters 3 --warmup 0 $r
 expect 1 "schedule is for model 'conv_relu', this is 'tiny'" -- $check "$tiny" --schedule "$tmp/s_conv.json" --simulate $r
 expect 1 "fingerprint mismatch" -- $check "$tiny" --schedule "$tmp/s_relabel.json" --reference store-all $r
 expect 1 "exceeds the schedule's budget 1000 bytes" -- $check "$tiny" --schedule "$tmp/s_small_budget.json" --simulate $r

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/kernels.h"
 #include "engine/session.h"
 #include "ops/op.h"
 #include "train/autodiff.h"
@@ -41,6 +42,7 @@ struct Case {
   std::vector<bool> grad = {};       // default: every f32 input
   int num_outputs = 1;
   int classes = 0;                   // labels: [0, classes)
+  std::vector<bool> seeded = {};     // outputs a gradient flows into (default: every f32 output)
 };
 
 Attrs attrs(std::initializer_list<std::pair<std::string, AttrValue>> kv) {
@@ -50,6 +52,67 @@ Attrs attrs(std::initializer_list<std::pair<std::string, AttrValue>> kv) {
 }
 using I = std::vector<int64_t>;
 using D = std::vector<double>;
+
+// Shapes that reach every path of the row, column and split-reduction kernels (kernels.h): warp rows of float4s
+// and of floats (lengths not a multiple of 4), block rows beyond 1024, strided softmax, LayerNormGrad's fused and
+// unfused kernels with more parts than a block's 8 part-threads, reduce_to's columns / runs / map / general plans
+// with and without a split, cross-entropy's warp, block and thread rows over several groups, channel sums with
+// empty parts, GatherIdxGrad over several index chunks.
+std::vector<Case> bandwidth_kernel_cases() {
+  std::vector<Case> c;
+  const Attrs last = attrs({{"axis", int64_t{-1}}});
+  // Softmax (and SoftmaxGrad): warp rows of 37 floats, 768 and 1000 float4s, block rows of 1501 floats and 2048
+  // float4s, and a strided axis (inner 33).
+  for (const Shape& s : std::vector<Shape>{{3, 37}, {2, 3, 768}, {4, 1000}, {3, 1501}, {2, 2048}})
+    c.push_back({"Softmax", last, {s}, {Fill::wide}});
+  c.push_back({"Softmax", attrs({{"axis", int64_t{1}}}), {{2, 5, 33}}, {Fill::wide}});
+  // LayerNorm and both LayerNormGrads: fused rows of 768 (40 rows: 2 parts) and of 48 (600 rows: 19 parts), the
+  // unfused kernels on rows of 37 (floats), 1100 (float4 blocks) and 1030 (float blocks).
+  const auto ln = [&](const Shape& x, int64_t axis) {
+    Shape p(x.begin() + (axis < 0 ? static_cast<int64_t>(x.size()) + axis : axis), x.end());
+    c.push_back({"LayerNorm", attrs({{"axis", axis}, {"epsilon", 1e-5}}), {x, p, p}, {}, {}, {}, 3});
+  };
+  ln({40, 768}, -1);
+  ln({600, 48}, -1);
+  ln({5, 37}, -1);
+  ln({3, 1100}, -1);
+  ln({3, 2, 515}, 1);
+  // Cross-entropy: block rows (1500 classes), 2000 warp rows (250 groups), 1200 strided rows (5 groups).
+  const std::vector<DType> ce_types = {DType::f32, DType::i64};
+  const std::vector<Fill> ce_fill = {Fill::wide, Fill::labels};
+  c.push_back({"SoftmaxCrossEntropy", {}, {{3, 1500}, {3}}, ce_fill, ce_types, {}, 1, 1500});
+  c.push_back({"SoftmaxCrossEntropy", {}, {{2000, 7}, {2000}}, ce_fill, ce_types, {}, 1, 7});
+  c.push_back({"SoftmaxCrossEntropy", {}, {{40, 5, 30}, {40, 30}}, ce_fill, ce_types, {}, 1, 5});
+  // reduce_to: columns split in 64 parts; runs (8, 3, 1000/1001) split in 2, float4 and floats; full sums of
+  // 150000 (float4) and 600399 (floats) elements; a per-channel operand (MulGrad, DivGradB: runs with operands,
+  // DivGradA: a broadcast map), a bias-like operand over 4096 rows (MulGrad: columns with an operand), a scalar
+  // operand (a full sum of products); GlobalAveragePool over 5120 and ReduceMean over the leading axis.
+  c.push_back({"ReduceSumTo", attrs({{"shape", I{40}}}), {{4096, 40}}});
+  c.push_back({"ReduceSumTo", attrs({{"shape", I{3, 1}}}), {{8, 3, 1000}}});
+  c.push_back({"ReduceSumTo", attrs({{"shape", I{3, 1}}}), {{8, 3, 1001}}});
+  c.push_back({"SumLoss", {}, {{300, 500}}});
+  c.push_back({"SumLoss", {}, {{601, 999}}});
+  c.push_back({"Mul", {}, {{16, 8, 1000}, {8, 1}}});
+  c.push_back({"Div", {}, {{16, 8, 1000}, {8, 1}}, {Fill::uniform, Fill::positive}});
+  c.push_back({"Mul", {}, {{4096, 100}, {100}}});
+  c.push_back({"Mul", {}, {{2, 3, 1000}, {1}}});
+  c.push_back({"GlobalAveragePool", {}, {{2, 3, 64, 80}}});
+  c.push_back({"ReduceMean", attrs({{"axes", I{0}}, {"keepdims", int64_t{1}}}), {{300, 7}}});
+  // Output-activated BatchNormGrad's channel sums over float4 units (S = 64, most of the 683 parts empty) and over
+  // 7200 elements per channel (S = 900).
+  const Attrs bn = attrs({{"epsilon", 1e-3}, {"momentum", 0.8}});
+  const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive};
+  c.push_back({"BatchNormalization", bn, {{4, 3, 8, 8}, {3}, {3}, {3}, {3}}, bn_fill, {},
+               {true, true, true, false, false}, 3});
+  c.push_back({"BatchNormalization", bn, {{8, 2, 30, 30}, {2}, {2}, {2}, {2}}, bn_fill, {},
+               {true, true, true, false, false}, 3});
+  // GatherIdxGrad: rows of 7 floats with 1200 indices (5 chunks of 256), rows of 64 (float4) with 300.
+  c.push_back({"GatherIdx", {}, {{50, 7}, {40, 30}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1,
+               50});
+  c.push_back({"GatherIdx", {}, {{30, 64}, {300}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1,
+               30});
+  return c;
+}
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -123,6 +186,13 @@ std::vector<Case> cases() {
   c.push_back({"GlobalAveragePool", {}, {{3, 70, 7, 7}}});  // rows of 49 (ResNet-50's last), 210 warps
   c.push_back({"ReduceMean", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}});
   c.push_back({"Softmax", attrs({{"axis", int64_t{1}}}), {{2, 3, 4}}});
+  // Fused attention (its P and L take no gradient): a broadcast mask, the scale after the product; then no mask,
+  // a dividing scale, Tq != Tk and d != dv. Pass 0 runs AttentionGrad on the stored P, pass 1 recomputes it.
+  c.push_back({"Attention", attrs({{"scale", 0.35}, {"scale_divides", int64_t{0}}}),
+               {{2, 3, 5, 8}, {2, 3, 8, 7}, {2, 3, 7, 6}, {5, 7}}, {}, {}, {true, true, true, false}, 3, 0,
+               {true, false, false}});
+  c.push_back({"Attention", attrs({{"scale", 2.5}, {"scale_divides", int64_t{1}}}), {{4, 9, 16}, {4, 16, 70},
+               {4, 70, 16}}, {}, {}, {}, 3, 0, {true, false, false}});
   c.push_back({"Dropout", attrs({{"ratio", D{0.3}}, {"training_mode", I{1}}}), {{4, 50}}, {}, {}, {}, 2});
   c.push_back({"Concat", attrs({{"axis", int64_t{1}}}), {{2, 3, 4}, {2, 5, 4}}});
   c.push_back({"Split", attrs({{"axis", int64_t{1}}, {"split", I{2, 3}}}), {{2, 5, 4}}, {}, {}, {}, 2});
@@ -163,6 +233,7 @@ std::vector<Case> cases() {
   c.push_back({"SumLoss", {}, {{3, 4}}});
   c.push_back({"SgdUpdate", attrs({{"lr", 0.1}, {"momentum", 0.9}}), {{10}, {10}, {10}}, {}, {}, {false, false, false},
                0});
+  for (const Case& k : bandwidth_kernel_cases()) c.push_back(k);
   return c;
 }
 
@@ -216,8 +287,10 @@ Built build(const Case& k, uint64_t seed) {
   infer_node(b.g, 0);
   mark_requires_grad(b.g);
   std::map<int, int> seeds;
-  for (int y : std::vector<int>(b.g.nodes[0].outputs)) {
-    if (b.g.values[y].dtype != DType::f32) continue;
+  const std::vector<int> outputs = b.g.nodes[0].outputs;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const int y = outputs[o];
+    if (b.g.values[y].dtype != DType::f32 || (o < k.seeded.size() && !k.seeded[o])) continue;
     Value w;
     w.name = "w_" + b.g.values[y].name;
     w.shape = b.g.values[y].shape;
@@ -314,6 +387,61 @@ TEST_CASE("every registry op on CUDA matches the CPU backend (fp32 math)", "[cud
   INFO("registry ops no case exercised: " << missing.size());
   for (const std::string& m : missing) UNSCOPED_INFO(m);
   CHECK(missing.empty());
+}
+
+TEST_CASE("SgdUpdate of 600 tensors in two multi-tensor launches matches the CPU", "[cuda][ops][sgd]") {
+  // More tensors than one table holds (kSgdTable), sizes of several chunks, one chunk plus one element, 3 elements
+  // (no float4) and assorted others: every (tensor, chunk) block and every tail.
+  Graph g;
+  std::map<int, std::vector<double>> inputs;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 600; ++i) {
+    const int64_t n = i % 7 == 0 ? 20000 : i % 7 == 1 ? cuda::kSgdChunk + 1 : i % 7 == 2 ? 3 : 100 + i;
+    Node node;
+    node.name = "sgd" + std::to_string(i);
+    node.op = "SgdUpdate";
+    node.attrs = attrs({{"lr", 0.1}, {"momentum", 0.9}});
+    for (Role role : {Role::param, Role::gradient, Role::momentum}) {
+      Value v;
+      v.name = node.name + "_" + std::to_string(static_cast<int>(role));
+      v.shape = {n};
+      v.role = role;
+      const int id = g.add_value(v);
+      node.inputs.push_back(id);
+      inputs[id] = fill_values(Fill::uniform, v.shape, rng, 0);
+    }
+    g.nodes.push_back(node);
+    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
+  }
+  REQUIRE(cuda::kSgdTable < 600);
+  auto cpu = make_cpu_backend(4);
+  auto gpu = cuda::make_cuda_backend("fp32");
+  const auto want = run_all(g, inputs, *cpu), got = run_all(g, inputs, *gpu);
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < want[v].size(); ++i) {
+      scale = std::max(scale, std::abs(want[v][i]));
+      worst = std::max(worst, std::abs(got[v][i] - want[v][i]));
+    }
+    INFO(g.values[v].name << ": max abs diff " << worst << ", scale " << scale);
+    CHECK(worst <= kAtol + kRtol * scale);
+  }
+}
+
+TEST_CASE("split reductions and row kernels give the same bits on two CUDA runs", "[cuda][ops][determinism]") {
+  // No atomics: every sum has a fixed order, so a second run reproduces every value (outputs, gradients and the
+  // split partial sums' results) exactly.
+  auto gpu = cuda::make_cuda_backend("fp32");
+  uint64_t seed = 501;
+  for (const Case& k : bandwidth_kernel_cases()) {
+    const Built b = build(k, seed++);
+    int passes = 1;
+    for (const Node& n : b.g.nodes) passes = std::max(passes, static_cast<int>(impls_of(n).size()));
+    for (int pass = 0; pass < passes; ++pass) {
+      INFO(k.op << " " << shape_str(k.shapes[0]) << ", implementation pass " << pass);
+      CHECK(run_all(b.g, b.inputs, *gpu, pass) == run_all(b.g, b.inputs, *gpu, pass));
+    }
+  }
 }
 
 namespace {

@@ -34,7 +34,7 @@ SessionOptions options_of(const Case& c) {
   o.import.batch = c.batch;
   o.import.input_shape = c.input_shape;
   o.seed = 3;
-  o.default_store_all = true;  // without a schedule: the defaults, the bitwise reference of checkpoint schedules
+  o.store_all = StoreAll::defaults;  // without a schedule: the bitwise reference of checkpoint schedules
   return o;
 }
 
@@ -587,7 +587,7 @@ TEST_CASE("lean store-all: mobilenet_v2's ReLU6s run in place with output-activa
   // A session without a schedule runs it; its gradients are the default store-all's (ClipGrad's two forms differ
   // only where x lies exactly on a bound).
   SessionOptions o = options_of(c);
-  o.default_store_all = false;
+  o.store_all = StoreAll::lean;
   o.float_bytes = 8;
   auto s = open_session(o);
   CHECK(s->predicted.peak_bytes > 0);

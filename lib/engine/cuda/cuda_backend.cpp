@@ -21,6 +21,7 @@ const CudaKernelTable& kernel_table() {
     add_gemm_kernels(t);
     add_norm_pool_kernels(t);
     add_shape_kernels(t);
+    add_attention_kernels(t);
     return t;
   }();
   return table;
@@ -149,6 +150,10 @@ class CudaBackend final : public Backend {
     MONET_CUDA_CHECK(cudaEventCreate(&timer_stop_));
     MONET_CUDA_CHECK(cudaDriverGetVersion(&driver_version_));
     MONET_CUDA_CHECK(cudaRuntimeGetVersion(&runtime_version_));
+    // The device's free memory once the handles exist: what algorithm workspaces are capped by until a session
+    // states its budget and resident bytes (limit_workspace).
+    MONET_CUDA_CHECK(cudaMemGetInfo(&free_at_creation_, &total_));
+    ctx_.workspace_cap = workspace_cap_bytes(static_cast<int64_t>(free_at_creation_), 0, 0);
   }
 
   ~CudaBackend() override {
@@ -190,6 +195,11 @@ class CudaBackend final : public Backend {
 
   int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
     return workspace_of(lookup(n), g, n, algo);
+  }
+
+  void limit_workspace(int64_t budget_bytes, int64_t fixed_bytes) override {
+    ctx_.workspace_cap = workspace_cap_bytes(static_cast<int64_t>(free_at_creation_), budget_bytes, fixed_bytes);
+    ctx_.conv_plans.clear();  // chosen under the previous cap
   }
 
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
@@ -258,7 +268,9 @@ class CudaBackend final : public Backend {
                     ", " + mib(prop_.totalGlobalMem) + "), driver " + version(driver_version_) + ", runtime " +
                     version(runtime_version_) + ", cuDNN " + std::to_string(cudnnGetVersion()) + " (built with " +
                     std::to_string(CUDNN_VERSION) + "), math " + (ctx_.math == MathMode::fp32 ? "fp32" : "default") +
-                    "; cudaMemGetInfo free: " + mib(free_before_reserve_) + " before the arena";
+                    "; workspace cap " + mib(static_cast<size_t>(ctx_.workspace_cap)) + " per algorithm" +
+                    "; cudaMemGetInfo free: " + mib(free_at_creation_) + " at start, " + mib(free_before_reserve_) +
+                    " before the arena";
     if (reservations_ > 0)
       s += ", " + mib(free_after_reserve_) + " after reserving " + std::to_string(reserved_) + " B (" +
            std::to_string(reservations_) + " reservation" + (reservations_ > 1 ? "s" : "") + "), " + mib(free_now) +
@@ -300,7 +312,7 @@ class CudaBackend final : public Backend {
   mutable CudaContext ctx_;  // workspace_bytes() caches convolution plans
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   int driver_version_ = 0, runtime_version_ = 0;
-  size_t free_before_reserve_ = 0, free_after_reserve_ = 0, total_ = 0;
+  size_t free_at_creation_ = 0, free_before_reserve_ = 0, free_after_reserve_ = 0, total_ = 0;
   int64_t reserved_ = 0;
   int reservations_ = 0;
 };

@@ -8,8 +8,10 @@
 //   ConvTransposeGradWeight  backward filter of the adjoint conv: x = dY, dy = X -> dw = dW
 //   ConvGradBias             dY summed over all but the channel axis (our channel_sum kernel)
 // Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7, which allocate nothing); the first algorithm that
-// succeeds, needs at most kMaxWorkspaceBytes and, for the two backward kinds, is deterministic (so a schedule's
-// recomputation matches store-all bit for bit), else the first that succeeds. Its workspace is what
+// succeeds, needs at most the context's workspace cap (CudaContext::workspace_cap: the device's free memory, or the
+// budget, less what stays allocated; Backend::limit_workspace) and, for the two backward kinds, is deterministic
+// (so a schedule's recomputation matches store-all bit for bit), else the first within the cap that succeeds, else
+// the one that succeeds with the least workspace. Its workspace is what
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
@@ -23,8 +25,6 @@
 namespace monet::cuda {
 
 namespace {
-
-constexpr int64_t kMaxWorkspaceBytes = int64_t{4} << 30;
 
 enum class ConvKind { forward, backward_data, backward_filter };
 
@@ -207,10 +207,15 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
     const bool want_deterministic = pr.kind != ConvKind::forward;
     for (int pass = want_deterministic ? 0 : 1; pass < 2 && !pick; ++pass)
       for (const Candidate& c : p->candidates)
-        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= kMaxWorkspaceBytes && (pass == 1 || c.deterministic)) {
+        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= ctx.workspace_cap && (pass == 1 || c.deterministic)) {
           pick = &c;
           break;
         }
+    // Nothing within the cap: the least workspace, so that the node still runs where the arena has room after all
+    // (the simulator holds a schedule to its budget).
+    if (!pick)
+      for (const Candidate& c : p->candidates)
+        if (c.status == CUDNN_STATUS_SUCCESS && (!pick || c.workspace < pick->workspace)) pick = &c;
     if (!pick)
       fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm for this problem");
   }
@@ -338,8 +343,7 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
     if (c.status == CUDNN_STATUS_SUCCESS) want_ws = std::max(want_ws, c.workspace);
   size_t free_bytes = 0, total = 0;
   MONET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  const int64_t margin = int64_t{256} << 20;
-  const int64_t room = static_cast<int64_t>(free_bytes) - margin - tensors;
+  const int64_t room = static_cast<int64_t>(free_bytes) - kWorkspaceMarginBytes - tensors;
   if (room < 0) fail("node '", n.name, "': its tensors (", tensors, " bytes) do not fit in free device memory");
   const int64_t ws_cap = std::min(want_ws, room);
   char* block = nullptr;

@@ -6,6 +6,7 @@
 //   cuda_gemm.cpp         Gemm, MatMul and their gradients on cuBLAS
 //   cuda_norm_pool.cpp    BatchNormalization (cuDNN), LayerNorm, pools, GlobalAveragePool, ReduceMean, Softmax, losses
 //   cuda_shape.cpp        Concat, Split, Slice, Transpose, Pad, Resize, Gather, the reshaping copies
+//   cuda_attention.cpp    Attention and AttentionGrad (cuBLAS and the tiled kernels of attention_kernels.cu)
 // Host code, C++20.
 #pragma once
 
@@ -45,7 +46,10 @@ struct CudaContext {
   cublasHandle_t cublas = nullptr;
   cudaStream_t stream = nullptr;  // the legacy default stream: everything of a run is ordered on it
   MathMode math = MathMode::default_math;
-  std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key
+  // The most workspace an algorithm the backend chooses itself may take (workspace_cap_bytes, engine/backend.h):
+  // set when the backend is made, lowered by Backend::limit_workspace.
+  int64_t workspace_cap = 0;
+  std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key (choices under workspace_cap)
   PendingSgd pending_sgd;
 };
 
@@ -89,6 +93,7 @@ void add_conv_kernels(CudaKernelTable& t);
 void add_gemm_kernels(CudaKernelTable& t);
 void add_norm_pool_kernels(CudaKernelTable& t);
 void add_shape_kernels(CudaKernelTable& t);
+void add_attention_kernels(CudaKernelTable& t);  // cuda_attention.cpp: Attention, AttentionGrad
 
 // The whole table (built on first use; needs no GPU).
 const CudaKernelTable& kernel_table();

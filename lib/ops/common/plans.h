@@ -61,6 +61,17 @@ struct AxisSplit {
 };
 AxisSplit softmax_split(const Shape& x, int64_t axis);
 
+// lib/ops/attention: one fused attention as B heads (the batch dims flattened) of Q (Tq, d), Kt (d, Tk), V (Tk, dv);
+// mask element (e, i, j) at mask_batch_offset[e] + i * mask_si + j * mask_sj (strides 0 where it broadcasts).
+struct AttentionGeom {
+  Shape batch;
+  int64_t B = 1, Tq = 1, Tk = 1, d = 1, dv = 1;
+  bool has_mask = false;
+  std::vector<int64_t> mask_batch_offset;
+  int64_t mask_si = 0, mask_sj = 0;
+};
+AttentionGeom attention_geometry(const Node& node, const Shape& q, const Shape& kt, const Shape& v, const Shape* mask);
+
 // lib/ops/layer_norm: X seen as (rows, d) rows of the d elements normalised together (the dims from axis on).
 struct LayerNormRows {
   int64_t rows = 1, d = 1;

@@ -1,0 +1,717 @@
+// The fused Attention op's own kernels (attention_kernels.h): the row kernels of the materialised path (softmax of
+// the scores with the log-sum-exp, the probabilities recomputed from it, the score gradient), D = rowsum(dO * O),
+// and the tiled kernels that never hold more than a tile of scores: the forward with an online softmax and the
+// recompute backward's dKt/dV and dQ kernels (FlashAttention-2's algorithm, arXiv:2307.08691, in plain fp32 FMA).
+// Reference: the CPU kernels of lib/ops/attention (attention_cpu, attention_grad_cpu).
+// Determinism: no atomics. Every sum runs in an order fixed by the shapes: a thread's terms in index order, fixed
+// shuffle trees over a warp or a half-warp, a block's warp totals in warp order, and the tiled kernels add their
+// tiles in tile order into registers of one thread (the dQ and the dKt/dV sums are split by output, never by term).
+#include <cmath>
+#include <type_traits>
+
+#include "engine/cuda/attention_kernels.h"
+#include "engine/cuda/reduce.cuh"
+
+namespace monet::cuda {
+namespace {
+
+constexpr int kAttnThreads = 256;  // every kernel here: 8 warps; the tiled ones as a 16 x 16 grid
+constexpr int kBr = 64;            // query rows per block: forward, grad_q
+constexpr int kBc = 64;            // keys per K/V tile
+constexpr int kBrKv = 32;          // query rows per step of grad_kv (keeps its shared memory within sm80's)
+constexpr int64_t kWarpRowMax = 1024;
+
+__device__ __forceinline__ float apply_scale(float x, float scale, bool divides) {
+  return divides ? x / scale : x * scale;
+}
+
+// The mask's offset for head e (attention_kernels.h AttentionMask). Unrolled over the constant bound so that every
+// index into the by-value parameter arrays is a compile-time constant (no local-memory copy of the struct).
+__device__ __forceinline__ int64_t mask_batch_offset(const AttentionMask& m, int64_t e) {
+  int64_t off = 0;
+#pragma unroll
+  for (int k = kAttentionMaskDims - 1; k >= 0; --k) {
+    if (k >= m.rank) continue;
+    off += (e % m.size[k]) * m.stride[k];
+    e /= m.size[k];
+  }
+  return off;
+}
+
+// ----------------------------------------------------------------------------------------------- reductions
+
+// Warp and block trees: reduce.cuh. Over the 16 lanes of a half-warp (the 16 threads tx = 0..15 that share a row ty in the tiled kernels).
+__device__ __forceinline__ float half_sum(float v) {
+#pragma unroll
+  for (int m = 8; m > 0; m >>= 1) v += __shfl_xor_sync(kFullMask, v, m);
+  return v;
+}
+__device__ __forceinline__ float half_max(float v) {
+#pragma unroll
+  for (int m = 8; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, m));
+  return v;
+}
+
+// ----------------------------------------------------------------------------------------------- row kernels
+// Row r of a launch is query i = r % Tq of head e0 + r / Tq; s, lse and p start at the launch's first row.
+
+// Tk <= 32 * N: one warp per row, element c = lane + 32 t in register t.
+template <int N>
+__global__ void softmax_rows_warp_kernel(AttentionDims g, AttentionMask mask, int64_t e0, int64_t rows, float* s,
+                                         float* lse) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int Tk = static_cast<int>(g.Tk);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {  // warp-uniform
+    const int64_t e = e0 + r / g.Tq, i = r % g.Tq;
+    float* row = s + r * g.Tk;
+    const float* mrow = mask.data ? mask.data + mask_batch_offset(mask, e) + i * mask.si : nullptr;
+    float v[N];
+    float m = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const int c = lane + 32 * t;
+      v[t] = -INFINITY;
+      if (c < Tk) {
+        float x = apply_scale(row[c], g.scale, g.divides);
+        if (mrow) x += mrow[c * mask.sj];
+        v[t] = x;
+        m = fmaxf(m, x);
+      }
+    }
+    m = warp_max(m);
+    float sum = 0.f;
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      v[t] = lane + 32 * t < Tk ? expf(v[t] - m) : 0.f;
+      sum += v[t];
+    }
+    sum = warp_sum(sum);
+    const float inv = 1.f / sum;
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const int c = lane + 32 * t;
+      if (c < Tk) row[c] = v[t] * inv;
+    }
+    if (lane == 0) lse[r] = m + logf(sum);
+  }
+}
+
+// Longer rows: one block per row, three passes; each thread rereads only the elements it wrote itself.
+__global__ void softmax_rows_block_kernel(AttentionDims g, AttentionMask mask, int64_t e0, int64_t rows, float* s,
+                                          float* lse) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // block-uniform
+    const int64_t e = e0 + r / g.Tq, i = r % g.Tq;
+    float* row = s + r * g.Tk;
+    const float* mrow = mask.data ? mask.data + mask_batch_offset(mask, e) + i * mask.si : nullptr;
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < g.Tk; c += blockDim.x) {
+      float x = apply_scale(row[c], g.scale, g.divides);
+      if (mrow) x += mrow[c * mask.sj];
+      row[c] = x;
+      m = fmaxf(m, x);
+    }
+    m = block_allmax(m);
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < g.Tk; c += blockDim.x) {
+      const float x = expf(row[c] - m);
+      row[c] = x;
+      sum += x;
+    }
+    sum = block_allsum(sum);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = threadIdx.x; c < g.Tk; c += blockDim.x) row[c] *= inv;
+    if (threadIdx.x == 0) lse[r] = m + static_cast<float>(log(sum));
+  }
+}
+
+__global__ void recompute_probs_kernel(AttentionDims g, AttentionMask mask, int64_t e0, int64_t rows,
+                                       const float* lse, float* s) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {
+    const int64_t e = e0 + r / g.Tq, i = r % g.Tq;
+    float* row = s + r * g.Tk;
+    const float* mrow = mask.data ? mask.data + mask_batch_offset(mask, e) + i * mask.si : nullptr;
+    const float l = lse[r];
+    for (int64_t c = lane; c < g.Tk; c += 32) {
+      float x = apply_scale(row[c], g.scale, g.divides);
+      if (mrow) x += mrow[c * mask.sj];
+      row[c] = expf(x - l);
+    }
+  }
+}
+
+// dp = scale(p * (dp - D)): the warp holds both rows in registers.
+template <int N>
+__global__ void grad_scores_warp_kernel(AttentionDims g, int64_t rows, const float* p, float* dp,
+                                        const float* rowdot) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int Tk = static_cast<int>(g.Tk);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {
+    const float* pr = p + r * g.Tk;
+    float* dr = dp + r * g.Tk;
+    float pv[N], gv[N];
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const int c = lane + 32 * t;
+      pv[t] = c < Tk ? pr[c] : 0.f;
+      gv[t] = c < Tk ? dr[c] : 0.f;
+    }
+    float dot;
+    if (rowdot) {
+      dot = rowdot[r];
+    } else {
+      float acc = 0.f;
+#pragma unroll
+      for (int t = 0; t < N; ++t) acc += gv[t] * pv[t];
+      dot = warp_sum(acc);
+    }
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const int c = lane + 32 * t;
+      if (c < Tk) dr[c] = apply_scale(pv[t] * (gv[t] - dot), g.scale, g.divides);
+    }
+  }
+}
+
+__global__ void grad_scores_block_kernel(AttentionDims g, int64_t rows, const float* p, float* dp,
+                                         const float* rowdot) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* pr = p + r * g.Tk;
+    float* dr = dp + r * g.Tk;
+    float dot;
+    if (rowdot) {
+      dot = rowdot[r];
+    } else {
+      double acc = 0;
+      for (int64_t c = threadIdx.x; c < g.Tk; c += blockDim.x) acc += static_cast<double>(dr[c]) * pr[c];
+      dot = static_cast<float>(block_allsum(acc));  // every thread has read its dp before any writes
+    }
+    for (int64_t c = threadIdx.x; c < g.Tk; c += blockDim.x)
+      dr[c] = apply_scale(pr[c] * (dr[c] - dot), g.scale, g.divides);
+  }
+}
+
+__global__ void row_dot_kernel(int64_t rows, int64_t width, const float* a, const float* b, float* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = warp_index(); r < rows; r += warp_count()) {
+    double acc = 0;
+    for (int64_t k = lane; k < width; k += 32) acc += static_cast<double>(a[r * width + k]) * b[r * width + k];
+    acc = warp_sum(acc);
+    if (lane == 0) out[r] = static_cast<float>(acc);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- tiled kernels
+// A thread (tx, ty) = (threadIdx.x % 16, threadIdx.x / 16) owns rows ty + 16 i and columns tx + 16 j of each tile
+// product: the two rows of a warp (ty = 2w, 2w + 1) read two addresses of a column-indexed operand, the 16
+// columns 16 consecutive ones. Shared arrays read down a column by the 16 column-threads have an odd row stride (no
+// bank conflicts); those read along a row by the two row-threads have a stride that is not a multiple of 32.
+// Head widths are padded with zeros to KW = 16 * NW in shared memory, so the products run over KW unguarded.
+
+// Shared-memory floats of each kernel (the launchers and the kernels' carving agree through these).
+__host__ __device__ constexpr int64_t fwd_smem_floats(int KW) {
+  return int64_t{kBr} * (KW + 1) + int64_t{KW} * kBc + int64_t{kBc} * KW + int64_t{kBr} * (kBc + 1);
+}
+__host__ __device__ constexpr int64_t kv_smem_floats(int KW) {
+  return int64_t{KW} * kBc + int64_t{kBc} * (KW + 1) + 2 * int64_t{kBrKv} * (KW + 1) + 2 * int64_t{kBrKv} * (kBc + 1);
+}
+__host__ __device__ constexpr int64_t q_smem_floats(int KW) {
+  return 2 * int64_t{kBr} * (KW + 1) + int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + int64_t{kBr} * (kBc + 1);
+}
+static_assert(q_smem_floats(128) * 4 <= 163 * 1024, "grad_q's tile must fit sm80's shared memory per block");
+static_assert(fwd_smem_floats(128) * 4 <= 163 * 1024 && kv_smem_floats(128) * 4 <= 163 * 1024,
+              "the tiles must fit sm80's shared memory per block");
+
+// dst (R, C) at row stride ld = src's (rows_valid, cols_valid) corner at row stride src_ld, zeros elsewhere. Warp w
+// takes rows w, w + 8, ..., its lanes consecutive columns (coalesced).
+template <int R, int C>
+__device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, int64_t src_ld, int64_t rows_valid,
+                                          int64_t cols_valid) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  for (int r = warp; r < R; r += kAttnThreads / 32)
+    for (int c = lane; c < C; c += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r * src_ld + c] : 0.f;
+}
+
+// O and lse, one block per (head e, 64 query rows from i0).
+template <int NW>
+__global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDims g, AttentionMask mask,
+                                                                     const float* __restrict__ q,
+                                                                     const float* __restrict__ kt,
+                                                                     const float* __restrict__ v,
+                                                                     float* __restrict__ o, float* __restrict__ lse) {
+  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc, LDV = KW, LDP = kBc + 1;
+  extern __shared__ float smem[];
+  float* qs = smem;               // (kBr, LDQ): the Q tile
+  float* kts = qs + kBr * LDQ;    // (KW, LDK): the Kt tile
+  float* vs = kts + KW * LDK;     // (kBc, LDV): the V tile
+  float* ps = vs + kBc * LDV;     // (kBr, LDP): exp(S - m) of the tile
+  const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
+  const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
+  const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
+  const float* q_e = q + e * g.Tq * g.d;
+  const float* kt_e = kt + e * g.d * g.Tk;
+  const float* v_e = v + e * g.Tk * g.dv;
+  const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
+  load_tile<kBr, KW>(qs, LDQ, q_e + i0 * g.d, g.d, g.Tq - i0, g.d);
+
+  float m[4], l[4], acc[4][NW];  // per owned row: running max, running sum, unnormalised O
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) acc[i][j] = 0.f;
+  }
+  for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
+    __syncthreads();  // the Q tile is in; the previous tile's P V is done with kts, vs and ps
+    load_tile<KW, kBc>(kts, LDK, kt_e + j0, g.Tk, g.d, g.Tk - j0);
+    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.dv, g.dv, g.Tk - j0, g.dv);
+    __syncthreads();
+    float s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < KW; ++k) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = qs[(ty + 16 * i) * LDQ + k];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = kts[k * LDK + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a[i], b[j], s[i][j]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = i0 + ty + 16 * i;
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t col = j0 + tx + 16 * j;
+        float x = apply_scale(s[i][j], g.scale, g.divides);
+        if (col >= g.Tk) x = -INFINITY;  // past the keys: no weight
+        else if (mask_e && row < g.Tq) x += mask_e[row * mask.si + col * mask.sj];
+        s[i][j] = x;
+        tile_max = fmaxf(tile_max, x);
+      }
+      const float m_new = fmaxf(m[i], half_max(tile_max));
+      // While every score so far is -inf, subtract 0: exp(-inf - 0) = 0 where -inf - -inf would be NaN.
+      const float m_ref = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = expf(m[i] - m_ref);  // 0 while m[i] is -inf (l and acc are 0 then)
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        s[i][j] = expf(s[i][j] - m_ref);
+        tile_sum += s[i][j];
+        ps[(ty + 16 * i) * LDP + tx + 16 * j] = s[i][j];
+      }
+      l[i] = l[i] * alpha + half_sum(tile_sum);
+      m[i] = m_new;
+#pragma unroll
+      for (int j = 0; j < NW; ++j) acc[i][j] *= alpha;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < kBc; ++k) {
+      float a[4], b[NW];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = ps[(ty + 16 * i) * LDP + k];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) b[j] = vs[k * LDV + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < NW; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = i0 + ty + 16 * i;
+    if (row >= g.Tq) continue;
+    float* o_r = o + (e * g.Tq + row) * g.dv;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+      const int n = tx + 16 * j;
+      if (n < g.dv) o_r[n] = acc[i][j] / l[i];
+    }
+    if (tx == 0) lse[e * g.Tq + row] = m[i] + logf(l[i]);
+  }
+}
+
+// dKt and dV of one block of keys (head e, keys j0 .. j0 + 63), over all queries in steps of kBrKv rows.
+template <int NW>
+__global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
+    AttentionDims g, AttentionMask mask, const float* __restrict__ q, const float* __restrict__ kt,
+    const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+    const float* __restrict__ rowdot, float* __restrict__ dkt, float* __restrict__ dv) {
+  constexpr int KW = 16 * NW, LDK = kBc, LDV = KW + 1, LDQ = KW + 1, LDP = kBc + 1;
+  extern __shared__ float smem[];
+  float* kts = smem;               // (KW, LDK): the Kt tile
+  float* vs = kts + KW * LDK;      // (kBc, LDV): the V tile
+  float* qs = vs + kBc * LDV;      // (kBrKv, LDQ): the Q rows of the step
+  float* dos = qs + kBrKv * LDQ;   // (kBrKv, LDQ): their dO rows
+  float* ps = dos + kBrKv * LDQ;   // (kBrKv, LDP): P of the step
+  float* dss = ps + kBrKv * LDP;   // (kBrKv, LDP): dS of the step (scaled)
+  const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
+  const int64_t k_tiles = (g.Tk + kBc - 1) / kBc;
+  const int64_t e = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kBc;
+  const float* q_e = q + e * g.Tq * g.d;
+  const float* do_e = dout + e * g.Tq * g.dv;
+  const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
+  load_tile<KW, kBc>(kts, LDK, kt + e * g.d * g.Tk + j0, g.Tk, g.d, g.Tk - j0);
+  load_tile<kBc, KW>(vs, LDV, v + (e * g.Tk + j0) * g.dv, g.dv, g.Tk - j0, g.dv);
+
+  float dv_acc[4][NW];  // keys ty + 16 i, dv columns tx + 16 j
+  float dk_acc[NW][4];  // d rows ty + 16 i, keys tx + 16 j
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < NW; ++j) dv_acc[i][j] = dk_acc[j][i] = 0.f;
+  for (int64_t i0 = 0; i0 < g.Tq; i0 += kBrKv) {
+    __syncthreads();  // Kt and V are in; the previous step's products are done with qs, dos, ps and dss
+    load_tile<kBrKv, KW>(qs, LDQ, q_e + i0 * g.d, g.d, g.Tq - i0, g.d);
+    load_tile<kBrKv, KW>(dos, LDQ, do_e + i0 * g.dv, g.dv, g.Tq - i0, g.dv);
+    __syncthreads();
+    float s[2][4], dp[2][4];  // rows ty + 16 i of the step, keys tx + 16 j
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[i][j] = dp[i][j] = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < KW; ++k) {
+      float a[2], b[4], c[2], w[4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        a[i] = qs[(ty + 16 * i) * LDQ + k];
+        c[i] = dos[(ty + 16 * i) * LDQ + k];
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        b[j] = kts[k * LDK + tx + 16 * j];
+        w[j] = vs[(tx + 16 * j) * LDV + k];
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s[i][j] = fmaf(a[i], b[j], s[i][j]);
+          dp[i][j] = fmaf(c[i], w[j], dp[i][j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int64_t row = i0 + ty + 16 * i;
+      const bool row_ok = row < g.Tq;
+      const float l = row_ok ? lse[e * g.Tq + row] : 0.f;
+      const float dd = row_ok ? rowdot[e * g.Tq + row] : 0.f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t col = j0 + tx + 16 * j;
+        float p = 0.f, ds = 0.f;
+        if (row_ok && col < g.Tk) {
+          float x = apply_scale(s[i][j], g.scale, g.divides);
+          if (mask_e) x += mask_e[row * mask.si + col * mask.sj];
+          p = expf(x - l);
+          ds = apply_scale(p * (dp[i][j] - dd), g.scale, g.divides);
+        }
+        ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
+        dss[(ty + 16 * i) * LDP + tx + 16 * j] = ds;
+      }
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int r = 0; r < kBrKv; ++r) {
+      float pa[4], ob[NW], qa[NW], sb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        pa[i] = ps[r * LDP + ty + 16 * i];
+        sb[i] = dss[r * LDP + tx + 16 * i];
+      }
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        ob[j] = dos[r * LDQ + tx + 16 * j];
+        qa[j] = qs[r * LDQ + ty + 16 * j];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+          dv_acc[i][j] = fmaf(pa[i], ob[j], dv_acc[i][j]);  // dV = P^T dO
+          dk_acc[j][i] = fmaf(qa[j], sb[i], dk_acc[j][i]);  // dKt = Q^T dS
+        }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t key = j0 + ty + 16 * i;
+    if (key >= g.Tk) continue;
+    float* dv_r = dv + (e * g.Tk + key) * g.dv;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+      const int n = tx + 16 * j;
+      if (n < g.dv) dv_r[n] = dv_acc[i][j];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    const int k = ty + 16 * i;
+    if (k >= g.d) continue;
+    float* dk_r = dkt + (e * g.d + k) * g.Tk;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t key = j0 + tx + 16 * j;
+      if (key < g.Tk) dk_r[key] = dk_acc[i][j];
+    }
+  }
+}
+
+// dQ of one block of queries (head e, rows i0 .. i0 + 63), over all K/V tiles.
+template <int NW>
+__global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
+    AttentionDims g, AttentionMask mask, const float* __restrict__ q, const float* __restrict__ kt,
+    const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+    const float* __restrict__ rowdot, float* __restrict__ dq) {
+  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDS = kBc + 1;
+  extern __shared__ float smem[];
+  float* qs = smem;               // (kBr, LDQ): the Q tile
+  float* dos = qs + kBr * LDQ;    // (kBr, LDQ): its dO rows
+  float* kts = dos + kBr * LDQ;   // (KW, LDK): the Kt tile
+  float* vs = kts + KW * LDK;     // (kBc, LDV): the V tile
+  float* dss = vs + kBc * LDV;    // (kBr, LDS): dS of the tile (scaled)
+  const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
+  const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
+  const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
+  const float* kt_e = kt + e * g.d * g.Tk;
+  const float* v_e = v + e * g.Tk * g.dv;
+  const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
+  load_tile<kBr, KW>(qs, LDQ, q + (e * g.Tq + i0) * g.d, g.d, g.Tq - i0, g.d);
+  load_tile<kBr, KW>(dos, LDQ, dout + (e * g.Tq + i0) * g.dv, g.dv, g.Tq - i0, g.dv);
+
+  float l[4], dd[4], dq_acc[4][NW];  // rows ty + 16 i; dQ's d columns tx + 16 j
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = i0 + ty + 16 * i;
+    l[i] = row < g.Tq ? lse[e * g.Tq + row] : 0.f;
+    dd[i] = row < g.Tq ? rowdot[e * g.Tq + row] : 0.f;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) dq_acc[i][j] = 0.f;
+  }
+  for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
+    __syncthreads();  // Q and dO are in; the previous tile's dQ product is done with kts and dss
+    load_tile<KW, kBc>(kts, LDK, kt_e + j0, g.Tk, g.d, g.Tk - j0);
+    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.dv, g.dv, g.Tk - j0, g.dv);
+    __syncthreads();
+    float s[4][4], dp[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[i][j] = dp[i][j] = 0.f;
+#pragma unroll 4
+    for (int k = 0; k < KW; ++k) {
+      float a[4], b[4], c[4], w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = qs[(ty + 16 * i) * LDQ + k];
+        c[i] = dos[(ty + 16 * i) * LDQ + k];
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        b[j] = kts[k * LDK + tx + 16 * j];
+        w[j] = vs[(tx + 16 * j) * LDV + k];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s[i][j] = fmaf(a[i], b[j], s[i][j]);
+          dp[i][j] = fmaf(c[i], w[j], dp[i][j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = i0 + ty + 16 * i;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t col = j0 + tx + 16 * j;
+        float ds = 0.f;
+        if (row < g.Tq && col < g.Tk) {
+          float x = apply_scale(s[i][j], g.scale, g.divides);
+          if (mask_e) x += mask_e[row * mask.si + col * mask.sj];
+          const float p = expf(x - l[i]);
+          ds = apply_scale(p * (dp[i][j] - dd[i]), g.scale, g.divides);
+        }
+        dss[(ty + 16 * i) * LDS + tx + 16 * j] = ds;
+      }
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int c = 0; c < kBc; ++c) {
+      float a[4], b[NW];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = dss[(ty + 16 * i) * LDS + c];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) b[j] = kts[(tx + 16 * j) * LDK + c];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < NW; ++j) dq_acc[i][j] = fmaf(a[i], b[j], dq_acc[i][j]);  // dQ = dS Kt^T
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = i0 + ty + 16 * i;
+    if (row >= g.Tq) continue;
+    float* dq_r = dq + (e * g.Tq + row) * g.d;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+      const int k = tx + 16 * j;
+      if (k < g.d) dq_r[k] = dq_acc[i][j];
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- launch helpers
+
+// Blocks of kAttnThreads for one warp per row (a grid-stride loop covers rows beyond 2^20 blocks).
+unsigned warp_row_blocks(int64_t rows) {
+  int64_t b = (rows + kAttnThreads / 32 - 1) / (kAttnThreads / 32);
+  return static_cast<unsigned>(b < 1 ? 1 : b > (int64_t{1} << 20) ? int64_t{1} << 20 : b);
+}
+unsigned block_row_blocks(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
+}
+
+// f(integral_constant N) with N registers per lane for a row of len <= 1024: 4, 8, 16 or 32.
+template <class F>
+void with_row_width(int64_t len, F f) {
+  const int64_t per_lane = (len + 31) / 32;
+  if (per_lane <= 4) f(std::integral_constant<int, 4>{});
+  else if (per_lane <= 8) f(std::integral_constant<int, 8>{});
+  else if (per_lane <= 16) f(std::integral_constant<int, 16>{});
+  else f(std::integral_constant<int, 32>{});
+}
+
+// NW for head widths d and dv: the smallest of 2, 4, 5, 6, 8 with 16 * NW >= max(d, dv); 0 beyond 128.
+int fused_nw(int64_t d, int64_t dv) {
+  const int64_t w = d > dv ? d : dv;
+  return w <= 32 ? 2 : w <= 64 ? 4 : w <= 80 ? 5 : w <= 96 ? 6 : w <= kAttentionFusedMaxWidth ? 8 : 0;
+}
+
+template <class F>
+cudaError_t with_nw(int nw, F f) {
+  switch (nw) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// Raises the kernel's dynamic shared memory limit (above 48 KB needs the opt-in; per kernel, cheap) and launches
+// `blocks` blocks.
+template <class Kernel, class... Args>
+cudaError_t launch_tiled(Kernel kernel, int64_t smem_floats, int64_t blocks, cudaStream_t stream, Args... args) {
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  const int smem = static_cast<int>(smem_floats * 4);
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  kernel<<<static_cast<unsigned>(blocks), kAttnThreads, static_cast<size_t>(smem), stream>>>(args...);
+  return cudaGetLastError();
+}
+
+bool empty(const AttentionDims& g) { return g.B == 0 || g.Tq == 0 || g.Tk == 0; }
+
+}  // namespace
+
+cudaError_t attention_softmax_rows(const AttentionDims& g, const AttentionMask& mask, int64_t e0, int64_t heads,
+                                   float* s, float* lse, cudaStream_t stream) {
+  const int64_t rows = heads * g.Tq;
+  if (rows == 0 || g.Tk == 0) return cudaSuccess;
+  if (g.Tk <= kWarpRowMax) {
+    with_row_width(g.Tk, [&](auto n) {
+      softmax_rows_warp_kernel<decltype(n)::value>
+          <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
+    });
+  } else {
+    softmax_rows_block_kernel<<<block_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t attention_recompute_probs(const AttentionDims& g, const AttentionMask& mask, int64_t e0, int64_t heads,
+                                      const float* lse, float* s, cudaStream_t stream) {
+  const int64_t rows = heads * g.Tq;
+  if (rows == 0 || g.Tk == 0) return cudaSuccess;
+  recompute_probs_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, lse, s);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const float* p, float* dp,
+                                  const float* rowdot, cudaStream_t stream) {
+  if (rows == 0 || g.Tk == 0) return cudaSuccess;
+  if (g.Tk <= kWarpRowMax) {
+    with_row_width(g.Tk, [&](auto n) {
+      grad_scores_warp_kernel<decltype(n)::value>
+          <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
+    });
+  } else {
+    grad_scores_block_kernel<<<block_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t attention_row_dot(int64_t rows, int64_t width, const float* dout, const float* o, float* rowdot,
+                              cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  row_dot_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(rows, width, dout, o, rowdot);
+  return cudaGetLastError();
+}
+
+int64_t attention_fused_smem_bytes(int64_t d, int64_t dv, int kernel) {
+  const int nw = fused_nw(d, dv);
+  if (nw == 0) return 0;
+  const int KW = 16 * nw;
+  return 4 * (kernel == 0 ? fwd_smem_floats(KW) : kernel == 1 ? kv_smem_floats(KW) : q_smem_floats(KW));
+}
+
+cudaError_t attention_fused_forward(const AttentionDims& g, const AttentionMask& mask, const float* q,
+                                    const float* kt, const float* v, float* o, float* lse, cudaStream_t stream) {
+  if (empty(g)) return cudaSuccess;
+  const int64_t blocks = g.B * ((g.Tq + kBr - 1) / kBr);
+  return with_nw(fused_nw(g.d, g.dv), [&](auto nw) {
+    constexpr int NW = decltype(nw)::value;
+    return launch_tiled(fused_forward_kernel<NW>, fwd_smem_floats(16 * NW), blocks, stream, g, mask, q, kt, v, o,
+                        lse);
+  });
+}
+
+cudaError_t attention_fused_grad_kv(const AttentionDims& g, const AttentionMask& mask, const float* q,
+                                    const float* kt, const float* v, const float* dout, const float* lse,
+                                    const float* rowdot, float* dkt, float* dv, cudaStream_t stream) {
+  if (g.B == 0 || g.Tk == 0) return cudaSuccess;
+  const int64_t blocks = g.B * ((g.Tk + kBc - 1) / kBc);
+  return with_nw(fused_nw(g.d, g.dv), [&](auto nw) {
+    constexpr int NW = decltype(nw)::value;
+    return launch_tiled(fused_grad_kv_kernel<NW>, kv_smem_floats(16 * NW), blocks, stream, g, mask, q, kt, v, dout,
+                        lse, rowdot, dkt, dv);
+  });
+}
+
+cudaError_t attention_fused_grad_q(const AttentionDims& g, const AttentionMask& mask, const float* q,
+                                   const float* kt, const float* v, const float* dout, const float* lse,
+                                   const float* rowdot, float* dq, cudaStream_t stream) {
+  if (g.B == 0 || g.Tq == 0) return cudaSuccess;
+  const int64_t blocks = g.B * ((g.Tq + kBr - 1) / kBr);
+  return with_nw(fused_nw(g.d, g.dv), [&](auto nw) {
+    constexpr int NW = decltype(nw)::value;
+    return launch_tiled(fused_grad_q_kernel<NW>, q_smem_floats(16 * NW), blocks, stream, g, mask, q, kt, v, dout,
+                        lse, rowdot, dq);
+  });
+}
+
+}  // namespace monet::cuda

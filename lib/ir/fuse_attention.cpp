@@ -1,0 +1,223 @@
+// The attention fusion (fuse_attention.h has the Before/After): match on the imported graph, then rebuild it
+// without the fused nodes and their intermediate values.
+#include "ir/fuse_attention.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "ops/common/plans.h"
+#include "ops/op.h"
+
+namespace monet {
+namespace {
+
+struct Match {
+  int first_matmul = -1, scale_node = -1, mask_add = -1, softmax = -1, last_matmul = -1;
+  int q = -1, kt = -1, v = -1, mask = -1;
+  double scale = 1;
+  bool divides = false;
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), readers_(g.consumers()) {
+    for (int v : g.outputs) is_output_.insert(v);
+  }
+
+  std::optional<Match> at_softmax(int n) const {
+    const Node& sm = g_.nodes[n];
+    const Value& p = g_.values[sm.outputs[0]];
+    const int64_t rank = static_cast<int64_t>(p.shape.size());
+    const int64_t axis = sm.attrs.i("axis", -1);
+    if (rank < 2 || (axis != -1 && axis != rank - 1)) return {};
+    Match m;
+    m.softmax = n;
+    m.last_matmul = only_reader(sm.outputs[0], "MatMul");
+    if (m.last_matmul < 0 || g_.nodes[m.last_matmul].inputs[0] != sm.outputs[0]) return {};
+    m.v = g_.nodes[m.last_matmul].inputs[1];
+    // Walk back: [Add mask] <- [Mul | Div by a scalar] <- MatMul.
+    int x = sm.inputs[0];
+    if (!single_use(x)) return {};
+    int prod = g_.values[x].producer;
+    if (prod >= 0 && g_.nodes[prod].op == "Add") {
+      const Node& add = g_.nodes[prod];
+      const int chain = chain_operand(add);
+      if (chain < 0) return {};
+      m.mask_add = prod;
+      m.mask = add.inputs[1 - chain];
+      x = add.inputs[chain];
+      if (!single_use(x)) return {};
+      prod = g_.values[x].producer;
+    }
+    if (prod >= 0 && (g_.nodes[prod].op == "Mul" || g_.nodes[prod].op == "Div")) {
+      const Node& sc = g_.nodes[prod];
+      const bool div = sc.op == "Div";
+      int operand = -1;
+      for (int i = 0; i < 2 && operand < 0; ++i)
+        if ((i == 0 || !div) && scalar(sc.inputs[1 - i]) && produced_by_matmul(sc.inputs[i])) operand = i;
+      if (operand < 0) return {};
+      m.scale_node = prod;
+      m.scale = *scalar(sc.inputs[1 - operand]);
+      m.divides = div;
+      x = sc.inputs[operand];
+      if (!single_use(x)) return {};
+      prod = g_.values[x].producer;
+    }
+    if (prod < 0 || g_.nodes[prod].op != "MatMul") return {};
+    m.first_matmul = prod;
+    m.q = g_.nodes[prod].inputs[0];
+    m.kt = g_.nodes[prod].inputs[1];
+    if (!(m.scale != 0 && std::isfinite(m.scale))) return {};
+    for (int v : {m.q, m.kt, m.v, m.mask})
+      if (v >= 0 && g_.values[v].dtype != DType::f32) return {};
+    if (m.mask >= 0 && depends_on_param(m.mask)) return {};
+    return m;
+  }
+
+ private:
+  bool single_use(int v) const { return !is_output_.count(v) && readers_[v].size() == 1; }
+
+  int only_reader(int v, const char* op) const {
+    if (!single_use(v)) return -1;
+    const int r = readers_[v][0];
+    return g_.nodes[r].op == op ? r : -1;
+  }
+
+  bool produced_by_matmul(int v) const {
+    const int p = g_.values[v].producer;
+    return p >= 0 && g_.nodes[p].op == "MatMul";
+  }
+
+  // Which operand of the mask's Add carries the scores: the one made by the scale node or the first MatMul.
+  int chain_operand(const Node& add) const {
+    if (add.inputs.size() != 2) return -1;
+    for (int i = 0; i < 2; ++i) {
+      const int p = g_.values[add.inputs[i]].producer;
+      if (p < 0) continue;
+      const std::string& op = g_.nodes[p].op;
+      if (op == "MatMul" || ((op == "Mul" || op == "Div") && single_use(add.inputs[i]))) {
+        const int other = g_.values[add.inputs[1 - i]].producer;
+        // Both operands scores-like (e.g. two attention maps summed): not this pattern.
+        if (other >= 0 && g_.nodes[other].op == "MatMul" && op == "MatMul") return -1;
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  std::optional<double> scalar(int v) const {
+    const Value& val = g_.values[v];
+    if (val.role != Role::constant || val.data.size() != 1 || numel(val.shape) != 1) return {};
+    return val.data[0];
+  }
+
+  bool depends_on_param(int v) const {
+    std::vector<int> stack = {v};
+    std::vector<char> seen(g_.values.size(), 0);
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      if (seen[x]) continue;
+      seen[x] = 1;
+      const Value& val = g_.values[x];
+      if (val.role == Role::param || val.requires_grad) return true;
+      if (val.producer >= 0)
+        for (int in : g_.nodes[val.producer].inputs) stack.push_back(in);
+    }
+    return false;
+  }
+
+  const Graph& g_;
+  std::vector<std::vector<int>> readers_;
+  std::set<int> is_output_;
+};
+
+// The graph without the matched nodes, each match's last MatMul replaced by its Attention node.
+Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
+  std::vector<char> drop_node(g.nodes.size(), 0), drop_value(g.values.size(), 0);
+  std::vector<const Match*> attention_at(g.nodes.size(), nullptr);
+  for (const Match& m : matches) {
+    for (int n : {m.first_matmul, m.scale_node, m.mask_add})
+      if (n >= 0) {
+        drop_node[n] = 1;
+        drop_value[g.nodes[n].outputs[0]] = 1;
+      }
+    drop_node[m.softmax] = 1;  // its output stays: it is the Attention's P
+    attention_at[m.last_matmul] = &m;
+  }
+  Graph out;
+  out.model_name = g.model_name;
+  std::vector<int> id(g.values.size(), -1);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (!drop_value[v]) id[v] = out.add_value(g.values[v]);
+  auto ids = [&](const std::vector<int>& vs) {
+    std::vector<int> r;
+    for (int v : vs) r.push_back(id.at(v));
+    return r;
+  };
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (drop_node[n]) continue;
+    Node node = g.nodes[n];
+    if (const Match* m = attention_at[n]) {
+      Value lse;
+      const Value& p = g.values[g.nodes[m->softmax].outputs[0]];
+      lse.name = p.name + "/lse";
+      lse.role = Role::activation;
+      node.op = "Attention";
+      node.attrs = Attrs();
+      node.attrs.set("scale", m->scale);
+      node.attrs.set("scale_divides", int64_t{m->divides ? 1 : 0});
+      node.inputs = {m->q, m->kt, m->v};
+      if (m->mask >= 0) node.inputs.push_back(m->mask);
+      node.outputs = {node.outputs[0], g.nodes[m->softmax].outputs[0]};
+      node.inputs = ids(node.inputs);
+      node.outputs = ids(node.outputs);
+      node.outputs.push_back(out.add_value(lse));
+    } else {
+      node.inputs = ids(node.inputs);
+      node.outputs = ids(node.outputs);
+    }
+    const int index = static_cast<int>(out.nodes.size());
+    for (int v : node.outputs) out.values[v].producer = index;
+    out.nodes.push_back(std::move(node));
+    if (attention_at[n]) infer_node(out, index);
+  }
+  out.data_input = g.data_input >= 0 ? id.at(g.data_input) : -1;
+  out.outputs = ids(g.outputs);
+  return out;
+}
+
+}  // namespace
+
+int fuse_attention(Graph& g) {
+  const Matcher matcher(g);
+  std::vector<Match> matches;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (g.nodes[n].op != "Softmax") continue;
+    std::optional<Match> m = matcher.at_softmax(static_cast<int>(n));
+    if (!m) continue;
+    // Shapes: Q, Kt, V and the mask must form one attention (the op's own rule decides).
+    try {
+      ops::attention_geometry(g.nodes[n], g.values[m->q].shape, g.values[m->kt].shape, g.values[m->v].shape,
+                              m->mask >= 0 ? &g.values[m->mask].shape : nullptr);
+    } catch (const Error&) {
+      continue;
+    }
+    matches.push_back(*m);
+  }
+  if (matches.empty()) return 0;
+  Graph fused = rebuild(g, matches);
+  fused.verify();
+  g = std::move(fused);
+  return static_cast<int>(matches.size());
+}
+
+const char* attention_mode(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.op == "Attention") return "fused";
+  return "materialized";
+}
+
+}  // namespace monet

@@ -1,0 +1,23 @@
+// The attention fusion: one Attention node (lib/ops/attention) in place of the nodes an export writes for scaled
+// dot-product attention, so that the planner can choose per layer between keeping the probabilities and
+// recomputing them in the backward (AttentionGrad's implementations).
+#pragma once
+
+#include "ir/graph.h"
+
+namespace monet {
+
+// Before:  S0 = MatMul(Q, Kt);  S1 = Mul(S0, c) | Div(S0, c) | S0;  S2 = Add(S1, mask) | Add(mask, S1) | S1;
+//          P = Softmax(S2, axis = last);  O = MatMul(P, V)
+// After:   O, P, L = Attention(Q, Kt, V[, mask]; scale = c, scale_divides = 1 for Div)
+// Matched where S0, S1, S2 and P are each read by the next node alone and are no graph outputs, c is a constant
+// scalar, Q, Kt and V have one rank and equal batch dims, the mask broadcasts to the scores without enlarging them
+// and depends on no parameter (a learned bias needs its gradient: that attention stays as it is). P keeps its value
+// (name and id order); L is a new value "<P>/lse". Returns the number of attentions fused.
+int fuse_attention(Graph& g);
+
+// "fused" when g holds an Attention node, else "materialized": how a schedule or profile of g says to import the
+// model again (importing without the fusion gives the same graph where nothing was fused).
+const char* attention_mode(const Graph& g);
+
+}  // namespace monet

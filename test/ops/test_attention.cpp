@@ -1,0 +1,214 @@
+// The fused Attention op (lib/ops/attention) against a direct computation of the unfused nodes, both AttentionGrad
+// implementations against finite differences and against each other, and the fusion pass (lib/ir/fuse_attention)
+// on the exported transformers and on hand-made graphs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "ir/fuse_attention.h"
+#include "ir/onnx_import.h"
+#include "op_harness.h"
+#include "ops/op.h"
+#include "test_paths.h"
+
+using namespace monet;
+using namespace monet::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using Doubles = std::vector<double>;
+
+Attrs scale_attrs(double scale, bool divides) {
+  Attrs a;
+  a.set("scale", scale);
+  a.set("scale_divides", int64_t{divides ? 1 : 0});
+  return a;
+}
+
+// O, P and L of the unfused nodes: S = (Q Kt) * c (or / c) + mask, P = softmax(S), O = P V, L = logsumexp(S).
+struct Reference {
+  Doubles o, p, l;
+};
+Reference reference(const Doubles& q, const Doubles& kt, const Doubles& v, const Doubles* mask, int64_t B, int64_t Tq,
+                    int64_t Tk, int64_t d, int64_t dv, double c, bool divides, bool mask_per_batch) {
+  Reference r{Doubles(B * Tq * dv), Doubles(B * Tq * Tk), Doubles(B * Tq)};
+  for (int64_t e = 0; e < B; ++e)
+    for (int64_t i = 0; i < Tq; ++i) {
+      Doubles s(Tk);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < Tk; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < d; ++k) acc += q[(e * Tq + i) * d + k] * kt[(e * d + k) * Tk + j];
+        s[j] = divides ? acc / c : acc * c;
+        if (mask) s[j] += (*mask)[(mask_per_batch ? e * Tq * Tk : 0) + i * Tk + j];
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (double x : s) sum += std::exp(x - mx);
+      r.l[e * Tq + i] = mx + std::log(sum);
+      for (int64_t j = 0; j < Tk; ++j) r.p[(e * Tq + i) * Tk + j] = std::exp(s[j] - mx) / sum;
+      for (int64_t k = 0; k < dv; ++k) {
+        double acc = 0;
+        for (int64_t j = 0; j < Tk; ++j) acc += r.p[(e * Tq + i) * Tk + j] * v[(e * Tk + j) * dv + k];
+        r.o[(e * Tq + i) * dv + k] = acc;
+      }
+    }
+  return r;
+}
+
+// A causal mask: 0 on and below the diagonal, -1e9 above (a finite stand-in for -inf).
+Doubles causal(int64_t T) {
+  Doubles m(T * T, 0.0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j) m[i * T + j] = -1e9;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Attention forward equals the unfused nodes", "[ops][attention]") {
+  const int64_t H = 3, Tq = 4, Tk = 5, d = 2, dv = 3;
+  const Doubles q = random_values({2, H, Tq, d}, 3), kt = random_values({2, H, d, Tk}, 4),
+                v = random_values({2, H, Tk, dv}, 5), mask = random_values({Tq, Tk}, 6);
+  for (bool divides : {false, true})
+    for (bool with_mask : {false, true}) {
+      OpCase c{.op = "Attention", .attrs = scale_attrs(0.7, divides), .shapes = {{2, H, Tq, d}, {2, H, d, Tk},
+               {2, H, Tk, dv}}, .data = {q, kt, v}, .num_outputs = 3};
+      if (with_mask) {
+        c.shapes.push_back({Tq, Tk});  // broadcast over batch and heads
+        c.data.push_back(mask);
+      }
+      const OpResult got = run_forward(c);
+      const Reference want = reference(q, kt, v, with_mask ? &mask : nullptr, 2 * H, Tq, Tk, d, dv, 0.7, divides, false);
+      CHECK(got.shapes[0] == Shape{2, H, Tq, dv});
+      CHECK(got.shapes[1] == Shape{2, H, Tq, Tk});
+      CHECK(got.shapes[2] == Shape{2, H, Tq});
+      CHECK(max_abs_diff(got.values[0], want.o) < 1e-14);
+      CHECK(max_abs_diff(got.values[1], want.p) < 1e-14);
+      CHECK(max_abs_diff(got.values[2], want.l) < 1e-14);
+    }
+}
+
+TEST_CASE("AttentionGrad: both implementations against finite differences and each other", "[ops][attention]") {
+  const int64_t T = 4;
+  for (int impl : {0, 1})
+    for (bool divides : {false, true}) {
+      // Causal mask over (T, T), scores scaled; rectangular attention (Tq != Tk, d != dv) without a mask.
+      OpCase masked{.op = "Attention", .attrs = scale_attrs(divides ? 1.3 : 0.5, divides),
+                    .shapes = {{2, 2, T, 3}, {2, 2, 3, T}, {2, 2, T, 2}, {1, 1, T, T}},
+                    .data = {{}, {}, {}, causal(T)}, .grad = {true, true, true, false}, .num_outputs = 3,
+                    .loss_outputs = {true, false, false}, .backward_impl = impl};
+      CHECK(gradient_error(masked) < 1e-7);
+      OpCase rect{.op = "Attention", .attrs = scale_attrs(0.8, divides), .shapes = {{3, 2, 4}, {3, 4, 5}, {3, 5, 3}},
+                  .num_outputs = 3, .loss_outputs = {true, false, false}, .backward_impl = impl};
+      CHECK(gradient_error(rect) < 1e-7);
+      // A mask per batch entry and head (BERT's padding mask broadcast per head is (N, 1, 1, T)).
+      OpCase padded{.op = "Attention", .shapes = {{2, 3, T, 2}, {2, 3, 2, T}, {2, 3, T, 2}, {2, 1, 1, T}},
+                    .data = {{}, {}, {}, {0, 0, -1e9, -1e9, 0, 0, 0, -1e9}}, .grad = {true, true, true, false},
+                    .num_outputs = 3, .loss_outputs = {true, false, false}, .backward_impl = impl};
+      CHECK(gradient_error(padded) < 1e-7);
+    }
+}
+
+TEST_CASE("Attention's P and L take no gradient, and a mask that needs one is refused", "[ops][attention][errors]") {
+  OpCase all{.op = "Attention", .shapes = {{2, 3, 2}, {2, 2, 3}, {2, 3, 2}}, .num_outputs = 3};
+  CHECK_THROWS_WITH(gradient_error(all), Contains("take no gradient"));
+  OpCase mask_grad{.op = "Attention", .shapes = {{2, 3, 2}, {2, 2, 3}, {2, 3, 2}, {3, 3}}, .num_outputs = 3,
+                   .loss_outputs = {true, false, false}};
+  CHECK_THROWS_WITH(gradient_error(mask_grad), Contains("the mask needs a gradient"));
+  CHECK_THROWS_WITH(run_forward({.op = "Attention", .shapes = {{2, 3, 2}, {2, 3, 3}, {2, 3, 2}}, .num_outputs = 3}),
+                    Contains("does not multiply"));
+  CHECK_THROWS_WITH(run_forward({.op = "Attention", .shapes = {{2, 3, 2}, {2, 2, 3}, {2, 3, 2}, {2, 2, 3, 3}},
+                                 .num_outputs = 3}),
+                    Contains("does not broadcast to the scores"));
+  CHECK_THROWS_WITH(run_forward({.op = "Attention", .shapes = {{2, 3, 2}, {1, 2, 3}, {2, 3, 2}}, .num_outputs = 3}),
+                    Contains("equal batch dimensions"));
+}
+
+TEST_CASE("the exported transformers import with one Attention per layer", "[import][attention]") {
+  ImportOptions fused;
+  fused.batch = 2;
+  ImportOptions plain = fused;
+  plain.fuse_attention = false;
+  for (const char* model : {"gpt2_tiny.onnx", "gpt2_tiny_opset17.onnx", "bert_tiny.onnx", "tiny_transformer.onnx"}) {
+    INFO(model);
+    const Graph g = import_onnx(data_path(model), fused);
+    const Graph u = import_onnx(data_path(model), plain);
+    int attention = 0, softmax = 0, softmax_unfused = 0;
+    for (const Node& n : g.nodes) {
+      attention += n.op == "Attention";
+      softmax += n.op == "Softmax";
+    }
+    for (const Node& n : u.nodes) softmax_unfused += n.op == "Softmax";
+    CHECK(attention >= 1);
+    CHECK(attention == softmax_unfused);
+    CHECK(softmax == 0);
+    CHECK(g.values[g.outputs[0]].shape == u.values[u.outputs[0]].shape);
+    for (const Node& n : g.nodes)
+      if (n.op == "Attention") CHECK(g.values[n.outputs[2]].name == g.values[n.outputs[1]].name + "/lse");
+  }
+}
+
+namespace {
+
+// Q, Kt, V graph inputs -> MatMul -> Mul(c) -> Add(mask of `mask_role`) -> Softmax -> MatMul.
+Graph hand_attention(Role mask_role) {
+  Graph g;
+  auto value = [&](const char* name, Shape s, Role r, int producer = -1) {
+    Value v;
+    v.name = name;
+    v.shape = std::move(s);
+    v.role = r;
+    v.producer = producer;
+    return g.add_value(v);
+  };
+  const int q = value("q", {2, 3, 4}, Role::input), kt = value("kt", {2, 4, 3}, Role::param),
+            v = value("v", {2, 3, 4}, Role::param), mask = value("mask", {3, 3}, mask_role);
+  const int c = value("c", {}, Role::constant);
+  g.values[c].data = {0.5};
+  if (mask_role == Role::constant) g.values[mask].data = causal(3);
+  g.data_input = q;
+  auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out) {
+    const int y = value(out, {}, Role::activation, static_cast<int>(g.nodes.size()));
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = {y};
+    g.nodes.push_back(n);
+    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
+    return y;
+  };
+  const int s0 = node("mm1", "MatMul", {q, kt}, "s0");
+  const int s1 = node("scale", "Mul", {s0, c}, "s1");
+  const int s2 = node("mask", "Add", {mask, s1}, "s2");
+  const int p = node("softmax", "Softmax", {s2}, "p");
+  g.outputs = {node("mm2", "MatMul", {p, v}, "o")};
+  g.verify();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the fusion keeps a learned mask unfused and names what it fuses", "[ir][attention]") {
+  Graph learned = hand_attention(Role::param);
+  CHECK(fuse_attention(learned) == 0);
+  CHECK(learned.nodes.size() == 5);
+
+  Graph g = hand_attention(Role::constant);
+  REQUIRE(fuse_attention(g) == 1);
+  REQUIRE(g.nodes.size() == 1);
+  const Node& a = g.nodes[0];
+  CHECK(a.op == "Attention");
+  CHECK(a.name == "mm2");
+  CHECK(a.attrs.f("scale") == 0.5);
+  CHECK(a.attrs.i("scale_divides") == 0);
+  REQUIRE(a.inputs.size() == 4);
+  CHECK(g.values[a.inputs[3]].name == "mask");
+  CHECK(g.values[a.outputs[0]].name == "o");
+  CHECK(g.values[a.outputs[1]].name == "p");
+  CHECK(g.values[a.outputs[2]].shape == Shape{2, 3});
+  for (const char* gone : {"s0", "s1", "s2"}) CHECK(g.find_value(gone) < 0);
+  CHECK(g.values[g.outputs[0]].producer == 0);
+}
