@@ -2,6 +2,7 @@
 // without the fused nodes and their intermediate values.
 #include "ir/fuse_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -73,6 +74,12 @@ class Matcher {
     for (int v : {m.q, m.kt, m.v, m.mask})
       if (v >= 0 && g_.values[v].dtype != DType::f32) return {};
     if (m.mask >= 0 && depends_on_param(m.mask)) return {};
+    // No operand may be one of the values the fusion removes or makes (MatMul(P, P), a mask read from the scores).
+    std::vector<int> inner = {g_.nodes[m.first_matmul].outputs[0], sm.outputs[0]};
+    for (int n : {m.scale_node, m.mask_add})
+      if (n >= 0) inner.push_back(g_.nodes[n].outputs[0]);
+    for (int v : {m.q, m.kt, m.v, m.mask})
+      if (std::find(inner.begin(), inner.end(), v) != inner.end()) return {};
     return m;
   }
 

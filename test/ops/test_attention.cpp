@@ -152,8 +152,8 @@ TEST_CASE("the exported transformers import with one Attention per layer", "[imp
 
 namespace {
 
-// Q, Kt, V graph inputs -> MatMul -> Mul(c) -> Add(mask of `mask_role`) -> Softmax -> MatMul.
-Graph hand_attention(Role mask_role) {
+// Q, Kt, V graph inputs -> MatMul -> Mul(c) -> Add(mask of `mask_role`) -> Softmax -> MatMul (by V, or by P itself).
+Graph hand_attention(Role mask_role, bool by_p = false) {
   Graph g;
   auto value = [&](const char* name, Shape s, Role r, int producer = -1) {
     Value v;
@@ -184,7 +184,7 @@ Graph hand_attention(Role mask_role) {
   const int s1 = node("scale", "Mul", {s0, c}, "s1");
   const int s2 = node("mask", "Add", {mask, s1}, "s2");
   const int p = node("softmax", "Softmax", {s2}, "p");
-  g.outputs = {node("mm2", "MatMul", {p, v}, "o")};
+  g.outputs = {node("mm2", "MatMul", {p, by_p ? p : v}, "o")};
   g.verify();
   return g;
 }
@@ -195,6 +195,9 @@ TEST_CASE("the fusion keeps a learned mask unfused and names what it fuses", "[i
   Graph learned = hand_attention(Role::param);
   CHECK(fuse_attention(learned) == 0);
   CHECK(learned.nodes.size() == 5);
+  Graph squared = hand_attention(Role::constant, true);  // P @ P: the probabilities are an operand too
+  CHECK(fuse_attention(squared) == 0);
+  CHECK(squared.nodes.size() == 5);
 
   Graph g = hand_attention(Role::constant);
   REQUIRE(fuse_attention(g) == 1);
