@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "engine/session.h"
 
 namespace monet::app {
@@ -92,15 +93,6 @@ int guarded_main(const char* command, CLI::App& app, int argc, char** argv, Body
     std::cerr << command << ": unexpected error: " << e.what() << "\n";
     return kExitError;
   }
-}
-
-inline std::string with_commas(int64_t n) {
-  std::string s = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return (n < 0 ? "-" : "") + out;
 }
 
 }  // namespace monet::app

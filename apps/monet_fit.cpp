@@ -14,6 +14,7 @@
 #include "ir/onnx_import.h"
 #include "profile/profile.h"
 #include "schedule/schedule_io.h"
+#include "solve/schedule_file.h"
 #include "solve/solve.h"
 #include "train/training_graph.h"
 
@@ -176,23 +177,8 @@ int main(int argc, char** argv) {
                    tried.back().why.c_str());
       return tried.back().outcome.why_none == "not_found" ? kExitNotFound : kExitInfeasible;
     }
-    if (!out_path.empty()) {
-      const Profile& p = best->profile;
-      ScheduleFile f;
-      f.fingerprint = p.plan.fingerprint;
-      f.model = p.model;
-      f.batch = p.batch;
-      f.input_shape = p.input_shape;
-      f.attention = p.attention;
-      f.budget_bytes = budget;
-      f.schedule = best->outcome.schedule;
-      f.solver = {{"status", best->outcome.status}, {"gap", best->outcome.gap}, {"bound_ms", best->outcome.bound_ms}};
-      f.predicted = {{"peak_bytes", best->peak_bytes}, {"step_ms", best->outcome.objective_ms},
-                     {"store_all_peak_bytes", best->store_all_peak_bytes},
-                     {"store_all_step_ms", best->outcome.store_all.time_ms}, {"overhead", best->overhead},
-                     {"recomputations", best->outcome.predicted.recomputations}};
-      write_schedule(out_path, f, p.plan);
-    }
+    if (!out_path.empty())
+      write_schedule(out_path, solved_schedule_file(best->profile, budget, best->outcome), best->profile.plan);
     if (!report.empty()) write_json_atomic(report, j);
     std::printf("largest batch: %lld (peak %s, overhead %+.2f%% against store-all at that batch)%s\n",
                 static_cast<long long>(best->batch), format_gb(best->peak_bytes).c_str(), 100 * best->overhead,

@@ -150,8 +150,8 @@ int main(int argc, char** argv) {
                 counts[1], counts[2], counts[3]);
     std::printf("time: forward %.3f ms (with the loss), backward %.3f ms, update %.3f ms, step %.3f ms\n", t.forward_ms,
                 t.backward_ms, t.update_ms, t.step_ms);
-    std::printf("store-all peak %s bytes (resident %s bytes)\n", app::with_commas(t.store_all_peak_bytes).c_str(),
-                app::with_commas(t.resident_bytes).c_str());
+    std::printf("store-all peak %s bytes (resident %s bytes)\n", with_commas(t.store_all_peak_bytes).c_str(),
+                with_commas(t.resident_bytes).c_str());
     write_profile(output, p);
     std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
     return kExitOk;

@@ -81,12 +81,12 @@ int main(int argc, char** argv) {
     const std::string& mode = sf.schedule.mode;
     if (!schedule.empty())
       std::printf("schedule %s: mode %s, budget %s bytes, %zu steps, %d recomputations\n", schedule.c_str(),
-                  mode.c_str(), sf.budget_bytes > 0 ? app::with_commas(sf.budget_bytes).c_str() : "none",
+                  mode.c_str(), sf.budget_bytes > 0 ? with_commas(sf.budget_bytes).c_str() : "none",
                   sf.schedule.steps.size(), s->predicted.recomputations);
     else
       std::printf("store-all: %s%s\n", store_all_name(o.store_all),
                   profile.empty() ? "" : (", implementations chosen on " + profile).c_str());
-    std::printf("predicted peak (%s): %s bytes\n", mode.c_str(), app::with_commas(s->predicted.peak_bytes).c_str());
+    std::printf("predicted peak (%s): %s bytes\n", mode.c_str(), with_commas(s->predicted.peak_bytes).c_str());
 
     std::vector<double> ms, losses;
     for (int i = 0; i < warmup + iters; ++i) {
@@ -113,9 +113,9 @@ int main(int argc, char** argv) {
                                       : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
     const int64_t peak = s->executor->arena().peak_bytes();
     std::printf("median step %.1f ms; arena peak %s bytes; predicted %s bytes (%s); reserved %s bytes\n", median,
-                app::with_commas(peak).c_str(), app::with_commas(s->predicted.peak_bytes).c_str(),
+                with_commas(peak).c_str(), with_commas(s->predicted.peak_bytes).c_str(),
                 peak == s->predicted.peak_bytes ? "equal" : "DIFFERENT",
-                app::with_commas(s->executor->reserved_bytes()).c_str());
+                with_commas(s->executor->reserved_bytes()).c_str());
     if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
     if (sf.budget_bytes > 0 && peak > sf.budget_bytes)
       fail("arena peak ", peak, " bytes exceeds the schedule's budget ", sf.budget_bytes, " bytes (", schedule, ")");

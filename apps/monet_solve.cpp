@@ -13,6 +13,7 @@
 #include "schedule/schedule_io.h"
 #include "schedule/timeline.h"
 #include "solve/frontier.h"
+#include "solve/schedule_file.h"
 #include "solve/solve.h"
 
 using namespace monet;
@@ -285,21 +286,9 @@ int main(int argc, char** argv) {
                       100 * impls_gap);
         std::printf("\n");
       }
-    ScheduleFile f;
-    f.fingerprint = plan.fingerprint;
-    f.model = profile.model;
-    f.batch = profile.batch;
-    f.input_shape = profile.input_shape;
-    f.attention = profile.attention;
-    f.budget_bytes = budget;
-    f.schedule = r.schedule;
-    // Nothing measured in seconds here: the same profile, budget, limit and threads give the same bytes
-    // (docs/engine.md, "Determinism"); timings go to --report.
-    f.solver = {{"status", r.status}, {"gap", r.gap}, {"bound_ms", r.bound_ms}, {"columns", r.columns},
-                {"rows", r.rows}, {"nonzeros", r.nonzeros}, {"window", r.window}};
-    f.predicted = {{"peak_bytes", r.predicted.peak_bytes}, {"step_ms", r.objective_ms},
-                   {"store_all_peak_bytes", r.store_all.peak_bytes}, {"store_all_step_ms", r.store_all.time_ms},
-                   {"overhead", overhead}, {"recomputations", r.predicted.recomputations}};
+    ScheduleFile f = solved_schedule_file(profile, budget, r);
+    // The program's size too (deterministic, like the rest of the file; monet-fit's files leave it out).
+    f.solver.update({{"columns", r.columns}, {"rows", r.rows}, {"nonzeros", r.nonzeros}, {"window", r.window}});
     if (!timeline_path.empty()) {
       // Drawn before the schedule is written, so that a failure leaves neither file.
       TimelineChart chart;

@@ -39,14 +39,9 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
 }
 
 std::string format_bytes(int64_t bytes) {
-  std::string digits = std::to_string(bytes), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
   char gb[32];
   std::snprintf(gb, sizeof gb, " B (%.2f GB)", static_cast<double>(bytes) / 1e9);
-  return out + gb;
+  return with_commas(bytes) + gb;
 }
 
 std::string format_gb(int64_t bytes) {
@@ -56,6 +51,15 @@ std::string format_gb(int64_t bytes) {
   else if (b >= 1e6) std::snprintf(out, sizeof out, "%.1f MB", b / 1e6);
   else std::snprintf(out, sizeof out, "%.1f KB", b / 1e3);
   return out;
+}
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return (n < 0 ? "-" : "") + out;
 }
 
 }  // namespace monet

@@ -10,5 +10,6 @@ namespace monet {
 int64_t parse_bytes(const std::string& text, const std::string& flag);
 std::string format_bytes(int64_t bytes);  // "12,345,678 B (12.35 GB)"
 std::string format_gb(int64_t bytes);     // "12.35 GB", "435.7 MB", "114.4 KB": 1e9, 1e6, 1e3 bytes
+std::string with_commas(int64_t n);       // "-12,345,678"
 
 }  // namespace monet

@@ -1,6 +1,6 @@
-// ONNX import: the one place that includes ONNX headers. Loads a model file, runs ONNX's checker, folds the
-// shape-computing subgraphs (shapes are fixed at a given batch) and converts it to our Graph, running our own
-// shape rules node by node.
+// ONNX import (lib/ir/onnx_*.cpp, the only files that include ONNX headers). Loads a model file, runs ONNX's
+// checker, folds the shape-computing subgraphs (shapes are fixed at a given batch) and converts it to our Graph,
+// running our own shape rules node by node.
 #pragma once
 
 #include <optional>

@@ -70,7 +70,7 @@ struct CbcOptions {
   bool test_presolve_resolves = false;  // tests only: every root-cut re-solve takes the path of a stalled one
 };
 
-// Rounds of root cuts run before CBC (cbc.cpp, add_root_cuts).
+// Rounds of root cuts run before CBC (root_cuts.h, add_root_cuts).
 struct RootCuts {
   int rounds = 0;        // rounds whose re-solve finished
   int cuts = 0;          // cuts added over those rounds

@@ -1,3 +1,5 @@
+// The solve pipeline (docs/planner.md, "The solve pipeline"): solve() runs its phases, one function each; the
+// MILP phases hand CBC (cbc.h) the warm start, the chain cuts, the neighbourhoods and the fixed-implementations phase.
 #include "solve/solve.h"
 
 #include <spdlog/spdlog.h>
@@ -153,36 +155,44 @@ FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment
   return out;
 }
 
-SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  if (o.mode != "checkpoint" && o.mode != "full" && o.mode != "store-all" && o.mode != "sqrtn")
-    fail("--mode '", o.mode, "': expected full, checkpoint, store-all or sqrtn");
-  SolveOutcome out;
-  const Schedule store_all = lean_store_all_schedule(plan);
-  out.store_all = simulate(plan, store_all);
-  out.fast_store_all = simulate(plan, fast_store_all_schedule(plan));
-  const bool milp = o.mode == "checkpoint" || o.mode == "full";
-  const bool impls = o.mode == "full";
-  std::optional<CheckpointProblem> unwindowed;  // built once for the auto window and its widening
-  CheckpointProblem p = [&] {
-    if (!milp || o.window != kAutoWindow) return make_problem(plan, milp ? o.window : 0, impls);
-    unwindowed = make_problem(plan, 0, impls);
-    const int w = auto_window(*unwindowed, o.auto_window_candidates);
-    return w == 0 ? *unwindowed : make_problem(plan, w, impls);
-  }();
-  out.lower_bound_bytes = p.lower_bound_bytes();
-  // The heuristics run before CBC, outside its clock: they get shares of the time limit and then return what they
-  // have (the smallest-peak search a fifth of it, the warm start up to half, what the LP relaxation adds to it up
-  // to four fifths), so the limit holds for short limits too. Building the program (the setup) is not interrupted.
-  auto share = [&](double fraction) {
-    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s * fraction));
-  };
-  out.smallest_found_bytes = smallest_heuristic_peak(p, share(0.2));
-  std::optional<Assignment> widened_start;  // the schedule the window was widened for (a warm-start candidate)
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The solve's clock: seconds since it began, and the deadlines of the heuristics' shares of the time limit. The
+// heuristics run before CBC, outside its clock: they get shares of the time limit and then return what they have
+// (the smallest-peak search a fifth of it, the warm start up to half, what the LP relaxation adds to it up to four
+// fifths), so the limit holds for short limits too. Building the program (the setup) is not interrupted.
+struct SolveClock {
+  Clock::time_point start = Clock::now();
+  double limit_s = 0;
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
+  Deadline share(double fraction) const {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s * fraction));
+  }
+};
+
+// 1. Setup: the problem, with the auto window (or the one asked for); `unwindowed` keeps the problem without a
+// window when the auto window was chosen (its widening starts from it).
+CheckpointProblem set_up(const PlanGraph& plan, const SolveOptions& o, bool milp, bool impls,
+                         std::optional<CheckpointProblem>& unwindowed) {
+  if (!milp || o.window != kAutoWindow) return make_problem(plan, milp ? o.window : 0, impls);
+  unwindowed = make_problem(plan, 0, impls);
+  const int w = auto_window(*unwindowed, o.auto_window_candidates);
+  return w == 0 ? *unwindowed : make_problem(plan, w, impls);
+}
+
+// 2. Smallest feasible budget: the lowest peak the heuristics reach, and where the budget is below it the window
+// widened until they reach the budget (widen_window). The schedule the window was widened for, a warm-start
+// candidate, when it was.
+std::optional<Assignment> bracket_budget(const PlanGraph& plan, const SolveOptions& o, const SolveClock& clock,
+                                         bool milp, bool impls, const std::optional<CheckpointProblem>& unwindowed,
+                                         CheckpointProblem& p, SolveOutcome& out) {
+  out.smallest_found_bytes = smallest_heuristic_peak(p, clock.share(0.2));
+  std::optional<Assignment> widened_start;
   if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
       o.budget_bytes >= out.lower_bound_bytes)
-    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, share(0.3))) {
+    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, clock.share(0.3))) {
       p = std::move(w->problem);
       out.smallest_found_bytes = std::min(out.smallest_found_bytes, w->peak_bytes);
       widened_start = std::move(w->start);
@@ -193,146 +203,201 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       ++out.widened_steps;
       out.widened_levels = std::max(out.widened_levels, w);
     }
-  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  return widened_start;
+}
+
+// The baselines without a MILP: store-all, and sqrt(n) segments.
+void choose_store_all(SolveOutcome& out, const Schedule& store_all, int64_t budget_bytes) {
+  out.schedule = store_all;
+  out.predicted = out.store_all;
+  out.objective_ms = out.bound_ms = out.predicted.time_ms;
+  out.fits = budget_bytes <= 0 || out.predicted.peak_bytes <= budget_bytes;
+  out.status = out.fits ? "optimal" : "infeasible";
+  if (!out.fits) out.why_none = "mode";
+}
+
+void choose_sqrtn(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p, int64_t budget_bytes) {
+  std::optional<Assignment> a = sqrtn_assignment(p);
+  MONET_CHECK(a.has_value(), "sqrt(n) without a window cannot fail");
+  finish(out, plan, p, *a, "sqrtn", budget_bytes);
+  out.bound_ms = out.objective_ms;
+  out.status = out.fits ? "feasible" : "infeasible";
+  if (!out.fits) out.why_none = "mode";
+}
+
+// What the LP relaxation says about each decision LP-guided rounding takes: a score per forward value (its S[0],
+// ties broken by cost per byte), and each step's and forward node's implementation shares (M, P).
+struct LpGuide {
+  std::vector<double> scores;
+  std::vector<std::vector<double>> impl, fwd;
+};
+
+LpGuide lp_guide(const CheckpointProblem& p, const MilpLayout& layout, const std::vector<double>& relaxed) {
+  LpGuide g;
+  g.scores = cost_per_byte_scores(p);
+  double top = *std::max_element(g.scores.begin(), g.scores.end());
+  for (size_t f = 0; f < p.fvals.size(); ++f)
+    g.scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * g.scores[f] / std::max(top, 1e-30);
+  g.impl.resize(p.num_steps());
+  for (int t = 0; t < p.num_steps(); ++t) {
+    g.impl[t].assign(p.num_impls(t), 0.0);
+    for (size_t i = 0; i < layout.M[t].size(); ++i) g.impl[t][i] = relaxed[layout.M[t][i]];
+  }
+  g.fwd.resize(p.num_fwd());
+  for (int k = 0; k < p.num_fwd(); ++k) {
+    g.fwd[k].assign(p.num_fwd_impls(k), 0.0);
+    for (size_t i = 0; i < layout.P[k].size(); ++i) g.fwd[k][i] = relaxed[layout.P[k][i]];
+  }
+  return g;
+}
+
+// The MILP's lower bound on the step time where CBC and the root rounds gave none: every node on its fastest
+// implementation and no recomputation (the objective, recomputations + implementation deltas, is negative where
+// the chosen implementations are faster than the defaults, so the bound may be too).
+double fastest_impls_floor_ms(const CheckpointProblem& p) {
+  double floor_ms = 0;
+  for (const auto* impl_ms : {&p.impl_ms, &p.fwd_impl_ms})
+    for (const std::vector<double>& ms : *impl_ms) floor_ms += *std::min_element(ms.begin(), ms.end());
+  return floor_ms;
+}
+
+// Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
+void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
+                std::optional<Assignment> widened_start, SolveOutcome& out) {
+  auto seconds = [&] { return clock.seconds(); };
+  MilpLayout layout;
+  LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
+  out.columns = static_cast<int64_t>(lp.col_names.size());
+  out.rows = static_cast<int64_t>(lp.rows.size());
+  out.nonzeros = lp.nonzeros();
+  out.setup_s = seconds();
+
+  // 3. Heuristic warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s
+  // on resnet50 b184), or the one the window was widened for where it is cheaper.
+  std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, clock.share(0.5));
+  if (widened_start && (!warm || evaluate(p, *widened_start).recompute_ms < evaluate(p, *warm).recompute_ms))
+    warm = std::move(widened_start);
+  double warm_at = warm ? seconds() : -1;
+  // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
+  auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
+  double shown_ms = warm_ms();  // the best schedule known before CBC reports one (progress lines)
+  if (o.progress) o.progress({seconds(), shown_ms, -1.0});
+  const double early_s = seconds() - out.setup_s;
+
+  CbcOptions cbc;
+  cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
+  cbc.threads = o.threads;
+  // 4. LP relaxation (CBC's own solver, which then starts its root from that basis): what LP-guided rounding (S[0]
+  // and M of the relaxation) and the LP's implementations add to the warm start, never worse than the first.
+  cbc.after_relaxation = [&](const std::vector<double>& relaxed, double lp_obj) {
+    out.lp_s = seconds() - out.setup_s - early_s;
+    if (!relaxed.empty()) {
+      out.lp_bound_ms = p.base_ms + lp_obj;
+      const LpGuide g = lp_guide(p, layout, relaxed);
+      const bool had = warm.has_value();
+      warm = improve_with_lp(p, o.budget_bytes, warm, g.scores, g.impl, g.fwd, clock.share(0.8));
+      if (!had && warm) warm_at = seconds();
+    }
+    out.warm_start_s = seconds() - out.setup_s - out.lp_s;
+    out.warm_start = warm.has_value();
+    shown_ms = warm_ms();
+    if (o.progress) o.progress({seconds(), shown_ms, relaxed.empty() ? -1.0 : out.lp_bound_ms});
+    if (!warm) return std::vector<double>{};
+    out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
+    return to_columns(p, layout, lp, *warm);
+  };
+  // Progress in step-time terms (the MILP's objective is the recomputation time alone), timed from the solve's
+  // start like the lines before it (CBC's elapsed time starts with solve_with_cbc).
+  const double cbc_start_s = seconds();
+  if (o.progress)
+    cbc.progress = [&](const CbcProgress& pr) {
+      o.progress({cbc_start_s + pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : shown_ms,
+                  pr.bound > kNoValue ? pr.bound + p.base_ms : -1.0});
+    };
+  // 5. Root cut rounds, with the chain cuts.
+  cbc.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(p, layout, x, max_cuts); };
+  // 7. The neighbourhood search's windows, skipped when the warm start is that close to the bound.
+  cbc.neighborhoods = layer_windows(p, layout);
+  cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
+  // 8. Full mode, once the search has closed every neighbourhood: the program with the incumbent's implementations
+  // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).
+  if (p.has_choices())
+    cbc.after_search = [&](const std::vector<double>& x, double seconds) {
+      const FixedImpls f = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes, seconds,
+                                                    o.threads, cbc.neighborhood_min_gap);
+      return CbcOptions::AfterSearch{f.better ? to_columns(p, layout, lp, *f.better) : std::vector<double>{},
+                                     f.bound_ms ? *f.bound_ms - p.base_ms : kNoValue};
+    };
+  cbc.after_search_min_s = o.fixed_impls_min_s;
+  // 4-8 run in solve_with_cbc; 6 is CBC's own search.
+  CbcResult r = solve_with_cbc(lp, cbc, nullptr);
+  out.cbc_s = r.solve_s;
+  out.root_cuts = r.root;
+  out.neighborhoods = r.neighborhoods;
+  if (out.lp_bound_ms > 0) out.root_bound_ms = p.base_ms + r.root.bound;
+  // CBC's clock starts after the setup, the LP relaxation and the heuristics: report from the solve's start.
+  out.first_feasible_s = r.first_feasible_s < 0 ? -1 : r.first_feasible_s + (seconds() - r.solve_s);
+  if (warm) out.first_feasible_s = out.first_feasible_s < 0 ? warm_at : std::min(out.first_feasible_s, warm_at);
+
+  // 9. Verification of the better of CBC's solution and the warm start (CBC may stop before accepting it; never
+  // return worse than what we handed it).
+  std::optional<Assignment> chosen;
+  if (!r.x.empty()) chosen = from_columns(p, layout, r.x);
+  if (warm && (!chosen || evaluate(p, *warm).recompute_ms < evaluate(p, *chosen).recompute_ms - 1e-9)) {
+    chosen = warm;
+  }
+  if (!chosen) {
+    out.status = status_name(r.status);
+    out.why_none = r.status == CbcResult::Status::infeasible ? "infeasible" : "not_found";
+    return;
+  }
+  finish(out, plan, p, *chosen, o.mode, o.budget_bytes);
+  out.bound_ms = p.base_ms + std::max(fastest_impls_floor_ms(p), r.bound);
+  out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
+  // The fixed-implementations phase's bound holds for the implementations it fixed: reported when the schedule still
+  // has them.
+  if (r.restricted_bound > kNoValue) {
+    const Assignment held = from_columns(p, layout, r.restricted_x);
+    if (held.M == chosen->M && held.P == chosen->P)
+      out.impls_bound_ms = std::min(out.objective_ms, std::max(out.bound_ms, p.base_ms + r.restricted_bound));
+  }
+}
+
+}  // namespace
+
+// The pipeline of docs/planner.md, "The solve pipeline".
+SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
+  const SolveClock clock{Clock::now(), o.time_limit_s};
+  if (o.mode != "checkpoint" && o.mode != "full" && o.mode != "store-all" && o.mode != "sqrtn")
+    fail("--mode '", o.mode, "': expected full, checkpoint, store-all or sqrtn");
+  SolveOutcome out;
+  // The baselines every report carries.
+  const Schedule store_all = lean_store_all_schedule(plan);
+  out.store_all = simulate(plan, store_all);
+  out.fast_store_all = simulate(plan, fast_store_all_schedule(plan));
+  const bool milp = o.mode == "checkpoint" || o.mode == "full";
+  const bool impls = o.mode == "full";
+
+  std::optional<CheckpointProblem> unwindowed;
+  CheckpointProblem p = set_up(plan, o, milp, impls, unwindowed);
+  out.lower_bound_bytes = p.lower_bound_bytes();
+  std::optional<Assignment> widened_start = bracket_budget(plan, o, clock, milp, impls, unwindowed, p, out);
 
   if (o.mode == "store-all") {
-    out.schedule = store_all;
-    out.predicted = out.store_all;
-    out.objective_ms = out.bound_ms = out.predicted.time_ms;
-    out.fits = o.budget_bytes <= 0 || out.predicted.peak_bytes <= o.budget_bytes;
-    out.status = out.fits ? "optimal" : "infeasible";
-    if (!out.fits) out.why_none = "mode";
+    choose_store_all(out, store_all, o.budget_bytes);
   } else if (o.mode == "sqrtn") {
-    std::optional<Assignment> a = sqrtn_assignment(p);
-    MONET_CHECK(a.has_value(), "sqrt(n) without a window cannot fail");
-    finish(out, plan, p, *a, "sqrtn", o.budget_bytes);
-    out.bound_ms = out.objective_ms;
-    out.status = out.fits ? "feasible" : "infeasible";
-    if (!out.fits) out.why_none = "mode";
-  } else if (milp) {
-    if (o.budget_bytes < out.lower_bound_bytes) {
-      out.status = "infeasible";
-      out.why_none = "below_lower_bound";
-    } else {
-      MilpLayout layout;
-      LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
-      out.columns = static_cast<int64_t>(lp.col_names.size());
-      out.rows = static_cast<int64_t>(lp.rows.size());
-      out.nonzeros = lp.nonzeros();
-      out.setup_s = seconds();
-      // Warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s on
-      // resnet50 b184); then, once CBC's solver has solved the relaxation (its root starts from that basis), what
-      // LP-guided rounding (S[0][v] and M[t] of the relaxation) adds to it.
-      std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, share(0.5));
-      if (widened_start && (!warm || evaluate(p, *widened_start).recompute_ms < evaluate(p, *warm).recompute_ms))
-        warm = std::move(widened_start);
-      double warm_at = warm ? seconds() : -1;
-      // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
-      auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
-      double shown_ms = warm_ms();  // the best schedule known before CBC reports one (progress lines)
-      if (o.progress) o.progress({seconds(), shown_ms, -1.0});
-      const double early_s = seconds() - out.setup_s;
-      CbcOptions cbc;
-      cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
-      cbc.threads = o.threads;
-      cbc.after_relaxation = [&](const std::vector<double>& relaxed, double lp_obj) {
-        out.lp_s = seconds() - out.setup_s - early_s;
-        std::vector<double> scores;
-        std::vector<std::vector<double>> lp_impl, lp_fwd;
-        if (!relaxed.empty()) {
-          out.lp_bound_ms = p.base_ms + lp_obj;
-          scores = cost_per_byte_scores(p);
-          double top = *std::max_element(scores.begin(), scores.end());
-          for (size_t f = 0; f < p.fvals.size(); ++f)
-            scores[f] = (layout.S[0][f] >= 0 ? relaxed[layout.S[0][f]] : 0) + 1e-3 * scores[f] / std::max(top, 1e-30);
-          lp_impl.resize(p.num_steps());
-          for (int t = 0; t < p.num_steps(); ++t) {
-            lp_impl[t].assign(p.num_impls(t), 0.0);
-            for (size_t i = 0; i < layout.M[t].size(); ++i) lp_impl[t][i] = relaxed[layout.M[t][i]];
-          }
-          lp_fwd.resize(p.num_fwd());
-          for (int k = 0; k < p.num_fwd(); ++k) {
-            lp_fwd[k].assign(p.num_fwd_impls(k), 0.0);
-            for (size_t i = 0; i < layout.P[k].size(); ++i) lp_fwd[k][i] = relaxed[layout.P[k][i]];
-          }
-        }
-        // What LP-guided rounding and the LP's implementations add: never worse than the first.
-        if (!relaxed.empty()) {
-          const bool had = warm.has_value();
-          warm = improve_with_lp(p, o.budget_bytes, warm, scores, lp_impl, lp_fwd, share(0.8));
-          if (!had && warm) warm_at = seconds();
-        }
-        out.warm_start_s = seconds() - out.setup_s - out.lp_s;
-        out.warm_start = warm.has_value();
-        shown_ms = warm_ms();
-        if (o.progress) o.progress({seconds(), shown_ms, relaxed.empty() ? -1.0 : out.lp_bound_ms});
-        if (!warm) return std::vector<double>{};
-        out.warm_start_ms = p.base_ms + evaluate(p, *warm).recompute_ms;
-        return to_columns(p, layout, lp, *warm);
-      };
-      // Progress in step-time terms (the MILP's objective is the recomputation time alone), timed from the solve's
-      // start like the lines before it (CBC's elapsed time starts with solve_with_cbc).
-      const double cbc_start_s = seconds();
-      if (o.progress)
-        cbc.progress = [&](const CbcProgress& pr) {
-          o.progress({cbc_start_s + pr.elapsed_s, pr.incumbent > kNoValue ? pr.incumbent + p.base_ms : shown_ms,
-                      pr.bound > kNoValue ? pr.bound + p.base_ms : -1.0});
-        };
-      cbc.neighborhoods = layer_windows(p, layout);
-      cbc.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(p, layout, x, max_cuts); };
-      cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
-      // Full mode, once the search has closed every neighbourhood: the program with the incumbent's implementations
-      // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).
-      if (p.has_choices())
-        cbc.after_search = [&](const std::vector<double>& x, double seconds) {
-          const FixedImpls f = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes, seconds,
-                                                        o.threads, cbc.neighborhood_min_gap);
-          return CbcOptions::AfterSearch{f.better ? to_columns(p, layout, lp, *f.better) : std::vector<double>{},
-                                         f.bound_ms ? *f.bound_ms - p.base_ms : kNoValue};
-        };
-      cbc.after_search_min_s = o.fixed_impls_min_s;
-      CbcResult r = solve_with_cbc(lp, cbc, nullptr);
-      out.cbc_s = r.solve_s;
-      out.root_cuts = r.root;
-      out.neighborhoods = r.neighborhoods;
-      if (out.lp_bound_ms > 0) out.root_bound_ms = p.base_ms + r.root.bound;
-      // CBC's clock starts after the setup, the LP relaxation and the heuristics: report from the solve's start.
-      out.first_feasible_s = r.first_feasible_s < 0 ? -1 : r.first_feasible_s + (seconds() - r.solve_s);
-      if (warm) out.first_feasible_s = out.first_feasible_s < 0 ? warm_at : std::min(out.first_feasible_s, warm_at);
-      std::optional<Assignment> chosen;
-      if (!r.x.empty()) chosen = from_columns(p, layout, r.x);
-      // CBC may stop before accepting the warm start; never return worse than what we handed it.
-      if (warm && (!chosen || evaluate(p, *warm).recompute_ms < evaluate(p, *chosen).recompute_ms - 1e-9)) {
-        chosen = warm;
-      }
-      if (chosen) {
-        finish(out, plan, p, *chosen, o.mode, o.budget_bytes);
-        // The MILP's objective (recomputations + implementation deltas) is negative where the chosen
-        // implementations are faster than the defaults: the bound may be too. Without one from CBC or the root
-        // rounds, every node on its fastest implementation and no recomputation bounds it.
-        double floor_ms = 0;
-        for (const auto* impl_ms : {&p.impl_ms, &p.fwd_impl_ms})
-          for (const std::vector<double>& ms : *impl_ms) floor_ms += *std::min_element(ms.begin(), ms.end());
-        out.bound_ms = p.base_ms + std::max(floor_ms, r.bound);
-        out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
-        // The phase's bound holds for the implementations it fixed: reported when the schedule still has them.
-        if (r.restricted_bound > kNoValue) {
-          const Assignment held = from_columns(p, layout, r.restricted_x);
-          if (held.M == chosen->M && held.P == chosen->P)
-            out.impls_bound_ms =
-                std::min(out.objective_ms, std::max(out.bound_ms, p.base_ms + r.restricted_bound));
-        }
-      } else {
-        out.status = status_name(r.status);
-        out.why_none = r.status == CbcResult::Status::infeasible ? "infeasible" : "not_found";
-      }
-    }
+    choose_sqrtn(out, plan, p, o.budget_bytes);
+  } else if (o.budget_bytes < out.lower_bound_bytes) {
+    out.status = "infeasible";
+    out.why_none = "below_lower_bound";
+  } else {
+    solve_milp(plan, p, o, clock, std::move(widened_start), out);
   }
   if (out.fits && out.objective_ms > 0) {
     out.bound_ms = std::min(out.bound_ms, out.objective_ms);
     out.gap = (out.objective_ms - out.bound_ms) / out.objective_ms;
   }
-  out.solve_s = seconds();
+  out.solve_s = clock.seconds();
   return out;
 }
 

@@ -1,0 +1,306 @@
+// Constant folding of shape arithmetic at import: one rule per ONNX op, each headed by its Before/After.
+//
+// Shapes are fixed at import, so the subgraphs that compute shapes (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape; torch's x.expand(n, -1, -1) as Reshape -> ConstantOfShape -> Equal -> Where) evaluate to constants:
+//   s = Shape(x); n = Gather(s, 0); t = Unsqueeze(n, [0]); u = Concat(t, [-1]); y = Reshape(x, u)
+//     =>  y = Reshape(x, [8, -1])                                                     (x of shape (8, 3, 4))
+// A rule runs when every input its node gives is a constant (Shape: when its input is defined) and returns the
+// node's single output, or nullopt when it cannot fold that case (the node then becomes a runtime node, if monet
+// has the op). It throws, with c.where, on inputs no run could accept.
+//
+// To add a rule: write `fold_<op>(const FoldCall&)` below, headed by its Before/After, and list it in `rules()`
+// at the end. Inputs arrive as ConstTensor (values as doubles, is_float for the dtype, an omitted optional input
+// empty with has(i) false); attributes through c.attr_i / c.attr_ints / c.attr; a result whose size comes from
+// the inputs is bounded by checked_numel(..., kMaxFoldedValues, ...) (fold_broadcast does it for elementwise ops).
+#include "ir/onnx_fold.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/onnx_import.h"
+#include "ops/common/broadcast.h"
+
+namespace monet::onnx_import {
+namespace {
+
+// One node to fold: its inputs as constants and its attributes.
+struct FoldCall {
+  const onnx::NodeProto& n;
+  const std::string& where;
+  std::vector<ConstTensor> in;  // an omitted optional input is empty and has given[i] = false
+  std::vector<bool> given;
+
+  bool has(size_t i) const { return i < in.size() && given[i]; }
+  const onnx::AttributeProto* attr(const char* name) const {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  int64_t attr_i(const char* name, int64_t dflt) const {
+    const onnx::AttributeProto* a = attr(name);
+    return a ? static_cast<int64_t>(a->i()) : dflt;
+  }
+  std::vector<int64_t> attr_ints(const char* name) const {
+    const onnx::AttributeProto* a = attr(name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+  }
+};
+
+using Folder = std::optional<ConstTensor> (*)(const FoldCall&);
+
+// out[i] = f(x_0[..], x_1[..], ...) over the numpy broadcast of the operands' shapes.
+template <class F>
+std::optional<ConstTensor> fold_broadcast(const std::string& where, const std::vector<const ConstTensor*>& xs,
+                                          bool is_float, F f) {
+  Shape shape;
+  for (const ConstTensor* x : xs) {
+    auto b = ops::broadcast_shapes(shape, x->shape);
+    if (!b) return std::nullopt;
+    shape = *b;
+  }
+  const int64_t n = checked_numel(shape, kMaxFoldedValues, where, "folded constant");
+  ConstTensor out{shape, is_float, std::vector<double>(static_cast<size_t>(n))};
+  std::vector<std::vector<int64_t>> offsets;
+  for (const ConstTensor* x : xs) offsets.push_back(ops::broadcast_offsets(x->shape, shape));
+  std::vector<double> args(xs.size());
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    for (size_t k = 0; k < xs.size(); ++k) args[k] = xs[k]->data[offsets[k][i]];
+    out.data[i] = f(args);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------- the rules
+
+// s = Shape(x)  =>  s = [8, 3, 224, 224]                                       (x's shape, fixed at import)
+// With optional start and end (opset 15), clamped like Python slices: Shape(x, start = -2) => [224, 224].
+// The one rule that reads a runtime value (its shape, not its data): fold_node calls it apart from the table.
+ConstTensor fold_shape(const FoldCall& c, const Shape& s) {
+  const int64_t r = static_cast<int64_t>(s.size());
+  int64_t start = c.attr_i("start", 0), end = c.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  ConstTensor out{{end - start}, false, {}};
+  for (int64_t i = start; i < end; ++i) out.data.push_back(static_cast<double>(s[i]));
+  return out;
+}
+
+// c = Constant(value = t)  =>  c = t            (also value_float, value_int, value_floats, value_ints)
+std::optional<ConstTensor> fold_constant(const FoldCall& c) {
+  for (const auto& a : c.n.attribute()) {
+    if (a.name() == "value") return read_tensor(a.t(), c.where);
+    if (a.name() == "value_float") return ConstTensor{{}, true, {a.f()}};
+    if (a.name() == "value_int") return ConstTensor{{}, false, {static_cast<double>(a.i())}};
+    if (a.name() == "value_floats") return ConstTensor{{a.floats_size()}, true, {a.floats().begin(), a.floats().end()}};
+    if (a.name() == "value_ints") return ConstTensor{{a.ints_size()}, false, {a.ints().begin(), a.ints().end()}};
+  }
+  fail(c.where, ": Constant without a supported value attribute");
+}
+
+// y = Identity([8, 3])  =>  y = [8, 3]
+std::optional<ConstTensor> fold_identity(const FoldCall& c) { return c.in.at(0); }
+
+// y = Cast([2.7, -2.7], to = INT64)  =>  y = [2, -2]           (into an integer type: truncated towards zero)
+std::optional<ConstTensor> fold_cast(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  x.is_float = is_float_type(static_cast<int>(c.attr_i("to", onnx::TensorProto::FLOAT)));
+  if (!x.is_float)
+    for (double& d : x.data) d = std::trunc(d);
+  return x;
+}
+
+// Unsqueeze and Squeeze: axes from input 1 (opset 13) or the attribute (earlier).
+std::vector<int64_t> fold_axes(const FoldCall& c) { return c.has(1) ? ints_of(c.in[1]) : c.attr_ints("axes"); }
+
+// t = Unsqueeze(8, [0])  =>  t = [8]                                        (a scalar becomes a 1-D shape piece)
+std::optional<ConstTensor> fold_unsqueeze(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  std::vector<int64_t> axes = fold_axes(c);
+  const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
+  for (int64_t& a : axes) a = a < 0 ? a + r : a;
+  std::sort(axes.begin(), axes.end());
+  for (int64_t a : axes)
+    x.shape.insert(x.shape.begin() + std::clamp<int64_t>(a, 0, static_cast<int64_t>(x.shape.size())), 1);
+  return x;
+}
+
+// n = Squeeze([8], [0])  =>  n = 8                                    (no axes: every dimension of size 1 goes)
+std::optional<ConstTensor> fold_squeeze(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  const std::vector<int64_t> axes = fold_axes(c);
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  Shape out;
+  for (int64_t d = 0; d < r; ++d) {
+    bool drop = axes.empty() && x.shape[d] == 1;
+    for (int64_t a : axes) drop = drop || (a < 0 ? a + r : a) == d;
+    if (!drop) out.push_back(x.shape[d]);
+  }
+  x.shape = out;
+  return x;
+}
+
+// s = Shape(x); n = Gather(s, 0)  =>  n = 8                                             (x of shape (8, 3, 4))
+// Only from a 1-D constant (a shape): out has the indices' shape; Gather(s, [1, 2]) => [3, 4].
+std::optional<ConstTensor> fold_gather(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& idx = c.in.at(1);
+  if (x.shape.size() != 1) return std::nullopt;
+  ConstTensor out{idx.shape, x.is_float, {}};
+  for (double d : idx.data) {
+    int64_t i = to_int(d);
+    if (i < 0) i += x.shape[0];
+    if (i < 0 || i >= x.shape[0]) fail(c.where, ": Gather index ", d, " out of range");
+    out.data.push_back(x.data[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
+// s = Concat([8], 3, [-1, 4])  =>  s = [8, 3, -1, 4]                       (1-D or scalar constants only)
+std::optional<ConstTensor> fold_concat(const FoldCall& c) {
+  ConstTensor out{{0}, c.in.at(0).is_float, {}};
+  for (const ConstTensor& p : c.in) {
+    if (p.shape.size() > 1) return std::nullopt;
+    out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+  }
+  out.shape = {static_cast<int64_t>(out.data.size())};
+  return out;
+}
+
+// y = ConstantOfShape([2, 3], value = 1)  =>  y = [[1, 1, 1], [1, 1, 1]]                   (no value: float 0)
+std::optional<ConstTensor> fold_constant_of_shape(const FoldCall& c) {
+  ConstTensor out{{}, true, {}};
+  for (double d : c.in.at(0).data) out.shape.push_back(to_int(d));
+  double fill = 0;
+  if (const onnx::AttributeProto* a = c.attr("value")) {
+    ConstTensor v = read_tensor(a->t(), c.where);
+    fill = v.data.empty() ? 0 : v.data[0];
+    out.is_float = v.is_float;
+  }
+  out.data.assign(static_cast<size_t>(checked_numel(out.shape, kMaxFoldedValues, c.where, "ConstantOfShape")), fill);
+  return out;
+}
+
+// y = Reshape(t of shape (2, 3), [0, -1, 1])  =>  y = t as shape (2, 3, 1)
+// 0 copies the input's dim (unless allowzero), one -1 is inferred.
+std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  const std::vector<int64_t> spec = ints_of(c.in.at(1));
+  const bool allowzero = c.attr_i("allowzero", 0) != 0;
+  Shape out(spec.size());
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    out[i] = spec[i] == 0 && !allowzero && i < x.shape.size() ? x.shape[i] : spec[i];
+    if (out[i] < -1 || (out[i] == -1 && infer_at >= 0))
+      fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
+    if (out[i] == -1) infer_at = static_cast<int64_t>(i);
+    else if (__builtin_mul_overflow(known, out[i], &known))
+      fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
+  }
+  const int64_t n = numel(x.shape);
+  if (infer_at >= 0 && known > 0) out[infer_at] = n / known;
+  if (numel(out) != n) fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
+  x.shape = out;
+  return x;
+}
+
+// Add, Sub, Mul, Div, Mod, Equal on two broadcasting constants:
+// y = Mul([8, 3], 4)  =>  y = [32, 12];  y = Div(7, 2)  =>  y = 3;  y = Mod(-7, 2)  =>  y = 1;
+// y = Equal([8, -1], -1)  =>  y = [0, 1] (bool)
+template <char kOp>
+std::optional<ConstTensor> fold_arith(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& y = c.in.at(1);
+  const bool is_float = x.is_float || y.is_float;
+  const bool fmod = c.attr_i("fmod", 0) != 0;
+  return fold_broadcast(c.where, {&x, &y}, kOp == '=' ? false : is_float, [&](const std::vector<double>& v) {
+    const double a = v[0], b = v[1];
+    switch (kOp) {
+      case '+': return a + b;
+      case '-': return a - b;
+      case '*': return a * b;
+      case '/': return is_float ? a / b : std::trunc(a / b);       // ONNX integer division truncates
+      case '%': return fmod ? std::fmod(a, b) : a - std::floor(a / b) * b;  // fmod=0: the divisor's sign
+      default: return a == b ? 1.0 : 0.0;                          // '=': Equal, a bool tensor
+    }
+  });
+}
+
+// y = Not([1, 0])  =>  y = [0, 1]
+std::optional<ConstTensor> fold_not(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  for (double& d : x.data) d = d == 0 ? 1.0 : 0.0;
+  x.is_float = false;
+  return x;
+}
+
+// y = Where([0, 1, 1], [4, 3, 2], [-1, -1, -1])  =>  y = [-1, 3, 2]          (x where cond holds, else y)
+// All three broadcast; with Equal above it folds torch's x.expand(n, -1, -1).
+std::optional<ConstTensor> fold_where(const FoldCall& c) {
+  const ConstTensor &cond = c.in.at(0), &x = c.in.at(1), &y = c.in.at(2);
+  return fold_broadcast(c.where, {&cond, &x, &y}, x.is_float || y.is_float,
+                        [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
+}
+
+// y = Range(0, 7, 2)  =>  y = [0, 2, 4, 6]                   (scalars: max(ceil((limit - start) / delta), 0) values)
+std::optional<ConstTensor> fold_range(const FoldCall& c) {
+  const ConstTensor &start = c.in.at(0), &limit = c.in.at(1), &delta = c.in.at(2);
+  if (start.data.size() != 1 || limit.data.size() != 1 || delta.data.size() != 1) return std::nullopt;
+  const double s = start.data[0], d = delta.data[0];
+  if (d == 0) fail(c.where, ": Range with delta 0");
+  const double count = std::ceil((limit.data[0] - s) / d);
+  if (!(count <= static_cast<double>(kMaxFoldedValues)))  // NaN included
+    fail(c.where, ": Range of ", count, " values is too large (over ", kMaxFoldedValues, ")");
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
+  ConstTensor out{{n}, start.is_float, {}};
+  for (int64_t i = 0; i < n; ++i) out.data.push_back(s + static_cast<double>(i) * d);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------- the table
+
+// Every op with a rule (Shape apart: fold_node calls fold_shape). docs/models.md lists them for users.
+const std::unordered_map<std::string, Folder>& rules() {
+  static const std::unordered_map<std::string, Folder> table = {
+      {"Constant", fold_constant},   {"Identity", fold_identity},   {"Cast", fold_cast},
+      {"Unsqueeze", fold_unsqueeze}, {"Squeeze", fold_squeeze},     {"Gather", fold_gather},
+      {"Concat", fold_concat},       {"ConstantOfShape", fold_constant_of_shape},
+      {"Reshape", fold_reshape},     {"Add", fold_arith<'+'>},      {"Sub", fold_arith<'-'>},
+      {"Mul", fold_arith<'*'>},      {"Div", fold_arith<'/'>},      {"Mod", fold_arith<'%'>},
+      {"Equal", fold_arith<'='>},    {"Not", fold_not},             {"Where", fold_where},
+      {"Range", fold_range},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::optional<ConstTensor> fold_node(const onnx::NodeProto& n, const std::string& where, const ValueLookup& value_of) {
+  if (n.op_type() == "Shape") {
+    const Value* x = n.input_size() < 1 ? nullptr : value_of(n.input(0));
+    if (!x) return std::nullopt;
+    FoldCall call{n, where, {}, {}};
+    return fold_shape(call, x->shape);
+  }
+  auto it = rules().find(n.op_type());
+  if (it == rules().end()) return std::nullopt;
+  FoldCall call{n, where, {}, {}};
+  for (const auto& in : n.input()) {
+    if (in.empty()) {
+      call.in.emplace_back();  // an omitted optional input
+      call.given.push_back(false);
+      continue;
+    }
+    const Value* v = value_of(in);
+    if (!v || v->role != Role::constant) return std::nullopt;
+    call.in.push_back(as_const(*v));
+    call.given.push_back(true);
+  }
+  return it->second(call);
+}
+
+}  // namespace monet::onnx_import

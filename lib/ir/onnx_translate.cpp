@@ -1,0 +1,469 @@
+// Translation of ONNX nodes into our Graph, one node at a time: folded when its output is a constant (onnx_fold.cpp),
+// otherwise one of our nodes, with ONNX attributes as ours, constant inputs the op declares static moved into
+// attributes, our fixed output lists, and its shape rule run. Also the two multi-node patterns torch exports
+// (nn.LayerNorm, nn.GELU) made one node each, and the roles of graph inputs and initializers once every reader is
+// known.
+#include "ir/onnx_translate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "core/error.h"
+#include "ir/onnx_fold.h"
+#include "ops/op.h"
+
+namespace monet::onnx_import {
+namespace {
+
+// One ONNX attribute as ours; graph- and tensor-valued attributes have no counterpart.
+AttrValue convert_attr(const onnx::AttributeProto& a, const std::string& where) {
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: return a.i();
+    case onnx::AttributeProto::FLOAT: return static_cast<double>(a.f());
+    case onnx::AttributeProto::STRING: return a.s();
+    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
+    default: fail(where, ": attribute '", a.name(), "' has an unsupported type (", a.type(), ")");
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------- the graph's values
+
+int Translator::lookup(const std::string& name, const char* what) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) fail(path_, ": ", what, " '", name, "' is not defined");
+  return it->second;
+}
+
+int Translator::add(Value v) {
+  std::string name = v.name;
+  int id = g_.add_value(std::move(v));
+  by_name_[name] = id;
+  return id;
+}
+
+void Translator::add_initializer(const std::string& name, ConstTensor c) {
+  float_const_[name] = c.is_float;
+  add_const(name, std::move(c));
+}
+
+bool Translator::is_const(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it != by_name_.end() && g_.values[it->second].role == Role::constant;
+}
+
+ConstTensor Translator::const_of(const std::string& name) { return as_const(g_.values[lookup(name, "value")]); }
+
+void Translator::add_const(const std::string& name, ConstTensor c) {
+  Value v;
+  v.name = name;
+  v.shape = c.shape;
+  v.dtype = c.is_float ? DType::f32 : DType::i64;
+  v.role = Role::constant;
+  v.data = std::move(c.data);
+  add(std::move(v));
+}
+
+// ------------------------------------------------------------------------------------------- nodes
+
+void Translator::convert_nodes(const onnx::GraphProto& gp) {
+  match_fusions(gp);
+  for (int i = 0; i < gp.node_size(); ++i) {
+    if (auto m = fusions_.find(i); m != fusions_.end()) {
+      convert_fusion(gp, m->second);
+    } else if (!fused_inner_.count(i)) {
+      convert_node(gp.node(i));
+    }
+  }
+}
+
+// A node whose output is a constant becomes that constant (onnx_fold.h); false if it is not foldable here, and it
+// becomes a runtime node.
+bool Translator::fold(const onnx::NodeProto& n, const std::string& where) {
+  std::optional<ConstTensor> out = fold_node(n, where, [&](const std::string& name) -> const Value* {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &g_.values[it->second];
+  });
+  if (!out) return false;
+  add_const(n.output(0), std::move(*out));
+  return true;
+}
+
+void Translator::convert_node(const onnx::NodeProto& n) {
+  std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(g_.nodes.size()) : n.name();
+  std::string where = path_ + ": node '" + name + "' (" + n.op_type() + ")";
+  if (!n.domain().empty() && n.domain() != "ai.onnx") fail(where, ": op domain '", n.domain(), "' is not supported");
+  if (fold(n, where)) return;
+  if (n.op_type() == "LayerNormalization") return convert_layer_norm(n, name, where);
+  const OpDef* def = find_op(n.op_type());
+  if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");
+  // A Gather whose indices are computed (a token embedding reading the data input) is GatherIdx: both inputs at
+  // run time.
+  const bool runtime_gather = n.op_type() == "Gather" && n.input_size() == 2 && !is_const(n.input(1));
+  if (runtime_gather) def = find_op("GatherIdx");
+
+  Node node;
+  node.name = name;
+  node.op = runtime_gather ? "GatherIdx" : n.op_type();
+  for (const auto& a : n.attribute()) node.attrs.set(a.name(), convert_attr(a, where));
+  // Static inputs become attributes; runtime inputs must come before them.
+  for (int i = 0; i < n.input_size(); ++i) {
+    const std::string& in = n.input(i);
+    std::string_view static_name = i < static_cast<int>(def->static_inputs.size()) ? def->static_inputs[i] : "";
+    if (!static_name.empty()) {
+      if (in.empty()) continue;
+      if (!is_const(in)) fail(where, ": input ", i, " ('", in, "') must be a constant (it sets '", static_name, "')");
+      ConstTensor c = const_of(in);
+      if (c.is_float) node.attrs.set(std::string(static_name), c.data);
+      else node.attrs.set(std::string(static_name), ints_of(c));
+      // The values are stored flat; a rank other than 1 is kept beside them (Gather's scalar index drops a dim).
+      if (c.shape.size() != 1) node.attrs.set(std::string(static_name) + "_shape", c.shape);
+      continue;
+    }
+    if (in.empty()) {
+      if (i + 1 < n.input_size()) fail(where, ": optional input ", i, " omitted before later inputs");
+      continue;
+    }
+    node.inputs.push_back(lookup(in, "input"));
+  }
+  std::vector<std::string> outs(n.output().begin(), n.output().end());
+  normalise_outputs(node.op, outs);
+  add_node(std::move(node), outs, where);
+}
+
+// Appends a node whose inputs are set, with outputs named `outs`, and runs its shape rule.
+void Translator::add_node(Node node, const std::vector<std::string>& outs, const std::string& where) {
+  const int id = static_cast<int>(g_.nodes.size());
+  for (const std::string& out : outs) {
+    Value v;
+    v.name = out;
+    v.producer = id;
+    v.role = Role::activation;
+    if (by_name_.count(out)) fail(where, ": value '", out, "' is produced twice");
+    node.outputs.push_back(add(std::move(v)));
+  }
+  g_.nodes.push_back(std::move(node));
+  try {
+    infer_node(g_, id);
+  } catch (const Error& e) {
+    fail(path_, ": ", e.what());
+  }
+  // Sizes are computed from shapes everywhere after this (plan, simulator, arena): refuse what cannot be held.
+  for (int v : g_.nodes[id].outputs)
+    checked_tensor_numel(g_.values[v].shape, where, "output '" + g_.values[v].name + "'");
+}
+
+// LayerNormalization (opset 17) is our LayerNorm (lib/ops/layer_norm): the same inputs and attributes; the optional
+// Mean and InvStdDev outputs are its second and third (named after Y when the model does not name them), and a
+// missing B is a constant of zeros.
+void Translator::convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() < 2 || n.input(0).empty() || n.input(1).empty())
+    fail(where, ": expected inputs X and Scale (and an optional B)");
+  double epsilon = 1e-5;
+  int64_t axis = -1;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "axis") axis = a.i();
+    if (a.name() == "epsilon") epsilon = a.f();
+  }
+  const bool has_bias = n.input_size() > 2 && !n.input(2).empty();
+  std::vector<std::string> outs = {n.output(0)};
+  for (int i = 1; i <= 2; ++i)
+    outs.push_back(i < n.output_size() && !n.output(i).empty() ? n.output(i)
+                                                                 : n.output(0) + (i == 1 ? "/mean" : "/invstd"));
+  emit_layer_norm(name, n.input(0), n.input(1), has_bias ? n.input(2) : "", axis, epsilon, outs, where);
+}
+
+void Translator::emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
+                                 const std::string& bias, int64_t axis, double epsilon,
+                                 const std::vector<std::string>& outs, const std::string& where) {
+  Node node;
+  node.name = name;
+  node.op = "LayerNorm";
+  node.attrs.set("axis", axis);
+  node.attrs.set("epsilon", epsilon);
+  node.inputs = {lookup(x, "input"), lookup(scale, "input")};
+  if (bias.empty()) {
+    const Shape& s = g_.values[node.inputs[1]].shape;
+    add_const(name + "/zero_bias", ConstTensor{s, true, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)});
+    node.inputs.push_back(lookup(name + "/zero_bias", "input"));
+  } else {
+    node.inputs.push_back(lookup(bias, "input"));
+  }
+  add_node(std::move(node), outs, where);
+}
+
+// ------------------------------------------------------------------------------------------- fusions
+//
+// What torch exports at opset 13 for nn.LayerNorm and nn.GELU, made one node each.
+// nn.LayerNorm:
+//   m = ReduceMean(X, axes = [-k..-1]), d = Sub(X, m), v = ReduceMean(Pow(d, 2), the same axes),
+//   Y = Add(Mul(Div(d, Sqrt(Add(v, epsilon))), Scale), B)
+//     =>  Y = LayerNorm(X, Scale, B; axis = -k, epsilon)         (B absent: Y = Mul(...) and a zero B)
+// nn.GELU (exact):
+//   Y = Mul(Mul(X, Add(Erf(Div(X, c)), 1)), 0.5)  =>  Y = Gelu(X; divisor = c)     (c = sqrt 2 as a float)
+// Matched on the ONNX nodes before any is converted: each intermediate is read by the next node of the pattern
+// alone and is no graph output, the constants (2, epsilon, c, 1, 0.5) are scalars of Constant nodes or
+// initializers, Scale and B are graph inputs or initializers. When a LayerNorm's last node is reached, Scale and B
+// must have X's normalised shape; otherwise its nodes convert one by one (the decomposition runs as it is).
+void Translator::match_fusions(const onnx::GraphProto& gp) {
+  std::unordered_map<std::string, int> producer;
+  std::unordered_map<std::string, std::vector<int>> readers;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    for (const auto& o : gp.node(i).output()) producer[o] = i;
+    for (const auto& in : gp.node(i).input()) readers[in].push_back(i);
+  }
+  std::set<std::string> graph_outputs;
+  for (const auto& o : gp.output()) graph_outputs.insert(o.name());
+  // The one reader of `value` if it is `op` (and the value is no graph output), else -1.
+  auto only_reader = [&](const std::string& value, const char* op) {
+    auto it = readers.find(value);
+    if (value.empty() || graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
+    return gp.node(it->second[0]).op_type() == op ? it->second[0] : -1;
+  };
+  // A scalar from a Constant node or an initializer.
+  auto scalar = [&](const std::string& value) -> std::optional<double> {
+    std::optional<ConstTensor> t;
+    if (auto p = producer.find(value); p != producer.end()) {
+      const onnx::NodeProto& c = gp.node(p->second);
+      if (c.op_type() != "Constant" || c.attribute_size() != 1 || c.attribute(0).name() != "value") return {};
+      t = read_tensor(c.attribute(0).t(), path_);
+    } else if (is_const(value)) {
+      t = const_of(value);
+    }
+    if (!t || t->data.size() != 1) return {};
+    return t->data[0];
+  };
+  auto is_leaf = [&](const std::string& value) { return !producer.count(value) && by_name_.count(value); };
+  // The other operand of a binary node with `value` as one of its two inputs ("" if neither is).
+  auto other = [](const onnx::NodeProto& n, const std::string& value) -> std::string {
+    if (n.input_size() != 2) return "";
+    return n.input(0) == value ? n.input(1) : n.input(1) == value ? n.input(0) : "";
+  };
+  auto add = [&](Fusion f) {
+    std::sort(f.nodes.begin(), f.nodes.end());
+    for (int n : f.nodes)
+      if (n != f.nodes.back()) fused_inner_.insert(n);
+    fusions_[f.nodes.back()] = std::move(f);
+  };
+  for (int i = 0; i < gp.node_size(); ++i) {
+    if (gp.node(i).op_type() == "ReduceMean") {
+      if (std::optional<Fusion> f = match_layer_norm(gp, i, readers, graph_outputs, only_reader, scalar, is_leaf,
+                                                     other))
+        add(std::move(*f));
+    } else if (gp.node(i).op_type() == "Div") {
+      if (std::optional<Fusion> f = match_gelu(gp, i, only_reader, scalar, other)) add(std::move(*f));
+    }
+  }
+}
+
+// axes = [-k, ..., -1] and keepdims = 1 (a ReduceMean of the LayerNorm pattern): the axes, else none.
+std::vector<int64_t> Translator::trailing_axes(const onnx::NodeProto& n) {
+  std::vector<int64_t> axes;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+    if (a.name() == "keepdims" && a.i() != 1) return {};
+  }
+  if (n.input_size() != 1 || axes.empty()) return {};
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != -static_cast<int64_t>(axes.size() - i)) return {};
+  return axes;
+}
+
+template <class OnlyReader, class Scalar, class IsLeaf, class Other>
+std::optional<Translator::Fusion> Translator::match_layer_norm(
+    const onnx::GraphProto& gp, int i, const std::unordered_map<std::string, std::vector<int>>& readers,
+    const std::set<std::string>& graph_outputs, OnlyReader only_reader, Scalar scalar, IsLeaf is_leaf, Other other) {
+  const onnx::NodeProto& m = gp.node(i);
+  const std::vector<int64_t> axes = trailing_axes(m);
+  if (axes.empty()) return {};
+  const std::string& x = m.input(0);
+  const int sub = only_reader(m.output(0), "Sub");
+  if (sub < 0 || gp.node(sub).input_size() != 2 || gp.node(sub).input(0) != x || gp.node(sub).input(1) != m.output(0))
+    return {};
+  const std::string& d = gp.node(sub).output(0);
+  const auto d_readers = readers.find(d);
+  if (graph_outputs.count(d) || d_readers == readers.end() || d_readers->second.size() != 2) return {};
+  int pow = -1, div = -1;
+  for (int r : d_readers->second) (gp.node(r).op_type() == "Pow" ? pow : div) = r;
+  if (pow < 0 || div < 0 || gp.node(div).op_type() != "Div" || gp.node(pow).input_size() != 2 ||
+      gp.node(pow).input(0) != d || scalar(gp.node(pow).input(1)) != 2.0 || gp.node(div).input_size() != 2 ||
+      gp.node(div).input(0) != d)
+    return {};
+  const int var = only_reader(gp.node(pow).output(0), "ReduceMean");
+  if (var < 0 || trailing_axes(gp.node(var)) != axes) return {};
+  const int add = only_reader(gp.node(var).output(0), "Add");
+  if (add < 0) return {};
+  const std::optional<double> epsilon = scalar(other(gp.node(add), gp.node(var).output(0)));
+  if (!epsilon || !(*epsilon >= 0)) return {};
+  const int sqrt = only_reader(gp.node(add).output(0), "Sqrt");
+  if (sqrt < 0 || only_reader(gp.node(sqrt).output(0), "Div") != div ||
+      gp.node(div).input(1) != gp.node(sqrt).output(0))
+    return {};
+  const int mul = only_reader(gp.node(div).output(0), "Mul");
+  if (mul < 0) return {};
+  const std::string scale = other(gp.node(mul), gp.node(div).output(0));
+  if (!is_leaf(scale)) return {};
+  Fusion f{"LayerNorm", {i, sub, pow, var, add, sqrt, div, mul}, x, scale, "", -static_cast<int64_t>(axes.size()),
+           *epsilon};
+  if (const int bias = only_reader(gp.node(mul).output(0), "Add"); bias >= 0) {
+    const std::string b = other(gp.node(bias), gp.node(mul).output(0));
+    if (is_leaf(b)) {
+      f.bias = b;
+      f.nodes.push_back(bias);
+    }
+  }
+  return f;
+}
+
+template <class OnlyReader, class Scalar, class Other>
+std::optional<Translator::Fusion> Translator::match_gelu(const onnx::GraphProto& gp, int i, OnlyReader only_reader,
+                                                          Scalar scalar, Other other) {
+  const onnx::NodeProto& div = gp.node(i);
+  const std::optional<double> divisor = div.input_size() == 2 ? scalar(div.input(1)) : std::nullopt;
+  if (!divisor || std::abs(*divisor - std::sqrt(2.0)) > 1e-6) return {};
+  const std::string& x = div.input(0);
+  const int erf = only_reader(div.output(0), "Erf");
+  if (erf < 0) return {};
+  const int add = only_reader(gp.node(erf).output(0), "Add");
+  if (add < 0 || scalar(other(gp.node(add), gp.node(erf).output(0))) != 1.0) return {};
+  const int mul = only_reader(gp.node(add).output(0), "Mul");
+  if (mul < 0 || other(gp.node(mul), gp.node(add).output(0)) != x) return {};
+  const int half = only_reader(gp.node(mul).output(0), "Mul");
+  if (half < 0 || scalar(other(gp.node(half), gp.node(mul).output(0))) != 0.5) return {};
+  Fusion f;
+  f.op = "Gelu";
+  f.nodes = {i, erf, add, mul, half};
+  f.x = x;
+  f.divisor = *divisor;
+  return f;
+}
+
+void Translator::convert_fusion(const onnx::GraphProto& gp, const Fusion& f) {
+  const onnx::NodeProto& last = gp.node(f.nodes.back());
+  const std::string name = last.name().empty() ? f.op + "_" + std::to_string(g_.nodes.size()) : last.name();
+  const std::string& y = last.output(0);
+  const std::string where = path_ + ": node '" + name + "' (" + last.op_type() + ", the end of a " + f.op + ")";
+  if (f.op == "Gelu") {
+    Node node;
+    node.name = name;
+    node.op = "Gelu";
+    node.attrs.set("divisor", f.divisor);
+    node.inputs = {lookup(f.x, "input")};
+    add_node(std::move(node), {y}, where);
+    return;
+  }
+  const Shape& x = g_.values[lookup(f.x, "input")].shape;
+  const size_t k = static_cast<size_t>(-f.axis);
+  auto normalised = [&](const std::string& v) {
+    const Shape& s = g_.values[lookup(v, "input")].shape;
+    return x.size() >= k && s == Shape(x.end() - static_cast<std::ptrdiff_t>(k), x.end()) &&
+           g_.values[lookup(v, "input")].dtype == DType::f32;
+  };
+  if (!normalised(f.scale) || (!f.bias.empty() && !normalised(f.bias))) {
+    for (int n : f.nodes) convert_node(gp.node(n));
+    return;
+  }
+  emit_layer_norm(name, f.x, f.scale, f.bias, f.axis, f.epsilon, {y, y + "/mean", y + "/invstd"}, where);
+}
+
+// Our backward, loss and optimizer ops are not ONNX ops: a model naming one is rejected like any unknown op.
+bool Translator::is_onnx_op(const std::string& op) {
+  return op.find("Grad") == std::string::npos && op != "ReduceSumTo" && op != "BroadcastTo" && op != "GatherIdx" &&
+         op != "LayerNorm" && op != "Gelu" &&
+         op != "SoftmaxCrossEntropy" && op != "SumLoss" && op != "SgdUpdate";
+}
+
+// Our nodes have a fixed output list per op where ONNX has optional outputs. Dropped outputs are remembered:
+// a node that reads one is rejected in decide_param_roles().
+void Translator::normalise_outputs(const std::string& op, std::vector<std::string>& outs) {
+  auto drop_from = [&](size_t from) {
+    for (size_t k = from; k < outs.size(); ++k)
+      if (!outs[k].empty()) dropped_.insert(outs[k]);
+    outs.resize(std::min(outs.size(), from));
+  };
+  if (op == "BatchNormalization") {
+    // Y, saved_mean, saved_invstd; ONNX's running-stat outputs are updated in place by our kernel.
+    drop_from(1);
+    outs.push_back(outs[0] + "/saved_mean");
+    outs.push_back(outs[0] + "/saved_invstd");
+  } else if (op == "Dropout") {
+    if (outs.size() < 2 || outs[1].empty()) {
+      outs.resize(1);
+      outs.push_back(outs[0] + "/mask");
+    }
+  } else if (op == "MaxPool") {
+    // Y, argmax (packed window taps); ONNX's Indices (int64 positions) is not produced.
+    drop_from(1);
+    outs.push_back(outs[0] + "/argmax");
+  } else if (op == "Relu") {
+    drop_from(1);
+    outs.push_back(outs[0] + "/mask");  // 1 bit per element, for the intermediate-activated backward
+  }
+}
+
+// ------------------------------------------------------------------------------------------- parameters
+
+// Graph inputs and initializers read in a parameter slot become params (or buffers for running stats).
+// A float graph input read as a plain operand is a param too; plain_operand_role() picks its initialisation.
+void Translator::decide_param_roles() {
+  std::vector<ParamRole> role(g_.values.size(), ParamRole::none);
+  for (const Node& node : g_.nodes) {
+    const OpDef& def = op_def(node.op);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ParamRole r = i < def.param_roles.size() ? def.param_roles[i] : ParamRole::none;
+      if (r == ParamRole::weight && node.op == "Gemm" && node.attrs.i("transB", 0) == 0) r = ParamRole::weight_kn;
+      int v = node.inputs[i];
+      if (r != ParamRole::none) role[v] = r;
+    }
+  }
+  for (const Node& node : g_.nodes)
+    for (int v : node.inputs)
+      if (dropped_.count(g_.values[v].name))
+        fail(path_, ": node '", node.name, "' reads '", g_.values[v].name, "', an optional output monet does not produce");
+  const std::vector<std::vector<int>> consumers = g_.consumers();
+  for (size_t v = 0; v < g_.values.size(); ++v) {
+    Value& val = g_.values[v];
+    if (val.role != Role::param && val.role != Role::constant) continue;
+    if (val.role == Role::constant && !float_const_.count(val.name)) continue;  // folded constants stay
+    ParamRole r = role[v];
+    if (r == ParamRole::none) {
+      // An initializer read as a plain operand stays a constant (it may be an epsilon or a scale).
+      if (val.role == Role::param) {
+        if (val.dtype != DType::f32) fail(path_, ": graph input '", val.name, "' is neither the data input nor a parameter");
+        val.init = plain_operand_role(static_cast<int>(v), role, consumers);
+      }
+      continue;
+    }
+    val.role = (r == ParamRole::running_mean || r == ParamRole::running_var) ? Role::buffer : Role::param;
+    val.init = r;
+  }
+}
+
+// How to initialise a param no op slot names, from its first reader that tells (transformers export Linear
+// and LayerNorm as plain ops):
+//   Transpose (2-D) into a weight slot  -> the slot's role, transposed: Linear's W (out, in) read as
+//                                          MatMul(x, W^T) is a `weight` with fan_in = in, as in PyTorch
+//   Mul by a vector (one dim > 1)       -> ones (LayerNorm gamma, ConvNeXt's layer scale)
+//   Add/Sub of a vector                 -> bias (U(+-1/sqrt(fan_in)) after a MatMul, else zeros: LayerNorm beta)
+//   anything else                       -> small_normal (ViT's class token and position embedding)
+ParamRole Translator::plain_operand_role(int v, const std::vector<ParamRole>& slot_role,
+                                         const std::vector<std::vector<int>>& consumers) const {
+  const Shape& shape = g_.values[v].shape;
+  const bool vector_like = std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d > 1; }) <= 1;
+  for (int n : consumers[v]) {
+    const Node& node = g_.nodes[n];
+    if (node.op == "Transpose" && shape.size() == 2) {
+      const ParamRole r = slot_role[node.outputs[0]];
+      if (r == ParamRole::weight_kn) return ParamRole::weight;
+      if (r == ParamRole::weight) return ParamRole::weight_kn;
+    }
+    if (node.op == "Mul" && vector_like) return ParamRole::ones;
+    if ((node.op == "Add" || node.op == "Sub") && vector_like) return ParamRole::bias;
+  }
+  return ParamRole::small_normal;
+}
+
+}  // namespace monet::onnx_import

@@ -1,0 +1,88 @@
+// Translation of ONNX nodes into our Graph: each node is folded (onnx_fold.h), or becomes one of our nodes with its
+// attributes and constant inputs translated and its shape rule run; torch's opset-13 nn.LayerNorm and nn.GELU
+// become one node each. Holds the graph being built; reading (onnx_import.cpp) adds the initializers and inputs
+// first and the outputs last. Internal to the importer: included only by lib/ir/onnx_*.cpp.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/onnx_tensor.h"
+
+namespace monet::onnx_import {
+
+class Translator {
+ public:
+  // `path` names the model in messages.
+  explicit Translator(std::string path) : path_(std::move(path)) {}
+
+  Graph& graph() { return g_; }
+  bool defines(const std::string& name) const { return by_name_.count(name) != 0; }
+  // The value's id; an error naming `what` ("input", "graph output") if no value has this name.
+  int lookup(const std::string& name, const char* what);
+  int add(Value v);
+  // An initializer: a constant until a node reads it in a parameter slot (decide_param_roles()).
+  void add_initializer(const std::string& name, ConstTensor c);
+
+  // Every node in graph order, after the initializers and inputs are added.
+  void convert_nodes(const onnx::GraphProto& gp);
+
+  // Once every node is in: which graph inputs and initializers are params, buffers or constants, and how each
+  // param is initialised.
+  void decide_param_roles();
+
+ private:
+  // A pattern of ONNX nodes made one node (onnx_translate.cpp, above match_fusions, shows both).
+  struct Fusion {
+    std::string op;          // LayerNorm or Gelu
+    std::vector<int> nodes;  // the pattern's nodes in graph order; the last is where the node is emitted
+    std::string x, scale, bias;
+    int64_t axis = -1;
+    double epsilon = 0, divisor = 0;
+  };
+
+  bool is_const(const std::string& name) const;
+  ConstTensor const_of(const std::string& name);
+  void add_const(const std::string& name, ConstTensor c);
+  bool fold(const onnx::NodeProto& n, const std::string& where);
+
+  void convert_node(const onnx::NodeProto& n);
+  void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
+  void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  void emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
+                       const std::string& bias, int64_t axis, double epsilon, const std::vector<std::string>& outs,
+                       const std::string& where);
+
+  void match_fusions(const onnx::GraphProto& gp);
+  static std::vector<int64_t> trailing_axes(const onnx::NodeProto& n);
+  template <class OnlyReader, class Scalar, class IsLeaf, class Other>
+  std::optional<Fusion> match_layer_norm(const onnx::GraphProto& gp, int i,
+                                         const std::unordered_map<std::string, std::vector<int>>& readers,
+                                         const std::set<std::string>& graph_outputs, OnlyReader only_reader,
+                                         Scalar scalar, IsLeaf is_leaf, Other other);
+  template <class OnlyReader, class Scalar, class Other>
+  std::optional<Fusion> match_gelu(const onnx::GraphProto& gp, int i, OnlyReader only_reader, Scalar scalar,
+                                   Other other);
+  void convert_fusion(const onnx::GraphProto& gp, const Fusion& f);
+
+  static bool is_onnx_op(const std::string& op);
+  void normalise_outputs(const std::string& op, std::vector<std::string>& outs);
+  ParamRole plain_operand_role(int v, const std::vector<ParamRole>& slot_role,
+                               const std::vector<std::vector<int>>& consumers) const;
+
+  std::string path_;
+  Graph g_;
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, bool> float_const_;  // the initializers
+  std::set<std::string> dropped_;
+  std::unordered_map<int, Fusion> fusions_;  // by the index of the pattern's last ONNX node
+  std::set<int> fused_inner_;                // the other nodes of each pattern (not converted alone)
+};
+
+}  // namespace monet::onnx_import
