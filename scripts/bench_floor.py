@@ -9,7 +9,10 @@ lean store-all's peak beside PyTorch's (MONeT's table), then solves full mode at
 and writes one table side by side with MONeT's overheads (schedules/FLOOR.md; the schedules and reports beside the model's others:
 schedules/<model>_<batch>/schedule_<gpu>_full_<budget>GB_<limit>s.json). A budget the zoo has solved on the same
 profile with the same time limit (schedules/<model>_<batch>/zoo/report_full_<budget>GB.json, scripts/zoo.py) is
-taken from there instead of solved again.
+taken from there instead of solved again. The bisection solves for the smallest budget write theirs there too
+(report_<gpu>_bisect_full_<budget>GB_<limit>s.json, and the schedule where one fits), so that every figure of
+FLOOR.md is in a committed file: its floor table names the file each smallest found comes from, and its header the
+commit the solves ran on.
 
 Usage: /usr/bin/python3 scripts/bench_floor.py [--build build] [--gpu h200] [--time-limit 60] [--threads 2]
        [--models resnet50,...] [--out schedules/FLOOR.md]
@@ -34,6 +37,18 @@ MONET = {
                                   (5.01, 8.72)]),
     "vgg16": (176, 14.12, [(9.71, -5.30), (8.66, -4.64), (7.88, -2.18), (6.82, 1.99), (5.90, 5.44), (5.51, 9.11)]),
 }
+
+
+def source_version():
+    """The commit the solves run on, and whether the tracked files differ from it."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit (no git)"
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
 
 
 def run(cmd, ok=(0,)):
@@ -101,6 +116,7 @@ def main():
     for m in models:
         if m not in MONET:
             sys.exit(f"bench_floor: --models: '{m}' is not one of {', '.join(MONET)}")
+    version = source_version()  # before the solves write their files
     profile_bin = os.path.join(a.build, "apps", "monet-profile")
     solve_bin = os.path.join(a.build, "apps", "monet-solve")
     limit = f"{a.time_limit:g}"
@@ -128,7 +144,7 @@ def main():
              os.path.join(out, f"schedule_{a.gpu}_floor.json"), "--report", report], ok=(2,))
         r = json.load(open(report))
         floor = {"model": m, "batch": batch, "lower_bound": r["lower_bound_bytes"] / 1e9,
-                 "found": r["smallest_found_bytes"] / 1e9, "store_all": r["store_all_peak_bytes"] / 1e9,
+                 "found": r["smallest_found_bytes"] / 1e9, "found_in": report, "store_all": r["store_all_peak_bytes"] / 1e9,
                  "store_all_ms": r["store_all_step_ms"], "torch": torch_gb, "monet_min": published[-1][0]}
         for gb, monet_overhead in published:
             tag = f"{gb:.2f}GB"
@@ -136,15 +152,15 @@ def main():
             z = json.load(open(zoo)) if os.path.exists(zoo) else {}
             if z.get("fingerprint") == fingerprint and z.get("time_limit_s") == a.time_limit and \
                     z.get("profile") == os.path.relpath(derived, ROOT):
-                s, fits, src = z, z["fits"], "zoo"
+                s, fits, src, rep = z, z["fits"], "zoo", zoo
             else:
                 rep = os.path.join(out, f"report_{a.gpu}_full_{tag}_{limit}s.json")
                 res = run([solve_bin, derived, "--budget", f"{gb}GB", "--mode", "full", "--time-limit", limit,
                            "--threads", str(a.threads), "-o", os.path.join(out, f"schedule_{a.gpu}_full_{tag}_{limit}s.json"),
                            "--report", rep], ok=(0, 2, 4))
                 s, fits, src = json.load(open(rep)), res.returncode == 0, "here"
-            if fits:
-                floor["found"] = min(floor["found"], s["predicted_peak_bytes"] / 1e9)
+            if fits and s["predicted_peak_bytes"] / 1e9 < floor["found"]:
+                floor["found"], floor["found_in"] = s["predicted_peak_bytes"] / 1e9, rep
             rows.append({"model": m, "budget": gb, "monet": monet_overhead, "status": s["status"], "fits": fits, "src": src,
                          "overhead": s["overhead"] * 100 if fits else None, "gap": s.get("gap"),
                          "peak": s["predicted_peak_bytes"] / 1e9 if fits else None})
@@ -152,17 +168,21 @@ def main():
                                                     if fits else ""), flush=True)
         # Bisection between the lower bound and the smallest budget met so far, with full-mode solves: a budget
         # with a schedule lowers the top (to the schedule's peak), one without (proven or not) raises the bottom.
+        # Each solve's report (and schedule, where one fits) is written beside the model's others, to be committed.
         lo, hi = floor["lower_bound"], floor["found"]
         for _ in range(a.bisect):
             mid = round((lo + hi) / 2, 3)
             if hi - lo < 0.01:
                 break
-            rep = os.path.join(ROOT, "build", f"bench_floor_{m}.json")
+            name = f"{a.gpu}_bisect_full_{mid:.3f}GB_{a.bisect_limit:g}s.json"
+            rep = os.path.join(out, f"report_{name}")
             res = run([solve_bin, derived, "--budget", f"{mid}GB", "--mode", "full", "--time-limit",
-                       f"{a.bisect_limit:g}", "--threads", str(a.threads), "-o", rep + ".schedule", "--report", rep],
-                      ok=(0, 2, 4))
+                       f"{a.bisect_limit:g}", "--threads", str(a.threads), "-o", os.path.join(out, f"schedule_{name}"),
+                       "--report", rep], ok=(0, 2, 4))
             if res.returncode == 0:
-                hi = min(hi, json.load(open(rep))["predicted_peak_bytes"] / 1e9)
+                peak = json.load(open(rep))["predicted_peak_bytes"] / 1e9
+                if peak < hi:
+                    hi, floor["found_in"] = peak, rep
             else:
                 lo = mid
         floor["found"] = hi
@@ -174,24 +194,25 @@ def main():
     lines = [
         "# The memory floor, and MONeT's published rows",
         "",
-        f"Measured {day} by `scripts/bench_floor.py --gpu {a.gpu} --time-limit {limit} --threads {a.threads}` on "
-        f"this project's 2-core machine, on the committed {a.gpu.upper()} profiles (`schedules/<model>_<batch>/"
+        f"Measured {day} on {version} by `scripts/bench_floor.py --gpu {a.gpu} --time-limit {limit} --threads "
+        f"{a.threads}` on this project's 2-core machine, on the committed {a.gpu.upper()} profiles (`schedules/<model>_<batch>/"
         f"{a.gpu}/profile.json`, every cuDNN algorithm timed; `monet-profile --rederive` carries one measured on an "
         "earlier training graph onto the current one as `profile_derived.json`). Our bytes count everything: "
         "parameters, their gradients, momentum, the batch, activations, gradients and workspace. MONeT's figures are "
         "its README's (PyTorch 1.5 on its own GPU); overheads are each against its own store-all. The lower bound "
         "is what every schedule needs at its worst step (`lower_bound_bytes`); the smallest found is the least peak "
         f"of a schedule found: the heuristics', MONeT's budgets and {a.bisect} full-mode bisection solves of "
-        f"{a.bisect_limit:g} s between the two. Rows marked 'zoo' were solved by the zoo (`scripts/zoo.py`, the "
+        f"{a.bisect_limit:g} s between the two, each in the report the last column names "
+        f"(`schedules/<model>_<batch>/report_{a.gpu}_*.json`). Rows marked 'zoo' were solved by the zoo (`scripts/zoo.py`, the "
         "same profile and time limit; `scripts/gpu_session.sh zoo` solves them on the GPU machine's cores) and are "
         "read from `schedules/<model>_<batch>/zoo/`; measured runs of them are in `schedules/README.md`.",
         "",
-        "| model | batch | lower bound GB | smallest found GB | MONeT's smallest GB | lean store-all GB | PyTorch (MONeT) GB |",
-        "|---|---|---|---|---|---|---|",
+        "| model | batch | lower bound GB | smallest found GB | MONeT's smallest GB | lean store-all GB | PyTorch (MONeT) GB | smallest found in |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for f in floors:
         lines.append(f"| {f['model']} | {f['batch']} | {f['lower_bound']:.2f} | {f['found']:.2f} | {f['monet_min']:.2f} "
-                     f"| {f['store_all']:.2f} | {f['torch']:.2f} |")
+                     f"| {f['store_all']:.2f} | {f['torch']:.2f} | `{os.path.relpath(f['found_in'], ROOT)}` |")
     lines += ["", f"Full mode, {limit} s, {a.threads} threads, at MONeT's budgets:", "",
               "| model | budget GB | MONeT overhead | ours | our overhead | gap | predicted peak GB | solved |",
               "|---|---|---|---|---|---|---|---|"]

@@ -1,5 +1,8 @@
 #include "op_harness.h"
 
+#include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -235,6 +238,32 @@ double gradient_error(const OpCase& c, double eps) {
     }
   }
   return worst;
+}
+
+void check_exact(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == want[i]);
+  }
+}
+
+void check_relative(const std::vector<double>& got, const std::vector<double>& want, double rel) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ", relative tolerance " << rel);
+    CHECK(got[i] == Approx(want[i]).epsilon(rel).margin(0));
+  }
+}
+
+void check_to_scale(const std::vector<double>& got, const std::vector<double>& want, double rel) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ", tolerance " << rel << " of the scale " << scale);
+    CHECK(got[i] == Approx(want[i]).epsilon(0).margin(rel * scale));
+  }
 }
 
 }  // namespace monet::test

@@ -40,6 +40,16 @@ std::vector<double> random_values(const Shape& s, uint64_t seed);
 // max_i |a[i] - b[i]|; the sizes must agree.
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
+// Kernel outputs against wanted values, element by element, a failure naming its element. Each says what it allows
+// (Catch's Approx(want).margin(tol) alone also allows a relative error of 100 float epsilons, 1.2e-5).
+// Bit for bit: values the kernel must reproduce exactly (hand values exact in double, a recomputation's outputs).
+void check_exact(const std::vector<double>& got, const std::vector<double>& want);
+// |got - want| <= rel |want| for each element (a wanted 0 exactly): rounding of values that are not exact in double.
+void check_relative(const std::vector<double>& got, const std::vector<double>& want, double rel);
+// |got - want| <= rel max_j |want_j|: relative to the wanted tensor's scale, for a float kernel against the double
+// one, where an element much smaller than the tensor carries the rounding of the larger values it was computed from.
+void check_to_scale(const std::vector<double>& got, const std::vector<double>& want, double rel);
+
 // Max over differentiated inputs of |analytic - numeric| / max(1, |numeric|), element-wise, in double.
 // The loss is sum_o <y_o, w_o> with random w_o over the float outputs.
 double gradient_error(const OpCase& c, double eps = 1e-6);

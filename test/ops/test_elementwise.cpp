@@ -33,11 +33,6 @@ Attrs clip_bounds(std::optional<double> lo, std::optional<double> hi) {
   return a;
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(tol));
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------- activations
@@ -92,10 +87,12 @@ TEST_CASE("Clip backward matches finite differences", "[elementwise]") {
 
 TEST_CASE("Sigmoid and Tanh forward on hand values", "[elementwise]") {
   OpCase s{.op = "Sigmoid", .shapes = {{4}}, .data = {{0, 1, -2, -800}}};
-  check_close(run_forward(s).values[0], {0.5, 1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(2.0)), 0});
-  check_close(run_forward(s, 4).values[0], {0.5, 1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(2.0)), 0}, 1e-6);
+  // exp and tanh are not exact in double: a few ulps (1e-15 relative); the float kernel within 1e-6 relative (about
+  // 8 of float's ulps).
+  check_relative(run_forward(s).values[0], {0.5, 1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(2.0)), 0}, 1e-15);
+  check_relative(run_forward(s, 4).values[0], {0.5, 1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(2.0)), 0}, 1e-6);
   OpCase t{.op = "Tanh", .shapes = {{3}}, .data = {{0, 0.5, -1}}};
-  check_close(run_forward(t).values[0], {0, std::tanh(0.5), std::tanh(-1.0)});
+  check_relative(run_forward(t).values[0], {0, std::tanh(0.5), std::tanh(-1.0)}, 1e-15);
 }
 
 TEST_CASE("Sigmoid and Tanh backward match finite differences", "[elementwise]") {
@@ -105,16 +102,16 @@ TEST_CASE("Sigmoid and Tanh backward match finite differences", "[elementwise]")
 
 TEST_CASE("HardSigmoid forward, kinks and backward", "[elementwise]") {
   OpCase c{.op = "HardSigmoid", .shapes = {{5}}, .data = {{-3, -1, 0, 1, 3}}};
-  check_close(run_forward(c).values[0], {0, 0.3, 0.5, 0.7, 1});
+  check_exact(run_forward(c).values[0], {0, 0.3, 0.5, 0.7, 1});  // 0.2 x + 0.5 rounds to the doubles nearest 0.3, 0.7
   Attrs torch_like;  // torch's hardsigmoid: x / 6 + 1/2
   torch_like.set("alpha", 1.0 / 6);
   torch_like.set("beta", 0.5);
   c.attrs = torch_like;
-  check_close(run_forward(c).values[0], {0, 1.0 / 3, 0.5, 2.0 / 3, 1});
+  check_relative(run_forward(c).values[0], {0, 1.0 / 3, 0.5, 2.0 / 3, 1}, 1e-15);  // alpha = 1/6 is rounded
   // The gradient is alpha strictly inside the linear part only (PyTorch's hardsigmoid_backward: 0 at x = +-3).
   OpCase g{.op = "HardSigmoidGrad", .attrs = torch_like, .shapes = {{5}, {5}},
            .data = {{1, 1, 1, 1, 1}, {-3, -2.9, 0, 2.9, 3}}};
-  check_close(run_forward(g).values[0], {0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0});
+  check_exact(run_forward(g).values[0], {0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0});  // alpha itself
   CHECK(gradient_error({.op = "HardSigmoid", .shapes = {{4, 6}}, .data = {spread(24, -4, 4)}}) < 1e-6);
   CHECK(gradient_error({.op = "HardSigmoid", .attrs = torch_like, .shapes = {{4, 6}}, .data = {spread(24, -4, 4)}}) <
         1e-6);
@@ -122,10 +119,10 @@ TEST_CASE("HardSigmoid forward, kinks and backward", "[elementwise]") {
 
 TEST_CASE("HardSwish forward, kinks and backward", "[elementwise]") {
   OpCase c{.op = "HardSwish", .shapes = {{7}}, .data = {{-4, -3, -1, 0, 1, 3, 4}}};
-  check_close(run_forward(c).values[0], {0, 0, -1.0 / 3, 0, 2.0 / 3, 3, 4});
+  check_exact(run_forward(c).values[0], {0, 0, -1.0 / 3, 0, 2.0 / 3, 3, 4});  // x (x + 3) / 6: one rounding each
   // torch 1.13's hardswish_backward: 0 below -3, dy * (x/3 + 1/2) on [-3, 3] (boundaries included), dy above 3.
   OpCase g{.op = "HardSwishGrad", .shapes = {{6}, {6}}, .data = {{1, 1, 1, 1, 1, 1}, {-3.5, -3, 0, 1.5, 3, 3.5}}};
-  check_close(run_forward(g).values[0], {0, -0.5, 0.5, 1, 1.5, 1});
+  check_exact(run_forward(g).values[0], {0, -0.5, 0.5, 1, 1.5, 1});
   CHECK(gradient_error({.op = "HardSwish", .shapes = {{4, 6}}, .data = {spread(24, -5, 5)}}) < 1e-6);
 }
 
