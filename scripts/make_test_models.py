@@ -192,6 +192,154 @@ def layer_norm_stats():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def masks_and_math():
+    """Issue 38's elementwise ops as torch 1.13 exports them (opset 13, training mode, export_params=False): Neg,
+    Exp, Log, Reciprocal, Sin, Cos; a causal mask by masked_fill with -inf (Where on a constant mask, a scalar
+    constant branch); masks computed from the data (Greater, Less, GreaterOrEqual, LessOrEqual, Equal on int64)
+    into Where and through Cast to float; Cast float -> int64 -> float. Input (N, 4, 6), output (N, 5).
+    """
+    import tempfile
+
+    import torch
+    from torch import nn
+
+    class MasksAndMath(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(6, 6)
+            self.head = nn.Linear(24, 5)
+            self.keep = torch.tensor([[True, False, True, True, False, True]])  # a constant mask (1, 6)
+
+        def forward(self, x):  # (N, 4, 6)
+            h = self.fc1(x)
+            a = -h + torch.exp(h * 0.5)
+            b = torch.log(torch.exp(h) + 1.0)
+            c = torch.reciprocal(h * h + 1.0)
+            d = h.sin() * h.cos()
+            causal = torch.arange(4)[None, :] > torch.arange(4)[:, None]
+            s = torch.matmul(h, h.transpose(1, 2)).masked_fill(causal, float("-inf")).softmax(-1)
+            e = torch.matmul(s, a)
+            f = torch.where(h < b, e, d) * (h > 0).float() + torch.where(self.keep, c, -b)
+            g = torch.where(x >= 0.5, f, torch.zeros(())) + torch.where(x <= -0.5, 0.5 * f, f)
+            k = ((x * 3).long() == 1).float() + (x * 2).long().float()
+            return self.head((g * (k + 1.0)).flatten(1))
+
+    torch.manual_seed(0)
+    module = MasksAndMath().train()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.onnx")
+        torch.onnx.export(module, torch.randn(2, 4, 6), path, training=torch.onnx.TrainingMode.TRAINING,
+                          opset_version=13, do_constant_folding=False, export_params=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+        return onnx.load(path)
+
+
+def torch_export(module, example, opset):
+    """A torch.nn module as torch 1.13 exports it for training (export_params=False), data input x with batch N."""
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.onnx")
+        torch.onnx.export(module, example, path, training=torch.onnx.TrainingMode.TRAINING, opset_version=opset,
+                          do_constant_folding=False, export_params=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+        return onnx.load(path)
+
+
+def seg_head(opset=13):
+    """A segmentation head upsampling to computed sizes, as torch exports F.interpolate(x, size=y.shape[-2:],
+    mode='bilinear'): Resize's sizes = Concat(Shape/Gather/Unsqueeze of x (N, C), Cast(Slice(Shape(y), -2))), folded
+    at import. Two strided convs down, bilinear up to the stem's size, a skip Add, a 1x1 head, bilinear up to the
+    input's size. Input (N, 3, 20, 28), output (N, 2, 20, 28).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class SegHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.down = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+            self.head = nn.Conv2d(8, 2, 1)
+
+        def forward(self, x):  # (N, 3, H, W)
+            f = F.relu(self.stem(x))  # (N, 8, H/2, W/2)
+            g = F.relu(self.down(f))  # (N, 8, H/4, W/4)
+            g = F.interpolate(g, size=f.shape[-2:], mode="bilinear", align_corners=False)
+            y = self.head(g + f)
+            return F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+    torch.manual_seed(0)
+    return torch_export(SegHead().train(), torch.randn(2, 3, 20, 28), opset)
+
+
+def reduce_scan_ops():
+    """ReduceMax (torch.amax after a Relu: ties at 0), CumSum, Trilu (torch.triu and torch.tril) and Tile
+    (Tensor.repeat) as torch exports them at opset 14 (Trilu's first). Input (N, 4, 6), output (N, 5).
+    """
+    import torch
+    from torch import nn
+
+    class ReduceScan(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+            self.head = nn.Linear(6 * 6 + 4 + 8 * 6, 5)
+
+        def forward(self, x):  # (N, 4, 6)
+            h = self.fc(x)                                          # (N, 4, 6)
+            m = torch.amax(torch.relu(h), dim=2)                    # (N, 4)
+            c = torch.cumsum(h, dim=1)                              # (N, 4, 6)
+            s = h.transpose(1, 2) @ h                               # (N, 6, 6)
+            t = torch.triu(s, diagonal=1) + torch.tril(s, -1) * 0.5
+            r = c.repeat(1, 2, 1)                                   # (N, 8, 6)
+            return self.head(torch.cat([t.flatten(1), m, r.flatten(1)], 1))
+
+    torch.manual_seed(0)
+    return torch_export(ReduceScan().train(), torch.randn(2, 4, 6), 14)
+
+
+def fold_shapes():
+    """The fold rules of issue 38 computing a Reshape's target from Shape(x) = [N, 3, 8, 8] (lib/ir/onnx_fold.cpp):
+      a = Slice(s, -1, INT64_MIN, step -2) = [8, 3];  b = Abs(Where(Greater(a, 4), a, Neg(a))) = [8, 3]
+      n = Max(Slice(s, 0, 1), 1) = [N];  p = ReduceProd(a) = [24]
+      k = Min(Ceil(p / 3.2), Floor(p / 2.9), Where(Less(p, 100), 9, 0)) = [8]   (ceil 7.5, floor 8.28, 9)
+      y = Reshape(x, Concat(n, b, k)): (N, 8, 3, 8)
+    """
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    nodes = []
+
+    def const(name, values, dtype=i64, dims=None):
+        t = helper.make_tensor(name + "_t", dtype, [len(values)] if dims is None else dims, values)
+        nodes.append(helper.make_node("Constant", [], [name], value=t))
+        return name
+
+    def node(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **kw))
+        return out
+
+    s = node("Shape", ["x"], "s")
+    a = node("Slice", [s, const("a_start", [-1]), const("a_end", [-2**63]), const("a_axes", [0]),
+                       const("a_step", [-2])], "a")
+    b = node("Abs", [node("Where", [node("Greater", [a, const("four", [4, 4])], "gt"), a, node("Neg", [a], "neg")],
+                          "w")], "b")
+    n = node("Max", [node("Slice", [s, const("n_start", [0]), const("n_end", [1])], "s0"), const("one", [1])], "n")
+    p = node("Cast", [node("ReduceProd", [a], "p_int", keepdims=1)], "p", to=f32)
+    ceil = node("Ceil", [node("Div", [p, const("c32", [3.2], f32)], "p_c")], "ceil")
+    floor = node("Floor", [node("Div", [p, const("c29", [2.9], f32)], "p_f")], "floor")
+    nine = node("Where", [node("Less", [p, const("hundred", [100.0], f32)], "lt"), const("c9", [9.0], f32),
+                          const("c0", [0.0], f32)], "nine")
+    k = node("Cast", [node("Min", [ceil, floor, nine], "k_f")], "k", to=i64)
+    node("Reshape", ["x", node("Concat", [n, b, k], "target", axis=0)], "y")
+    x = helper.make_tensor_value_info("x", f32, ["N", 3, 8, 8])
+    y = helper.make_tensor_value_info("y", f32, ["N", 8, 3, 8])
+    return helper.make_model(helper.make_graph(nodes, "fold_shapes", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -217,6 +365,11 @@ def main():
     save(tiny_transformer(), "tiny_transformer.onnx")
     save(layer_norm_forms(), "layer_norm_forms.onnx")
     save(layer_norm_stats(), "layer_norm_stats.onnx")
+    save(seg_head(), "seg_head.onnx")
+    save(seg_head(opset=17), "seg_head_opset17.onnx")
+    save(reduce_scan_ops(), "reduce_scan_ops.onnx")
+    save(fold_shapes(), "fold_shapes.onnx")
+    save(masks_and_math(), "masks_and_math.onnx")
     # A LayerNormalization whose Scale does not have X's normalised shape ([3] for (N, 3, 4) over the last dim).
     f32 = TensorProto.FLOAT
     g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=-1)],

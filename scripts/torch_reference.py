@@ -642,11 +642,65 @@ OPS = {
     "ConstantOfShape": op_constant_of_shape,
     "Expand": op_expand,
     "Equal": binary(torch.eq),
+    "Less": binary(torch.lt),
+    "Greater": binary(torch.gt),
+    "LessOrEqual": binary(torch.le),
+    "GreaterOrEqual": binary(torch.ge),
+    "Sin": unary(torch.sin),
+    "Cos": unary(torch.cos),
     "Not": unary(torch.logical_not),
     "Where": lambda ctx, ins, at: torch.where(ins[0].bool(), ins[1], ins[2]),
     "Mod": op_mod,
     "Range": op_range,
 }
+
+
+# Issue 38: ReduceMax (above), CumSum, Trilu, Tile, and the shape arithmetic lib/ir/onnx_fold.cpp folds.
+
+def op_cum_sum(ctx, ins, at):
+    x, dim = ins[0], ints(ins[1])[0] % ins[0].dim()
+    if at.get("reverse", 0):
+        x = x.flip(dim)
+    y = torch.cumsum(x, dim)
+    if at.get("exclusive", 0):  # shifted by one, a zero first: no subtraction, so no rounding of its own
+        y = torch.cat([torch.zeros_like(y.narrow(dim, 0, 1)), y.narrow(dim, 0, y.shape[dim] - 1)], dim)
+    return y.flip(dim) if at.get("reverse", 0) else y
+
+
+def op_trilu(ctx, ins, at):
+    k = ints(ins[1])[0] if given(ins, 1) is not None else 0
+    return torch.triu(ins[0], k) if at.get("upper", 1) else torch.tril(ins[0], k)
+
+
+def op_reduce_prod(ctx, ins, at):
+    axes = reduce_axes(ctx, ins, at, 18)
+    if axes is None:
+        return ins[0]
+    y, keep = ins[0], bool(at.get("keepdims", 1))
+    for axis in sorted((a % y.dim() for a in axes), reverse=True):
+        y = y.prod(dim=axis, keepdim=keep)
+    return y
+
+
+def variadic(fn):
+    def run(ctx, ins, at):
+        y = ins[0]
+        for x in ins[1:]:
+            y = fn(y, x)
+        return y
+    return run
+
+
+OPS.update({
+    "CumSum": op_cum_sum,
+    "Trilu": op_trilu,
+    "Tile": lambda ctx, ins, at: ins[0].repeat(*ints(ins[1])),
+    "ReduceProd": op_reduce_prod,
+    "Max": variadic(torch.maximum),
+    "Min": variadic(torch.minimum),
+    "Floor": unary(torch.floor),
+    "Ceil": unary(torch.ceil),
+})
 
 
 # ---------------------------------------------------------------------------------------------------------------

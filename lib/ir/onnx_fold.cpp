@@ -15,6 +15,7 @@
 #include "ir/onnx_fold.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <unordered_map>
 #include <vector>
@@ -261,6 +262,114 @@ std::optional<ConstTensor> fold_range(const FoldCall& c) {
   return out;
 }
 
+// s = Shape(x); t = Slice(s, [-2], [INT64_MAX])  =>  t = [224, 224]                       (x of shape (8, 3, 224, 224))
+// 1-D constants only, which is what a shape is: torch's x.shape[-2:]. starts, ends, axes (only 0 or -1) and steps
+// from inputs 1-4 (opset 10 on) or the attributes (earlier); ONNX's clamping: a negative index counts from the
+// end, then starts and ends clamp to [0, n] for a positive step and to [0, n - 1] and [-1, n - 1] for a negative
+// one (INT64_MAX and INT64_MIN mean "to the end"). The result may be empty (shape [0]).
+std::optional<ConstTensor> fold_slice(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  if (x.shape.size() != 1) return std::nullopt;
+  const bool from_inputs = c.has(1) || c.has(2);
+  const std::vector<int64_t> starts = from_inputs ? ints_of(c.in.at(1)) : c.attr_ints("starts");
+  const std::vector<int64_t> ends = from_inputs ? (c.has(2) ? ints_of(c.in[2]) : std::vector<int64_t>{})
+                                                : c.attr_ints("ends");
+  const std::vector<int64_t> axes = from_inputs ? (c.has(3) ? ints_of(c.in[3]) : std::vector<int64_t>{})
+                                                : c.attr_ints("axes");
+  const std::vector<int64_t> steps = c.has(4) ? ints_of(c.in[4]) : std::vector<int64_t>{};
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1)
+    fail(c.where, ": Slice of a 1-D constant needs one start, end, axis and step, got ", starts.size(), ", ",
+         ends.size(), ", ", axes.size(), ", ", steps.size());
+  if (!axes.empty() && axes[0] != 0 && axes[0] != -1) fail(c.where, ": Slice axis ", axes[0], " of a 1-D constant");
+  const int64_t n = x.shape[0], step = steps.empty() ? 1 : steps[0];
+  if (step == 0 || step == INT64_MIN) fail(c.where, ": Slice step ", step);
+  int64_t b = starts[0], e = ends[0];
+  if (b < 0) b = b < -n ? -1 : b + n;  // below -n: clamped below (no int64 overflow on INT64_MIN)
+  if (e < 0) e = e < -n ? -1 : e + n;
+  int64_t len;  // counted first: b + step may overflow where step is huge
+  if (n == 0) {
+    len = 0;
+  } else if (step > 0) {
+    b = std::clamp<int64_t>(b, 0, n);
+    e = std::clamp<int64_t>(e, 0, n);
+    len = e > b ? (e - b - 1) / step + 1 : 0;
+  } else {
+    b = std::clamp<int64_t>(b, 0, n - 1);
+    e = std::clamp<int64_t>(e, -1, n - 1);
+    len = b > e ? (b - e - 1) / -step + 1 : 0;
+  }
+  ConstTensor out{{len}, x.is_float, {}};
+  for (int64_t j = 0; j < len; ++j) out.data.push_back(x.data[static_cast<size_t>(b + j * step)]);
+  return out;
+}
+
+// ReduceProd, ReduceSum, ReduceMax, ReduceMin of a scalar or 1-D constant over its one axis:
+// n = ReduceProd(Slice(Shape(x), [1], [4]), keepdims = 0)  =>  n = 150528            (torch's x[0].numel())
+// Axes from input 1 (ReduceSum from opset 13, the others from 18) or the attribute; keepdims (default 1) keeps a
+// dim of 1; no axes with noop_with_empty_axes = 1 is the input itself.
+template <char kOp>
+std::optional<ConstTensor> fold_reduce(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  if (x.shape.size() > 1) return std::nullopt;
+  const std::vector<int64_t> axes = c.has(1) ? ints_of(c.in[1]) : c.attr_ints("axes");
+  for (int64_t a : axes)
+    if (a != 0 && a != -1) fail(c.where, ": axis ", a, " of a constant of rank ", x.shape.size());
+  if (axes.empty() && c.attr_i("noop_with_empty_axes", 0) != 0) return x;
+  if (x.data.empty() && (kOp == '>' || kOp == '<')) fail(c.where, ": the max or min of no values");
+  double r = kOp == '*' ? 1.0 : kOp == '+' ? 0.0 : x.data.empty() ? 0.0 : x.data[0];
+  for (double d : x.data) {
+    if (kOp == '*') r *= d;
+    else if (kOp == '+') r += d;
+    else if (kOp == '>') r = std::max(r, d);
+    else r = std::min(r, d);
+  }
+  ConstTensor out{{}, x.is_float, {r}};
+  if (c.attr_i("keepdims", 1) != 0 && !x.shape.empty()) out.shape = {1};
+  return out;
+}
+
+// Max and Min of any number of broadcasting constants:  y = Max([3, 8], 5)  =>  y = [5, 8]
+template <char kOp>
+std::optional<ConstTensor> fold_extremum(const FoldCall& c) {
+  std::vector<const ConstTensor*> xs;
+  bool is_float = false;
+  for (const ConstTensor& x : c.in) {
+    xs.push_back(&x);
+    is_float = is_float || x.is_float;
+  }
+  if (xs.empty()) fail(c.where, ": no inputs");
+  return fold_broadcast(c.where, xs, is_float, [](const std::vector<double>& v) {
+    double r = v[0];
+    for (double d : v) r = kOp == '>' ? std::max(r, d) : std::min(r, d);
+    return r;
+  });
+}
+
+// Floor, Ceil, Neg, Abs elementwise:  y = Floor(Mul(Cast(Shape(x)[2:]), 1.5))  =>  y = [336.0, 336.0]
+// (F.interpolate(x, scale_factor=1.5) with recompute_scale_factor: the output size from a float scale)
+template <char kOp>
+std::optional<ConstTensor> fold_unary(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  for (double& d : x.data) {
+    switch (kOp) {
+      case 'f': d = std::floor(d); break;
+      case 'c': d = std::ceil(d); break;
+      case '-': d = -d; break;
+      default: d = std::fabs(d); break;  // 'a': Abs
+    }
+  }
+  return x;
+}
+
+// Less and Greater on two broadcasting constants:  y = Less([8, 3], 4)  =>  y = [0, 1] (bool)
+template <char kOp>
+std::optional<ConstTensor> fold_compare(const FoldCall& c) {
+  const ConstTensor &x = c.in.at(0), &y = c.in.at(1);
+  return fold_broadcast(c.where, {&x, &y}, false, [](const std::vector<double>& v) {
+    return (kOp == '<' ? v[0] < v[1] : v[0] > v[1]) ? 1.0 : 0.0;
+  });
+}
+
 // ------------------------------------------------------------------------------------------- the table
 
 // Every op with a rule (Shape apart: fold_node calls fold_shape). docs/models.md lists them for users.
@@ -272,7 +381,12 @@ const std::unordered_map<std::string, Folder>& rules() {
       {"Reshape", fold_reshape},     {"Add", fold_arith<'+'>},      {"Sub", fold_arith<'-'>},
       {"Mul", fold_arith<'*'>},      {"Div", fold_arith<'/'>},      {"Mod", fold_arith<'%'>},
       {"Equal", fold_arith<'='>},    {"Not", fold_not},             {"Where", fold_where},
-      {"Range", fold_range},
+      {"Range", fold_range},         {"Slice", fold_slice},
+      {"ReduceProd", fold_reduce<'*'>}, {"ReduceSum", fold_reduce<'+'>},
+      {"ReduceMax", fold_reduce<'>'>},  {"ReduceMin", fold_reduce<'<'>},
+      {"Max", fold_extremum<'>'>},   {"Min", fold_extremum<'<'>},   {"Floor", fold_unary<'f'>},
+      {"Ceil", fold_unary<'c'>},     {"Neg", fold_unary<'-'>},      {"Abs", fold_unary<'a'>},
+      {"Less", fold_compare<'<'>},   {"Greater", fold_compare<'>'>},
   };
   return table;
 }

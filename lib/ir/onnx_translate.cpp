@@ -82,7 +82,11 @@ void Translator::convert_nodes(const onnx::GraphProto& gp) {
 
 // A node whose output is a constant becomes that constant (onnx_fold.h); false if it is not foldable here, and it
 // becomes a runtime node.
+// A float initializer is never folded into: it may be a parameter (decide_param_roles decides after the nodes),
+// and a node computed from it at import would freeze it (-w, max(w, 0), w.sum() computed once, never trained).
 bool Translator::fold(const onnx::NodeProto& n, const std::string& where) {
+  for (const std::string& in : n.input())
+    if (auto it = float_const_.find(in); it != float_const_.end() && it->second) return false;
   std::optional<ConstTensor> out = fold_node(n, where, [&](const std::string& name) -> const Value* {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? nullptr : &g_.values[it->second];

@@ -7,12 +7,13 @@
 namespace monet::ops {
 #define MONET_OP_FOLDERS(X)                                                                                     \
   X(relu) X(clip) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(tanh) X(identity)                                  \
-  X(pow) X(sqrt) X(erf) X(gelu)                                                                                 \
+  X(pow) X(sqrt) X(erf) X(gelu) X(neg) X(exp) X(log) X(reciprocal) X(sin) X(cos)                              \
+  X(where) X(compare) X(cast)                                                                                   \
   X(add) X(sub) X(mul) X(div) X(sum) X(reduce_sum_to)                                                           \
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \
   X(batch_norm) X(layer_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax)      \
   X(dropout) X(concat) X(split) X(slice) X(flatten) X(reshape) X(transpose) X(pad) X(resize)                    \
-  X(expand) X(gather) X(unsqueeze) X(squeeze)                                                                   \
+  X(expand) X(gather) X(unsqueeze) X(squeeze) X(reduce_max) X(cum_sum) X(trilu) X(tile)                         \
   X(attention) X(softmax_cross_entropy) X(sum_loss) X(sgd_update)
 #define MONET_DECLARE(folder) extern const std::vector<const OpDef*> folder##_ops;
 MONET_OP_FOLDERS(MONET_DECLARE)

@@ -230,6 +230,31 @@ std::vector<Case> cases() {
   c.push_back({"SoftmaxCrossEntropy", attrs({{"axis", int64_t{2}}}), {{2, 3, 5}, {2, 3}}, {Fill::wide, Fill::labels},
                {DType::f32, DType::i64}, {}, 1, 5});
   c.push_back({"GatherIdx", {}, {{6, 4}, {3, 5}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1, 6});
+  // ReduceMax (ties at 0 under Fill::relu share the gradient), CumSum in both directions, Trilu both halves, Tile.
+  c.push_back({"ReduceMax", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}, {Fill::relu}});
+  c.push_back({"ReduceMax", attrs({{"axes", I{0}}}), {{300, 7}}});
+  c.push_back({"CumSum", attrs({{"axis", I{1}}, {"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}), {s4}});
+  c.push_back({"CumSum", attrs({{"axis", I{-1}}}), {{3, 700}}});
+  c.push_back({"Trilu", attrs({{"k", I{1}}}), {s4}});
+  c.push_back({"Trilu", attrs({{"upper", int64_t{0}}, {"k", I{-1}}}), {{2, 5, 3}}});
+  c.push_back({"Tile", attrs({{"repeats", I{2, 1, 3}}}), {{2, 3, 4}}});
+  // Issue 38's ops: unary math (Log and Reciprocal on positive inputs), masks from comparisons (integer-valued
+  // floats and int64 so that ties occur), Where on u8 and i64 masks with broadcasting (its gradients reduced and
+  // not), masked_fill's scalar branch, Cast between floats, integers and masks.
+  for (const char* op : {"Neg", "Exp", "Sin", "Cos"}) c.push_back({op, {}, {s4}});
+  for (const char* op : {"Log", "Reciprocal"}) c.push_back({op, {}, {s4}, {Fill::positive}});
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
+    c.push_back({op, {}, {{2, 3, 4}, {3, 1}}, {Fill::labels, Fill::labels}, {}, {false, false}, 1, 3});
+    c.push_back({op, {}, {{4}, {3, 4}}, {Fill::labels, Fill::labels}, {DType::i64, DType::i64}, {}, 1, 3});
+  }
+  c.push_back({"Where", {}, {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {Fill::labels}, {DType::u8}, {}, 1, 2});
+  c.push_back({"Where", {}, {{3, 1}, {2, 1, 4}, {4}}, {Fill::labels}, {DType::i64}, {}, 1, 2});
+  c.push_back({"Where", {}, {{2, 3, 40}, {}, {2, 3, 40}}, {Fill::labels}, {DType::u8}, {false, false, true}, 1, 2});
+  c.push_back({"Cast", attrs({{"to", int64_t{1}}}), {s4}});
+  c.push_back({"Cast", attrs({{"to", int64_t{7}}}), {s4}, {Fill::wide}});
+  c.push_back({"Cast", attrs({{"to", int64_t{9}}}), {s4}, {Fill::labels}, {}, {false}, 1, 2});
+  c.push_back({"Cast", attrs({{"to", int64_t{1}}}), {{3, 5}}, {Fill::labels}, {DType::u8}, {}, 1, 2});
+  c.push_back({"Cast", attrs({{"to", int64_t{1}}}), {{3, 5}}, {Fill::labels}, {DType::i64}, {}, 1, 7});
   c.push_back({"SumLoss", {}, {{3, 4}}});
   c.push_back({"SgdUpdate", attrs({{"lr", 0.1}, {"momentum", 0.9}}), {{10}, {10}, {10}}, {}, {}, {false, false, false},
                0});

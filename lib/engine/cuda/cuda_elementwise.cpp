@@ -1,5 +1,6 @@
 // CUDA kernels of the elementwise ops (host side): activations and their gradients, Add/Sub/Mul/Div and their
-// fused reduce-to-input gradients, Sum, ReduceSumTo/BroadcastTo/Expand, Identity, Dropout, SgdUpdate.
+// fused reduce-to-input gradients, Sum, ReduceSumTo/BroadcastTo/Expand, Identity, the comparisons and Where on
+// masks, Cast, Dropout, SgdUpdate.
 // Semantics are the CPU kernels' of lib/ops/<op> (attributes read the same way, the same broadcasting).
 #include <cmath>
 #include <numbers>
@@ -149,6 +150,73 @@ void run_identity(const CudaCall& c) {
   copy_bytes(c, c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, 4));
 }
 
+// ---------------------------------------------------------------------------------------------- masks, cast
+
+Elem elem_of(DType t) {
+  switch (t) {
+    case DType::f32: return Elem::f32;
+    case DType::i64: return Elem::i64;
+    case DType::u8: return Elem::u8;
+  }
+  return Elem::f32;
+}
+
+// Where(cond, X, Y) -> out.
+void run_where(const CudaCall& c) {
+  const Shape& out = c.out_shape(0);
+  MONET_CUDA_CHECK(where_select(dims_of(out), broadcast_strides_to(c.in_shape(0), out), c.in[0].data,
+                                elem_of(c.in[0].dtype), broadcast_strides_to(c.in_shape(1), out), c.fin(1),
+                                broadcast_strides_to(c.in_shape(2), out), c.fin(2), c.fout(0), c.ctx.stream));
+}
+
+// WhereGrad(dy, cond) -> dx = ReduceSumTo(where(cond == pick, dy, 0), shape): straight into dx where nothing is
+// reduced, else the masked dy into the workspace (dy's shape) and reduce_to (Term::x) from there, its partial sums
+// after it.
+bool where_grad_reduces(const Shape& dy, const Shape& dx) { return dy != dx; }
+
+int64_t where_grad_masked_bytes(const Graph& g, const Node& n) {
+  return align_up(numel(g.values[n.inputs[0]].shape) * 4);
+}
+
+int64_t where_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const Shape& dy = g.values[n.inputs[0]].shape;
+  const Shape& dx = g.values[n.outputs[0]].shape;
+  if (!where_grad_reduces(dy, dx)) return 0;
+  return where_grad_masked_bytes(g, n) + reduce_to_workspace_bytes(reduce_geom(dy, dx));
+}
+
+void run_where_grad(const CudaCall& c) {
+  const Shape& dy = c.in_shape(0);
+  const Shape& dx = c.out_shape(0);
+  const bool pick = c.node.attrs.i("pick") != 0;
+  const bool reduces = where_grad_reduces(dy, dx);
+  float* masked = reduces ? static_cast<float*>(c.workspace) : c.fout(0);
+  if (reduces)
+    MONET_CHECK(c.workspace_bytes >= where_grad_workspace(c.g, c.node, c.ctx), "workspace too small for ",
+                c.node.name);
+  const Strides sy = contiguous_strides(dy);
+  MONET_CUDA_CHECK(where_select(dims_of(dy), broadcast_strides_to(c.in_shape(1), dy), c.in[1].data,
+                                elem_of(c.in[1].dtype), sy, pick ? c.fin(0) : nullptr, sy,
+                                pick ? nullptr : c.fin(0), masked, c.ctx.stream));
+  if (!reduces) return;
+  const ReduceGeom g = reduce_geom(dy, dx);
+  double* partial = reinterpret_cast<double*>(static_cast<char*>(c.workspace) + where_grad_masked_bytes(c.g, c.node));
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, masked, nullptr, nullptr, c.fout(0), 1.0, partial, c.ctx.stream));
+}
+
+template <Compare op>
+void run_compare(const CudaCall& c) {
+  const Shape& out = c.out_shape(0);
+  MONET_CUDA_CHECK(compare(op, elem_of(c.in[0].dtype), dims_of(out), broadcast_strides_to(c.in_shape(0), out),
+                           c.in[0].data, broadcast_strides_to(c.in_shape(1), out), c.in[1].data,
+                           static_cast<uint8_t*>(c.out[0].data), c.ctx.stream));
+}
+
+void run_cast(const CudaCall& c) {
+  MONET_CUDA_CHECK(cast(elem_of(c.in[0].dtype), elem_of(c.out[0].dtype), c.in[0].numel(), c.in[0].data,
+                        c.out[0].data, c.ctx.stream));
+}
+
 // ---------------------------------------------------------------------------------------------- dropout, sgd
 
 uint64_t splitmix64(uint64_t z) {
@@ -217,6 +285,26 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["Gelu"] = {run_gelu};
   t["GeluGrad"] = {run_gelu_grad};
   t["Identity"] = {run_identity};
+  t["Neg"] = {run_unary<Unary::neg>};
+  t["Exp"] = {run_unary<Unary::exp>};
+  t["ExpGrad"] = {run_unary_grad<UnaryGrad::exp>};
+  t["Log"] = {run_unary<Unary::log>};
+  t["LogGrad"] = {run_unary_grad<UnaryGrad::log>};
+  t["Reciprocal"] = {run_unary<Unary::reciprocal>};
+  t["ReciprocalGrad"] = {run_unary_grad<UnaryGrad::reciprocal>};
+  t["Sin"] = {run_unary<Unary::sin>};
+  t["SinGrad"] = {run_unary_grad<UnaryGrad::sin>};
+  t["Cos"] = {run_unary<Unary::cos>};
+  t["CosGrad"] = {run_unary_grad<UnaryGrad::cos>};
+
+  t["Where"] = {run_where};
+  t["WhereGrad"] = {run_where_grad, where_grad_workspace};
+  t["Equal"] = {run_compare<Compare::eq>};
+  t["Less"] = {run_compare<Compare::lt>};
+  t["Greater"] = {run_compare<Compare::gt>};
+  t["LessOrEqual"] = {run_compare<Compare::le>};
+  t["GreaterOrEqual"] = {run_compare<Compare::ge>};
+  t["Cast"] = {run_cast};
 
   t["Add"] = {run_binary<Binary::add>};
   t["Sub"] = {run_binary<Binary::sub>};

@@ -49,6 +49,18 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
     return sqrtf(x);
   } else if constexpr (op == Unary::erf) {
     return erff(x);
+  } else if constexpr (op == Unary::neg) {
+    return -x;
+  } else if constexpr (op == Unary::exp) {
+    return expf(x);
+  } else if constexpr (op == Unary::log) {
+    return logf(x);
+  } else if constexpr (op == Unary::reciprocal) {
+    return 1.f / x;
+  } else if constexpr (op == Unary::sin) {
+    return sinf(x);
+  } else if constexpr (op == Unary::cos) {
+    return cosf(x);
   } else {  // gelu, p0 = the divisor (sqrt 2): x * (1 + erf(x / p0)) * 0.5 in the CPU's order
     return __fmul_rn(__fmul_rn(x, erff(x / p0) + 1.f), 0.5f);
   }
@@ -159,6 +171,16 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
     return dy / (2.f * s);
   } else if constexpr (op == UnaryGrad::erf) {  // s = x, p0 = 2 / sqrt(pi) as a float
     return __fmul_rn(__fmul_rn(dy, p0), expf(-__fmul_rn(s, s)));
+  } else if constexpr (op == UnaryGrad::exp) {  // s = y
+    return dy * s;
+  } else if constexpr (op == UnaryGrad::log) {  // s = x
+    return dy / s;
+  } else if constexpr (op == UnaryGrad::reciprocal) {  // s = y: -dy * (y * y)
+    return __fmul_rn(-dy, __fmul_rn(s, s));
+  } else if constexpr (op == UnaryGrad::sin) {  // s = x
+    return __fmul_rn(dy, cosf(s));
+  } else if constexpr (op == UnaryGrad::cos) {  // s = x
+    return __fmul_rn(-dy, sinf(s));
   } else {  // gelu, s = x, p0 = the divisor c, p1 = 1 / (c sqrt(pi))
     const float u = s / p0;
     return dy * ((erff(u) + 1.f) * 0.5f + __fmul_rn(s, p1) * expf(-__fmul_rn(u, u)));
@@ -856,6 +878,107 @@ int launch_sgd_table(const SgdBatch& batch, int at, float lr, float momentum, cu
   return at;
 }
 
+// ----------------------------------------------------------------------------------------------- masks
+
+// Element i of `dims` split into coordinates: its offsets in three operands (offsets_of for three; the same
+// unrolled loop over kMaxDims so that the by-value arrays stay in registers).
+template <class Index>
+__device__ __forceinline__ void offsets3_of(const Dims& dims, const Strides& s0, const Strides& s1, const Strides& s2,
+                                            Index i, Index& o0, Index& o1, Index& o2) {
+  Index rem = i;
+#pragma unroll
+  for (int d = kMaxDims - 1; d > 0; --d) {
+    if (d >= dims.rank) continue;
+    const Index size = static_cast<Index>(dims.size[d]);
+    const Index idx = rem % size;
+    rem /= size;
+    o0 += idx * static_cast<Index>(s0.s[d]);
+    o1 += idx * static_cast<Index>(s1.s[d]);
+    o2 += idx * static_cast<Index>(s2.s[d]);
+  }
+  o0 += rem * static_cast<Index>(s0.s[0]);
+  o1 += rem * static_cast<Index>(s1.s[0]);
+  o2 += rem * static_cast<Index>(s2.s[0]);
+}
+
+template <class C, class Index>
+__global__ void where_kernel(Dims out, Strides sc, Strides sa, Strides sb, const C* __restrict__ cond, const float* a,
+                             const float* b, float* y, int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    Index oc = 0, oa = 0, ob = 0;
+    offsets3_of(out, sc, sa, sb, static_cast<Index>(i), oc, oa, ob);
+    if (cond[oc] != 0) y[i] = a ? a[oa] : 0.f;
+    else y[i] = b ? b[ob] : 0.f;
+  }
+}
+
+template <class C>
+void launch_where(const Dims& out, const Strides& sc, const C* cond, const Strides& sa, const float* a,
+                  const Strides& sb, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  // Offsets stay below n: no broadcast operand has more elements than the output.
+  if (n < (int64_t{1} << 31))
+    where_kernel<C, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sc, sa, sb, cond, a, b, y, n);
+  else
+    where_kernel<C, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sc, sa, sb, cond, a, b, y, n);
+}
+
+template <Compare op, class V>
+__device__ __forceinline__ bool compare_of(V a, V b) {
+  if constexpr (op == Compare::eq) return a == b;
+  else if constexpr (op == Compare::lt) return a < b;
+  else if constexpr (op == Compare::gt) return a > b;
+  else if constexpr (op == Compare::le) return a <= b;
+  else return a >= b;
+}
+
+template <Compare op, class V, class Index>
+__global__ void compare_kernel(Dims out, Strides sa, Strides sb, const V* __restrict__ a, const V* __restrict__ b,
+                               uint8_t* __restrict__ y, int64_t n) {
+  MONET_GRID_LOOP(i, n) {
+    Index oa = 0, ob = 0;
+    offsets_of(out, sa, sb, static_cast<Index>(i), oa, ob);
+    y[i] = compare_of<op>(a[oa], b[ob]) ? 1 : 0;
+  }
+}
+
+template <Compare op, class V>
+void launch_compare(const Dims& out, const Strides& sa, const void* a, const Strides& sb, const void* b, uint8_t* y,
+                    int64_t n, cudaStream_t stream) {
+  const V* va = static_cast<const V*>(a);
+  const V* vb = static_cast<const V*>(b);
+  if (n < (int64_t{1} << 31))
+    compare_kernel<op, V, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, va, vb, y, n);
+  else
+    compare_kernel<op, V, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, va, vb, y, n);
+}
+
+template <Compare op>
+void launch_compare_elem(Elem elem, const Dims& out, const Strides& sa, const void* a, const Strides& sb,
+                         const void* b, uint8_t* y, int64_t n, cudaStream_t stream) {
+  switch (elem) {
+    case Elem::f32: return launch_compare<op, float>(out, sa, a, sb, b, y, n, stream);
+    case Elem::i64: return launch_compare<op, int64_t>(out, sa, a, sb, b, y, n, stream);
+    case Elem::u8: return launch_compare<op, uint8_t>(out, sa, a, sb, b, y, n, stream);
+  }
+}
+
+template <class From, class To>
+__global__ void cast_kernel(int64_t n, const From* __restrict__ x, To* __restrict__ y) {
+  MONET_GRID_LOOP(i, n) {
+    if constexpr (sizeof(To) == 1) y[i] = x[i] != From(0) ? 1 : 0;  // to a bool mask
+    else y[i] = static_cast<To>(x[i]);                               // float -> int64 truncates
+  }
+}
+
+template <class From>
+void launch_cast(Elem to, int64_t n, const From* x, void* y, cudaStream_t stream) {
+  switch (to) {
+    case Elem::f32: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<float*>(y)); break;
+    case Elem::i64: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<int64_t*>(y)); break;
+    case Elem::u8: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<uint8_t*>(y)); break;
+  }
+}
+
 __global__ void fill_pattern_kernel(int64_t n, float* x, uint64_t seed) {
   MONET_GRID_LOOP(i, n) {
     const uint64_t h = splitmix64(seed + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
@@ -876,6 +999,7 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
+    MONET_CASE(neg) MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -893,6 +1017,7 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
+    MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -976,6 +1101,40 @@ cudaError_t sgd_update(const SgdBatch& batch, float lr, float momentum, cudaStre
                                             : launch_sgd_table<kSgdTable>(batch, at, lr, momentum, stream);
     if (next == at) return cudaErrorInvalidValue;
     at = next;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t where_select(const Dims& out, const Strides& sc, const void* cond, Elem cond_elem, const Strides& sa,
+                         const float* a, const Strides& sb, const float* b, float* y, cudaStream_t stream) {
+  const int64_t n = count_of(out);
+  if (n == 0) return cudaSuccess;
+  if (cond_elem == Elem::i64) launch_where(out, sc, static_cast<const int64_t*>(cond), sa, a, sb, b, y, n, stream);
+  else if (cond_elem == Elem::u8) launch_where(out, sc, static_cast<const uint8_t*>(cond), sa, a, sb, b, y, n, stream);
+  else return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t compare(Compare op, Elem elem, const Dims& out, const Strides& sa, const void* a, const Strides& sb,
+                    const void* b, uint8_t* y, cudaStream_t stream) {
+  const int64_t n = count_of(out);
+  if (n == 0) return cudaSuccess;
+  switch (op) {
+    case Compare::eq: launch_compare_elem<Compare::eq>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::lt: launch_compare_elem<Compare::lt>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::gt: launch_compare_elem<Compare::gt>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::le: launch_compare_elem<Compare::le>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::ge: launch_compare_elem<Compare::ge>(elem, out, sa, a, sb, b, y, n, stream); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t cast(Elem from, Elem to, int64_t n, const void* x, void* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (from) {
+    case Elem::f32: launch_cast(to, n, static_cast<const float*>(x), y, stream); break;
+    case Elem::i64: launch_cast(to, n, static_cast<const int64_t*>(x), y, stream); break;
+    case Elem::u8: launch_cast(to, n, static_cast<const uint8_t*>(x), y, stream); break;
   }
   return cudaGetLastError();
 }

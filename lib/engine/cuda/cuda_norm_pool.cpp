@@ -1,12 +1,14 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
 // BatchNormGrad on cuDNN (spatial mode: per-channel statistics over N and every spatial position, the running
 // statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
-// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax (each with its
-// gradient), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
+// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceMax, Softmax (each with
+// its gradient), CumSum, TileGrad (a sum over the copies), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
 // kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
 #include "ops/common/pool.h"
+#include "ops/cum_sum/cum_sum.h"
+#include "ops/tile/tile.h"
 
 namespace monet::cuda {
 namespace {
@@ -317,6 +319,39 @@ void run_sum_loss_grad(const CudaCall& c) {  // dx = dloss everywhere
   binary_op(c, Binary::copy_a, c.out_shape(0), c.in_shape(0), c.fin(0), c.in_shape(0), nullptr, c.fout(0));
 }
 
+// ---------------------------------------------------------------------------------------------- ReduceMax, CumSum
+
+void run_reduce_max(const CudaCall& c) {
+  int64_t count = 0;
+  const ReduceGeom g = reduce_geom(c.in_shape(0), kept_shape(c.node.attrs, c.in_shape(0), &count));
+  MONET_CUDA_CHECK(reduce_max(g, c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+// ReduceMaxGrad(dY, X, Y) -> dX.
+void run_reduce_max_grad(const CudaCall& c) {
+  int64_t count = 0;
+  const ReduceGeom g = reduce_geom(c.in_shape(1), kept_shape(c.node.attrs, c.in_shape(1), &count));
+  MONET_CUDA_CHECK(reduce_max_grad(g, c.fin(0), c.fin(1), c.fin(2), c.fout(0), c.ctx.stream));
+}
+
+void run_cum_sum(const CudaCall& c) {
+  const ops::CumSumSpec s = ops::cum_sum_spec(c.node.attrs, c.in_shape(0));
+  MONET_CUDA_CHECK(cum_sum(s.outer, s.A, s.inner, s.exclusive, s.reverse, c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+// TileGrad: dy seen as tile.h's view, summed back to x's dims (reduce_to, in double, deterministic).
+int64_t tile_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
+  const ops::TileSpec s = ops::tile_spec(n.attrs, g.values[n.outputs[0]].shape);
+  return reduce_to_workspace_bytes(reduce_geom(s.view, s.x_dims));
+}
+
+void run_tile_grad(const CudaCall& c) {
+  const ops::TileSpec s = ops::tile_spec(c.node.attrs, c.out_shape(0));
+  const ReduceGeom g = reduce_geom(s.view, s.x_dims);
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), 1.0, reduce_partials(c, g),
+                             c.ctx.stream));
+}
+
 }  // namespace
 
 void add_norm_pool_kernels(CudaKernelTable& t) {
@@ -334,6 +369,10 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["GlobalAveragePoolGrad"] = {run_global_average_pool_grad};
   t["ReduceMean"] = {run_reduce_mean, reduce_mean_workspace};
   t["ReduceMeanGrad"] = {run_reduce_mean_grad};
+  t["ReduceMax"] = {run_reduce_max};
+  t["ReduceMaxGrad"] = {run_reduce_max_grad};
+  t["CumSum"] = {run_cum_sum};
+  t["TileGrad"] = {run_tile_grad, tile_grad_workspace};
   t["Softmax"] = {run_softmax};
   t["SoftmaxGrad"] = {run_softmax_grad};
   t["SoftmaxCrossEntropy"] = {run_ce, ce_workspace};

@@ -1308,4 +1308,83 @@ cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float
   return cudaGetLastError();
 }
 
+// ----------------------------------------------------------------------------------------------- ReduceMax, CumSum
+// One thread per output (ReduceMax) or per column (CumSum), walking its elements in index order as the CPU does:
+// the maximum is exact, and CumSum's running sum in double equals the CPU's bit for bit.
+
+namespace {
+
+// x's offset of kept element o (row-major over the kept dims) and of reduced element r, in a ReduceGeom.
+__device__ __forceinline__ int64_t geom_offset(const int64_t* size, const int64_t* stride, int rank, int64_t i) {
+  int64_t off = 0;
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= rank) continue;
+    off += (i % size[d]) * stride[d];
+    i /= size[d];
+  }
+  return off;
+}
+
+__global__ void reduce_max_kernel(ReduceGeom g, const float* x, float* y) {
+  MONET_GRID_LOOP(o, g.out_n) {
+    const float* xo = x + geom_offset(g.kept_size, g.kept_stride[0], g.kept_rank, o);
+    float m = -INFINITY;
+    for (int64_t r = 0; r < g.red_n; ++r) {
+      const float v = xo[geom_offset(g.red_size, g.red_stride[0], g.red_rank, r)];
+      if (!isnan(m) && (v > m || isnan(v))) m = v;
+    }
+    y[o] = m;
+  }
+}
+
+__global__ void reduce_max_grad_kernel(ReduceGeom g, const float* dy, const float* x, const float* y, float* dx) {
+  MONET_GRID_LOOP(o, g.out_n) {
+    const int64_t base = geom_offset(g.kept_size, g.kept_stride[0], g.kept_rank, o);
+    const float m = y[o];
+    int64_t ties = 0;
+    for (int64_t r = 0; r < g.red_n; ++r) ties += x[base + geom_offset(g.red_size, g.red_stride[0], g.red_rank, r)] == m;
+    const float share = ties > 0 ? dy[o] / static_cast<float>(ties) : 0.f;
+    for (int64_t r = 0; r < g.red_n; ++r) {
+      const int64_t at = base + geom_offset(g.red_size, g.red_stride[0], g.red_rank, r);
+      dx[at] = x[at] == m ? share : 0.f;
+    }
+  }
+}
+
+__global__ void cum_sum_kernel(int64_t outer, int64_t A, int64_t inner, bool exclusive, bool reverse, const float* x,
+                               float* y) {
+  MONET_GRID_LOOP(col, outer * inner) {
+    const int64_t o = col / inner, k = col % inner;
+    double acc = 0;
+    for (int64_t step = 0; step < A; ++step) {
+      const int64_t j = reverse ? A - 1 - step : step;
+      const int64_t at = (o * A + j) * inner + k;
+      const double v = x[at];  // read before y is written: y may be x
+      if (!exclusive) acc += v;
+      y[at] = static_cast<float>(acc);
+      if (exclusive) acc += v;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t reduce_max(const ReduceGeom& g, const float* x, float* y, cudaStream_t stream) {
+  reduce_max_kernel<<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t reduce_max_grad(const ReduceGeom& g, const float* dy, const float* x, const float* y, float* dx,
+                            cudaStream_t stream) {
+  reduce_max_grad_kernel<<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, dy, x, y, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t cum_sum(int64_t outer, int64_t A, int64_t inner, bool exclusive, bool reverse, const float* x, float* y,
+                    cudaStream_t stream) {
+  cum_sum_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, exclusive, reverse, x, y);
+  return cudaGetLastError();
+}
+
 }  // namespace monet::cuda

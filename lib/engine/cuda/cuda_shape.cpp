@@ -1,12 +1,15 @@
 // CUDA kernels of the data-movement ops (host side): Concat, Split, SplitGrad, Slice, SliceGrad, Transpose,
-// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, GatherIdx, GatherIdxGrad, and the reshaping copies (Flatten, Reshape, ReshapeGrad,
-// Squeeze, Unsqueeze). Slices and permutations are strided copies; Pad, Resize and Gather read index tables that
-// their op folders compute (ops/common/plans.h) and that are copied into the node's workspace (so they live in
-// the arena like every other device byte). Byte-moving ops serve every dtype, as on the CPU.
+// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, GatherIdx, GatherIdxGrad, Tile, Trilu, and the reshaping
+// copies (Flatten, Reshape, ReshapeGrad, Squeeze, Unsqueeze). Slices, permutations and tilings are strided copies;
+// Pad, Resize and Gather read index tables that their op folders compute (ops/common/plans.h) and that are copied
+// into the node's workspace (so they live in the arena like every other device byte). Byte-moving ops serve every
+// dtype, as on the CPU.
 #include <numeric>
 
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
+#include "ops/tile/tile.h"
+#include "ops/trilu/trilu.h"
 
 namespace monet::cuda {
 namespace {
@@ -338,6 +341,21 @@ void run_gather_idx_grad(const CudaCall& c) {
                                    c.fout(0), c.ctx.stream));
 }
 
+// ---------------------------------------------------------------------------------------------- Tile, Trilu
+
+// Tile: y is x broadcast over tile.h's view (r_0, d_0, r_1, d_1, ...), a strided copy with stride 0 on the r's.
+void run_tile(const CudaCall& c) {
+  const ops::TileSpec s = ops::tile_spec(c.node.attrs, c.in_shape(0));
+  if (s.view.empty()) return run_copy(c);
+  MONET_CUDA_CHECK(strided_copy(esize(c.in[0]), dims_of(s.view), broadcast_strides_to(s.x_dims, s.view), 0,
+                                c.in[0].data, contiguous_strides(s.view), 0, c.out[0].data, c.ctx.stream));
+}
+
+void run_trilu(const CudaCall& c) {
+  const ops::TriluSpec s = ops::trilu_spec(c.node.attrs, c.in_shape(0));
+  MONET_CUDA_CHECK(trilu(s.batch, s.R, s.C, s.k, s.upper, c.fin(0), c.fout(0), c.ctx.stream));
+}
+
 }  // namespace
 
 void add_shape_kernels(CudaKernelTable& t) {
@@ -356,6 +374,8 @@ void add_shape_kernels(CudaKernelTable& t) {
   t["GatherGrad"] = {run_gather_grad, gather_workspace};
   t["GatherIdx"] = {run_gather_idx};
   t["GatherIdxGrad"] = {run_gather_idx_grad};
+  t["Tile"] = {run_tile};
+  t["Trilu"] = {run_trilu};
 }
 
 }  // namespace monet::cuda

@@ -392,4 +392,25 @@ cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
   return cudaGetLastError();
 }
 
+// ----------------------------------------------------------------------------------------------- Trilu
+
+namespace {
+
+__global__ void trilu_kernel(int64_t n, int64_t R, int64_t C, int64_t k, bool upper, const float* x, float* y) {
+  MONET_GRID_LOOP(i, n) {
+    const int64_t j = i % C, r = (i / C) % R;
+    const bool keep = upper ? j - r >= k : j - r <= k;
+    y[i] = keep ? x[i] : 0.f;  // x[i] read before y[i] is written: y may be x
+  }
+}
+
+}  // namespace
+
+cudaError_t trilu(int64_t batch, int64_t R, int64_t C, int64_t k, bool upper, const float* x, float* y,
+                  cudaStream_t stream) {
+  const int64_t n = batch * R * C;
+  trilu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, R, C, k, upper, x, y);
+  return cudaGetLastError();
+}
+
 }  // namespace monet::cuda

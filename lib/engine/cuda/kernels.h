@@ -36,12 +36,15 @@ struct Strides {
 
 // y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0), gelu's
 // divisor (p0).
-enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu };
+enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu,
+                         neg, exp, log, reciprocal, sin, cos };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
 // (in place), here and in relu_grad_mask.
-enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf, gelu };
+enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf, gelu,
+                             exp /* s = y */, log /* s = x */, reciprocal /* s = y */, sin /* s = x */,
+                             cos /* s = x */ };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 
@@ -85,6 +88,25 @@ cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const floa
                       double divisor, double* partial, cudaStream_t stream);
 cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const float* p0, const float* p1, float* out,
                       double divisor, cudaStream_t stream);  // partial = null: never split
+
+// Element types of the mask and integer kernels below (DType's three: fp32, int64, uint8).
+enum class Elem : int { f32, i64, u8 };
+
+// Where: y[i] = cond[oc] != 0 ? a[oa] : b[ob] over the output dims `out`, each operand at its own (broadcast)
+// strides; cond holds uint8 or int64 elements (Elem::u8 / Elem::i64); a or b null reads as 0 (WhereGrad's
+// masking of dy).
+cudaError_t where_select(const Dims& out, const Strides& sc, const void* cond, Elem cond_elem, const Strides& sa,
+                         const float* a, const Strides& sb, const float* b, float* y, cudaStream_t stream);
+
+// Equal/Less/Greater/LessOrEqual/GreaterOrEqual: y[i] = a[oa] op b[ob] as a uint8 mask (1 where it holds; NaN
+// compares false as on the CPU), a and b of one element type, broadcast through their strides over `out`.
+enum class Compare : int { eq, lt, gt, le, ge };
+cudaError_t compare(Compare op, Elem elem, const Dims& out, const Strides& sa, const void* a, const Strides& sb,
+                    const void* b, uint8_t* y, cudaStream_t stream);
+
+// Cast of n contiguous elements: to f32 or i64 by C++ conversion (float -> int truncates), to u8 as x != 0 (a
+// bool mask).
+cudaError_t cast(Elem from, Elem to, int64_t n, const void* x, void* y, cudaStream_t stream);
 
 // Dropout with the CPU's counter-based mask: keep element i iff u(key, i) >= ratio (lib/ops/dropout), where
 // key = splitmix64(seed). y = x * scale where kept, else 0; mask 1/0.
@@ -281,5 +303,25 @@ cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
 
 // Fills n floats with a deterministic pseudo-random pattern in [-1, 1) (profiling inputs).
 cudaError_t fill_pattern(int64_t n, float* x, uint64_t seed, cudaStream_t stream);
+
+
+// ---------------------------------------------------------------------- ReduceMax, CumSum, Trilu (ops of issue 38)
+
+// ReduceMax (cuda_norm_pool_kernels.cu): y[o] = the maximum of the x elements that reduce into o, in the geometry
+// reduce_geom(x, kept shape) builds (x contiguous, y in kept order); a NaN propagates. One thread per output, its
+// elements in index order: exact, as the CPU.
+cudaError_t reduce_max(const ReduceGeom& g, const float* x, float* y, cudaStream_t stream);
+// ReduceMaxGrad: per output o, the t elements of x equal to y[o] get dy[o] / t (split evenly among ties, as
+// torch.amax), the others 0. One thread per output, two passes over its elements.
+cudaError_t reduce_max_grad(const ReduceGeom& g, const float* dy, const float* x, const float* y, float* dx,
+                            cudaStream_t stream);
+// CumSum along the middle axis of (outer, A, inner) (cuda_norm_pool_kernels.cu): one thread per (outer, inner)
+// column, the running sum in double in the CPU's order (bit for bit). y may be x.
+cudaError_t cum_sum(int64_t outer, int64_t A, int64_t inner, bool exclusive, bool reverse, const float* x, float* y,
+                    cudaStream_t stream);
+// Trilu on (batch, R, C) (cuda_shape_kernels.cu): y = x where j - i >= k (upper) or j - i <= k (lower), else 0.
+// y may be x.
+cudaError_t trilu(int64_t batch, int64_t R, int64_t C, int64_t k, bool upper, const float* x, float* y,
+                  cudaStream_t stream);
 
 }  // namespace monet::cuda

@@ -1,0 +1,79 @@
+// Shape arithmetic folded at import (lib/ir/onnx_fold.cpp) on torch exports of issue 38: a segmentation head whose
+// Resize sizes come from Slice(Shape(.)), the fold rules Slice, ReduceProd, Max, Min, Floor, Ceil, Neg, Abs, Less,
+// Greater on a hand-built graph, and ReduceMax / CumSum / Trilu / Tile reaching the training graph.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "ir/onnx_import.h"
+#include "test_paths.h"
+#include "train/training_graph.h"
+
+using namespace monet;
+using namespace monet::test;
+
+namespace {
+
+ImportOptions at(int64_t batch, Shape chw = {}) {
+  ImportOptions o;
+  o.batch = batch;
+  if (!chw.empty()) o.input_shape = chw;
+  return o;
+}
+
+std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("F.interpolate to a computed size: Resize's sizes fold from Slice(Shape(.))", "[import]") {
+  for (const char* file : {"seg_head.onnx", "seg_head_opset17.onnx"}) {
+    INFO(file);
+    Graph g = import_onnx(data_path(file), at(2));
+    CHECK(g.values[g.outputs[0]].shape == Shape{2, 2, 20, 28});
+    std::map<std::string, int> ops = op_counts(g);
+    CHECK(ops == std::map<std::string, int>{{"Add", 1}, {"Conv", 3}, {"Relu", 2}, {"Resize", 2}});
+    std::vector<Shape> sizes;
+    for (const Node& n : g.nodes)
+      if (n.op == "Resize") {
+        CHECK(n.attrs.s("mode") == "linear");
+        CHECK(n.attrs.s("coordinate_transformation_mode") == "half_pixel");  // align_corners=False
+        sizes.push_back(n.attrs.ints("sizes"));
+      }
+    CHECK(sizes == std::vector<Shape>{{2, 8, 10, 14}, {2, 2, 20, 28}});
+    // The sizes follow the shapes of this import, not the export's: another input size resizes to it.
+    Graph h = import_onnx(data_path(file), at(3, {3, 33, 47}));
+    CHECK(h.values[h.outputs[0]].shape == Shape{3, 2, 33, 47});
+    TrainingGraph tg = build_training_graph(std::move(g), {});
+    CHECK(op_counts(tg.graph)["ResizeGrad"] == 2);
+  }
+}
+
+TEST_CASE("fold rules: Slice with a negative step, ReduceProd, Max, Min, Floor, Ceil, Neg, Abs, Less, Greater",
+          "[import]") {
+  // Reshape(x, Concat(Max(N, 1), [8, 3], [8])) with every piece computed (scripts/make_test_models.py).
+  Graph g = import_onnx(data_path("fold_shapes.onnx"), at(5));
+  CHECK(g.values[g.outputs[0]].shape == Shape{5, 8, 3, 8});
+  CHECK(op_counts(g) == std::map<std::string, int>{{"Reshape", 1}});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].attrs.ints("shape") == std::vector<int64_t>{5, 8, 3, 8});
+}
+
+TEST_CASE("ReduceMax, CumSum, Trilu and Tile as torch exports them import and differentiate", "[import]") {
+  Graph g = import_onnx(data_path("reduce_scan_ops.onnx"), at(2));
+  CHECK(g.values[g.outputs[0]].shape == Shape{2, 5});
+  std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops["ReduceMax"] == 1);
+  CHECK(ops["CumSum"] == 1);
+  CHECK(ops["Trilu"] == 2);
+  CHECK(ops["Tile"] == 1);
+  TrainingGraph tg = build_training_graph(std::move(g), {});
+  std::map<std::string, int> all = op_counts(tg.graph);
+  CHECK(all["ReduceMaxGrad"] == 1);
+  CHECK(all["CumSum"] == 2);  // the forward and its gradient (reversed)
+  CHECK(all["Trilu"] == 4);
+  CHECK(all["TileGrad"] == 1);
+}
