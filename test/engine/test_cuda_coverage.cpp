@@ -32,7 +32,7 @@ TEST_CASE("the CUDA kernel table covers every registry op", "[cuda]") {
   CHECK(cuda_ops.size() == registry.size());
 }
 
-TEST_CASE("--device cuda: the probe's reason without a usable GPU, a working backend with one", "[cuda]") {
+TEST_CASE("the CUDA device: the probe's reason without a usable GPU, a working backend with one", "[cuda]") {
   std::string description;
   const std::string problem = cuda::probe_device(&description);
   if (!problem.empty()) {
