@@ -31,6 +31,7 @@
 #            with activation_memory_budget at 1/2 and 1/3 (MONET_TORCH_COMPILE), one step each, merged into
 #            schedules/<m>_<b>/zoo/pytorch.json (what scripts/zoo.py table reads)   1-3 min per compile row: resume
 # Other stages: check (monet-check --device cuda --reference cpu at small sizes), tf32 (scripts/tf32_noise.py),
+# attention (GPT-2 and BERT, fused and materialized attention, each on its own profile, fast store-all side by side),
 # kernels (Nsight Compute's kernel times of a store-all step), transformers (gpt2_tiny/bert_tiny CUDA vs CPU, GPT-2 and
 # BERT store-all steps), zoo (profiles, full-mode solves at MONeT's budgets on this machine's cores, runs and the
 # tightest check, in one call), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
@@ -495,6 +496,28 @@ stage_transformers() {
     --report "$OUT/run_bert_32.json"
 }
 
+# attention: GPT-2 and BERT with the fused Attention node (the default) and with the exported nodes
+# (--attention materialized), each graph profiled and its fast store-all run on its own profile, side by side. The
+# fused graph's profile is the profile stage's where this folder has one.
+stage_attention() {
+  local m b f p a prof extra=()
+  [ -n "$CPU" ] && extra=(--warmup 0 --repeats 1)
+  for m in gpt2 bert; do
+    b=$(model_batch "$m") || continue
+    f=$(model_onnx "$m")
+    mkdir -p "$(model_dir "$m")/$ZOO_GPU"
+    for a in fused materialized; do
+      p=$(model_dir "$m")/$ZOO_GPU/profile_$a.json
+      [ "$a" = fused ] && [ -f "$(model_profile "$m")" ] && p=$(model_profile "$m")
+      [ -f "$p" ] || step "profile_${m}_${b}_$a" "$B/monet-profile" "$f" --batch "$b" --loss ce --device "$DEV" \
+        --attention "$a" "${extra[@]}" -o "$p"
+      [ -f "$p" ] && prof=(--profile "$p") || prof=()
+      step "run_${m}_${b}_$a" "$B/monet-run" "$f" --batch "$b" --loss ce --device "$DEV" --attention "$a" \
+        --store-all fast "${prof[@]}" "${RUN_ITERS[@]}" --report "$(model_dir "$m")/run_store-all-fast_$a.json"
+    done
+  done
+}
+
 # extra: one step per line of the file MONET_EXTRA, "NAME COMMAND..." (COMMAND run by bash, with B and OUT set):
 # a call's own experiments, under the same deadline, logs and packing as the stages.
 stage_extra() {
@@ -508,7 +531,7 @@ stage_extra() {
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
 stage_tf32() { gpu_only tf32 || return 0; step tf32_noise "$PY" scripts/tf32_noise.py; }
 
-STAGES="build env tests check tf32 profile roofline kernels bench summary transformers zoo zoo-runs torch extra"
+STAGES="build env tests check tf32 profile roofline kernels bench summary transformers attention zoo zoo-runs torch extra"
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(all)
 [ "${stages[0]}" = all ] && stages=(build env tests profile roofline bench summary)
