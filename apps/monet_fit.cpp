@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
   std::optional<double> max_overhead_pct;
   double time_limit = 20;
+  int64_t max_nodes = 0;
+  int max_sub_mips = 0;
   int threads = 2;
   int64_t max_batch = 65536;
   app.add_option("model", model, "ONNX model file")->required();
@@ -54,6 +56,11 @@ int main(int argc, char** argv) {
                  "roofline estimate");
   app.add_option("--mode", mode, "full (default) or checkpoint: the MILP each batch is solved with");
   app.add_option("--time-limit", time_limit, "solver time limit per batch tried, in seconds (default 20)");
+  app.add_option("--max-nodes", max_nodes,
+                 "CBC's node limit per batch tried (default: none; monet-solve --max-nodes)");
+  app.add_option("--max-sub-mips", max_sub_mips,
+                 "the neighbourhood search's sub-MIPs at most per batch tried (default: no limit; with --max-nodes, a solve by "
+                 "work done that ends sooner)");
   app.add_option("--threads", threads, "CBC threads (default 2)");
   app.add_option("--max-batch", max_batch, "the largest batch tried (default 65536)");
   app.add_option("-o,--output", out_path, "write the largest batch's SCHEDULE.json here");
@@ -63,6 +70,8 @@ int main(int argc, char** argv) {
     if (max_overhead_pct && !(*max_overhead_pct >= 0)) fail("--max-overhead must be >= 0 percent, got ", *max_overhead_pct);
     if (mode != "full" && mode != "checkpoint") fail("--mode '", mode, "': expected full or checkpoint");
     if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
+    if (max_nodes < 0) fail("--max-nodes must be >= 0, got ", max_nodes);
+    if (max_sub_mips < 0) fail("--max-sub-mips must be >= 0, got ", max_sub_mips);
     if (threads < 1) fail("--threads must be >= 1, got ", threads);
     if (max_batch < 1) fail("--max-batch must be >= 1, got ", max_batch);
     ImportOptions import;
@@ -102,6 +111,8 @@ int main(int argc, char** argv) {
         o.budget_bytes = budget;
         o.mode = mode;
         o.time_limit_s = time_limit;
+        o.max_nodes = max_nodes;
+        o.max_sub_mips = max_sub_mips;
         o.threads = threads;
         o.progress = log_progress;
         t.outcome = solve(t.profile.plan, o);
@@ -167,6 +178,8 @@ int main(int argc, char** argv) {
                         {"profile", measured ? measured_path : "estimate"},
                         {"mode", mode},
                         {"time_limit_s", time_limit},
+                        {"max_nodes", max_nodes},
+                        {"max_sub_mips", max_sub_mips},
                         {"largest_batch", best ? best->batch : 0},
                         {"tried", rows}};
     if (!best) {

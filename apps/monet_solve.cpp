@@ -66,6 +66,8 @@ int run_frontier(const Profile& profile, const SolveOptions& o, int points, cons
                                {"batch", profile.batch},
                                {"mode", f.mode},
                                {"time_limit_s", o.time_limit_s},
+                               {"max_nodes", o.max_nodes},
+                               {"max_sub_mips", o.max_sub_mips},
                                {"threads", o.threads},
                                {"lower_bound_bytes", f.lower_bound_bytes},
                                {"smallest_found_bytes", f.smallest_found_bytes},
@@ -85,6 +87,8 @@ int main(int argc, char** argv) {
   std::string profile_path, budget_text, out_path, report, mode = "full", timeline_path, plot_path;
   int frontier = 0;
   double time_limit = 600;
+  int64_t max_nodes = 0;
+  int max_sub_mips = 0;
   int threads = 2;
   std::string window_text = "auto";
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
@@ -101,6 +105,13 @@ int main(int argc, char** argv) {
                  "full (MILP: keep/recompute + each backward node's implementation, default), checkpoint (MILP: "
                  "keep/recompute only), store-all, sqrtn (baselines)");
   app.add_option("--time-limit", time_limit, "solver time limit in seconds, elapsed (default 600)");
+  app.add_option("--max-nodes", max_nodes,
+                 "CBC's node limit, in its search and in each neighbourhood sub-MIP (default: none); with a "
+                 "--time-limit that never binds (1e6), the solve ends by work done and gives the same schedule on "
+                 "any machine");
+  app.add_option("--max-sub-mips", max_sub_mips,
+                 "the neighbourhood search's sub-MIPs at most (default: no limit; with --max-nodes, a solve by "
+                 "work done that ends sooner)");
   app.add_option("--threads", threads, "CBC threads (default 2)");
   app.add_option("--window", window_text,
                  "recomputation window in levels of the forward graph (longest path from the inputs): N, 0 = none, "
@@ -120,6 +131,8 @@ int main(int argc, char** argv) {
     }
     const int64_t budget = frontier ? 0 : parse_bytes(budget_text, "--budget");
     if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
+    if (max_nodes < 0) fail("--max-nodes must be >= 0, got ", max_nodes);
+    if (max_sub_mips < 0) fail("--max-sub-mips must be >= 0, got ", max_sub_mips);
     if (threads < 1) fail("--threads must be >= 1, got ", threads);
     int window = -1;
     if (window_text != "auto") {
@@ -148,6 +161,8 @@ int main(int argc, char** argv) {
     o.budget_bytes = budget;
     o.mode = mode;
     o.time_limit_s = time_limit;
+    o.max_nodes = max_nodes;
+    o.max_sub_mips = max_sub_mips;
     o.threads = threads;
     o.window = window;
     o.progress = log_progress;
@@ -214,6 +229,8 @@ int main(int argc, char** argv) {
                         {"widened_steps", r.widened_steps},
                         {"widened_levels", r.widened_levels},
                         {"time_limit_s", time_limit},
+                        {"max_nodes", max_nodes},
+                        {"max_sub_mips", max_sub_mips},
                         {"threads", threads}};
     std::printf("status %s; store-all: peak %s, step %.3f ms; fast store-all: peak %s, step %.3f ms\n",
                 r.status.c_str(), format_bytes(r.store_all.peak_bytes).c_str(), r.store_all.time_ms,

@@ -130,6 +130,7 @@ std::vector<std::string> cbc_arguments(const CbcOptions& options, bool cuts) {
   if (options.threads > 1) words.insert(words.end(), {"-threads", std::to_string(100 + options.threads)});
   if (!options.preprocess) words.insert(words.end(), {"-preprocess", "off"});
   if (!cuts) words.insert(words.end(), {"-cuts", "off"});
+  if (options.max_nodes > 0) words.insert(words.end(), {"-maxNodes", std::to_string(options.max_nodes)});
   // Extra CBC options for experiments (space-separated), e.g. MONET_CBC_ARGS="-proximity on".
   if (const char* env = std::getenv("MONET_CBC_ARGS")) {
     std::string word;

@@ -20,6 +20,12 @@ struct CbcProgress {
 
 struct CbcOptions {
   double time_limit_s = 600;
+  // CBC's node limit (0: none), in its search and in each sub-MIP of the neighbourhood search: with a time limit
+  // that never binds, a solve that ends by work done, the same on any machine (SolveOptions::max_nodes).
+  int64_t max_nodes = 0;
+  // With max_nodes: each sub-MIP runs until its node limit or its end (no time cap of its own that doubles per pass,
+  // which a slow machine would reach), and the search starts at most this many sub-MIPs (0: no limit).
+  int max_sub_mips = 0;
   int threads = 1;
   double relative_gap = 1e-4;  // stop when (incumbent - bound) / incumbent falls below this
   bool preprocess = false;     // CBC 2.10's preprocessing rejects warm starts (NOTES-solver.md)

@@ -96,7 +96,7 @@ struct SubMip {
 
 SubMip start_sub_mip(const OsiClpSolverInterface& solver, const LinearProgram& lp, const std::vector<char>& is_free,
                      const std::vector<double>& x, const std::shared_ptr<Shared>& shared, double seconds,
-                     bool test_abort) {
+                     int64_t max_nodes, bool test_abort) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail("monet-solve: pipe: ", std::strerror(errno));
   const pid_t coordinator = ::getpid();
@@ -118,10 +118,12 @@ SubMip start_sub_mip(const OsiClpSolverInterface& solver, const LinearProgram& l
       for (size_t c = 0; c < sub.cols.size(); ++c) start[c] = x[sub.cols[c]];
       CbcModel model(sub_solver);
       ProgressHandler handler(shared, -1, static_cast<int>(x.size()), false);  // it only stops CBC at the limit
-      const std::string sec = std::to_string(seconds);
-      run_cbc(model, handler, sub.lp, start,
-              {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0", "-slog", "0", "-preprocess",
-               "off", "-solve", "-quit"});
+      const std::string sec = std::to_string(seconds), nodes = std::to_string(max_nodes);
+      std::vector<const char*> words = {"monet-solve", "-sec", sec.c_str(), "-timeMode", "elapsed", "-log", "0",
+                                        "-slog", "0", "-preprocess", "off"};
+      if (max_nodes > 0) words.insert(words.end(), {"-maxNodes", nodes.c_str()});
+      words.insert(words.end(), {"-solve", "-quit"});
+      run_cbc(model, handler, sub.lp, start, words);
       std::vector<double> out = {model.bestSolution() ? 1.0 : 0.0, model.isSecondsLimitReached() ? 1.0 : 0.0,
                                  double(model.getNodeCount())};
       if (model.bestSolution()) {
@@ -266,7 +268,8 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
   for (;;) {
     // Start sub-MIPs while there are workers and time.
     const double left = until_s - shared->elapsed();
-    while (left >= 0.5 && static_cast<int>(active.size()) < workers) {
+    while (left >= 0.5 && static_cast<int>(active.size()) < workers &&
+           (options.max_sub_mips <= 0 || stats->searched + static_cast<int>(active.size()) < options.max_sub_mips)) {
       if (pass.empty()) {  // a new pass: the open neighbourhoods not running, in order
         for (size_t k = 0; k < count; ++k)
           if (!closed[k] && !running(k)) pass.push_back(k);
@@ -283,7 +286,10 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
         closed[i] = 1;
         continue;
       }
-      SubMip s = start_sub_mip(solver, lp, is_free, x, shared, std::min(left, limit_s), options.test_abort_in_sub_mip);
+      // By work (max_nodes): the node limit ends each sub-MIP; else its time cap, doubled after a pass in vain.
+      const double seconds = options.max_nodes > 0 ? left : std::min(left, limit_s);
+      SubMip s = start_sub_mip(solver, lp, is_free, x, shared, seconds, options.max_nodes,
+                               options.test_abort_in_sub_mip);
       s.index = i;
       s.version = version;
       s.free_integers = free_integers;
@@ -292,6 +298,7 @@ std::vector<double> search_neighborhoods(const OsiClpSolverInterface& solver, co
     }
     if (active.empty()) {
       if (left < 0.5 || std::find(closed.begin(), closed.end(), 0) == closed.end()) break;
+      if (options.max_sub_mips > 0 && stats->searched >= options.max_sub_mips) break;
       continue;  // the pass ran out of open neighbourhoods: the next one starts
     }
     // Wait for one to end; past until_s (and a grace second for CBC's own clock) the rest are stopped.

@@ -122,7 +122,8 @@ std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProbl
 // Its root cuts reach a bound the joint program's do not (resnet50 b184 at 1/3: 117.9 against 117.0 ms), and its
 // search finds schedules the joint search does not (schedules/SOLVER-notes.md, 2026-11-24, "the implementations fixed after the search").
 FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a, int64_t budget_bytes,
-                                    double seconds, int threads, double neighborhood_min_gap) {
+                                    double seconds, int threads, double neighborhood_min_gap, int64_t max_nodes,
+                                    int max_sub_mips) {
   using Clock = std::chrono::steady_clock;
   const auto called = Clock::now();
   // Memory counted as the joint program counts it: what fits q's budget fits p's rows.
@@ -136,6 +137,8 @@ FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment
   // Within `seconds` with what building q took: CBC's process is stopped just after its limit.
   o.time_limit_s = std::max(0.5, seconds - 1 - std::chrono::duration<double>(Clock::now() - called).count());
   o.threads = threads;
+  o.max_nodes = max_nodes;
+  o.max_sub_mips = max_sub_mips;
   o.after_relaxation = [&](const std::vector<double>&, double) { return to_columns(q, layout, lp, start); };
   o.neighborhoods = layer_windows(q, layout);
   o.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(q, layout, x, max_cuts); };
@@ -286,6 +289,8 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
 
   CbcOptions cbc;
   cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
+  cbc.max_nodes = o.max_nodes;
+  cbc.max_sub_mips = o.max_sub_mips;
   cbc.threads = o.threads;
   // 4. LP relaxation (CBC's own solver, which then starts its root from that basis): what LP-guided rounding (S[0]
   // and M of the relaxation) and the LP's implementations add to the warm start, never worse than the first.
@@ -324,7 +329,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   if (p.has_choices())
     cbc.after_search = [&](const std::vector<double>& x, double seconds) {
       const FixedImpls f = improve_with_fixed_impls(p, from_columns(p, layout, x), o.budget_bytes, seconds,
-                                                    o.threads, cbc.neighborhood_min_gap);
+                                                    o.threads, cbc.neighborhood_min_gap, o.max_nodes, o.max_sub_mips);
       return CbcOptions::AfterSearch{f.better ? to_columns(p, layout, lp, *f.better) : std::vector<double>{},
                                      f.bound_ms ? *f.bound_ms - p.base_ms : kNoValue};
     };

@@ -18,6 +18,11 @@ struct SolveOptions {
   // recompute only, default implementations; store-all and sqrtn: baselines without a MILP.
   std::string mode = "checkpoint";
   double time_limit_s = 600;
+  // CBC's node limit (0: none; CbcOptions::max_nodes). With a time limit that never binds, the solve ends by work
+  // done: the heuristics run to their own ends, the root cut rounds to theirs, the neighbourhood search until every
+  // neighbourhood is closed, CBC at the optimum or at this many nodes.
+  int64_t max_nodes = 0;
+  int max_sub_mips = 0;  // the neighbourhood search's sub-MIPs at most (0: no limit; CbcOptions::max_sub_mips)
   int threads = 2;
   int window = kAutoWindow;          // recomputation window in levels, 0 = none (make_problem, problem.h)
   // The auto window's limit on recomputation candidates (tests lower it); solve() widens the window beyond it where
@@ -80,6 +85,7 @@ struct FixedImpls {
   std::optional<double> bound_ms;  // no schedule with a's implementations is faster (none: no LP finished in time)
 };
 FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment& a, int64_t budget_bytes,
-                                    double seconds, int threads, double neighborhood_min_gap);
+                                    double seconds, int threads, double neighborhood_min_gap,
+                                    int64_t max_nodes = 0, int max_sub_mips = 0);
 
 }  // namespace monet

@@ -166,6 +166,8 @@ expect 1 "budget '1.5': plain bytes must be a whole number" -- $solve "$tmp/p.js
 expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --time-limit 0 $so
 expect 1 "time-limit must be positive" -- $solve "$tmp/p.json" --budget 1MB --time-limit -5 $so
 expect 1 "threads must be >= 1" -- $solve "$tmp/p.json" --budget 1MB --threads 0 $so
+expect 1 "max-nodes must be >= 0, got -1" -- $solve "$tmp/p.json" --budget 1MB --max-nodes -1 $so
+expect 1 "max-sub-mips must be >= 0, got -1" -- $solve "$tmp/p.json" --budget 1MB --max-sub-mips -1 $so
 expect 1 "mode 'fast'" -- $solve "$tmp/p.json" --budget 1MB --mode fast $so
 expect 1 "--window: expected auto or a number of levels >= 0, got '-1'" -- $solve "$tmp/p.json" --budget 1MB --window -1 $so
 expect 1 "--window: expected auto or a number of levels >= 0, got '10x'" -- $solve "$tmp/p.json" --budget 1MB --window 10x $so
@@ -196,6 +198,7 @@ expect 1 "missing.onnx: no such file" -- $fit "$data/missing.onnx" --budget 1GB 
 expect 1 "budget 'abc': expected a number" -- $fit "$tiny" --budget abc $r
 expect 1 "--max-overhead must be >= 0 percent, got -1" -- $fit "$tiny" --budget 1GB --max-overhead -1 $r
 expect 1 "--mode 'sqrtn': expected full or checkpoint" -- $fit "$tiny" --budget 1GB --mode sqrtn $r
+expect 1 "--max-nodes must be >= 0, got -1" -- $fit "$tiny" --budget 1GB --max-nodes -1 $r
 expect 1 "--max-batch must be >= 1, got 0" -- $fit "$tiny" --budget 1GB --max-batch 0 $r
 expect 1 "a profile of another model, input shape" -- $fit "$tiny" --budget 1GB --profile "$src/schedules/resnet50_184/profile_estimate.json" $r
 expect 2 "no batch of .*tiny.onnx fits 1,000 B (0.00 GB) (batch 1: too big: below the lower bound" -- $fit "$tiny" --budget 1000 -q

@@ -30,17 +30,27 @@ run p1.log $profile "$tiny" --batch 2 --device estimate -o "$tmp/p1.json"
 run p2.log $profile "$tiny" --batch 2 --device estimate -o "$tmp/p2.json"
 same "$tmp/p1.json" "$tmp/p2.json" "monet-profile --device estimate twice"
 
-# Schedules: the MILP solved to optimality (well within the time limit), with 1 and 2 CBC threads (CBC's
-# deterministic parallel mode), and the baselines. No timing may enter the schedule file.
+# Schedules: the MILP solved to optimality (a time limit that never binds: the result is the same on any machine),
+# with 1 and 2 CBC threads (CBC's deterministic parallel mode), and the baselines. No timing may enter the schedule
+# file.
 for threads in 1 2; do
   for k in a b; do
-    run "s$threads$k.log" $solve "$tmp/p1.json" --budget 40000 --time-limit 120 --threads $threads \
+    run "s$threads$k.log" $solve "$tmp/p1.json" --budget 40000 --time-limit 1e6 --threads $threads \
       -o "$tmp/s$threads$k.json" --report "$tmp/r$threads$k.json"
   done
   grep -q '"status": "optimal"' "$tmp/r${threads}a.json" ||
     fail "tiny at 40000 B with $threads threads did not reach optimality: $(grep status "$tmp/r${threads}a.json")"
   same "$tmp/s${threads}a.json" "$tmp/s${threads}b.json" "monet-solve --mode checkpoint --threads $threads twice"
 done
+# A solve by work done that stops short of the optimum (CBC at its root node, two sub-MIPs): the same schedule twice,
+# whatever the machine's load (ResNet-50 b2 32x32, checkpoint mode, 99% of its store-all peak).
+run p50.log $profile "$src/models/resnet50.onnx" --batch 2 --input-shape 3,32,32 --device estimate -o "$tmp/p50.json"
+for k in a b; do
+  run "w$k.log" $solve "$tmp/p50.json" --mode checkpoint --budget 215500000 --time-limit 1e6 --max-nodes 1 \
+    --max-sub-mips 2 --threads 1 -o "$tmp/w$k.json" --report "$tmp/wr$k.json"
+done
+grep -q '"status": "feasible"' "$tmp/wra.json" || fail "the solve by work was not stopped short: $(grep status "$tmp/wra.json")"
+same "$tmp/wa.json" "$tmp/wb.json" "monet-solve --max-nodes 1 --max-sub-mips 2 twice"
 for mode in sqrtn store-all; do
   run "$mode-a.log" $solve "$tmp/p1.json" --budget 1MB --mode $mode -o "$tmp/$mode-a.json"
   run "$mode-b.log" $solve "$tmp/p1.json" --budget 1MB --mode $mode -o "$tmp/$mode-b.json"

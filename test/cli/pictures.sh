@@ -53,7 +53,7 @@ PY
 }
 
 "$bin/monet-profile" "$tiny" --batch 8 --device estimate -o "$tmp/p.json" -q >/dev/null || fail "monet-profile"
-"$bin/monet-solve" "$tmp/p.json" --frontier 3 --time-limit 5 --threads 1 --plot "$tmp/frontier.svg" \
+"$bin/monet-solve" "$tmp/p.json" --frontier 3 --time-limit 1e6 --threads 1 --plot "$tmp/frontier.svg" \
   --report "$tmp/frontier.json" -q >"$tmp/frontier.log" 2>"$tmp/frontier.err" || { cat "$tmp/frontier.log"; fail "--frontier"; }
 [ -s "$tmp/frontier.err" ] && { cat "$tmp/frontier.err"; fail "-q: the frontier wrote on stderr"; }
 [ "$(grep -c '^ *[0-9.]* [KMG]B  ' "$tmp/frontier.log")" -eq 3 ] || { cat "$tmp/frontier.log"; fail "3 frontier rows"; }
@@ -61,7 +61,7 @@ svg_check "$tmp/frontier.svg" 0 1 3
 budget=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['frontier'][1]['budget_bytes'])" \
   "$tmp/frontier.json") || fail "frontier report"
 
-"$bin/monet-solve" "$tmp/p.json" --budget "$budget" --time-limit 5 --threads 1 -o "$tmp/s.json" \
+"$bin/monet-solve" "$tmp/p.json" --budget "$budget" --time-limit 1e6 --threads 1 -o "$tmp/s.json" \
   --timeline "$tmp/solve.svg" -v >"$tmp/solve.log" 2>"$tmp/solve.err" || { cat "$tmp/solve.log"; fail "--timeline"; }
 grep -q "incumbent" "$tmp/solve.err" || { cat "$tmp/solve.err"; fail "-v: no progress on stderr"; }
 grep -q "incumbent" "$tmp/solve.log" && fail "progress on stdout"
@@ -70,7 +70,7 @@ svg_check "$tmp/solve.svg" 5 2 0
   fail "monet-check --simulate --timeline"
 svg_check "$tmp/check.svg" 5 2 0
 
-"$bin/monet-fit" "$tiny" --budget "$budget" --time-limit 5 --threads 1 --max-batch 64 -o "$tmp/fit.json" \
+"$bin/monet-fit" "$tiny" --budget "$budget" --time-limit 1e6 --threads 1 --max-batch 64 -o "$tmp/fit.json" \
   --report "$tmp/fit_report.json" -q >"$tmp/fit.log" || { cat "$tmp/fit.log"; fail "monet-fit"; }
 # The answer fits at its batch, and the batch above it does not (or it is --max-batch).
 /usr/bin/python3 - "$tmp/fit_report.json" <<'PY' || { cat "$tmp/fit.log"; fail "monet-fit report"; }
