@@ -11,9 +11,12 @@ The language models are defined here too, in plain torch.nn: gpt2 (GPT-2 small: 
 vocabulary 50257, context 1024, tied LM head) and bert (a BERT-base-like encoder: 12 post-LN layers of
 nn.TransformerEncoderLayer, width 768, vocabulary 30522, 512 positions, a token-classification head), and their
 small variants gpt2_tiny and bert_tiny (2 layers, 2 heads, width 32, sequence 64; test/data/ holds them:
-`--out test/data gpt2_tiny bert_tiny`; test/data/gpt2_tiny_opset17.onnx is gpt2_tiny written with `--opset 17`
-into another folder and renamed). Their data input is int64 token ids (N, T); their output is logits
-(N, T, vocabulary) or (N, T, classes), classes on the last axis.
+`--out test/data gpt2_tiny bert_tiny llama_tiny`; test/data/gpt2_tiny_opset17.onnx is gpt2_tiny written with
+`--opset 17` into another folder and renamed); llama (a LLaMA-style decoder of GPT-2 small's size: 12 layers,
+12 heads, width 768, RMSNorm, rotary position embeddings, SwiGLU MLP 2048 wide, causal mask by masked_fill,
+vocabulary 32000, context 1024, untied LM head) and llama_tiny (2 layers, 2 heads, width 32, MLP 64, sequence
+64). Their data input is int64 token ids (N, T); their output is logits (N, T, vocabulary) or (N, T, classes),
+classes on the last axis.
 """
 import argparse
 import math
@@ -182,6 +185,91 @@ class Bert(nn.Module):
         return self.classifier(self.encoder(x))
 
 
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2 over the last axis) + eps) * weight, as LLaMA writes it (no mean subtracted, no bias)."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Multi-head attention with rotary position embeddings (cos and sin tables as non-persistent buffers, exported
+    as constants) on q and k, a causal mask by masked_fill, no biases."""
+
+    def __init__(self, d, heads, context, base=10000.0):
+        super().__init__()
+        self.heads, self.hd = heads, d // heads
+        self.q_proj = nn.Linear(d, d, bias=False)
+        self.k_proj = nn.Linear(d, d, bias=False)
+        self.v_proj = nn.Linear(d, d, bias=False)
+        self.o_proj = nn.Linear(d, d, bias=False)
+        inv_freq = 1.0 / base ** (torch.arange(0, self.hd, 2).float() / self.hd)
+        freqs = torch.outer(torch.arange(context).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+        self.register_buffer("mask", torch.triu(torch.ones(context, context, dtype=torch.bool), 1), persistent=False)
+
+    def forward(self, x):
+        n, t, d = x.size()
+        q, k, v = (p(x).view(n, t, self.heads, self.hd).transpose(1, 2) for p in (self.q_proj, self.k_proj,
+                                                                                  self.v_proj))
+        cos, sin = self.cos[:t], self.sin[:t]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        att = att.masked_fill(self.mask[:t, :t], float("-inf"))
+        y = att.softmax(dim=-1) @ v
+        return self.o_proj(y.transpose(1, 2).contiguous().view(n, t, d))
+
+
+class LlamaBlock(nn.Module):
+    """Pre-RMSNorm: x + attn(norm(x)), then x + down(silu(gate(norm(x))) * up(norm(x))) (SwiGLU)."""
+
+    def __init__(self, d, heads, context, ff):
+        super().__init__()
+        self.input_layernorm = RMSNorm(d)
+        self.self_attn = LlamaAttention(d, heads, context)
+        self.post_attention_layernorm = RMSNorm(d)
+        self.gate_proj = nn.Linear(d, ff, bias=False)
+        self.up_proj = nn.Linear(d, ff, bias=False)
+        self.down_proj = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(nn.functional.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    """A LLaMA-style decoder: token embedding, pre-RMSNorm blocks with rotary attention and SwiGLU, final RMSNorm,
+    an untied LM head. Token ids (N, T), T <= context -> next-token logits (N, T, vocab). No dropout."""
+
+    def __init__(self, vocab=32000, context=1024, layers=12, heads=12, d=768, ff=2048):
+        super().__init__()
+        self.vocab_size = vocab
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([LlamaBlock(d, heads, context, ff) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.embed_tokens(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
 def build(name):
     """Returns (module, input shape C,H,W, or T for the language models) for a model name."""
     tv = torchvision.models
@@ -216,6 +304,10 @@ def build(name):
         return Bert(), (512,)
     if name == "bert_tiny":
         return Bert(vocab=101, context=64, layers=2, heads=2, d=32, ff=128, classes=7), (64,)
+    if name == "llama":
+        return Llama(), (1024,)
+    if name == "llama_tiny":
+        return Llama(vocab=97, context=64, layers=2, heads=2, d=32, ff=64), (64,)
     raise SystemExit(f"export_models.py: unknown model '{name}'")
 
 

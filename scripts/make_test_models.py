@@ -370,6 +370,15 @@ def main():
     save(reduce_scan_ops(), "reduce_scan_ops.onnx")
     save(fold_shapes(), "fold_shapes.onnx")
     save(masks_and_math(), "masks_and_math.onnx")
+    # An integer buffer exported as a graph input (export_params=False): a relative-position index into a bias table.
+    i64 = TensorProto.INT64
+    g = helper.make_graph([helper.make_node("Gather", ["table", "rel_idx"], ["bias"], name="gather", axis=0),
+                           helper.make_node("Add", ["x", "bias"], ["y"], name="add")],
+                          "int_buffer_input", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 4]),
+                                               helper.make_tensor_value_info("table", TensorProto.FLOAT, [7]),
+                                               helper.make_tensor_value_info("rel_idx", i64, [4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 4])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "int_buffer_input.onnx")
     # A LayerNormalization whose Scale does not have X's normalised shape ([3] for (N, 3, 4) over the last dim).
     f32 = TensorProto.FLOAT
     g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=-1)],

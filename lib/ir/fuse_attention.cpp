@@ -19,6 +19,9 @@ struct Match {
   int q = -1, kt = -1, v = -1, mask = -1;
   double scale = 1;
   bool divides = false;
+  // A masked_fill (Where(c, -inf, S) or Where(c, S, -inf), c constant) in the mask_add position: its additive form
+  // (-inf where the scores are replaced, else 0), a new constant of c's shape, is the mask.
+  std::optional<Value> fill_mask;
 };
 
 class Matcher {
@@ -42,7 +45,26 @@ class Matcher {
     int x = sm.inputs[0];
     if (!single_use(x)) return {};
     int prod = g_.values[x].producer;
-    if (prod >= 0 && g_.nodes[prod].op == "Add") {
+    if (prod >= 0 && g_.nodes[prod].op == "Where") {
+      const Node& w = g_.nodes[prod];
+      const Value& c = g_.values[w.inputs[0]];
+      const std::optional<double> a = scalar(w.inputs[1]), b = scalar(w.inputs[2]);
+      // The scores' operand: the one that is not the constant -inf.
+      const int scores = a && *a == -HUGE_VAL ? 2 : b && *b == -HUGE_VAL ? 1 : -1;
+      if (scores < 0 || c.role != Role::constant || c.data.size() != static_cast<size_t>(numel(c.shape))) return {};
+      Value mask;
+      mask.name = g_.values[w.outputs[0]].name + "/additive_mask";
+      mask.shape = c.shape;
+      mask.role = Role::constant;
+      mask.data.resize(c.data.size());
+      for (size_t i = 0; i < c.data.size(); ++i)  // -inf where Where takes the fill
+        mask.data[i] = (c.data[i] != 0) == (scores == 2) ? -HUGE_VAL : 0.0;
+      m.mask_add = prod;
+      m.fill_mask = std::move(mask);
+      x = w.inputs[scores];
+      if (!single_use(x)) return {};
+      prod = g_.values[x].producer;
+    } else if (prod >= 0 && g_.nodes[prod].op == "Add") {
       const Node& add = g_.nodes[prod];
       const int chain = chain_operand(add);
       if (chain < 0) return {};
@@ -159,6 +181,9 @@ Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
   std::vector<int> id(g.values.size(), -1);
   for (size_t v = 0; v < g.values.size(); ++v)
     if (!drop_value[v]) id[v] = out.add_value(g.values[v]);
+  std::vector<int> fill_mask_id(g.nodes.size(), -1);  // by last MatMul: the new additive mask of a masked_fill
+  for (const Match& m : matches)
+    if (m.fill_mask) fill_mask_id[m.last_matmul] = out.add_value(*m.fill_mask);
   auto ids = [&](const std::vector<int>& vs) {
     std::vector<int> r;
     for (int v : vs) r.push_back(id.at(v));
@@ -180,6 +205,7 @@ Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
       if (m->mask >= 0) node.inputs.push_back(m->mask);
       node.outputs = {node.outputs[0], g.nodes[m->softmax].outputs[0]};
       node.inputs = ids(node.inputs);
+      if (fill_mask_id[n] >= 0) node.inputs.push_back(fill_mask_id[n]);
       node.outputs = ids(node.outputs);
       node.outputs.push_back(out.add_value(lse));
     } else {
@@ -207,8 +233,8 @@ int fuse_attention(Graph& g) {
     if (!m) continue;
     // Shapes: Q, Kt, V and the mask must form one attention (the op's own rule decides).
     try {
-      ops::attention_geometry(g.nodes[n], g.values[m->q].shape, g.values[m->kt].shape, g.values[m->v].shape,
-                              m->mask >= 0 ? &g.values[m->mask].shape : nullptr);
+      const Shape* mask = m->fill_mask ? &m->fill_mask->shape : m->mask >= 0 ? &g.values[m->mask].shape : nullptr;
+      ops::attention_geometry(g.nodes[n], g.values[m->q].shape, g.values[m->kt].shape, g.values[m->v].shape, mask);
     } catch (const Error&) {
       continue;
     }

@@ -7,8 +7,11 @@
 
 namespace monet {
 
-// Before:  S0 = MatMul(Q, Kt);  S1 = Mul(S0, c) | Div(S0, c) | S0;  S2 = Add(S1, mask) | Add(mask, S1) | S1;
+// Before:  S0 = MatMul(Q, Kt);  S1 = Mul(S0, c) | Div(S0, c) | S0;
+//          S2 = Add(S1, mask) | Add(mask, S1) | Where(cond, -inf, S1) | Where(cond, S1, -inf) | S1;
 //          P = Softmax(S2, axis = last);  O = MatMul(P, V)
+// (Where: masked_fill with -inf, cond a constant; the mask is then its additive form, a new constant value
+// "<S2>/additive_mask": -inf where Where takes the fill, else 0.)
 // After:   O, P, L = Attention(Q, Kt, V[, mask]; scale = c, scale_divides = 1 for Div)
 // Matched where S0, S1, S2 and P are each read by the next node alone and are no graph outputs, c is a constant
 // scalar, Q, Kt and V have one rank and equal batch dims, the mask broadcasts to the scores without enlarging them

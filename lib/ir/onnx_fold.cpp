@@ -107,10 +107,14 @@ std::optional<ConstTensor> fold_constant(const FoldCall& c) {
 std::optional<ConstTensor> fold_identity(const FoldCall& c) { return c.in.at(0); }
 
 // y = Cast([2.7, -2.7], to = INT64)  =>  y = [2, -2]           (into an integer type: truncated towards zero)
+// y = Cast([0.5, 0, -3], to = BOOL)  =>  y = [1, 0, 1]          (into bool: nonzero is 1)
 std::optional<ConstTensor> fold_cast(const FoldCall& c) {
   ConstTensor x = c.in.at(0);
-  x.is_float = is_float_type(static_cast<int>(c.attr_i("to", onnx::TensorProto::FLOAT)));
-  if (!x.is_float)
+  const int to = static_cast<int>(c.attr_i("to", onnx::TensorProto::FLOAT));
+  x.is_float = is_float_type(to);
+  if (to == onnx::TensorProto::BOOL)
+    for (double& d : x.data) d = d != 0 ? 1.0 : 0.0;
+  else if (!x.is_float)
     for (double& d : x.data) d = std::trunc(d);
   return x;
 }
@@ -263,43 +267,73 @@ std::optional<ConstTensor> fold_range(const FoldCall& c) {
 }
 
 // s = Shape(x); t = Slice(s, [-2], [INT64_MAX])  =>  t = [224, 224]                       (x of shape (8, 3, 224, 224))
-// 1-D constants only, which is what a shape is: torch's x.shape[-2:]. starts, ends, axes (only 0 or -1) and steps
-// from inputs 1-4 (opset 10 on) or the attributes (earlier); ONNX's clamping: a negative index counts from the
-// end, then starts and ends clamp to [0, n] for a positive step and to [0, n - 1] and [-1, n - 1] for a negative
-// one (INT64_MAX and INT64_MIN mean "to the end"). The result may be empty (shape [0]).
+// m = Slice(mask, [0, 0], [T, T])  =>  the first T x T of a bool or integer table    (a masked_fill's causal mask)
+// Constants of any rank but float tables (1-D float constants fold): starts, ends, axes (default 0, 1, ...) and
+// steps (default 1) from inputs 1-4 (opset 10 on) or the attributes (earlier); ONNX's clamping per axis: a negative index counts from the end, then starts and
+// ends clamp to [0, n] for a positive step and to [0, n - 1] and [-1, n - 1] for a negative one (INT64_MAX and
+// INT64_MIN mean "to the end"). The result may be empty.
 std::optional<ConstTensor> fold_slice(const FoldCall& c) {
   const ConstTensor& x = c.in.at(0);
-  if (x.shape.size() != 1) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  // A float table of rank 2 or more (an additive mask, a rotary table) is sliced at run time: folded, each reader
+  // would hold a resident copy of its slice. Shapes and integer or bool tables (a masked_fill's mask) fold.
+  if (x.is_float && rank > 1) return std::nullopt;
+  if (rank == 0) fail(c.where, ": Slice of a scalar");
   const bool from_inputs = c.has(1) || c.has(2);
   const std::vector<int64_t> starts = from_inputs ? ints_of(c.in.at(1)) : c.attr_ints("starts");
   const std::vector<int64_t> ends = from_inputs ? (c.has(2) ? ints_of(c.in[2]) : std::vector<int64_t>{})
                                                 : c.attr_ints("ends");
-  const std::vector<int64_t> axes = from_inputs ? (c.has(3) ? ints_of(c.in[3]) : std::vector<int64_t>{})
-                                                : c.attr_ints("axes");
+  std::vector<int64_t> axes = from_inputs ? (c.has(3) ? ints_of(c.in[3]) : std::vector<int64_t>{})
+                                          : c.attr_ints("axes");
   const std::vector<int64_t> steps = c.has(4) ? ints_of(c.in[4]) : std::vector<int64_t>{};
-  if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1)
-    fail(c.where, ": Slice of a 1-D constant needs one start, end, axis and step, got ", starts.size(), ", ",
-         ends.size(), ", ", axes.size(), ", ", steps.size());
-  if (!axes.empty() && axes[0] != 0 && axes[0] != -1) fail(c.where, ": Slice axis ", axes[0], " of a 1-D constant");
-  const int64_t n = x.shape[0], step = steps.empty() ? 1 : steps[0];
-  if (step == 0 || step == INT64_MIN) fail(c.where, ": Slice step ", step);
-  int64_t b = starts[0], e = ends[0];
-  if (b < 0) b = b < -n ? -1 : b + n;  // below -n: clamped below (no int64 overflow on INT64_MIN)
-  if (e < 0) e = e < -n ? -1 : e + n;
-  int64_t len;  // counted first: b + step may overflow where step is huge
-  if (n == 0) {
-    len = 0;
-  } else if (step > 0) {
-    b = std::clamp<int64_t>(b, 0, n);
-    e = std::clamp<int64_t>(e, 0, n);
-    len = e > b ? (e - b - 1) / step + 1 : 0;
-  } else {
-    b = std::clamp<int64_t>(b, 0, n - 1);
-    e = std::clamp<int64_t>(e, -1, n - 1);
-    len = b > e ? (b - e - 1) / -step + 1 : 0;
+  const size_t k = starts.size();
+  if (k == 0 || ends.size() != k || (!axes.empty() && axes.size() != k) || (!steps.empty() && steps.size() != k))
+    fail(c.where, ": Slice needs as many starts, ends, axes and steps, got ", k, ", ", ends.size(), ", ",
+         axes.size(), ", ", steps.size());
+  if (axes.empty())
+    for (size_t i = 0; i < k; ++i) axes.push_back(static_cast<int64_t>(i));
+  std::vector<int64_t> first(static_cast<size_t>(rank), 0), step(static_cast<size_t>(rank), 1), len = x.shape;
+  std::vector<char> seen(static_cast<size_t>(rank), 0);
+  for (size_t i = 0; i < k; ++i) {
+    int64_t a = axes[i];
+    if (a < -rank || a >= rank) fail(c.where, ": Slice axis ", a, " of a constant of rank ", rank);
+    if (a < 0) a += rank;
+    if (seen[static_cast<size_t>(a)]) fail(c.where, ": Slice axis ", axes[i], " given twice");
+    seen[static_cast<size_t>(a)] = 1;
+    const int64_t n = x.shape[static_cast<size_t>(a)], st = steps.empty() ? 1 : steps[i];
+    if (st == 0 || st == INT64_MIN) fail(c.where, ": Slice step ", st);
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0) b = b < -n ? -1 : b + n;  // below -n: clamped below (no int64 overflow on INT64_MIN)
+    if (e < 0) e = e < -n ? -1 : e + n;
+    int64_t count;  // counted first: b + step may overflow where step is huge
+    if (n == 0) {
+      count = 0;
+    } else if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, n);
+      e = std::clamp<int64_t>(e, 0, n);
+      count = e > b ? (e - b - 1) / st + 1 : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, n - 1);
+      e = std::clamp<int64_t>(e, -1, n - 1);
+      count = b > e ? (b - e - 1) / -st + 1 : 0;
+    }
+    first[static_cast<size_t>(a)] = b;
+    step[static_cast<size_t>(a)] = st;
+    len[static_cast<size_t>(a)] = count;
   }
-  ConstTensor out{{len}, x.is_float, {}};
-  for (int64_t j = 0; j < len; ++j) out.data.push_back(x.data[static_cast<size_t>(b + j * step)]);
+  ConstTensor out{len, x.is_float, {}};
+  const int64_t total = numel(len);
+  out.data.reserve(static_cast<size_t>(total));
+  std::vector<int64_t> stride(static_cast<size_t>(rank), 1), at(static_cast<size_t>(rank), 0);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    stride[static_cast<size_t>(d)] = stride[static_cast<size_t>(d + 1)] * x.shape[static_cast<size_t>(d + 1)];
+  for (int64_t j = 0; j < total; ++j) {  // at: the output index, last axis fastest
+    int64_t offset = 0;
+    for (size_t d = 0; d < static_cast<size_t>(rank); ++d) offset += (first[d] + at[d] * step[d]) * stride[d];
+    out.data.push_back(x.data[static_cast<size_t>(offset)]);
+    for (int64_t d = rank - 1; d >= 0 && ++at[static_cast<size_t>(d)] == len[static_cast<size_t>(d)]; --d)
+      at[static_cast<size_t>(d)] = 0;
+  }
   return out;
 }
 

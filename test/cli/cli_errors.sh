@@ -46,6 +46,8 @@ expect 1 "empty file" -- $run "$data/empty.onnx" --batch 2 $r
 expect 1 "not an ONNX model" -- $run "$data/random_bytes.onnx" --batch 2 $r
 expect 1 "truncated.onnx" -- $run "$data/truncated.onnx" --batch 2 $r
 expect 1 "unsupported op type 'Elu'" -- $run "$data/unsupported_op.onnx" --batch 2 $r
+expect 1 "graph input 'rel_idx' (int64 \[4,4\]) is neither the data input (the first graph input, 'x'" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 $r
 expect 1 "node 'act' (Crop): unsupported op type 'Crop'" -- $run "$data/experimental_op.onnx" --batch 2 $r
 expect 1 "node 'ln' (LayerNorm): input Scale has shape \[3\], expected \[4\]" -- $run "$data/bad_layer_norm.onnx" --batch 2 $r
 expect 1 "give --batch" -- $run "$data/conv_relu.onnx" $r

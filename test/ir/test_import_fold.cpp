@@ -3,6 +3,7 @@
 // Greater on a hand-built graph, and ReduceMax / CumSum / Trilu / Tile reaching the training graph.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 
 #include "ir/onnx_import.h"
@@ -60,6 +61,47 @@ TEST_CASE("fold rules: Slice with a negative step, ReduceProd, Max, Min, Floor, 
   CHECK(op_counts(g) == std::map<std::string, int>{{"Reshape", 1}});
   REQUIRE(g.nodes.size() == 1);
   CHECK(g.nodes[0].attrs.ints("shape") == std::vector<int64_t>{5, 8, 3, 8});
+}
+
+TEST_CASE("a LLaMA-style decoder: its bool mask sliced at import, masked_fill fused as an additive mask",
+          "[import]") {
+  // scripts/export_models.py llama_tiny: mask[:t, :t] is a Slice of a 2-D bool constant and a Cast (both folded),
+  // the attention's mask Where(mask, -inf, scores).
+  ImportOptions o = at(2);
+  o.fuse_attention = false;
+  const Graph m = import_onnx(data_path("llama_tiny.onnx"), o);
+  std::map<std::string, int> ops = op_counts(m);
+  CHECK(ops["Where"] == 2);
+  // rotate_half's halves of q and k (activations), cos[:t] and sin[:t] (float tables are sliced at run time)
+  CHECK(ops["Slice"] == 12);
+  CHECK(ops.count("Cast") == 0);
+  CHECK(ops.count("Attention") == 0);
+  for (const Node& n : m.nodes)
+    if (n.op == "Where") {
+      const Value& cond = m.values[n.inputs[0]];
+      REQUIRE(cond.role == Role::constant);
+      REQUIRE(cond.shape == Shape{64, 64});
+      CHECK(cond.data[1] == 1);   // above the diagonal: masked
+      CHECK(cond.data[64] == 0);  // below
+    }
+  o.fuse_attention = true;
+  const Graph g = import_onnx(data_path("llama_tiny.onnx"), o);
+  ops = op_counts(g);
+  CHECK(ops["Attention"] == 2);
+  CHECK(ops.count("Where") == 0);
+  CHECK(ops.count("Softmax") == 0);
+  for (const Node& n : g.nodes)
+    if (n.op == "Attention") {
+      REQUIRE(n.inputs.size() == 4);
+      const Value& mask = g.values[n.inputs[3]];
+      REQUIRE(mask.role == Role::constant);
+      REQUIRE(mask.shape == Shape{64, 64});
+      CHECK(mask.data[1] == -HUGE_VAL);
+      CHECK(mask.data[64] == 0.0);
+      CHECK(mask.data[65] == 0.0);  // the diagonal
+      CHECK(n.attrs.f("scale") == 4.0);  // Div by sqrt(16)
+      CHECK(n.attrs.i("scale_divides") == 1);
+    }
 }
 
 TEST_CASE("ReduceMax, CumSum, Trilu and Tile as torch exports them import and differentiate", "[import]") {
