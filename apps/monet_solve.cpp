@@ -228,6 +228,7 @@ int main(int argc, char** argv) {
                         {"window", r.window},
                         {"widened_steps", r.widened_steps},
                         {"widened_levels", r.widened_levels},
+                        {"window_infeasible", r.window_infeasible},
                         {"time_limit_s", time_limit},
                         {"max_nodes", max_nodes},
                         {"max_sub_mips", max_sub_mips},
@@ -276,6 +277,8 @@ int main(int argc, char** argv) {
     if (r.widened_steps > 0)
       window_name += " (up to " + std::to_string(r.widened_levels) + " at " + std::to_string(r.widened_steps) +
                      " steps, to reach the budget)";
+    if (r.window_infeasible > 0)
+      window_name += " (the auto window of " + std::to_string(r.window_infeasible) + " levels has none: proven)";
     if (r.columns > 0)
       std::printf("MILP: %lld columns, %lld rows, %lld nonzeros, window %s; first feasible %.1f s, solved in %.1f s "
                   "(setup %.1f, LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",

@@ -370,6 +370,10 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
 
 }  // namespace
 
+// The least time left for the retry without a window (step 10): its relaxation alone takes tens of seconds on a
+// transformer.
+constexpr double kUnwindowedRetryMinS = 20;
+
 // The pipeline of docs/planner.md, "The solve pipeline".
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   const SolveClock clock{Clock::now(), o.time_limit_s};
@@ -397,6 +401,23 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     out.why_none = "below_lower_bound";
   } else {
     solve_milp(plan, p, o, clock, std::move(widened_start), out);
+    // 10. The auto window proven too narrow for the budget (it was not widened: the heuristics reached the budget
+    // in no window), with time left: the program without a window, in that time. A transformer at a tight budget
+    // recomputes from further back than a window sized for the program's size lets it.
+    if (!out.fits && out.why_none == "infeasible" && unwindowed && p.window > 0 &&
+        o.time_limit_s - clock.seconds() >= kUnwindowedRetryMinS) {
+      spdlog::info("no schedule within the {}-level window (proven): solving without a window in the {:.0f} s left",
+                   p.window, o.time_limit_s - clock.seconds());
+      SolveOutcome retry;
+      retry.store_all = out.store_all;
+      retry.fast_store_all = out.fast_store_all;
+      retry.lower_bound_bytes = out.lower_bound_bytes;
+      retry.smallest_found_bytes = out.smallest_found_bytes;
+      retry.window_infeasible = p.window;
+      solve_milp(plan, *unwindowed, o, clock, std::nullopt, retry);
+      retry.window = 0;
+      out = std::move(retry);
+    }
   }
   if (out.fits && out.objective_ms > 0) {
     out.bound_ms = std::min(out.bound_ms, out.objective_ms);

@@ -50,6 +50,8 @@ struct SolveOutcome {
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
   int window = 0;                    // the recomputation window used (levels; 0 = none)
+  // The auto window that was proven too narrow for the budget before the solve without a window (0: none was).
+  int window_infeasible = 0;
   // Steps whose window solve() widened beyond `window` to reach the budget (widen_window, solve.cpp), and the widest
   // of their windows in levels; 0 when none was.
   int widened_steps = 0, widened_levels = 0;

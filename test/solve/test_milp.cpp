@@ -562,6 +562,47 @@ TEST_CASE("the auto window widens where the heuristics reach the budget only bey
   CHECK(widened >= 2);  // the case arises on these graphs (else the test above tests nothing)
 }
 
+TEST_CASE("an auto window proven too narrow for the budget is dropped: the program without a window is solved",
+          "[solve][milp]") {
+  // The auto window held to one level; budgets that no heuristic reaches in any window (so it is not widened), that
+  // the one-level program has no schedule for (CBC proves it) and that the program without a window has one for.
+  int retried = 0;
+  for (uint64_t seed = 1; seed <= 24 && retried < 2; ++seed) {
+    const PlanGraph plan = random_plan(16, seed, seed % 2 == 0);
+    const bool impls = seed % 2 == 0;
+    const CheckpointProblem none = make_problem(plan, 0, impls), one = make_problem(plan, 1, impls);
+    const int64_t cap = window_candidates(none, 1);
+    if (auto_window(none, cap) != 1 || window_candidates(none, 0) <= cap) continue;
+    const int64_t smallest = smallest_heuristic_peak(none);
+    for (int64_t budget = none.lower_bound_bytes(); budget < smallest; budget += kAlignBytes) {
+      if (pressure_fits(none, budget)) continue;
+      auto exists = [&](const CheckpointProblem& q) {
+        CbcOptions c;
+        c.time_limit_s = kNoClock;
+        c.relative_gap = 0;
+        return solve_with_cbc(checkpoint_milp(q, budget, nullptr), c, nullptr).status ==
+               CbcResult::Status::optimal;
+      };
+      if (exists(one) || !exists(none)) continue;
+      SolveOptions o;
+      o.mode = impls ? "full" : "checkpoint";
+      o.budget_bytes = budget;
+      o.time_limit_s = kNoClock;
+      o.threads = 1;
+      o.auto_window_candidates = cap;
+      const SolveOutcome r = solve(plan, o);
+      INFO("seed " << seed << " budget " << budget << " status " << r.status);
+      REQUIRE(r.fits);
+      CHECK(r.window == 0);
+      CHECK(r.window_infeasible == 1);
+      CHECK(simulate(plan, r.schedule).peak_bytes <= budget);
+      ++retried;
+      break;
+    }
+  }
+  CHECK(retried >= 1);  // the case arises on these graphs (else the test above tests nothing)
+}
+
 TEST_CASE("keep segments partition each value's steps, and the canonical form of an assignment is valid and no worse",
           "[solve][milp]") {
   int changed = 0;
