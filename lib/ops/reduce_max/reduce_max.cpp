@@ -7,62 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/common/reduce.h"
 #include "ops/op.h"
 
 namespace monet::ops {
 namespace {
-
-// Which axes of input shape x are reduced; reason is set for out-of-range or repeated axes.
-std::vector<bool> reduced_axes(const Attrs& attrs, const Shape& x, std::string* reason) {
-  const int64_t r = static_cast<int64_t>(x.size());
-  const std::vector<int64_t> axes = attrs.ints("axes", std::vector<int64_t>{});
-  std::vector<bool> reduced(x.size(), axes.empty());
-  for (int64_t a : axes) {
-    if (a < -r || a >= r) {
-      *reason = "axis " + std::to_string(a) + " is out of range for input shape " + shape_str(x);
-      return reduced;
-    }
-    const int64_t d = a < 0 ? a + r : a;
-    if (reduced[d]) *reason = "axis " + std::to_string(a) + " is listed twice";
-    reduced[d] = true;
-  }
-  return reduced;
-}
-
-// Calls f(i, o) for every element i of x (row-major) with o the output element it reduces into.
-template <class F>
-void for_each_reduced(const Shape& x, const std::vector<bool>& reduced, F f) {
-  const size_t r = x.size();
-  std::vector<int64_t> ostride(r, 0);  // output stride per input dim, 0 on reduced dims
-  int64_t s = 1;
-  for (size_t d = r; d-- > 0;)
-    if (!reduced[d]) {
-      ostride[d] = s;
-      s *= x[d];
-    }
-  std::vector<int64_t> idx(r, 0);
-  int64_t o = 0;
-  const int64_t n = numel(x);
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, o);
-    for (size_t d = r; d-- > 0;) {  // odometer increment over the input index
-      o += ostride[d];
-      if (++idx[d] < x[d]) break;
-      o -= ostride[d] * x[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-// The output shape: x without (keepdims = 0) or with 1 at (keepdims = 1) the reduced axes.
-Shape reduced_shape(const Shape& x, const std::vector<bool>& reduced, bool keepdims) {
-  Shape y;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (!reduced[d]) y.push_back(x[d]);
-    else if (keepdims) y.push_back(1);
-  }
-  return y;
-}
 
 void infer_reduce_max(InferCtx& c) {
   c.expect_inputs(1, 1);
@@ -73,17 +22,14 @@ void infer_reduce_max(InferCtx& c) {
   if (c.attrs().i("noop_with_empty_axes", 0) != 0 && c.attrs().ints("axes", std::vector<int64_t>{}).empty())
     c.fail("noop_with_empty_axes without axes is not supported");
   if (numel(x) == 0) c.fail("the maximum of an empty tensor");
-  std::string reason;
-  const std::vector<bool> reduced = reduced_axes(c.attrs(), x, &reason);
-  if (!reason.empty()) c.fail(reason);
+  const std::vector<bool> reduced = reduced_axes(c, x);
   c.set_out(0, reduced_shape(x, reduced, keepdims != 0));
 }
 
 void backward_reduce_max(GradBuilder& b) {
   if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
   const Shape& x = b.value(b.in(0)).shape;
-  std::string reason;
-  const std::vector<bool> reduced = reduced_axes(b.node().attrs, x, &reason);
+  const std::vector<bool> reduced = reduced_axes(b.node().attrs, x);
   std::vector<int64_t> axes;
   for (size_t d = 0; d < x.size(); ++d)
     if (reduced[d]) axes.push_back(static_cast<int64_t>(d));
@@ -95,8 +41,7 @@ void backward_reduce_max(GradBuilder& b) {
 template <class T>
 void reduce_max_cpu(const CpuCall& c) {
   const Shape& xs = *c.in[0].shape;
-  std::string reason;
-  const std::vector<bool> reduced = reduced_axes(c.node.attrs, xs, &reason);
+  const std::vector<bool> reduced = reduced_axes(c.node.attrs, xs);
   const T* x = c.in[0].as<T>();  // (input shape)
   T* y = c.out[0].as<T>();       // (kept dims)
   std::fill(y, y + c.out[0].numel(), -INFINITY);
@@ -109,9 +54,7 @@ void reduce_max_cpu(const CpuCall& c) {
 void infer_reduce_max_grad(InferCtx& c) {
   c.expect_inputs(3, 3);
   const Shape& x = c.shape(1);
-  std::string reason;
-  const std::vector<bool> reduced = reduced_axes(c.attrs(), x, &reason);
-  if (!reason.empty()) c.fail(reason);
+  const std::vector<bool> reduced = reduced_axes(c, x);
   if (numel(c.shape(0)) != numel(c.shape(2)) || numel(c.shape(2)) != numel(reduced_shape(x, reduced, true)))
     c.fail("dY ", shape_str(c.shape(0)), " and Y ", shape_str(c.shape(2)), " do not match X ", shape_str(x),
            " reduced");
@@ -125,8 +68,7 @@ int64_t reduce_max_grad_workspace(const Graph& g, const Node& node, int) {
 template <class T>
 void reduce_max_grad_cpu(const CpuCall& c) {
   const Shape& xs = *c.in[1].shape;
-  std::string reason;
-  const std::vector<bool> reduced = reduced_axes(c.node.attrs, xs, &reason);
+  const std::vector<bool> reduced = reduced_axes(c.node.attrs, xs);
   const T* dy = c.in[0].as<T>();  // (kept dims)
   const T* x = c.in[1].as<T>();   // (input shape)
   const T* y = c.in[2].as<T>();   // (kept dims)

@@ -5,33 +5,11 @@
 // the kept elements, so both kernels only need the input shape and which axes are reduced.
 #include <algorithm>
 
+#include "ops/common/reduce.h"
 #include "ops/op.h"
 
 namespace monet::ops {
 namespace {
-
-// Which axes of input shape x are reduced; rejects out-of-range and repeated axes.
-std::vector<bool> reduced_axes(InferCtx& c, const Shape& x) {
-  const int64_t r = static_cast<int64_t>(x.size());
-  const std::vector<int64_t> axes = c.attrs().ints("axes", std::vector<int64_t>{});
-  std::vector<bool> reduced(x.size(), axes.empty());
-  for (int64_t a : axes) {
-    if (a < -r || a >= r) c.fail("axis ", a, " is out of range for input shape ", shape_str(x));
-    const int64_t d = a < 0 ? a + r : a;
-    if (reduced[d]) c.fail("axis ", a, " is listed twice");
-    reduced[d] = true;
-  }
-  return reduced;
-}
-
-// The same for kernels: the shape rule has validated the attribute.
-std::vector<bool> reduced_axes(const Attrs& attrs, const Shape& x) {
-  const int64_t r = static_cast<int64_t>(x.size());
-  const std::vector<int64_t> axes = attrs.ints("axes", std::vector<int64_t>{});
-  std::vector<bool> reduced(x.size(), axes.empty());
-  for (int64_t a : axes) reduced[a < 0 ? a + r : a] = true;
-  return reduced;
-}
 
 // Number of input elements averaged into each output element.
 int64_t reduced_count(const Shape& x, const std::vector<bool>& reduced) {
@@ -41,43 +19,12 @@ int64_t reduced_count(const Shape& x, const std::vector<bool>& reduced) {
   return n;
 }
 
-// Calls f(i, o) for every element i of x (row-major) with o the output element it averages into.
-template <class F>
-void for_each_reduced(const Shape& x, const std::vector<bool>& reduced, F f) {
-  const size_t r = x.size();
-  std::vector<int64_t> ostride(r, 0);  // output stride per input dim, 0 on reduced dims
-  int64_t s = 1;
-  for (size_t d = r; d-- > 0;)
-    if (!reduced[d]) {
-      ostride[d] = s;
-      s *= x[d];
-    }
-  std::vector<int64_t> idx(r, 0);
-  int64_t o = 0;
-  const int64_t n = numel(x);
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, o);
-    for (size_t d = r; d-- > 0;) {  // odometer increment over the input index
-      o += ostride[d];
-      if (++idx[d] < x[d]) break;
-      o -= ostride[d] * x[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 void infer_reduce_mean(InferCtx& c) {
   c.expect_inputs(1, 1);
   const Shape& x = c.shape(0);
   const int64_t keepdims = c.attrs().i("keepdims", 1);
   if (keepdims != 0 && keepdims != 1) c.fail("keepdims must be 0 or 1, got ", keepdims);
-  const std::vector<bool> reduced = reduced_axes(c, x);
-  Shape y;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (!reduced[d]) y.push_back(x[d]);
-    else if (keepdims) y.push_back(1);
-  }
-  c.set_out(0, y);
+  c.set_out(0, reduced_shape(x, reduced_axes(c, x), keepdims != 0));
 }
 
 void backward_reduce_mean(GradBuilder& b) {
