@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -14,11 +16,33 @@
 
 namespace monet::app {
 
+// --input NAME=FILE.npy, repeatable: a graph input's values from a file (ImportOptions::input_files).
+inline void add_input_files_option(CLI::App& app, std::vector<std::string>& inputs) {
+  app.add_option("--input", inputs,
+                 "NAME=FILE.npy (repeatable): graph input NAME takes the file's values: a data input for every step, "
+                 "an integer buffer of static shape as if the file held it")
+      ->take_all()
+      ->allow_extra_args(false);
+}
+
+inline std::map<std::string, std::string> parse_input_files(const std::vector<std::string>& inputs) {
+  std::map<std::string, std::string> files;
+  for (const std::string& arg : inputs) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+      fail("--input '", arg, "': expected NAME=FILE.npy");
+    if (!files.emplace(arg.substr(0, eq), arg.substr(eq + 1)).second)
+      fail("--input: '", arg.substr(0, eq), "' is given twice");
+  }
+  return files;
+}
+
 // Flags that name a model at a batch: MODEL.onnx --batch N [--input-shape C,H,W] [--seed S] [--loss ce|sum].
 struct ModelFlags {
   std::string model;
   std::optional<int64_t> batch;
   std::string input_shape;
+  std::vector<std::string> inputs;
   uint64_t seed = 0;
   std::string loss = "ce";
   std::string math = "default";
@@ -29,6 +53,7 @@ struct ModelFlags {
     app.add_option("model", model, "ONNX model file")->required();
     app.add_option("--batch", batch, "batch size (replaces the data input's first dimension)");
     app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
+    add_input_files_option(app, inputs);
     app.add_option("--seed", seed, "seed for parameters, data, labels and dropout masks (default 0)");
     app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
     attention_option = app.add_option(
@@ -47,6 +72,7 @@ struct ModelFlags {
     o.import.batch = batch;
     if (batch && *batch <= 0) fail("--batch must be a positive integer, got ", *batch);
     if (!input_shape.empty()) o.import.input_shape = parse_input_shape(input_shape);
+    o.import.input_files = parse_input_files(inputs);
     o.train.loss = parse_loss(loss);
     o.seed = seed;
     if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-overhead", max_overhead_pct,
                  "at most this predicted step time over store-all's at the same batch, in percent (default: any)");
   app.add_option("--input-shape", input_shape, "C,H,W: replaces the data input's other dimensions");
+  std::vector<std::string> inputs;
+  app::add_input_files_option(app, inputs);
   app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
   app.add_option("--profile", measured_path,
                  "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
     if (max_batch < 1) fail("--max-batch must be >= 1, got ", max_batch);
     ImportOptions import;
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
+    import.input_files = app::parse_input_files(inputs);
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;

@@ -15,7 +15,9 @@ small variants gpt2_tiny and bert_tiny (2 layers, 2 heads, width 32, sequence 64
 `--opset 17` into another folder and renamed); llama (a LLaMA-style decoder of GPT-2 small's size: 12 layers,
 12 heads, width 768, RMSNorm, rotary position embeddings, SwiGLU MLP 2048 wide, causal mask by masked_fill,
 vocabulary 32000, context 1024, untied LM head) and llama_tiny (2 layers, 2 heads, width 32, MLP 64, sequence
-64). Their data input is int64 token ids (N, T); their output is logits (N, T, vocabulary) or (N, T, classes),
+64); bert_inputs and bert_inputs_tiny (BERT-base's and bert_tiny's sizes) take the three integer inputs common
+tooling exports BERT with: token ids, an attention mask and token types. Their data input is int64 token ids
+(N, T); their output is logits (N, T, vocabulary) or (N, T, classes),
 classes on the last axis.
 """
 import argparse
@@ -185,6 +187,58 @@ class Bert(nn.Module):
         return self.classifier(self.encoder(x))
 
 
+class BertInputsLayer(nn.Module):
+    """A post-LN encoder layer as Hugging Face's BertLayer writes it: q, k, v Linears, softmax(q k^T / sqrt(head
+    width) + mask) v with the additive mask computed from the attention mask input, output Linear, then
+    LayerNorm(x + attention) and LayerNorm(x + MLP) (exact GELU)."""
+
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.heads, self.scale = heads, 1.0 / math.sqrt(d // heads)
+        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.ln_1 = nn.LayerNorm(d, eps=1e-12)
+        self.mlp = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+        self.ln_2 = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, additive_mask):
+        n, t, d = x.size()
+        q, k, v = (f(x).view(n, t, self.heads, d // self.heads).transpose(1, 2)
+                   for f in (self.query, self.key, self.value))
+        att = (q @ k.transpose(-2, -1)) * self.scale + additive_mask
+        y = (att.softmax(dim=-1) @ v).transpose(1, 2).contiguous().view(n, t, d)
+        x = self.ln_1(x + self.out(y))
+        return self.ln_2(x + self.mlp(x))
+
+
+class BertInputs(nn.Module):
+    """BERT with the three integer inputs common tooling exports: token ids, attention mask (1 = attend, 0 =
+    padding; (1 - mask) * -10000 added to every head's scores) and token types (a 2-row embedding), all (N, T).
+    Word + position + token-type embeddings, LayerNorm, post-LN layers (BertInputsLayer), a token-classification
+    head. No dropout."""
+
+    inputs = ("input", "attention_mask", "token_type_ids")
+
+    def __init__(self, vocab=30522, context=512, layers=12, heads=12, d=768, ff=3072, classes=9):
+        super().__init__()
+        self.vocab_size = vocab
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(context, d)
+        self.token_type_embeddings = nn.Embedding(2, d)
+        self.norm = nn.LayerNorm(d, eps=1e-12)
+        self.layers = nn.ModuleList([BertInputsLayer(d, heads, ff) for _ in range(layers)])
+        self.classifier = nn.Linear(d, classes)
+
+    def forward(self, idx, attention_mask, token_type_ids):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        x = self.norm(self.word_embeddings(idx) + self.position_embeddings(pos) +
+                      self.token_type_embeddings(token_type_ids))
+        additive = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        for layer in self.layers:
+            x = layer(x, additive)
+        return self.classifier(x)
+
+
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x^2 over the last axis) + eps) * weight, as LLaMA writes it (no mean subtracted, no bias)."""
 
@@ -304,6 +358,10 @@ def build(name):
         return Bert(), (512,)
     if name == "bert_tiny":
         return Bert(vocab=101, context=64, layers=2, heads=2, d=32, ff=128, classes=7), (64,)
+    if name == "bert_inputs":
+        return BertInputs(), (512,)
+    if name == "bert_inputs_tiny":
+        return BertInputs(vocab=101, context=64, layers=2, heads=2, d=32, ff=128, classes=7), (64,)
     if name == "llama":
         return Llama(), (1024,)
     if name == "llama_tiny":
@@ -315,18 +373,26 @@ ALL = ["resnet50", "googlenet", "mobilenet_v2", "vgg16", "unet", "tiny"]
 
 
 def example_input(module, shape, batch=2):
-    """A batch for the module: token ids below its vocabulary for the language models, else normal floats."""
+    """A batch for the module: token ids below its vocabulary for the language models (and, for a model of several
+    inputs, an attention mask and token types of the same shape), else normal floats."""
     vocab = getattr(module, "vocab_size", None)
-    return torch.randint(0, vocab, (batch, *shape)) if vocab else torch.randn(batch, *shape)
+    if not vocab:
+        return torch.randn(batch, *shape)
+    ids = torch.randint(0, vocab, (batch, *shape))
+    if len(getattr(module, "inputs", ("input",))) == 1:
+        return ids
+    return ids, torch.ones_like(ids), torch.zeros_like(ids)
 
 
 def export(module, chw, path, opset=13):
     module.train()
     x = example_input(module, chw)
+    names = list(getattr(module, "inputs", ("input",)))
+    axes = {name: {0: "batch"} for name in names + ["output"]}
     tmp = path + ".tmp"
     torch.onnx.export(module, x, tmp, training=torch.onnx.TrainingMode.TRAINING, opset_version=opset,
-                      do_constant_folding=False, export_params=False, input_names=["input"],
-                      output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                      do_constant_folding=False, export_params=False, input_names=names,
+                      output_names=["output"], dynamic_axes=axes)
     os.replace(tmp, path)
 
 

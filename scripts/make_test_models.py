@@ -340,6 +340,48 @@ def fold_shapes():
                              opset_imports=[helper.make_opsetid("", 13)])
 
 
+def input_files():
+    """Data inputs beyond the first and values from files (--input NAME=FILE.npy): a bool mask input, the values of
+    int_buffer_input.onnx's rel_idx, an attention mask for bert_inputs_tiny.onnx at batch 2 and, for the error rows,
+    files of the wrong shape, dtype and range and a truncated one."""
+    import numpy as np
+    f32, b = TensorProto.FLOAT, TensorProto.BOOL
+    # keep (N, 4) bool: y = where(keep[:, None, :], x, 0) * x, a per-example mask of x's columns.
+    g = helper.make_graph([helper.make_node("Unsqueeze", ["keep", "axes"], ["k3"], name="unsqueeze"),
+                           helper.make_node("Where", ["k3", "x", "zero"], ["kept"], name="where"),
+                           helper.make_node("Mul", ["kept", "w"], ["y"], name="mul")],
+                          "bool_mask_input", [helper.make_tensor_value_info("x", f32, ["N", 3, 4]),
+                                              helper.make_tensor_value_info("keep", b, ["N", 4]),
+                                              helper.make_tensor_value_info("w", f32, [3, 4])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3, 4])],
+                          [helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+                           helper.make_tensor("zero", f32, [], [0.0])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "bool_mask_input.onnx")
+    # A second data input whose symbolic dimension is not one of the first input's.
+    g = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+                          "unknown_symbol_input", [helper.make_tensor_value_info("x", f32, ["N", 4]),
+                                                   helper.make_tensor_value_info("z", f32, ["N", "T"])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 4])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "unknown_symbol_input.onnx")
+    rng = np.random.default_rng(0)
+    arrays = {
+        "rel_idx.npy": (np.arange(16).reshape(4, 4) * 3 % 7).astype(np.int64),
+        "rel_idx_float.npy": np.zeros((4, 4), np.float32),
+        "rel_idx_shape.npy": np.zeros((16,), np.int64),
+        "bert_inputs_mask.npy": (np.arange(64)[None, :] < np.array([[40], [64]])).astype(np.int32),
+        "bert_inputs_bad_ids.npy": np.where(np.arange(128).reshape(2, 64) == 70, 101,
+                                            rng.integers(0, 101, (2, 64))).astype(np.int64),
+    }
+    for name, a in arrays.items():
+        np.save(os.path.join(OUT, name), a)
+        print(name)
+    with open(os.path.join(OUT, "rel_idx.npy"), "rb") as f:
+        head = f.read(200)
+    with open(os.path.join(OUT, "truncated.npy"), "wb") as f:
+        f.write(head)
+    print("truncated.npy")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -379,6 +421,7 @@ def main():
                                                helper.make_tensor_value_info("rel_idx", i64, [4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 4])])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "int_buffer_input.onnx")
+    input_files()
     # A LayerNormalization whose Scale does not have X's normalised shape ([3] for (N, 3, 4) over the last dim).
     f32 = TensorProto.FLOAT
     g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=-1)],

@@ -39,9 +39,9 @@ void write_values(const std::string& path, const Value& v, const std::vector<dou
   } else if (v.dtype == DType::i64) {
     std::vector<int64_t> ints(x.begin(), x.end());
     npy::write(path, "<i8", v.shape, ints.data(), static_cast<int64_t>(ints.size() * 8));
-  } else {
+  } else {  // u8: a dropout mask, or a bool graph input (both 0/1)
     std::vector<uint8_t> bytes(x.begin(), x.end());
-    npy::write(path, "|u1", v.shape, bytes.data(), static_cast<int64_t>(bytes.size()));
+    npy::write(path, v.role == Role::input ? "|b1" : "|u1", v.shape, bytes.data(), static_cast<int64_t>(bytes.size()));
   }
 }
 
@@ -100,6 +100,9 @@ CheckResult check_against_torch(const CheckOptions& options, std::FILE* out) {
     write_values(work_dir + "/" + file, val, s->initial[v], o.float_bytes);
     manifest["tensors"][val.name] = file;
   }
+  // A buffer given by --input became a constant at import: the reference reads the user's file itself.
+  for (const auto& [name, file] : o.import.input_files)
+    if (!manifest["tensors"].contains(name)) manifest["tensors"][name] = fs::absolute(file).string();
   if (s->tg.labels >= 0) {
     write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels], o.float_bytes);
     manifest["labels"] = "labels.npy";

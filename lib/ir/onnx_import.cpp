@@ -7,12 +7,15 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/npy.h"
 #include "ir/fuse_attention.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
@@ -93,45 +96,105 @@ class Importer {
     for (const auto& t : gp.initializer()) translator_.add_initializer(t.name(), read_tensor(t, path_));
   }
 
+  // Graph inputs without an initializer, in order. The first is the data input (its first dimension the batch);
+  // a later one is a data input too when its first dimension is symbolic (torch.onnx.export's dynamic_axes), as
+  // token models' attention masks and token types are. A dimension named like one of the first input's takes its
+  // size. Another input of static shape is a parameter (float) or, named by --input, takes the file's values as
+  // an initializer would; an integer one without a file is an error (an integer buffer the export left out).
   void read_inputs(const onnx::GraphProto& gp) {
     Graph& g = translator_.graph();
+    std::map<std::string, int64_t> symbols;  // the data input's named dimensions
+    for (const auto& [name, file] : options_.input_files) {
+      bool found = false;
+      for (const auto& in : gp.input()) found = found || in.name() == name;
+      if (!found) fail(path_, ": --input ", name, "=", file, ": the model has no graph input '", name, "'");
+    }
     for (const auto& in : gp.input()) {
       if (translator_.defines(in.name())) continue;  // an initializer listed as input
       const auto& tt = in.type().tensor_type();
-      Value v;
-      v.name = in.name();
-      v.dtype = is_float_type(tt.elem_type()) ? DType::f32 : DType::i64;
-      bool is_data = g.data_input < 0;
       if (tt.shape().dim_size() > kMaxRank) fail(path_, ": input '", in.name(), "' has rank ", tt.shape().dim_size(),
                                                  ", more than ", kMaxRank, " dimensions");
+      Value v;
+      v.name = in.name();
+      v.dtype = is_float_type(tt.elem_type()) ? DType::f32
+                : tt.elem_type() == onnx::TensorProto::BOOL ? DType::u8
+                                                             : DType::i64;
+      const bool primary = g.data_input < 0;
+      const bool symbolic_batch = tt.shape().dim_size() > 0 && !tt.shape().dim(0).has_dim_value();
+      const bool is_data = primary || symbolic_batch;
+      const auto file = options_.input_files.find(in.name());
       for (int d = 0; d < tt.shape().dim_size(); ++d) {
         const auto& dim = tt.shape().dim(d);
         int64_t size = dim.has_dim_value() ? dim.dim_value() : -1;
-        if (is_data && d == 0 && options_.batch) size = *options_.batch;
-        if (is_data && d > 0 && options_.input_shape) continue;
-        if (size <= 0) {
-          if (is_data && d == 0) fail(path_, ": data input '", in.name(), "' has a dynamic batch dimension: give --batch");
-          fail(path_, is_data ? ": data input '" : ": input '", in.name(), "' dimension ", d, " is dynamic",
-               is_data ? ": give --input-shape" : " (parameters must have static shapes)");
+        if (primary && d == 0 && options_.batch) size = *options_.batch;
+        if (primary && d > 0 && options_.input_shape) continue;
+        if (!primary && size <= 0 && dim.has_dim_param()) {
+          if (auto it = symbols.find(dim.dim_param()); it != symbols.end()) size = it->second;
         }
+        if (!primary && size <= 0 && d == 0 && !dim.has_dim_param() && is_data) size = g.values[g.data_input].shape[0];
+        if (size <= 0) {
+          if (primary && d == 0) fail(path_, ": data input '", in.name(), "' has a dynamic batch dimension: give --batch");
+          if (primary) fail(path_, ": data input '", in.name(), "' dimension ", d, " is dynamic: give --input-shape");
+          fail(path_, is_data ? ": data input '" : ": input '", in.name(), "' dimension ", d, " ('", dim.dim_param(),
+               "') is dynamic", is_data ? " and not one of the first data input's dimensions" : " (parameters must have static shapes)");
+        }
+        if (primary && dim.has_dim_param()) symbols[dim.dim_param()] = size;
         v.shape.push_back(size);
       }
+      if (primary && options_.input_shape) {
+        if (v.shape.empty()) fail(path_, ": data input '", in.name(), "' has no batch dimension");
+        for (int64_t d : *options_.input_shape) v.shape.push_back(d);
+        for (int d = 1; d < tt.shape().dim_size(); ++d)
+          if (tt.shape().dim(d).has_dim_param() && d < static_cast<int>(v.shape.size()))
+            symbols[tt.shape().dim(d).dim_param()] = v.shape[static_cast<size_t>(d)];
+      }
+      const std::string what = (is_data ? "data input '" : "input '") + in.name() + "'";
+      checked_tensor_numel(v.shape, path_, what);
+      if (file != options_.input_files.end()) v.data = values_from_file(v, file->second);
       if (is_data) {
-        if (options_.input_shape) {
-          if (v.shape.empty()) fail(path_, ": data input '", in.name(), "' has no batch dimension");
-          for (int64_t d : *options_.input_shape) v.shape.push_back(d);
-        }
-        checked_tensor_numel(v.shape, path_, "data input '" + in.name() + "'");
         if (v.shape.empty()) fail(path_, ": data input '", in.name(), "' is a scalar; expected (N, ...)");
         v.role = Role::input;
-        g.data_input = translator_.add(std::move(v));
+        const int id = translator_.add(std::move(v));
+        if (primary) g.data_input = id;
+      } else if (file != options_.input_files.end()) {
+        translator_.add_initializer(v.name, {v.shape, v.dtype == DType::f32, std::move(v.data)});
+      } else if (v.dtype != DType::f32) {
+        fail(path_, ": graph input '", v.name, "' (", dtype_name(v.dtype), " ", shape_str(v.shape),
+             ") is an integer buffer without values (a position or relative-position index the export left out): "
+             "pass them with --input ", v.name, "=FILE.npy, or export with export_params=True or the buffer "
+             "registered with persistent=False; a per-example input needs a symbolic first dimension "
+             "(torch.onnx.export's dynamic_axes)");
       } else {
-        checked_tensor_numel(v.shape, path_, "input '" + in.name() + "'");
         v.role = Role::param;  // refined in decide_param_roles()
         translator_.add(std::move(v));
       }
     }
     if (g.data_input < 0) fail(path_, ": the model has no data input (every input has an initializer)");
+  }
+
+  // FILE's values for graph input v: its shape must be v's, its dtype float for a float input and integer or bool
+  // for any other; an integer input's values must be integers (bool: 0 or 1).
+  std::vector<double> values_from_file(const Value& v, const std::string& file) const {
+    const std::string where = path_ + ": --input " + v.name + "=" + file;
+    npy::Array a;
+    try {
+      a = npy::read(file);
+    } catch (const Error& e) {
+      fail(where, ": ", e.what());
+    }
+    if (a.shape != v.shape)
+      fail(where, ": the file holds ", shape_str(a.shape), ", the input is ", shape_str(v.shape),
+           " (its batch from --batch where the first dimension is symbolic)");
+    const bool want_float = v.dtype == DType::f32;
+    if (npy::is_float(a) != want_float)
+      fail(where, ": the file holds ", a.descr, " values, the input is ", dtype_name(v.dtype),
+           want_float ? " (save it as float32 or float64)" : " (save it as int64, int32 or bool)");
+    std::vector<double> x = npy::as_values(a);
+    for (double e : x) {
+      if (!std::isfinite(e)) fail(where, ": the file holds a non-finite value (", e, ")");
+      if (v.dtype == DType::u8 && e != 0 && e != 1) fail(where, ": a bool input holds ", e);
+    }
+    return x;
   }
 
   static constexpr int kMaxRank = 16;

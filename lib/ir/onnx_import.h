@@ -3,6 +3,7 @@
 // running our own shape rules node by node.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,9 @@ struct ImportOptions {
   std::optional<int64_t> batch;          // replaces the data input's first dimension
   std::optional<Shape> input_shape;      // replaces the remaining dimensions (C,H,W)
   bool fuse_attention = true;            // one Attention node per scaled dot-product attention (fuse_attention.h)
+  // --input NAME=FILE.npy: graph input NAME takes FILE's values (shape and dtype class must match): a data input
+  // keeps them for every step, an integer buffer (an input of static shape) becomes a constant at import.
+  std::map<std::string, std::string> input_files;
 };
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.

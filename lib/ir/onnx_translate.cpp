@@ -436,12 +436,6 @@ void Translator::decide_param_roles() {
     if (r == ParamRole::none) {
       // An initializer read as a plain operand stays a constant (it may be an epsilon or a scale).
       if (val.role == Role::param) {
-        if (val.dtype != DType::f32)
-          fail(path_, ": graph input '", val.name, "' (", dtype_name(val.dtype), " ", shape_str(val.shape),
-               ") is neither the data input (the first graph input, '", g_.values[g_.data_input].name,
-               "', whose values monet draws) nor a float parameter: an integer buffer (a position or relative-position "
-               "index) must be in the file; export it as a non-persistent buffer (register_buffer(..., "
-               "persistent=False)) or with export_params=True");
         val.init = plain_operand_role(static_cast<int>(v), role, consumers);
       }
       continue;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "ops/op.h"
@@ -174,22 +175,47 @@ int weight_for_bias(const Graph& g, const Node& n) {
 
 namespace {
 
-// The number of token ids an integer data input may take: the smallest table any GatherIdx reads with it (its size
-// along the gathered axis). An integer input no GatherIdx reads has no range: refused.
-int64_t token_range(const Graph& g, int input) {
+// The number of ids an integer data input may take: the smallest table a GatherIdx reads with it (its size along
+// the gathered axis), directly or through ops that only move or convert its elements (Unsqueeze, Reshape, ...);
+// 0 when no GatherIdx reads it: it is then a mask.
+int64_t index_range(const Graph& g, int input) {
+  static const std::set<std::string> kViews = {"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Identity",
+                                               "Transpose", "Slice", "Cast", "Tile", "Concat"};
+  const std::vector<std::vector<int>> readers = g.consumers();
   int64_t range = 0;
-  for (const Node& n : g.nodes)
-    if (n.op == "GatherIdx" && n.inputs.size() == 2 && n.inputs[1] == input) {
-      const Shape& table = g.values[static_cast<size_t>(n.inputs[0])].shape;
-      int64_t axis = n.attrs.i("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(table.size());
-      const int64_t size = table[static_cast<size_t>(axis)];
-      range = range == 0 ? size : std::min(range, size);
+  std::vector<int> todo = {input};
+  std::set<int> seen = {input};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    for (int n : readers[static_cast<size_t>(v)]) {
+      const Node& node = g.nodes[static_cast<size_t>(n)];
+      if (node.op == "GatherIdx" && node.inputs.size() == 2 && node.inputs[1] == v) {
+        const Shape& table = g.values[static_cast<size_t>(node.inputs[0])].shape;
+        int64_t axis = node.attrs.i("axis", 0);
+        if (axis < 0) axis += static_cast<int64_t>(table.size());
+        const int64_t size = table[static_cast<size_t>(axis)];
+        range = range == 0 ? size : std::min(range, size);
+      } else if (kViews.count(node.op) && g.values[static_cast<size_t>(node.outputs[0])].dtype != DType::f32) {
+        for (int out : node.outputs)
+          if (seen.insert(out).second) todo.push_back(out);
+      }
     }
-  if (range <= 0)
-    fail("integer data input '", g.values[static_cast<size_t>(input)].name,
-         "' is read by no embedding (Gather): cannot draw values for it");
+  }
   return range;
+}
+
+// A mask as a padding mask is: each row (the last axis) 1 up to a length drawn in [1, T-1], 0 after it, so that
+// either reading (1 = attend, as Hugging Face's attention_mask; 1 = padding, as torch's key_padding_mask) leaves
+// every row something to attend to and something masked.
+void draw_mask(const Shape& shape, std::mt19937_64& rng, std::vector<double>& x) {
+  const int64_t T = shape.empty() ? 1 : shape.back();
+  if (T <= 0) return;
+  std::uniform_int_distribution<int64_t> pick(1, std::max<int64_t>(1, T - 1));
+  for (size_t row = 0; row < x.size() / static_cast<size_t>(T); ++row) {
+    const int64_t len = pick(rng);
+    for (int64_t t = 0; t < T; ++t) x[row * static_cast<size_t>(T) + static_cast<size_t>(t)] = t < len ? 1.0 : 0.0;
+  }
 }
 
 }  // namespace
@@ -212,6 +238,12 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
     const size_t n = static_cast<size_t>(numel(val.shape));
     std::vector<double>& x = out[v];
     if (!val.data.empty()) {
+      if (val.role == Role::input && val.dtype != DType::f32)
+        if (const int64_t range = index_range(g, static_cast<int>(v)); range > 0)
+          for (size_t i = 0; i < val.data.size(); ++i)
+            if (val.data[i] < 0 || val.data[i] >= static_cast<double>(range))
+              fail("data input '", val.name, "' (its --input file) element ", i, " is ", val.data[i],
+                   ", outside the embedding table it indexes (ids 0 to ", range - 1, ")");
       x = val.data;
       continue;
     }
@@ -222,9 +254,13 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
     };
     switch (val.role) {
       case Role::input: {
-        if (val.dtype == DType::i64) {  // token ids: within every embedding table the input indexes
-          std::uniform_int_distribution<int64_t> pick(0, token_range(g, static_cast<int>(v)) - 1);
-          for (double& e : x) e = static_cast<double>(pick(rng));
+        if (val.dtype != DType::f32) {  // ids within every embedding table the input indexes, else a mask
+          if (const int64_t range = index_range(g, static_cast<int>(v)); range > 0) {
+            std::uniform_int_distribution<int64_t> pick(0, range - 1);
+            for (double& e : x) e = static_cast<double>(pick(rng));
+          } else {
+            draw_mask(val.shape, rng, x);
+          }
           break;
         }
         std::normal_distribution<double> normal(0.0, 1.0);

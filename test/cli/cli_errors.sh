@@ -46,8 +46,27 @@ expect 1 "empty file" -- $run "$data/empty.onnx" --batch 2 $r
 expect 1 "not an ONNX model" -- $run "$data/random_bytes.onnx" --batch 2 $r
 expect 1 "truncated.onnx" -- $run "$data/truncated.onnx" --batch 2 $r
 expect 1 "unsupported op type 'Elu'" -- $run "$data/unsupported_op.onnx" --batch 2 $r
-expect 1 "graph input 'rel_idx' (int64 \[4,4\]) is neither the data input (the first graph input, 'x'" -- \
+expect 1 "graph input 'rel_idx' (int64 \[4,4\]) is an integer buffer without values .*: pass them with --input rel_idx=FILE.npy" -- \
   $run "$data/int_buffer_input.onnx" --batch 2 $r
+expect 1 "--input 'rel_idx': expected NAME=FILE.npy" -- $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx $r
+expect 1 "--input: 'rel_idx' is given twice" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx="$data/rel_idx.npy" --input rel_idx=x.npy $r
+expect 1 "int_buffer_input.onnx: --input rel=.*: the model has no graph input 'rel'" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel="$data/rel_idx.npy" $r
+expect 1 "--input rel_idx=.*missing.npy: .*missing.npy: cannot open" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx="$data/missing.npy" $r
+expect 1 "--input rel_idx=.*: truncated .npy data" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx="$data/truncated.npy" $r
+expect 1 "--input rel_idx=.*: the file holds \[16\], the input is \[4,4\]" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx="$data/rel_idx_shape.npy" $r
+expect 1 "--input rel_idx=.*: the file holds <f4 values, the input is int64 (save it as int64, int32 or bool)" -- \
+  $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx="$data/rel_idx_float.npy" $r
+expect 1 "--input attention_mask=.*: the file holds \[2,64\], the input is \[3,64\]" -- \
+  $run "$data/bert_inputs_tiny.onnx" --batch 3 --input attention_mask="$data/bert_inputs_mask.npy" $r
+expect 1 "data input 'input' (its --input file) element 70 is 101, outside the embedding table it indexes (ids 0 to 100)" -- \
+  $run "$data/bert_inputs_tiny.onnx" --batch 2 --input input="$data/bert_inputs_bad_ids.npy" $r
+expect 1 "data input 'z' dimension 1 ('T') is dynamic and not one of the first data input's dimensions" -- \
+  $run "$data/unknown_symbol_input.onnx" --batch 2 $r
 expect 1 "node 'act' (Crop): unsupported op type 'Crop'" -- $run "$data/experimental_op.onnx" --batch 2 $r
 expect 1 "node 'ln' (LayerNorm): input Scale has shape \[3\], expected \[4\]" -- $run "$data/bad_layer_norm.onnx" --batch 2 $r
 expect 1 "give --batch" -- $run "$data/conv_relu.onnx" $r
