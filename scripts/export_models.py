@@ -324,6 +324,52 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+def without_stochastic_depth(module):
+    """Stochastic depth off (p = 0 is the identity in training too; torch 1.13 cannot export its Bernoulli draw)."""
+    for m in module.modules():
+        if isinstance(m, torchvision.ops.StochasticDepth):
+            m.p = 0.0
+    return module
+
+
+def buffers_as_constants(module):
+    """Every buffer but BatchNorm's running statistics made non-persistent, so that export_params=False still writes
+    its values (as Constants): swin's and maxvit's relative-position indices, which the model cannot run without."""
+    for m in module.modules():
+        for name, _ in m.named_buffers(recurse=False):
+            if not name.startswith("running_") and name != "num_batches_tracked":
+                m._non_persistent_buffers_set.add(name)
+    return module
+
+
+class SegmentationOut(nn.Module):
+    """torchvision's segmentation models return {"out": logits}; the export needs the tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+class SwinBlockTiny(nn.Module):
+    """torchvision's shifted-window attention at test size: 8x8 tokens of width 16, 4x4 windows shifted by 2, 2
+    heads, a learned relative-position bias indexed by its relative_position_index buffer; then a Linear head
+    over the mean token. Input (N, 8, 8, 16) channels last."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.swin_transformer import ShiftedWindowAttention
+        self.norm = nn.LayerNorm(16)
+        self.attn = ShiftedWindowAttention(16, [4, 4], [2, 2], 2)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm(x))
+        return self.head(x.mean(dim=(1, 2)))
+
+
 def build(name):
     """Returns (module, input shape C,H,W, or T for the language models) for a model name."""
     tv = torchvision.models
@@ -342,6 +388,20 @@ def build(name):
     # Transformers, exported on request only (not in models/: too big for the tests; see docs/models.md, "Models").
     if name == "vit_b_16":
         return tv.vit_b_16(), (3, 224, 224)
+    if name == "swin_t":
+        return buffers_as_constants(without_stochastic_depth(tv.swin_t())), (3, 224, 224)
+    if name == "maxvit_t":
+        return buffers_as_constants(without_stochastic_depth(tv.maxvit_t())), (3, 224, 224)
+    if name == "swin_block_tiny":
+        return buffers_as_constants(SwinBlockTiny()), (8, 8, 16)
+    # Segmentation (models/segmentation/): MobileNetV3-Large backbones, 21 classes (Pascal VOC's), per-pixel
+    # cross-entropy (--loss ce, classes on dim 1, labels N x H x W).
+    if name == "lraspp_mobilenet_v3_large":
+        return SegmentationOut(tv.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                          num_classes=21)), (3, 520, 520)
+    if name == "deeplabv3_mobilenet_v3_large":
+        return SegmentationOut(tv.segmentation.deeplabv3_mobilenet_v3_large(
+            weights=None, weights_backbone=None, num_classes=21, aux_loss=False)), (3, 520, 520)
     if name == "convnext_tiny":
         return tv.convnext_tiny(stochastic_depth_prob=0.0), (3, 224, 224)
     # Further CNNs, on request (scripts/bench_floor.py --others checks their memory floors).

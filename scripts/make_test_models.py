@@ -340,6 +340,23 @@ def fold_shapes():
                              opset_imports=[helper.make_opsetid("", 13)])
 
 
+def einsum_forms():
+    """Einsum as torch.einsum exports it, in the forms import rewrites into Transpose/Reshape/MatMul: a Linear-like
+    contraction with a parameter, a batched product of a value with itself, a permuted output, a contraction to a
+    vector (no free dim on the right) and an outer product (nothing contracted)."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("Einsum", ["x", "w1"], ["y1"], name="linear", equation="b i j, j k -> b i k"),
+             helper.make_node("Einsum", ["y1", "y1"], ["y2"], name="gram", equation="bik,bjk->bij"),
+             helper.make_node("Einsum", ["y2", "y1"], ["y3"], name="permuted", equation="bij,bjk->kbi"),
+             helper.make_node("Einsum", ["y3", "w2"], ["y4"], name="to_vector", equation="kbi,k->bi"),
+             helper.make_node("Einsum", ["y4", "y4"], ["y"], name="outer", equation="bi,bj->bij")]
+    g = helper.make_graph(nodes, "einsum_forms", [helper.make_tensor_value_info("x", f32, ["N", 3, 4]),
+                                                  helper.make_tensor_value_info("w1", f32, [4, 5]),
+                                                  helper.make_tensor_value_info("w2", f32, [5])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def input_files():
     """Data inputs beyond the first and values from files (--input NAME=FILE.npy): a bool mask input, the values of
     int_buffer_input.onnx's rel_idx, an attention mask for bert_inputs_tiny.onnx at batch 2 and, for the error rows,
@@ -422,6 +439,12 @@ def main():
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 4])])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "int_buffer_input.onnx")
     input_files()
+    save(einsum_forms(), "einsum_forms.onnx")
+    g = helper.make_graph([helper.make_node("Einsum", ["x", "w"], ["y"], name="ellipsis", equation="...ij,jk->...ik")],
+                          "einsum_ellipsis", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4]),
+                                              helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 5])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "einsum_ellipsis.onnx")
     # A LayerNormalization whose Scale does not have X's normalised shape ([3] for (N, 3, 4) over the last dim).
     f32 = TensorProto.FLOAT
     g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=-1)],

@@ -569,6 +569,18 @@ def op_expand(ctx, ins, at):
     return x.expand(torch.broadcast_shapes(x.shape, tuple(ints(ins[1]))))
 
 
+def op_scatter_nd(ctx, ins, at):
+    """ScatterND without reduction: a copy of data with the slices indices (..., k) address replaced by updates."""
+    if at.get("reduction", b"none") not in (b"none", "none"):
+        raise ctx.unsupported(f"reduction {at['reduction']}")
+    data, indices, updates = ins
+    k = indices.shape[-1]
+    out = data.clone()
+    index = indices.reshape(-1, k).to(torch.int64)
+    out[tuple(index.t())] = updates.reshape((index.shape[0],) + tuple(data.shape[k:])).to(out.dtype)
+    return out
+
+
 def op_mod(ctx, ins, at):
     a, b = ins
     # fmod=1: the dividend's sign (C fmod); fmod=0 (integers only): the divisor's sign, as Python's %.
@@ -692,6 +704,9 @@ def variadic(fn):
 
 
 OPS.update({
+    "ScatterND": op_scatter_nd,
+    "Einsum": lambda ctx, ins, at: torch.einsum(at["equation"].decode() if isinstance(at["equation"], bytes)
+                                                else at["equation"], *ins),
     "CumSum": op_cum_sum,
     "Trilu": op_trilu,
     "Tile": lambda ctx, ins, at: ins[0].repeat(*ints(ins[1])),

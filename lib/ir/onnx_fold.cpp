@@ -165,14 +165,42 @@ std::optional<ConstTensor> fold_gather(const FoldCall& c) {
   return out;
 }
 
-// s = Concat([8], 3, [-1, 4])  =>  s = [8, 3, -1, 4]                       (1-D or scalar constants only)
+// s = Concat([8], 3, [-1, 4])  =>  s = [8, 3, -1, 4]                         (scalars and 1-D: end to end)
+// y = Concat([[1], [2]], [[3], [4]], axis = 1)  =>  y = [[1, 3], [2, 4]]              (higher ranks: along axis)
 std::optional<ConstTensor> fold_concat(const FoldCall& c) {
-  ConstTensor out{{0}, c.in.at(0).is_float, {}};
-  for (const ConstTensor& p : c.in) {
-    if (p.shape.size() > 1) return std::nullopt;
-    out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+  const ConstTensor& first = c.in.at(0);
+  if (first.shape.size() <= 1) {  // shape pieces: scalars and 1-D constants, end to end
+    ConstTensor out{{0}, first.is_float, {}};
+    for (const ConstTensor& p : c.in) {
+      if (p.shape.size() > 1) return std::nullopt;
+      out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+    }
+    out.shape = {static_cast<int64_t>(out.data.size())};
+    return out;
   }
-  out.shape = {static_cast<int64_t>(out.data.size())};
+  // Higher ranks along `axis`, every other dim equal (swin's window index pairs: Concat(i, j, axis = -1)).
+  const int64_t rank = static_cast<int64_t>(first.shape.size());
+  int64_t axis = c.attr_i("axis", 0);
+  if (axis < -rank || axis >= rank) fail(c.where, ": Concat axis ", axis, " for constants of rank ", rank);
+  if (axis < 0) axis += rank;
+  ConstTensor out{first.shape, first.is_float, {}};
+  out.shape[static_cast<size_t>(axis)] = 0;
+  for (const ConstTensor& p : c.in) {
+    for (int64_t d = 0; d < rank; ++d)
+      if (p.shape.size() != first.shape.size() ||
+          (d != axis && p.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)]))
+        fail(c.where, ": Concat of ", shape_str(first.shape), " and ", shape_str(p.shape), " along axis ", axis);
+    out.shape[static_cast<size_t>(axis)] += p.shape[static_cast<size_t>(axis)];
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= first.shape[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= first.shape[static_cast<size_t>(d)];
+  out.data.reserve(static_cast<size_t>(checked_numel(out.shape, kMaxFoldedValues, c.where, "folded constant")));
+  for (int64_t o = 0; o < outer; ++o)
+    for (const ConstTensor& p : c.in) {
+      const int64_t run = p.shape[static_cast<size_t>(axis)] * inner;
+      out.data.insert(out.data.end(), p.data.begin() + o * run, p.data.begin() + (o + 1) * run);
+    }
   return out;
 }
 
@@ -211,6 +239,95 @@ std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
   if (numel(out) != n) fail(c.where, ": cannot reshape ", shape_str(x.shape), " to ", shape_str(spec));
   x.shape = out;
   return x;
+}
+
+// y = Transpose([[0, 0, 1, 1], [0, 1, 0, 1]], perm = [1, 0])  =>  y = [[0, 0], [0, 1], [1, 0], [1, 1]]
+// (no perm: the dims reversed). Any constant computed at import: swin's window padding and index arithmetic, its
+// shifted-window mask split into windows.
+std::optional<ConstTensor> fold_transpose(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const size_t rank = x.shape.size();
+  std::vector<int64_t> perm = c.attr_ints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+  std::vector<char> seen(rank, 0);
+  if (perm.size() != rank) fail(c.where, ": Transpose perm has ", perm.size(), " entries for a constant of rank ", rank);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)])
+      fail(c.where, ": Transpose perm ", shape_str(perm), " is not a permutation of ", rank, " dims");
+    seen[static_cast<size_t>(p)] = 1;
+  }
+  ConstTensor y;
+  y.is_float = x.is_float;
+  for (int64_t p : perm) y.shape.push_back(x.shape[static_cast<size_t>(p)]);
+  std::vector<int64_t> in_stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) in_stride[d - 1] = in_stride[d] * x.shape[d];
+  y.data.resize(x.data.size());
+  std::vector<int64_t> idx(rank, 0);  // the output's index, last dim fastest
+  for (size_t i = 0; i < y.data.size(); ++i) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src += idx[d] * in_stride[static_cast<size_t>(perm[d])];
+    y.data[i] = x.data[static_cast<size_t>(src)];
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < y.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+// y = Expand([[0], [1]], [2, 3])  =>  y = [[0, 0, 0], [1, 1, 1]]           (numpy broadcast of x to the shape)
+// Any constant computed at import (swin's shifted-window mask: zeros expanded to a window's shape).
+std::optional<ConstTensor> fold_expand(const FoldCall& c) {
+  const ConstTensor& x = c.in.at(0);
+  const std::vector<int64_t> target = ints_of(c.in.at(1));
+  for (int64_t d : target)
+    if (d < 0) fail(c.where, ": Expand to shape ", shape_str(target), " with a negative dimension");
+  const auto shape = ops::broadcast_shapes(x.shape, target);
+  if (!shape) fail(c.where, ": cannot expand ", shape_str(x.shape), " to ", shape_str(target));
+  const int64_t n = checked_numel(*shape, kMaxFoldedValues, c.where, "folded constant");
+  const std::vector<int64_t> offsets = ops::broadcast_offsets(x.shape, *shape);
+  ConstTensor y{*shape, x.is_float, std::vector<double>(static_cast<size_t>(n))};
+  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] = x.data[static_cast<size_t>(offsets[i])];
+  return y;
+}
+
+// y = ScatterND([0, 0, 0, 0], [[1], [3]], [5, 6])  =>  y = [0, 5, 0, 6]
+// (torch's slice assignment on a tensor built from shapes: swin's shifted-window mask, mask[a:b, c:d] = k).
+// indices (..., k) address the first k dims of data; updates hold one slice of data's other dims per index, the
+// later of two writes to one place wins (ONNX leaves duplicates undefined). Reductions (opset 16) are not folded.
+std::optional<ConstTensor> fold_scatter_nd(const FoldCall& c) {
+  const ConstTensor& data = c.in.at(0);
+  const ConstTensor& indices = c.in.at(1);
+  const ConstTensor& updates = c.in.at(2);
+  if (c.attr("reduction") && c.attr("reduction")->s() != "none") return std::nullopt;
+  const size_t rank = data.shape.size();
+  if (indices.shape.empty()) fail(c.where, ": ScatterND indices of rank 0");
+  const int64_t k = indices.shape.back();
+  if (k < 1 || k > static_cast<int64_t>(rank))
+    fail(c.where, ": ScatterND indices address ", k, " dims of data of rank ", rank);
+  Shape want(indices.shape.begin(), indices.shape.end() - 1);
+  want.insert(want.end(), data.shape.begin() + k, data.shape.end());
+  if (updates.shape != want)
+    fail(c.where, ": ScatterND updates have shape ", shape_str(updates.shape), ", expected ", shape_str(want));
+  int64_t slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < rank; ++d) slice *= data.shape[d];
+  const std::vector<int64_t> idx = ints_of(indices);
+  ConstTensor y = data;
+  y.is_float = data.is_float;
+  for (size_t j = 0; j * static_cast<size_t>(k) < idx.size(); ++j) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = idx[j * static_cast<size_t>(k) + static_cast<size_t>(d)];
+      const int64_t n = data.shape[static_cast<size_t>(d)];
+      if (i < -n || i >= n) fail(c.where, ": ScatterND index ", i, " out of range for a dim of ", n);
+      if (i < 0) i += n;
+      offset = offset * n + i;
+    }
+    for (int64_t e = 0; e < slice; ++e)
+      y.data[static_cast<size_t>(offset * slice + e)] = updates.data[j * static_cast<size_t>(slice) + static_cast<size_t>(e)];
+  }
+  return y;
 }
 
 // Add, Sub, Mul, Div, Mod, Equal on two broadcasting constants:
@@ -412,7 +529,9 @@ const std::unordered_map<std::string, Folder>& rules() {
       {"Constant", fold_constant},   {"Identity", fold_identity},   {"Cast", fold_cast},
       {"Unsqueeze", fold_unsqueeze}, {"Squeeze", fold_squeeze},     {"Gather", fold_gather},
       {"Concat", fold_concat},       {"ConstantOfShape", fold_constant_of_shape},
-      {"Reshape", fold_reshape},     {"Add", fold_arith<'+'>},      {"Sub", fold_arith<'-'>},
+      {"Reshape", fold_reshape},     {"Transpose", fold_transpose}, {"Expand", fold_expand},
+      {"ScatterND", fold_scatter_nd},
+      {"Add", fold_arith<'+'>},      {"Sub", fold_arith<'-'>},
       {"Mul", fold_arith<'*'>},      {"Div", fold_arith<'/'>},      {"Mod", fold_arith<'%'>},
       {"Equal", fold_arith<'='>},    {"Not", fold_not},             {"Where", fold_where},
       {"Range", fold_range},         {"Slice", fold_slice},

@@ -102,6 +102,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") fail(where, ": op domain '", n.domain(), "' is not supported");
   if (fold(n, where)) return;
   if (n.op_type() == "LayerNormalization") return convert_layer_norm(n, name, where);
+  if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
   const OpDef* def = find_op(n.op_type());
   if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");
   // A Gather whose indices are computed (a token embedding reading the data input) is GatherIdx: both inputs at

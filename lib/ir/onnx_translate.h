@@ -55,6 +55,8 @@ class Translator {
   void convert_node(const onnx::NodeProto& n);
   void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
+  void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
                        const std::string& bias, int64_t axis, double epsilon, const std::vector<std::string>& outs,
                        const std::string& where);

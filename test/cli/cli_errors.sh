@@ -65,6 +65,8 @@ expect 1 "--input attention_mask=.*: the file holds \[2,64\], the input is \[3,6
   $run "$data/bert_inputs_tiny.onnx" --batch 3 --input attention_mask="$data/bert_inputs_mask.npy" $r
 expect 1 "data input 'input' (its --input file) element 70 is 101, outside the embedding table it indexes (ids 0 to 100)" -- \
   $run "$data/bert_inputs_tiny.onnx" --batch 2 --input input="$data/bert_inputs_bad_ids.npy" $r
+expect 1 "node 'ellipsis' (Einsum): equation '...ij,jk->...ik': an ellipsis (...) is not supported" -- \
+  $run "$data/einsum_ellipsis.onnx" --batch 2 $r
 expect 1 "data input 'z' dimension 1 ('T') is dynamic and not one of the first data input's dimensions" -- \
   $run "$data/unknown_symbol_input.onnx" --batch 2 $r
 expect 1 "node 'act' (Crop): unsupported op type 'Crop'" -- $run "$data/experimental_op.onnx" --batch 2 $r
