@@ -4,7 +4,7 @@
 # mode, budget and time limit: runs at another limit sit beside, not over, the others) and schedules/SOLVER.md (a
 # table per limit).
 # Usage: scripts/bench_solver.sh [--time-limit S] [--threads N] [--mode checkpoint] [--budgets 1/3,1/2,2/3]
-#                                [models...]        (MODEL:BATCH, from models/ or models/transformers/)
+#                                [models...]        (MODEL:BATCH, from models/, models/transformers/ or models/segmentation/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time_limit=600
@@ -37,7 +37,8 @@ for entry in "${models[@]}"; do
   mkdir -p "$dir"
   loss=ce
   onnx=models/$model.onnx
-  [ -f "$onnx" ] || onnx=models/transformers/$model.onnx  # gpt2, bert
+  [ -f "$onnx" ] || onnx=models/transformers/$model.onnx  # gpt2, bert, llama
+  [ -f "$onnx" ] || onnx=models/segmentation/$model.onnx  # lraspp_mobilenet_v3_large
   profile=$dir/profile_estimate.json
   [ -f "$profile" ] || $bin/monet-profile "$onnx" --batch "$batch" --loss $loss --device estimate -o "$profile" >/dev/null
   peak=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['totals']['store_all_peak_bytes'])" "$profile")
