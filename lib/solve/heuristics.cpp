@@ -334,43 +334,67 @@ struct CheapestWithin {
   std::optional<Assignment> best = std::nullopt;
   double best_ms = 0;
 
-  void consider(std::optional<Assignment> a) {
-    if (!a) return;
+  // Whether `a` fits (then it is kept if it is the cheapest so far).
+  bool consider(std::optional<Assignment> a) {
+    if (!a) return false;
     const Evaluation e = evaluate(p, *a);
-    if (!e.feasible || e.peak_bytes > budget_bytes) return;
+    if (!e.feasible || e.peak_bytes > budget_bytes) return false;
     if (!best || e.recompute_ms < best_ms) {
       best = std::move(a);
       best_ms = e.recompute_ms;
     }
+    return true;
   }
   // Past the deadline a search stops once something fits.
   bool enough(Deadline deadline) const { return best && past(deadline); }
 };
 
-template <class Consider>
-void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, Consider consider) {
+// Prefixes of the ranking: about 60 sizes, denser where few values are kept, each repaired both ways. The largest
+// prefix that fits is found first (a bisection: keeping more of the ranking fits less often), then the other sizes
+// nearest to it; past the deadline, once one fits, the rest are left out (on swin_t b16's 3937 steps a size takes
+// ~65 ms: all of them, 8 s). Without a deadline every size is tried, so the result does not depend on the order.
+void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, CheapestWithin& best,
+                Deadline deadline) {
   const int nf = static_cast<int>(p.fvals.size());
   std::vector<int> order(nf);
   for (int f = 0; f < nf; ++f) order[f] = f;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
-  // Prefixes of the ranking: about 60 sizes, denser where few values are kept.
   std::vector<int> sizes;
   for (int n = 0; n <= nf; n += std::max(1, nf / 60)) sizes.push_back(n);
   sizes.push_back(nf);
-  for (int n : sizes) {
+  std::vector<char> tried(sizes.size(), 0);
+  auto attempt = [&](size_t i) {
+    tried[i] = 1;
     std::vector<char> keep(nf, 0);
-    for (int i = 0; i < n; ++i) keep[order[i]] = 1;
-    consider(repaired_assignment(p, keep, true));
-    consider(repaired_assignment(p, keep, false));
+    for (int k = 0; k < sizes[i]; ++k) keep[order[k]] = 1;
+    const bool a = best.consider(repaired_assignment(p, keep, true));
+    const bool b = best.consider(repaired_assignment(p, keep, false));
+    return a || b;
+  };
+  size_t lo = 0, hi = sizes.size() - 1;
+  while (lo < hi && !best.enough(deadline)) {
+    const size_t mid = (lo + hi + 1) / 2;
+    if (attempt(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (!tried[i]) rest.push_back(i);
+  std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) {
+    return (a > lo ? a - lo : lo - a) < (b > lo ? b - lo : lo - b);
+  });
+  for (size_t i : rest) {
+    if (best.enough(deadline)) break;
+    attempt(i);
   }
 }
 
 }  // namespace
 
 std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t budget_bytes,
-                                            const std::vector<double>& score) {
+                                            const std::vector<double>& score, Deadline deadline) {
   CheapestWithin best{p, budget_bytes};
-  try_ranked(p, score, [&](std::optional<Assignment> a) { best.consider(std::move(a)); });
+  try_ranked(p, score, best, deadline);
   return std::move(best.best);
 }
 
@@ -471,9 +495,9 @@ void consider_quick(CheapestWithin& best, const CheckpointProblem& q, const Impl
   for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !best.enough(deadline); ++segment)
     best.consider(with_impls(segment_assignment(q, segment), m));
   if (!best.enough(deadline))
-    best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q)), m));
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, cost_per_byte_scores(q), deadline), m));
   if (!best.enough(deadline))
-    best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q)), m));
+    best.consider(with_impls(ranked_assignment(q, budget_bytes, greedy_chain_scores(q), deadline), m));
 }
 void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const ImplPolicy& m, int64_t budget_bytes,
                        Deadline deadline) {
@@ -483,8 +507,10 @@ void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const I
 
 }  // namespace
 
-std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline) {
+std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline,
+                                         const std::optional<Assignment>& known) {
   CheapestWithin best{p, budget_bytes};
+  best.consider(known);
   // Every policy's quick heuristics before any pressure search: a deadline cuts only the slow part.
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     consider_quick(best, q, m, budget_bytes, deadline);
@@ -511,27 +537,38 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
       consider_pressure(best, q, m, budget_bytes, deadline);
     }
     if (!lp_scores.empty() && !best.enough(deadline))
-      best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores), m));
+      best.consider(with_impls(ranked_assignment(q, budget_bytes, lp_scores, deadline), m));
   });
   return std::move(best.best);
 }
 
-int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline) {
+int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline, int64_t enough_bytes,
+                                std::optional<Assignment>* within) {
   int64_t best = INT64_MAX;
+  auto done = [&] { return past(deadline) || best <= enough_bytes; };
   // Each assignment evaluated on p with its policy: the budget found is one p's program can meet.
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
-    auto joint = [&](std::optional<Assignment> a) { return evaluate(p, *with_impls(std::move(a), m)); };
+    if (best <= enough_bytes) return;
+    auto joint = [&](std::optional<Assignment> a) {
+      std::optional<Assignment> with = with_impls(std::move(a), m);
+      const Evaluation e = evaluate(p, *with);
+      if (within && e.feasible && e.peak_bytes <= enough_bytes && !*within) *within = std::move(with);
+      return e;
+    };
     best = std::min(best, joint(store_all_assignment(q)).peak_bytes);
-    for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !past(deadline); ++segment)
+    for (int segment = 1; segment <= std::max(1, q.num_fwd()) && !done(); ++segment)
       if (auto a = segment_assignment(q, segment)) {
         Evaluation e = joint(std::move(a));
         if (e.feasible) best = std::min(best, e.peak_bytes);
       }
-    // Bisection over the budget: pressure_assignment fits more often as the budget grows (not strictly).
+    // Bisection over the budget: pressure_assignment fits more often as the budget grows (not strictly). Within
+    // `enough_bytes` its first probe is that budget.
     for (Eviction rule : kEvictions) {
       int64_t lo = q.lower_bound_bytes(), hi = best;
-      while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000) && !past(deadline)) {
-        const int64_t mid = lo + (hi - lo) / 2;
+      bool first = enough_bytes > lo && enough_bytes < hi;
+      while (hi - lo > std::max<int64_t>(kAlignBytes, hi / 2000) && !done()) {
+        const int64_t mid = first ? enough_bytes : lo + (hi - lo) / 2;
+        first = false;
         if (auto a = pressure_assignment(q, mid, rule)) {
           hi = joint(std::move(a)).peak_bytes;
           best = std::min(best, hi);

@@ -37,8 +37,9 @@ Assignment repaired_assignment(const CheckpointProblem& p, std::vector<char> che
 // Ranks the forward values by a score (higher = keep first) and tries checkpoint sets made of the best-ranked
 // prefixes: returns the cheapest assignment that fits the budget. With LP scores (S[0][v] of the relaxation)
 // this is LP-guided rounding; with recompute-time-per-byte scores a greedy that drops cheap, large values first.
+// The largest fitting prefix is found first; past the deadline, once one fits, the other prefixes are left out.
 std::optional<Assignment> ranked_assignment(const CheckpointProblem& p, int64_t budget_bytes,
-                                            const std::vector<double>& score);
+                                            const std::vector<double>& score, Deadline deadline = kNoDeadline);
 std::vector<double> cost_per_byte_scores(const CheckpointProblem& p);
 
 // Greedy drop order: starting from every value backward reads, repeatedly drop the one whose recomputation
@@ -93,9 +94,11 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
 // that fits the budget (conservative peak), if any, under each implementation policy: every policy's quick ones
 // (store-all, segments, rankings) first, then the pressure searches. Past the deadline the quick ones run only until
-// something fits and the pressure searches stop where they are.
+// something fits and the pressure searches stop where they are. `known` (a schedule found before, such as the budget
+// bracket's) is a candidate too: with it, past the deadline everything stops.
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
-                                         Deadline deadline = kNoDeadline);
+                                         Deadline deadline = kNoDeadline,
+                                         const std::optional<Assignment>& known = std::nullopt);
 
 // What an LP relaxation adds to known = best_heuristic(p, budget_bytes) (nullopt when nothing fit): LP-guided
 // rounding with lp_scores under every policy, and every heuristic under the relaxation's implementation policy
@@ -109,8 +112,12 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
 
 // The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the
 // budget, each eviction rule), under each implementation policy: a budget that is certainly feasible. Past the
-// deadline the bisections stop (the result stays feasible, possibly higher).
-int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline = kNoDeadline);
+// deadline the bisections stop (the result stays feasible, possibly higher). With `enough_bytes`, the search stops
+// at the first peak within it: a budget the heuristics reach needs no smaller one (solve() asks this way; on
+// swin_t b16 the full bisection took a fifth of every time limit).
+// `within`, when given, receives that schedule (a warm-start candidate).
+int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline = kNoDeadline, int64_t enough_bytes = 0,
+                                std::optional<Assignment>* within = nullptr);
 
 // Whether the pressure heuristic plans a schedule within budget_bytes: one pressure_assignment per eviction rule and
 // implementation policy (no search, no bisection: under a second on GPT-2's 1000-node graph), the fastest of those

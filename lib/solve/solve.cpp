@@ -185,14 +185,14 @@ CheckpointProblem set_up(const PlanGraph& plan, const SolveOptions& o, bool milp
   return w == 0 ? *unwindowed : make_problem(plan, w, impls);
 }
 
-// 2. Smallest feasible budget: the lowest peak the heuristics reach, and where the budget is below it the window
-// widened until they reach the budget (widen_window). The schedule the window was widened for, a warm-start
-// candidate, when it was.
+// 2. Smallest feasible budget: the lowest peak the heuristics reach (or the first within the budget), and where the
+// budget is below it the window widened until they reach the budget (widen_window). The schedule that reached the
+// budget, or the one the window was widened for: a warm-start candidate.
 std::optional<Assignment> bracket_budget(const PlanGraph& plan, const SolveOptions& o, const SolveClock& clock,
                                          bool milp, bool impls, const std::optional<CheckpointProblem>& unwindowed,
                                          CheckpointProblem& p, SolveOutcome& out) {
-  out.smallest_found_bytes = smallest_heuristic_peak(p, clock.share(0.2));
   std::optional<Assignment> widened_start;
+  out.smallest_found_bytes = smallest_heuristic_peak(p, clock.share(0.2), o.budget_bytes, &widened_start);
   if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
       o.budget_bytes >= out.lower_bound_bytes)
     if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, clock.share(0.3))) {
@@ -276,10 +276,8 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   out.setup_s = seconds();
 
   // 3. Heuristic warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s
-  // on resnet50 b184), or the one the window was widened for where it is cheaper.
-  std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, clock.share(0.5));
-  if (widened_start && (!warm || evaluate(p, *widened_start).recompute_ms < evaluate(p, *warm).recompute_ms))
-    warm = std::move(widened_start);
+  // on resnet50 b184), the bracket's (the one that reached the budget or the window was widened for) among them.
+  std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, clock.share(0.5), widened_start);
   double warm_at = warm ? seconds() : -1;
   // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
   auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };

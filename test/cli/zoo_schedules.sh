@@ -18,6 +18,7 @@ for s in "$src"/schedules/*/schedule_*.json "$src"/schedules/*/zoo/schedule_*.js
   count=$((count + 1))
   onnx=$src/models/$model.onnx
   [ -f "$onnx" ] || onnx=$src/models/transformers/$model.onnx
+  [ -f "$onnx" ] || onnx=$src/models/segmentation/$model.onnx
   if [ "$model" = unet ] && grep -q '"fingerprint": "6ba423682ede9327"' "$s"; then
     onnx=$src/test/data/unet_1class/unet.onnx
     loss=sum
