@@ -843,6 +843,10 @@ def main(argv):
     try:
         manifest = load_manifest(dir_path)
         loss, grads, output_shape = step(dir_path, manifest)
+        if not math.isfinite(loss):
+            raise BadInput(f"the reference's loss is {loss}: the model overflows on these values (a parameter "
+                           "initialised where the model expects a buffer's value, such as a frozen BatchNorm's "
+                           "statistics?)")
         write_result(dir_path, loss, grads, output_shape, manifest.get("dtype", "float32"))
     except Unsupported as e:
         print(f"torch_reference: unsupported op {e}", file=sys.stderr)
