@@ -205,6 +205,12 @@ std::vector<Case> cases() {
   c.push_back({"Flatten", attrs({{"axis", int64_t{2}}}), {s4}});
   c.push_back({"Reshape", attrs({{"shape", I{6, -1}}}), {s4}});
   c.push_back({"Transpose", attrs({{"perm", I{2, 0, 1}}}), {{2, 3, 4}}});
+  // The innermost dim kept, the rows' starts over three outer dims (copy_strided_rows_kernel): 32-byte rows in
+  // 16-byte units (BERT's heads split), 20-byte rows in 4-byte units, and a strided Slice of whole rows.
+  c.push_back({"Transpose", attrs({{"perm", I{0, 2, 1, 3}}}), {{2, 3, 4, 8}}});
+  c.push_back({"Transpose", attrs({{"perm", I{2, 0, 1, 3}}}), {{2, 3, 4, 5}}});
+  c.push_back({"Slice", attrs({{"starts", I{0, 1}}, {"ends", I{3, 6}}, {"axes", I{0, 1}}, {"steps", I{2, 2}}}),
+               {{3, 6, 2, 8}}});
   c.push_back({"Squeeze", attrs({{"axes", I{1}}}), {{2, 1, 3}}});
   c.push_back({"Unsqueeze", attrs({{"axes", I{0, 3}}}), {{2, 3}}});
   c.push_back({"Pad", attrs({{"pads", I{0, 0, 1, 2, 0, 0, 2, 1}}, {"mode", std::string("reflect")}}), {s4}});

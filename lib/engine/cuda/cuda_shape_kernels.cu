@@ -2,6 +2,7 @@
 // Resize with their gradients. The gradients that the CPU writes by scattering (+=) are computed here by
 // gathering, each input-gradient element owned by one thread that visits its readers in the CPU's order:
 // deterministic, no atomics, and (for Pad, Gather, GatherIdx and nearest Resize) equal to the CPU bit for bit.
+#include <algorithm>
 #include <type_traits>
 
 #include "engine/cuda/launch.cuh"
@@ -211,6 +212,36 @@ int64_t count(const Dims& d) {
 
 namespace {
 
+// Rows of `len` contiguous units (V) whose starts follow the outer dims at strides ss and ds (in units): a
+// permutation that keeps the innermost dim (BERT's heads split and merged, (N, T, H, D) <-> (N, H, T, D)). One
+// division per unit for the row and one per outer dim, where strided_copy_kernel divides per element by every dim.
+template <class V, class Index>
+__global__ void copy_strided_rows_kernel(Dims outer, Strides ss, Strides ds, Index len, int64_t n, const V* src,
+                                         V* dst) {
+  MONET_GRID_LOOP(i, n) {
+    const Index k = static_cast<Index>(i);
+    const Index r = k / len, j = k - r * len;
+    Index a = 0, b = 0;
+    offsets_of(outer, ss, ds, r, a, b);
+    dst[b + j] = src[a + j];
+  }
+}
+
+template <class V>
+void launch_strided_rows(const Dims& outer, const Strides& ss, const Strides& ds, int64_t len, int64_t reach,
+                         const void* src, void* dst, cudaStream_t stream) {
+  int64_t rows = 1;
+  for (int d = 0; d < outer.rank; ++d) rows *= outer.size[d];
+  const int64_t n = rows * len, limit = int64_t{1} << 31;
+  const V* s = static_cast<const V*>(src);
+  V* d = static_cast<V*>(dst);
+  if (n < limit && reach < limit)
+    copy_strided_rows_kernel<V, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(outer, ss, ds,
+                                                                                static_cast<int32_t>(len), n, s, d);
+  else
+    copy_strided_rows_kernel<V, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(outer, ss, ds, len, n, s, d);
+}
+
 template <class V>
 void launch_rows(int64_t rows, int64_t len, int64_t spitch, int64_t dpitch, const void* src, void* dst,
                  cudaStream_t stream) {
@@ -287,6 +318,36 @@ cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_s
     return cudaGetLastError();
   }
   const int64_t limit = int64_t{1} << 31;
+  if (ms.s[m.rank - 1] == 1 && md.s[m.rank - 1] == 1 && len * elem_bytes >= 16) {
+    // The innermost dim contiguous on both sides: rows, in the widest unit that divides the row, every outer
+    // stride and both addresses.
+    Dims outer;
+    Strides os, od;
+    outer.rank = m.rank - 1;
+    for (int k = 0; k < outer.rank; ++k) outer.size[k] = m.size[k];
+    const auto fits = [&](int64_t w) {
+      if ((len * elem_bytes) % w != 0 || reinterpret_cast<uintptr_t>(s) % w != 0 ||
+          reinterpret_cast<uintptr_t>(d) % w != 0)
+        return false;
+      for (int k = 0; k < outer.rank; ++k)
+        if ((ms.s[k] * elem_bytes) % w != 0 || (md.s[k] * elem_bytes) % w != 0) return false;
+      return true;
+    };
+    const int64_t w = fits(16) ? 16 : fits(8) ? 8 : fits(4) ? 4 : 1;
+    for (int k = 0; k < outer.rank; ++k) {
+      os.s[k] = ms.s[k] * elem_bytes / w;
+      od.s[k] = md.s[k] * elem_bytes / w;
+    }
+    const int64_t units = len * elem_bytes / w;
+    const int64_t reach = std::max(max_offset(outer, os), max_offset(outer, od)) + units;
+    switch (w) {
+      case 16: launch_strided_rows<uint4>(outer, os, od, units, reach, s, d, stream); break;
+      case 8: launch_strided_rows<uint64_t>(outer, os, od, units, reach, s, d, stream); break;
+      case 4: launch_strided_rows<uint32_t>(outer, os, od, units, reach, s, d, stream); break;
+      default: launch_strided_rows<uint8_t>(outer, os, od, units, reach, s, d, stream); break;
+    }
+    return cudaGetLastError();
+  }
   const bool narrow = n < limit && max_offset(m, ms) < limit && max_offset(m, md) < limit;
   switch (elem_bytes) {
     case 1: launch_strided<uint8_t>(m, ms, s, md, d, n, narrow, stream); break;
