@@ -5,6 +5,7 @@
 // re-derives a CUDA profile's algorithm choices from those timings (--rederive, no GPU).
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -40,11 +41,17 @@ int main(int argc, char** argv) {
       app.add_option("--repeats", repeats, "cpu, cuda: timed steps; each node's time is the median (default 3)");
   bool no_algorithms = false;
   app.add_flag("--no-conv-algorithms", no_algorithms, "cuda: do not time every cuDNN algorithm of each convolution");
+  std::optional<double> host_bandwidth;
+  app.add_option("--host-bandwidth", host_bandwidth,
+                 "GB/s between host and device memory, each direction (an offloading plan's copies): recorded as the "
+                 "profile's host_link; cuda measures it when not given");
   bool nondeterministic = false;
   app.add_flag("--nondeterministic-algorithms", nondeterministic,
                "cuda: also offer the solver cuDNN algorithms that accumulate with atomics (often the ones without "
                "workspace); runs of a schedule that picks one are not bitwise reproducible");
   return app::guarded_main("monet-profile", app, argc, argv, [&] {
+    std::optional<HostLink> given_link;
+    if (host_bandwidth) given_link = host_link_from_flag(*host_bandwidth);
     if (!rederive.empty()) {
       for (auto* o : {tflops, bandwidth, overhead, gpu_name, warmup_opt, repeats_opt})
         if (o->count()) fail(o->get_name(), " does not apply to --rederive (nothing is measured)");
@@ -58,11 +65,13 @@ int main(int argc, char** argv) {
         std::printf("derived from %s (training graph %s, now %s): every node's times and workspaces carried by its key\n",
                     rederive.c_str(), p.device_info["derived"]["from_fingerprint"].get<std::string>().c_str(),
                     p.plan.fingerprint.c_str());
+        if (given_link) p.host_link = given_link;
         write_profile(output, p);
         std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
         return kExitOk;
       }
       const int added = rederive_algorithm_variants(p, nondeterministic, rederive);
+      if (given_link) p.host_link = given_link;
       std::printf("conv algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
                   added, rederive.c_str(), nondeterministic ? "deterministic or not" : "deterministic");
       write_profile(output, p);
@@ -140,6 +149,26 @@ int main(int argc, char** argv) {
     }
 #endif
 
+    if (given_link) {
+      p.host_link = given_link;
+    }
+#ifdef MONET_HAVE_CUDA
+    else if (device == "cuda") {
+      constexpr int64_t kLinkBytes = int64_t{256} << 20;
+      constexpr int kLinkRepeats = 5;
+      const cuda::LinkFigures f = cuda::measure_host_link(kLinkBytes, kLinkRepeats);
+      HostLink l;
+      l.h2d_gbs = f.h2d_gbs;
+      l.d2h_gbs = f.d2h_gbs;
+      l.h2d_busy_gbs = f.h2d_busy_gbs;
+      l.d2h_busy_gbs = f.d2h_busy_gbs;
+      l.latency_us = f.latency_us;
+      l.source = "measured";
+      l.detail = "pinned, 256 MiB copies, median of 5";
+      p.host_link = l;
+    }
+#endif
+    if (p.host_link) std::printf("host link: %s\n", describe(*p.host_link).c_str());
     const ProfileTotals t = profile_totals(p);
     int counts[4] = {0, 0, 0, 0};
     for (const PlanNode& n : p.plan.nodes) ++counts[static_cast<int>(n.stage)];

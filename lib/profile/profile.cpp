@@ -250,7 +250,7 @@ nlohmann::json profile_to_json(const Profile& p) {
     nodes.push_back(std::move(node));
   }
   const ProfileTotals t = profile_totals(p);
-  return {{"format", "monet-profile"},
+  json out = {{"format", "monet-profile"},
           {"version", p.version},
           {"fingerprint", p.plan.fingerprint},
           {"model", p.model},
@@ -270,6 +270,8 @@ nlohmann::json profile_to_json(const Profile& p) {
             {"store_all_peak_bytes", t.store_all_peak_bytes}}},
           {"values", values},
           {"nodes", nodes}};
+  if (p.host_link) out["host_link"] = to_json(*p.host_link);
+  return out;
 }
 
 int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool nondeterministic) {
@@ -397,6 +399,7 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
     }
   }
   p.device_info = measured.device_info;
+  p.host_link = measured.host_link;
   p.device_info.erase("conv_algorithms");
   if (!algorithms.empty()) p.device_info["conv_algorithms"] = algorithms;
   p.device_info["derived"] = {
@@ -552,6 +555,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
   p.device = r.str(j, "", "device");
   p.device_info = r.field(j, "", "device_info");
   if (!p.device_info.is_object()) r.bad("device_info", "expected an object");
+  if (j.contains("host_link")) p.host_link = host_link_from_json(j["host_link"], path);
 
   const auto& values = r.array(j, "", "values");
   const auto& nodes = r.array(j, "", "nodes");

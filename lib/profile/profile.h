@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/backend.h"
+#include "profile/host_link.h"
 #include "schedule/plan.h"
 #include "train/training_graph.h"
 
@@ -35,6 +37,7 @@ struct Profile {
   std::string attention = "fused";  // how the model imported: "fused" or "materialized" (ScheduleFile::attention)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
+  std::optional<HostLink> host_link;  // host <-> device copies (host_link.h); absent when neither measured nor given
   PlanGraph plan;           // plan.fingerprint identifies model, batch and loss
   std::vector<NodeCost> costs;  // per plan node
 };

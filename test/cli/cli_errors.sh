@@ -107,6 +107,9 @@ expect 1 "device 'bogus'" -- $profile "$data/conv_relu.onnx" --batch 2 --device 
 [ "$have_gpu" = 1 ] || expect 1 "device cuda" -- $profile "$data/conv_relu.onnx" --batch 2 --device cuda $o
 expect 1 "batch must be a positive integer" -- $profile "$data/conv_relu.onnx" --batch 0 --device estimate $o
 expect 1 "no such file" -- $profile "$data/missing.onnx" --batch 2 --device estimate $o
+expect 1 "--host-bandwidth must be a positive number of GB/s, got 0" -- \
+  $profile "$data/conv_relu.onnx" --batch 2 --device estimate --host-bandwidth 0 $o
+expect 1 "--host-bandwidth" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --host-bandwidth fast $o
 expect 1 "repeats must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --repeats 0 $o
 expect 1 "gpu-tflops applies to --device estimate only" -- $profile "$data/conv_relu.onnx" --batch 2 --device cpu --gpu-tflops 100 $o
 expect 1 "gpu-tflops must be positive" -- $profile "$data/conv_relu.onnx" --batch 2 --device estimate --gpu-tflops 0 $o

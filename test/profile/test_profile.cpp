@@ -282,6 +282,42 @@ TEST_CASE("read_profile rejects bad files with one line naming the file and the 
   CHECK_THAT(read_error(f.path), Contains("nodes[0].in_place: value") && Contains("is not a transient input"));
 }
 
+TEST_CASE("the host link: written when known, read back equal, bad figures refused", "[profile][host_link]") {
+  Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
+  CHECK_FALSE(p.host_link.has_value());
+  CHECK_FALSE(profile_to_json(p).contains("host_link"));  // neither measured nor given: absent
+  p.host_link = host_link_from_flag(50);
+  CHECK(p.host_link->h2d_gbs == 50);
+  CHECK(p.host_link->d2h_busy_gbs == 50);
+  CHECK(p.host_link->source == "flag");
+  TempFile f("link.json");
+  write_profile(f.path, p);
+  const Profile q = read_profile(f.path);
+  REQUIRE(q.host_link.has_value());
+  CHECK(to_json(*q.host_link) == to_json(*p.host_link));
+  CHECK(profile_to_json(q) == profile_to_json(p));
+
+  CHECK_THROWS_WITH(host_link_from_flag(0), Contains("--host-bandwidth must be a positive number of GB/s, got 0"));
+  CHECK_THROWS_WITH(host_link_from_flag(-3), Contains("got -3"));
+  const nlohmann::json good = profile_to_json(p);
+  nlohmann::json j = good;
+  j["host_link"]["d2h_gbs"] = 0;
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("link.json: host_link.d2h_gbs: expected a positive number, got 0"));
+  j = good;
+  j["host_link"].erase("h2d_busy_gbs");
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("host_link.h2d_busy_gbs: expected a number"));
+  j = good;
+  j["host_link"]["latency_us"] = -1;
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("host_link.latency_us: expected a non-negative number"));
+  j = good;
+  j["host_link"]["source"] = "guessed";
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("host_link.source: expected measured or flag, got 'guessed'"));
+}
+
 TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile]") {
   const TrainingGraph tg = training_graph("tiny", 4);
   int calls = 0, step_ends = 0;

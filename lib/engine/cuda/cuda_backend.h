@@ -31,4 +31,13 @@ bool is_cudnn_conv(const std::string& op);
 // Returns [] for other ops. backend must be a CUDA backend.
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats);
 
+// The host link of GPU 0 (cuda_host_link.cpp): `bytes`-byte copies between pinned host memory and the device on a
+// stream of their own, the median of `repeats` after two warm-ups, each direction alone and while a kernel streams
+// through device memory on another stream; latency: the median 4 KiB host-to-device copy. Throws naming the CUDA
+// call that failed (a pinned allocation the host refuses, among others).
+struct LinkFigures {
+  double h2d_gbs = 0, d2h_gbs = 0, h2d_busy_gbs = 0, d2h_busy_gbs = 0, latency_us = 0;
+};
+LinkFigures measure_host_link(int64_t bytes, int repeats);
+
 }  // namespace monet::cuda

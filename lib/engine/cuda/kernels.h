@@ -324,4 +324,8 @@ cudaError_t cum_sum(int64_t outer, int64_t A, int64_t inner, bool exclusive, boo
 cudaError_t trilu(int64_t batch, int64_t R, int64_t C, int64_t k, bool upper, const float* x, float* y,
                   cudaStream_t stream);
 
+// `passes` read-modify-write passes over a[0..n) (n a multiple of 4): device memory kept busy while the host link
+// is timed beside it (host_link.cu).
+cudaError_t stream_through(float* a, int64_t n, int passes, cudaStream_t stream);
+
 }  // namespace monet::cuda
