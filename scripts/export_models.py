@@ -213,7 +213,8 @@ class BertInputsLayer(nn.Module):
 
 class BertInputs(nn.Module):
     """BERT with the three integer inputs common tooling exports: token ids, attention mask (1 = attend, 0 =
-    padding; (1 - mask) * -10000 added to every head's scores) and token types (a 2-row embedding), all (N, T).
+    padding; expanded to (N, 1, T, T) as an integer, then (1 - mask) * -10000 added to every head's scores) and
+    token types (a 2-row embedding), all (N, T).
     Word + position + token-type embeddings, LayerNorm, post-LN layers (BertInputsLayer), a token-classification
     head. No dropout."""
 
@@ -233,7 +234,9 @@ class BertInputs(nn.Module):
         pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
         x = self.norm(self.word_embeddings(idx) + self.position_embeddings(pos) +
                       self.token_type_embeddings(token_type_ids))
-        additive = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        n, t = idx.shape
+        # Hugging Face's _expand_mask: the integer mask expanded to (N, 1, T, T) before its cast.
+        additive = (1.0 - attention_mask[:, None, None, :].expand(n, 1, t, t).to(x.dtype)) * -10000.0
         for layer in self.layers:
             x = layer(x, additive)
         return self.classifier(x)

@@ -140,6 +140,8 @@ std::vector<Case> cases() {
   c.push_back({"Sum", {}, {{3, 4}, {3, 4}, {3, 4}}});
   c.push_back({"ReduceSumTo", attrs({{"shape", I{3, 1}}}), {{2, 3, 5}}});
   c.push_back({"Expand", attrs({{"shape", I{2, 3, 4}}}), {{3, 1}}});
+  c.push_back({"Expand", attrs({{"shape", I{2, 1, 3, 5}}}), {{3, 1}}, {Fill::labels}, {DType::i64}, {}, 1, 7});
+  c.push_back({"Expand", attrs({{"shape", I{4, 5}}}), {{5}}, {Fill::labels}, {DType::u8}, {}, 1, 2});
   c.push_back({"Conv", attrs({{"group", int64_t{2}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
                {{2, 4, 9, 9}, {6, 2, 3, 3}, {6}}});
   c.push_back({"Conv", attrs({{"dilations", I{2, 2}}, {"pads", I{2, 2, 2, 2}}}), {{2, 3, 8, 8}, {4, 3, 3, 3}}});

@@ -68,6 +68,14 @@ TEST_CASE("Expand broadcasts to a constant shape, both ways", "[ops][expand]") {
   CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 1, 1}}}), .shapes = {{1, 1, 4}}}) < 1e-6);
   CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 3, 4}}}), .shapes = {{3, 1}}}) < 1e-6);
   CHECK(gradient_error({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 3}}}), .shapes = {{2, 3}}}) < 1e-6);
+  // Integers and bools move as they are (an attention mask expanded before its Cast); no gradient.
+  r = run_forward({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 1, 3}}}), .shapes = {{2, 1, 1}},
+                   .dtypes = {DType::i64}, .data = {{7, -4}}}, 4);
+  CHECK(r.shapes[0] == Shape{2, 1, 3});
+  CHECK(r.values[0] == Doubles{7, 7, 7, -4, -4, -4});
+  r = run_forward({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 2}}}), .shapes = {{2}}, .dtypes = {DType::u8},
+                   .data = {{1, 0}}}, 4);
+  CHECK(r.values[0] == Doubles{1, 0, 1, 0});
   CHECK_THROWS_AS(run_forward({.op = "Expand", .attrs = attrs({{"shape", Ints{2, 4}}}), .shapes = {{2, 3}}}), Error);
 }
 

@@ -316,7 +316,6 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["DivGradB"] = {run_grad_sum_to<Term::div_grad_b, 2>, grad_sum_to_workspace<2>};
   t["ReduceSumTo"] = {run_grad_sum_to<Term::x, 0>, grad_sum_to_workspace<0>};
   t["BroadcastTo"] = {run_broadcast};
-  t["Expand"] = {run_broadcast};
   t["Sum"] = {run_sum};
 
   t["Dropout"] = {run_dropout};

@@ -351,6 +351,14 @@ void run_tile(const CudaCall& c) {
                                 c.in[0].data, contiguous_strides(s.view), 0, c.out[0].data, c.ctx.stream));
 }
 
+// Expand: every dtype, as a copy whose source strides are 0 along the broadcast dims.
+void run_expand(const CudaCall& c) {
+  const Shape& out = c.out_shape(0);
+  if (out.empty() || c.in_shape(0) == out) return run_copy(c);
+  MONET_CUDA_CHECK(strided_copy(esize(c.in[0]), dims_of(out), broadcast_strides_to(c.in_shape(0), out), 0,
+                                c.in[0].data, contiguous_strides(out), 0, c.out[0].data, c.ctx.stream));
+}
+
 void run_trilu(const CudaCall& c) {
   const ops::TriluSpec s = ops::trilu_spec(c.node.attrs, c.in_shape(0));
   MONET_CUDA_CHECK(trilu(s.batch, s.R, s.C, s.k, s.upper, c.fin(0), c.fout(0), c.ctx.stream));
@@ -375,6 +383,7 @@ void add_shape_kernels(CudaKernelTable& t) {
   t["GatherIdx"] = {run_gather_idx};
   t["GatherIdxGrad"] = {run_gather_idx_grad};
   t["Tile"] = {run_tile};
+  t["Expand"] = {run_expand};
   t["Trilu"] = {run_trilu};
 }
 
