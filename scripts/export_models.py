@@ -15,8 +15,8 @@ small variants gpt2_tiny and bert_tiny (2 layers, 2 heads, width 32, sequence 64
 `--opset 17` into another folder and renamed); llama (a LLaMA-style decoder of GPT-2 small's size: 12 layers,
 12 heads, width 768, RMSNorm, rotary position embeddings, SwiGLU MLP 2048 wide, causal mask by masked_fill,
 vocabulary 32000, context 1024, untied LM head) and llama_tiny (2 layers, 2 heads, width 32, MLP 64, sequence
-64); bert_inputs and bert_inputs_tiny (BERT-base's and bert_tiny's sizes) take the three integer inputs common
-tooling exports BERT with: token ids, an attention mask and token types. Their data input is int64 token ids
+64); bert_inputs and bert_inputs_tiny (BERT-base's and bert_tiny's sizes) take the integer inputs Hugging Face's
+BertModel takes: token ids, an attention mask, token types and position ids. Their data input is int64 token ids
 (N, T); their output is logits (N, T, vocabulary) or (N, T, classes),
 classes on the last axis.
 """
@@ -212,13 +212,13 @@ class BertInputsLayer(nn.Module):
 
 
 class BertInputs(nn.Module):
-    """BERT with the three integer inputs common tooling exports: token ids, attention mask (1 = attend, 0 =
-    padding; expanded to (N, 1, T, T) as an integer, then (1 - mask) * -10000 added to every head's scores) and
-    token types (a 2-row embedding), all (N, T).
+    """BERT with the integer inputs Hugging Face's BertModel takes: token ids, attention mask (1 = attend, 0 =
+    padding; expanded to (N, 1, T, T) as an integer, then (1 - mask) * -10000 added to every head's scores), token
+    types (a 2-row embedding) and position ids, all (N, T).
     Word + position + token-type embeddings, LayerNorm, post-LN layers (BertInputsLayer), a token-classification
     head. No dropout."""
 
-    inputs = ("input", "attention_mask", "token_type_ids")
+    inputs = ("input", "attention_mask", "token_type_ids", "position_ids")
 
     def __init__(self, vocab=30522, context=512, layers=12, heads=12, d=768, ff=3072, classes=9):
         super().__init__()
@@ -230,9 +230,8 @@ class BertInputs(nn.Module):
         self.layers = nn.ModuleList([BertInputsLayer(d, heads, ff) for _ in range(layers)])
         self.classifier = nn.Linear(d, classes)
 
-    def forward(self, idx, attention_mask, token_type_ids):
-        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
-        x = self.norm(self.word_embeddings(idx) + self.position_embeddings(pos) +
+    def forward(self, idx, attention_mask, token_type_ids, position_ids):
+        x = self.norm(self.word_embeddings(idx) + self.position_embeddings(position_ids) +
                       self.token_type_embeddings(token_type_ids))
         n, t = idx.shape
         # Hugging Face's _expand_mask: the integer mask expanded to (N, 1, T, T) before its cast.
@@ -444,7 +443,8 @@ def example_input(module, shape, batch=2):
     ids = torch.randint(0, vocab, (batch, *shape))
     if len(getattr(module, "inputs", ("input",))) == 1:
         return ids
-    return ids, torch.ones_like(ids), torch.zeros_like(ids)
+    extra = (torch.ones_like(ids), torch.zeros_like(ids), torch.arange(shape[0]).expand(batch, -1))
+    return (ids,) + extra[:len(module.inputs) - 1]
 
 
 def export(module, chw, path, opset=13):

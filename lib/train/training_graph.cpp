@@ -1,5 +1,6 @@
 #include "train/training_graph.h"
 
+#include <cctype>
 #include <cmath>
 #include <random>
 #include <set>
@@ -205,6 +206,14 @@ int64_t index_range(const Graph& g, int input) {
   return range;
 }
 
+// Whether an integer input read as indices holds positions: its name says so ("position_ids", "pos"), as exports
+// name the input that Hugging Face's models take.
+bool is_positions(const std::string& name) {
+  std::string lower;
+  for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower.find("position") != std::string::npos || lower == "pos" || lower == "pos_ids";
+}
+
 // A mask as a padding mask is: each row (the last axis) 1 up to a length drawn in [1, T-1], 0 after it, so that
 // either reading (1 = attend, as Hugging Face's attention_mask; 1 = padding, as torch's key_padding_mask) leaves
 // every row something to attend to and something masked.
@@ -255,7 +264,12 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
     switch (val.role) {
       case Role::input: {
         if (val.dtype != DType::f32) {  // ids within every embedding table the input indexes, else a mask
-          if (const int64_t range = index_range(g, static_cast<int>(v)); range > 0) {
+          if (const int64_t range = index_range(g, static_cast<int>(v)); range > 0 && is_positions(val.name)) {
+            // Position ids: 0, 1, ... along the last axis (the table's last row where the axis is longer).
+            const int64_t T = val.shape.empty() ? 1 : val.shape.back();
+            for (size_t i = 0; i < x.size(); ++i)
+              x[i] = static_cast<double>(std::min<int64_t>(static_cast<int64_t>(i) % std::max<int64_t>(T, 1), range - 1));
+          } else if (range > 0) {
             std::uniform_int_distribution<int64_t> pick(0, range - 1);
             for (double& e : x) e = static_cast<double>(pick(rng));
           } else {

@@ -50,16 +50,19 @@ TEST_CASE("transformer params are initialised from their readers, deterministica
 
 // Several data inputs (onnx_import.cpp read_inputs): every graph input with a symbolic first dimension is one, at
 // the first input's batch; values are drawn by how the model reads them (initial_values).
-TEST_CASE("integer data inputs are drawn as ids below their tables or as padding masks", "[train][init][inputs]") {
+TEST_CASE("integer data inputs are drawn as ids below their tables, positions or padding masks",
+          "[train][init][inputs]") {
   ImportOptions o;
   o.batch = 3;
   TrainingGraph tg = build_training_graph(import_onnx(data_path("bert_inputs_tiny.onnx"), o), {});
   const Graph& g = tg.graph;
-  const int ids = g.find_value("input"), mask = g.find_value("attention_mask"), types = g.find_value("token_type_ids");
+  const int ids = g.find_value("input"), mask = g.find_value("attention_mask"), types = g.find_value("token_type_ids"),
+            positions = g.find_value("position_ids");
   REQUIRE(ids == g.data_input);
   REQUIRE(mask >= 0);
   REQUIRE(types >= 0);
-  for (int v : {ids, mask, types}) {
+  REQUIRE(positions >= 0);
+  for (int v : {ids, mask, types, positions}) {
     CHECK(g.values[v].role == Role::input);
     CHECK(g.values[v].shape == Shape{3, 64});
   }
@@ -71,6 +74,8 @@ TEST_CASE("integer data inputs are drawn as ids below their tables or as padding
   CHECK(*std::max_element(x[ids].begin(), x[ids].end()) > 50);
   CHECK(in_range(x[types], 0, 1));  // token-type table: 2 rows
   CHECK(std::count(x[types].begin(), x[types].end(), 1.0) > 0);
+  // Position ids (named so, read by a Gather): 0..63 in every row.
+  for (size_t i = 0; i < x[positions].size(); ++i) CHECK(x[positions][i] == static_cast<double>(i % 64));
   // The mask (read through Unsqueeze and Cast, by no Gather): each row 1 up to a length in [1, 63], then 0.
   REQUIRE(x[mask].size() == 3 * 64);
   for (int row = 0; row < 3; ++row) {
