@@ -108,6 +108,8 @@ class Importer {
       bool found = false;
       for (const auto& in : gp.input()) found = found || in.name() == name;
       if (!found) fail(path_, ": --input ", name, "=", file, ": the model has no graph input '", name, "'");
+      if (translator_.defines(name))
+        fail(path_, ": --input ", name, "=", file, ": '", name, "' has its values in the file (an initializer)");
     }
     for (const auto& in : gp.input()) {
       if (translator_.defines(in.name())) continue;  // an initializer listed as input
