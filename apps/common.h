@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "engine/session.h"
+#include "solve/solve.h"
 
 namespace monet::app {
 
@@ -82,6 +84,52 @@ struct ModelFlags {
     o.import.fuse_attention = attention == "fused";
     o.attention_given = attention_option && attention_option->count() > 0;
     return o;
+  }
+};
+
+// The solver's effort flags, shared by monet-solve and monet-fit (where each applies per batch tried):
+// --time-limit S, --max-nodes N, --max-sub-mips M, --threads T.
+struct SolverFlags {
+  double time_limit;
+  int64_t max_nodes = 0;
+  int max_sub_mips = 0;
+  int threads = 2;
+
+  explicit SolverFlags(double default_limit) : time_limit(default_limit) {}
+
+  // `per`: what each limit applies to ("" or " per batch tried").
+  void add_to(CLI::App& app, const std::string& per = "") {
+    app.add_option("--time-limit", time_limit,
+                   "solver time limit" + per + " in seconds, elapsed (default " + fmt_number(time_limit) + ")");
+    app.add_option("--max-nodes", max_nodes,
+                   "CBC's node limit" + per +
+                       ", in its search and in each neighbourhood sub-MIP (default: none); with a --time-limit that "
+                       "never binds (1e6), the solve ends by work done and gives the same schedule on any machine");
+    app.add_option("--max-sub-mips", max_sub_mips,
+                   "the neighbourhood search's sub-MIPs at most" + per +
+                       " (default: no limit; with --max-nodes, a solve by work done that ends sooner)");
+    app.add_option("--threads", threads, "CBC threads (default 2)");
+  }
+
+  void check() const {
+    if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
+    if (max_nodes < 0) fail("--max-nodes must be >= 0, got ", max_nodes);
+    if (max_sub_mips < 0) fail("--max-sub-mips must be >= 0, got ", max_sub_mips);
+    if (threads < 1) fail("--threads must be >= 1, got ", threads);
+  }
+
+  void apply(SolveOptions& o) const {
+    o.time_limit_s = time_limit;
+    o.max_nodes = max_nodes;
+    o.max_sub_mips = max_sub_mips;
+    o.threads = threads;
+  }
+
+ private:
+  static std::string fmt_number(double x) {
+    std::ostringstream out;
+    out << x;
+    return out.str();
   }
 };
 

@@ -39,10 +39,7 @@ int main(int argc, char** argv) {
   CLI::App app{"monet-fit: the largest batch of a model that trains within a memory budget (and an overhead)"};
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
   std::optional<double> max_overhead_pct;
-  double time_limit = 20;
-  int64_t max_nodes = 0;
-  int max_sub_mips = 0;
-  int threads = 2;
+  app::SolverFlags solver(20);
   int64_t max_batch = 65536;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")
@@ -57,13 +54,7 @@ int main(int argc, char** argv) {
                  "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
                  "roofline estimate");
   app.add_option("--mode", mode, "full (default) or checkpoint: the MILP each batch is solved with");
-  app.add_option("--time-limit", time_limit, "solver time limit per batch tried, in seconds (default 20)");
-  app.add_option("--max-nodes", max_nodes,
-                 "CBC's node limit per batch tried (default: none; monet-solve --max-nodes)");
-  app.add_option("--max-sub-mips", max_sub_mips,
-                 "the neighbourhood search's sub-MIPs at most per batch tried (default: no limit; with --max-nodes, a solve by "
-                 "work done that ends sooner)");
-  app.add_option("--threads", threads, "CBC threads (default 2)");
+  solver.add_to(app, " per batch tried");
   app.add_option("--max-batch", max_batch, "the largest batch tried (default 65536)");
   app.add_option("-o,--output", out_path, "write the largest batch's SCHEDULE.json here");
   app.add_option("--report", report, "write every batch tried and the answer as JSON here");
@@ -71,10 +62,7 @@ int main(int argc, char** argv) {
     const int64_t budget = parse_bytes(budget_text, "--budget");
     if (max_overhead_pct && !(*max_overhead_pct >= 0)) fail("--max-overhead must be >= 0 percent, got ", *max_overhead_pct);
     if (mode != "full" && mode != "checkpoint") fail("--mode '", mode, "': expected full or checkpoint");
-    if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
-    if (max_nodes < 0) fail("--max-nodes must be >= 0, got ", max_nodes);
-    if (max_sub_mips < 0) fail("--max-sub-mips must be >= 0, got ", max_sub_mips);
-    if (threads < 1) fail("--threads must be >= 1, got ", threads);
+    solver.check();
     if (max_batch < 1) fail("--max-batch must be >= 1, got ", max_batch);
     ImportOptions import;
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
@@ -91,7 +79,7 @@ int main(int argc, char** argv) {
                 measured ? ("measured (" + measured_path + ", batch " + std::to_string(measured->batch) +
                             ") rescaled").c_str()
                          : "estimated",
-                mode.c_str(), time_limit);
+                mode.c_str(), solver.time_limit);
     std::printf("%8s  %12s  %12s  %10s  %s\n", "batch", "store-all", "peak", "overhead", "result");
     std::fflush(stdout);
 
@@ -109,14 +97,11 @@ int main(int argc, char** argv) {
         t.outcome.schedule = store_all, t.outcome.predicted = sa, t.outcome.store_all = sa;
         t.outcome.objective_ms = sa.time_ms, t.outcome.fits = true, t.outcome.status = "store-all";
       } else {
-        spdlog::info("batch {}: solving ({} mode, {:.0f} s)", batch, mode, time_limit);
+        spdlog::info("batch {}: solving ({} mode, {:.0f} s)", batch, mode, solver.time_limit);
         SolveOptions o;
         o.budget_bytes = budget;
         o.mode = mode;
-        o.time_limit_s = time_limit;
-        o.max_nodes = max_nodes;
-        o.max_sub_mips = max_sub_mips;
-        o.threads = threads;
+        solver.apply(o);
         o.progress = log_progress;
         t.outcome = solve(t.profile.plan, o);
         const SolveOutcome& r = t.outcome;
@@ -180,9 +165,9 @@ int main(int argc, char** argv) {
                         {"max_overhead", max_overhead_pct ? nlohmann::json(*max_overhead_pct / 100) : nlohmann::json(nullptr)},
                         {"profile", measured ? measured_path : "estimate"},
                         {"mode", mode},
-                        {"time_limit_s", time_limit},
-                        {"max_nodes", max_nodes},
-                        {"max_sub_mips", max_sub_mips},
+                        {"time_limit_s", solver.time_limit},
+                        {"max_nodes", solver.max_nodes},
+                        {"max_sub_mips", solver.max_sub_mips},
                         {"largest_batch", best ? best->batch : 0},
                         {"tried", rows}};
     if (!best) {

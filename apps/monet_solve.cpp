@@ -86,10 +86,7 @@ int main(int argc, char** argv) {
   CLI::App app{"monet-solve: the fastest schedule of a profiled model that fits a memory budget"};
   std::string profile_path, budget_text, out_path, report, mode = "full", timeline_path, plot_path;
   int frontier = 0;
-  double time_limit = 600;
-  int64_t max_nodes = 0;
-  int max_sub_mips = 0;
-  int threads = 2;
+  app::SolverFlags solver(600);
   std::string window_text = "auto";
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes");
@@ -104,15 +101,7 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode,
                  "full (MILP: keep/recompute + each backward node's implementation, default), checkpoint (MILP: "
                  "keep/recompute only), store-all, sqrtn (baselines)");
-  app.add_option("--time-limit", time_limit, "solver time limit in seconds, elapsed (default 600)");
-  app.add_option("--max-nodes", max_nodes,
-                 "CBC's node limit, in its search and in each neighbourhood sub-MIP (default: none); with a "
-                 "--time-limit that never binds (1e6), the solve ends by work done and gives the same schedule on "
-                 "any machine");
-  app.add_option("--max-sub-mips", max_sub_mips,
-                 "the neighbourhood search's sub-MIPs at most (default: no limit; with --max-nodes, a solve by "
-                 "work done that ends sooner)");
-  app.add_option("--threads", threads, "CBC threads (default 2)");
+  solver.add_to(app);
   app.add_option("--window", window_text,
                  "recomputation window in levels of the forward graph (longest path from the inputs): N, 0 = none, "
                  "or auto (default: the widest window with at most " + std::to_string(kAutoWindowCandidates) +
@@ -130,10 +119,7 @@ int main(int argc, char** argv) {
       if (!plot_path.empty()) fail("--plot draws the frontier: give --frontier N");
     }
     const int64_t budget = frontier ? 0 : parse_bytes(budget_text, "--budget");
-    if (!(time_limit > 0)) fail("--time-limit must be positive, got ", time_limit);
-    if (max_nodes < 0) fail("--max-nodes must be >= 0, got ", max_nodes);
-    if (max_sub_mips < 0) fail("--max-sub-mips must be >= 0, got ", max_sub_mips);
-    if (threads < 1) fail("--threads must be >= 1, got ", threads);
+    solver.check();
     int window = -1;
     if (window_text != "auto") {
       size_t used = 0;
@@ -151,19 +137,16 @@ int main(int argc, char** argv) {
                 static_cast<long long>(profile.batch), plan.nodes.size(), profile.device.c_str());
     if (frontier == 0)
       std::printf("budget %s, mode %s, time limit %.0f s, %d threads\n", format_bytes(budget).c_str(), mode.c_str(),
-                  time_limit, threads);
+                  solver.time_limit, solver.threads);
     else
       std::printf("frontier: %d budgets, mode %s, time limit %.0f s each, %d threads\n", frontier, mode.c_str(),
-                  time_limit, threads);
+                  solver.time_limit, solver.threads);
     std::fflush(stdout);
 
     SolveOptions o;
     o.budget_bytes = budget;
     o.mode = mode;
-    o.time_limit_s = time_limit;
-    o.max_nodes = max_nodes;
-    o.max_sub_mips = max_sub_mips;
-    o.threads = threads;
+    solver.apply(o);
     o.window = window;
     o.progress = log_progress;
     if (frontier != 0) return run_frontier(profile, o, frontier, plot_path, report);
@@ -229,10 +212,10 @@ int main(int argc, char** argv) {
                         {"widened_steps", r.widened_steps},
                         {"widened_levels", r.widened_levels},
                         {"window_infeasible", r.window_infeasible},
-                        {"time_limit_s", time_limit},
-                        {"max_nodes", max_nodes},
-                        {"max_sub_mips", max_sub_mips},
-                        {"threads", threads}};
+                        {"time_limit_s", solver.time_limit},
+                        {"max_nodes", solver.max_nodes},
+                        {"max_sub_mips", solver.max_sub_mips},
+                        {"threads", solver.threads}};
     std::printf("status %s; store-all: peak %s, step %.3f ms; fast store-all: peak %s, step %.3f ms\n",
                 r.status.c_str(), format_bytes(r.store_all.peak_bytes).c_str(), r.store_all.time_ms,
                 format_bytes(r.fast_store_all.peak_bytes).c_str(), r.fast_store_all.time_ms);
@@ -261,7 +244,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "monet-solve: no schedule within %s found in %.0f s (not proven infeasible); the smallest "
                    "feasible budget is between %s and %s; give more --time-limit or a larger budget\n",
-                   format_bytes(budget).c_str(), time_limit, lb.c_str(), found.c_str());
+                   format_bytes(budget).c_str(), solver.time_limit, lb.c_str(), found.c_str());
       return kExitNotFound;
     }
     std::printf("predicted: peak %s, step %.3f ms (overhead %+.2f%% vs store-all, %+.2f%% vs the fast store-all), "
