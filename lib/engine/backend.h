@@ -35,6 +35,12 @@ class Backend {
   virtual int float_bytes() const = 0;  // sizeof the float type used for DType::f32
   virtual void* reserve(int64_t bytes) = 0;
   virtual void unreserve(void* block) = 0;
+  // The host arena of schedules that offload values (Step::Kind::offload and prefetch): host memory the device
+  // copies to and from (CUDA: pinned), and one copy between it and the device arena, ordered with the backend's
+  // kernels. The CPU's host memory is its device memory: aligned_alloc and memcpy.
+  virtual void* reserve_host(int64_t bytes);
+  virtual void unreserve_host(void* block);
+  virtual void copy_host(void* dst, const void* src, int64_t bytes, bool to_host);
   // algo: a backend algorithm of the node (a cuDNN convolution algorithm, as a schedule step names it); -1: the
   // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
   // node that is not a convolution, or one cuDNN does not offer for it.

@@ -19,12 +19,14 @@ int64_t value_bytes(const Graph& g, int v, int float_bytes) {
   return tensor_bytes(g.values[v].shape, g.values[v].dtype, float_bytes);
 }
 
-// Replays the schedule's allocations on an arena: the same calls in the dry run and the real run. In place,
-// output 0 takes the input's block (the simulator checked their bytes are equal); the input's offset is dropped
-// after the node ran.
-template <class OnCompute>
-void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Backend& backend,
-            OnCompute on_compute) {
+// Replays the schedule's allocations on the arenas (the device's and the host's, for offloaded values): the same
+// calls in the dry run and the real run. In place, output 0 takes the input's block (the simulator checked their
+// bytes are equal); the input's offset is dropped after the node ran. An offload copies the value to its host block
+// and releases the device block; a prefetch the reverse (on_copy(v, to_host) runs the copy between the two
+// offsets). On CUDA copies and kernels share one stream: a released block is reused only after its copy ran.
+template <class OnCompute, class OnCopy>
+void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Arena& host_arena,
+            std::vector<int64_t>& host_offset, Backend& backend, OnCompute on_compute, OnCopy on_copy) {
   const int fb = backend.float_bytes();
   for (const Step& st : s.steps) {
     if (st.kind == Step::Kind::compute) {
@@ -38,9 +40,25 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
       on_compute(st, ws);
       if (ws >= 0) arena.release(ws);
       if (st.in_place >= 0) offset[st.in_place] = -1;
-    } else {
-      arena.release(offset[st.id]);
-      offset[st.id] = -1;
+      continue;
+    }
+    const int v = st.id;
+    if (st.kind == Step::Kind::offload) {
+      host_offset[v] = host_arena.allocate(value_bytes(g, v, fb));
+      on_copy(v, true);
+      arena.release(offset[v]);
+      offset[v] = -1;
+    } else if (st.kind == Step::Kind::prefetch) {
+      offset[v] = arena.allocate(value_bytes(g, v, fb));
+      on_copy(v, false);
+      host_arena.release(host_offset[v]);
+      host_offset[v] = -1;
+    } else if (offset[v] >= 0) {
+      arena.release(offset[v]);
+      offset[v] = -1;
+    } else {  // freed where it was offloaded
+      host_arena.release(host_offset[v]);
+      host_offset[v] = -1;
     }
   }
 }
@@ -77,10 +95,11 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   simulate(g, schedule_, workspace_with(backend, g, algorithms_of(g, schedule_)), fb);
 
   const std::vector<int> resident = resident_values(g);
-  Arena dry(INT64_MAX / 4);
-  std::vector<int64_t> dry_offset(g.values.size(), -1);
+  Arena dry(INT64_MAX / 4), dry_host(INT64_MAX / 4);
+  std::vector<int64_t> dry_offset(g.values.size(), -1), dry_host_offset(g.values.size(), -1);
   for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
-  replay(g, schedule_, dry, dry_offset, backend, [](const Step&, int64_t) {});
+  replay(g, schedule_, dry, dry_offset, dry_host, dry_host_offset, backend, [](const Step&, int64_t) {},
+         [](int, bool) {});
 
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
   std::vector<char> read(g.values.size(), 0);
@@ -99,9 +118,14 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   block_ = static_cast<char*>(backend.reserve(reserved_));
   arena_ = std::make_unique<Arena>(reserved_);
   for (int v : resident) offset_[v] = arena_->allocate(value_bytes(g, v, fb));
+  host_reserved_ = dry_host.high_water_bytes();
+  host_arena_ = std::make_unique<Arena>(host_reserved_);
+  host_offset_.assign(g.values.size(), -1);
+  if (host_reserved_ > 0) host_block_ = static_cast<char*>(backend.reserve_host(host_reserved_));
 }
 
 Executor::~Executor() {
+  if (host_block_) backend_.unreserve_host(host_block_);
   if (block_) backend_.unreserve(block_);
 }
 
@@ -126,7 +150,13 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
-  replay(g_, schedule_, *arena_, offset_, backend_, [&](const Step& st, int64_t ws) {
+  const int fb = backend_.float_bytes();
+  auto copy = [&](int v, bool to_host) {
+    char* host = host_block_ + host_offset_[v];
+    char* dev = block_ + offset_[v];
+    backend_.copy_host(to_host ? host : dev, to_host ? dev : host, value_bytes(g_, v, fb), to_host);
+  };
+  replay(g_, schedule_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](const Step& st, int64_t ws) {
     const int node = st.id;
     const Node& n = g_.nodes[node];
     const ImplDef impl = impls_of(n).at(st.impl);
@@ -152,7 +182,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
         captured[v] = backend_.download(ref(v));
       }
     computed[node] = 1;
-  });
+  }, copy);
   backend_.synchronize();
   return captured;
 }

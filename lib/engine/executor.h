@@ -39,6 +39,8 @@ class Executor {
 
   const Arena& arena() const { return *arena_; }
   int64_t reserved_bytes() const { return reserved_; }
+  // The host arena of offloaded values (Step::Kind::offload): its size, 0 when the schedule offloads nothing.
+  int64_t host_reserved_bytes() const { return host_reserved_; }
   const Schedule& schedule() const { return schedule_; }
 
  private:
@@ -53,6 +55,10 @@ class Executor {
   int64_t reserved_ = 0;
   char* block_ = nullptr;
   std::vector<int64_t> offset_;  // per value, -1 when not placed
+  std::unique_ptr<Arena> host_arena_;
+  int64_t host_reserved_ = 0;
+  char* host_block_ = nullptr;
+  std::vector<int64_t> host_offset_;  // per value offloaded, -1 otherwise
   std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())
 };
 

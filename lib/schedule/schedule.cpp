@@ -186,7 +186,7 @@ int64_t MemoryPoint::total() const {
 }
 
 SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline) {
-  enum State : uint8_t { absent, live, freed, resident, overwritten };
+  enum State : uint8_t { absent, live, freed, resident, overwritten, host };
   std::vector<State> state(p.values.size(), absent);
   std::vector<int> runs(p.nodes.size(), 0);
   std::vector<int> updated_by(p.values.size(), -1);  // resident value -> the update node that changed it in place
@@ -202,6 +202,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
     }
   by_kind[static_cast<int>(MemoryKind::resident)] = r.resident_bytes;
   int64_t live_bytes = r.resident_bytes;
+  int64_t host_bytes = 0;  // offloaded values
   r.peak_bytes = live_bytes;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
@@ -222,7 +223,10 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       for (int v : reads)
         if (state[v] != live && state[v] != resident)
           fail("schedule step ", i, ": node '", n.name, "' reads '", p.values[v].name, "', which is ",
-               state[v] == freed ? "already freed" : state[v] == overwritten ? "overwritten in place" : "not computed");
+               state[v] == freed         ? "already freed"
+               : state[v] == overwritten ? "overwritten in place"
+               : state[v] == host        ? "offloaded to the host (prefetch it first)"
+                                         : "not computed");
       if (st.in_place >= 0) {
         const int v = st.in_place;
         if (std::find(n.in_place.begin(), n.in_place.end(), v) == n.in_place.end() || !n.impl_in_place(impl) ||
@@ -239,8 +243,9 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
                               : runs[st.id] > 0         ? MemoryKind::recomputed
                                                         : MemoryKind::kept;
       for (int v : n.outputs) {
-        if (state[v] == live)
-          fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still live");
+        if (state[v] == live || state[v] == host)
+          fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still ",
+               state[v] == live ? "live" : "on the host");
         state[v] = live;
         live_bytes += p.values[v].bytes;
         kind[v] = made;
@@ -271,20 +276,54 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       r.time_ms += n.impl_ms(impl);
       if (runs[st.id]++ > 0) ++r.recomputations;
     } else {
-      if (st.id < 0 || st.id >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", st.id);
-      if (state[st.id] != live)
-        fail("schedule step ", i, ": frees '", p.values[st.id].name, "', which is ",
-             state[st.id] == resident      ? "resident (never freed)"
-             : state[st.id] == freed       ? "already freed"
-             : state[st.id] == overwritten ? "overwritten in place"
-                                           : "not computed");
-      state[st.id] = freed;
-      live_bytes -= p.values[st.id].bytes;
-      count(st.id, -1);
+      const int v = st.id;
+      if (v < 0 || v >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", v);
+      const char* what = st.kind == Step::Kind::free      ? "frees"
+                         : st.kind == Step::Kind::offload ? "offloads"
+                                                          : "prefetches";
+      const bool ok = st.kind == Step::Kind::prefetch ? state[v] == host
+                      : st.kind == Step::Kind::free   ? state[v] == live || state[v] == host
+                                                      : state[v] == live;
+      if (!ok)
+        fail("schedule step ", i, ": ", what, " '", p.values[v].name, "', which is ",
+             state[v] == resident      ? "resident (never freed or moved)"
+             : state[v] == freed       ? "already freed"
+             : state[v] == overwritten ? "overwritten in place"
+             : state[v] == live        ? "on the device (not offloaded)"
+             : state[v] == host        ? "on the host already"
+                                       : "not computed");
+      const int64_t bytes = p.values[v].bytes;
+      if (st.kind == Step::Kind::prefetch) {
+        state[v] = live;
+        live_bytes += bytes;
+        host_bytes -= bytes;
+        count(v, +1);
+        if (live_bytes > r.peak_bytes) {  // the copy's destination is held before the next compute step
+          r.peak_bytes = live_bytes;
+          r.peak_step = static_cast<int>(i);
+        }
+      } else if (state[v] == host) {  // freed on the host
+        state[v] = freed;
+        host_bytes -= bytes;
+      } else {
+        state[v] = st.kind == Step::Kind::offload ? host : freed;
+        live_bytes -= bytes;
+        count(v, -1);
+        if (st.kind == Step::Kind::offload) {
+          host_bytes += bytes;
+          r.host_peak_bytes = std::max(r.host_peak_bytes, host_bytes);
+        }
+      }
+      if (st.kind != Step::Kind::free) {
+        ++r.transfers;
+        r.transfer_bytes += bytes;
+      }
     }
   }
-  for (size_t v = 0; v < p.values.size(); ++v)
+  for (size_t v = 0; v < p.values.size(); ++v) {
     if (state[v] == live) fail("schedule: '", p.values[v].name, "' is never freed");
+    if (state[v] == host) fail("schedule: '", p.values[v].name, "' is offloaded and never prefetched or freed");
+  }
   for (size_t n = 0; n < p.nodes.size(); ++n)
     if (runs[n] == 0) fail("schedule: node '", p.nodes[n].name, "' is never computed");
   return r;

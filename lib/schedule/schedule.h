@@ -13,9 +13,12 @@
 namespace monet {
 
 struct Step {
-  enum class Kind : uint8_t { compute, free };
+  // offload: a live transient value copied to the host arena and its device memory freed; prefetch: an offloaded
+  // value copied back into device memory and its host memory freed. Both in the run's order (the step waits for
+  // the copy). A value on the host may also be freed there.
+  enum class Kind : uint8_t { compute, free, offload, prefetch };
   Kind kind = Kind::compute;
-  int id = -1;    // node id for compute, value id for free
+  int id = -1;    // node id for compute, value id for free, offload and prefetch
   int impl = 0;   // compute: the op's implementation (OpDef::impls index; 0 = default)
   int algo = -1;  // compute: the backend algorithm (a cuDNN convolution algorithm; -1 = the backend's default)
   // compute: the input (value id, one of PlanNode::in_place) whose memory output 0 takes over, or -1. That value
@@ -82,6 +85,9 @@ struct SimResult {
   int peak_step = -1;          // index into Schedule::steps where the peak occurs
   double time_ms = 0;          // sum of the computed nodes' times
   int recomputations = 0;      // compute steps of a node already computed earlier in the schedule
+  int64_t host_peak_bytes = 0;  // the most bytes offloaded at once: the host arena
+  int transfers = 0;            // offload and prefetch steps
+  int64_t transfer_bytes = 0;   // bytes they copy
 };
 
 // What the bytes in use at a step hold: resident values (parameters, momentum, buffers, the batch), activations of

@@ -13,8 +13,9 @@ namespace monet {
 nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : f.schedule.steps) {
-    if (s.kind == Step::Kind::free) {
-      steps.push_back({"free", p.values.at(s.id).name});
+    if (s.kind != Step::Kind::compute) {
+      const char* kind = s.kind == Step::Kind::free ? "free" : s.kind == Step::Kind::offload ? "offload" : "prefetch";
+      steps.push_back({kind, p.values.at(s.id).name});
       continue;
     }
     nlohmann::json step = s.in_place >= 0 ? nlohmann::json{"compute_in_place", p.nodes.at(s.id).name,
@@ -91,7 +92,8 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
       if (!shape_ok || strings > most || (kind == "compute_in_place" && strings < 3) ||
           (with_algo && strings != impl_at + 1))
         fail(path, ": step ", i, " is not [\"compute\", node(, implementation(, {\"algorithm\": k}))], "
-             "[\"compute_in_place\", node, value(, implementation(, {\"algorithm\": k}))] or [\"free\", value]");
+             "[\"compute_in_place\", node, value(, implementation(, {\"algorithm\": k}))], [\"free\", value], "
+             "[\"offload\", value] or [\"prefetch\", value]");
       const std::string name = s[1].get<std::string>();
       auto value_id = [&](const std::string& v) {
         auto it = values.find(v);
@@ -125,6 +127,10 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
         f.schedule.steps.push_back(step);
       } else if (kind == "free") {
         f.schedule.steps.push_back({Step::Kind::free, value_id(name)});
+      } else if (kind == "offload") {
+        f.schedule.steps.push_back({Step::Kind::offload, value_id(name)});
+      } else if (kind == "prefetch") {
+        f.schedule.steps.push_back({Step::Kind::prefetch, value_id(name)});
       } else {
         fail(path, ": step ", i, ": unknown kind '", kind, "'");
       }

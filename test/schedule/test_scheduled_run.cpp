@@ -441,6 +441,92 @@ TEST_CASE("a recomputed Dropout draws the same mask, and BatchNorm statistics ar
   CHECK(bn_runs == 2);
 }
 
+// Every forward activation that backward reads and that is idle between the forward pass and its first backward
+// reader copied to the host right after its last forward reader and back right before that backward step.
+Schedule offload_idle(const PlanGraph& plan, Schedule s) {
+  std::vector<int> last_forward(plan.values.size(), -1), first_backward(plan.values.size(), -1);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    if (st.kind != Step::Kind::compute) continue;
+    const bool forward = plan.nodes[st.id].stage == Stage::forward || plan.nodes[st.id].stage == Stage::loss;
+    for (int v : plan.nodes[st.id].outputs)
+      if (forward) last_forward[v] = static_cast<int>(i);
+    for (int v : plan.nodes[st.id].inputs) {
+      if (plan.values[v].resident) continue;
+      if (forward) last_forward[v] = static_cast<int>(i);
+      else if (first_backward[v] < 0) first_backward[v] = static_cast<int>(i);
+    }
+  }
+  std::vector<std::vector<Step>> before(s.steps.size() + 1), after(s.steps.size() + 1);
+  for (size_t v = 0; v < plan.values.size(); ++v)
+    if (last_forward[v] >= 0 && first_backward[v] > last_forward[v] + 1) {
+      after[static_cast<size_t>(last_forward[v])].push_back({Step::Kind::offload, static_cast<int>(v)});
+      before[static_cast<size_t>(first_backward[v])].push_back({Step::Kind::prefetch, static_cast<int>(v)});
+    }
+  Schedule out;
+  out.mode = s.mode;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    for (const Step& st : before[i]) out.steps.push_back(st);
+    out.steps.push_back(s.steps[i]);
+    for (const Step& st : after[i]) out.steps.push_back(st);
+  }
+  return out;
+}
+
+TEST_CASE("offloaded values: the step gives store-all's bits in less device memory, the host arena holds them",
+          "[scheduled][offload]") {
+  const Case c{"tiny", 4, std::nullopt};
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const Schedule store_all = out_of_place(store_all_schedule(plan));
+  Schedule s = offload_idle(plan, store_all);
+  s.mode = "checkpoint";
+  const SimResult base = simulate(plan, store_all), sim = simulate(plan, s);
+  REQUIRE(sim.transfers > 0);
+  CHECK(sim.transfers % 2 == 0);
+  CHECK(sim.peak_bytes < base.peak_bytes);
+  CHECK(sim.host_peak_bytes > 0);
+  int64_t offloaded = 0;
+  for (const Step& st : s.steps)
+    if (st.kind == Step::Kind::offload) offloaded += plan.values[st.id].bytes;
+  CHECK(sim.transfer_bytes == 2 * offloaded);  // each value out and back
+  CHECK(sim.host_peak_bytes <= offloaded);
+  CHECK(sim.time_ms == base.time_ms);  // copies are not priced by the simulator
+
+  TempSchedule file("tiny_offload_by_hand");
+  write_file(file.path, tg, plan, s, 0);
+  const ScheduleFile back = read_schedule(file.path, plan);
+  CHECK(back.schedule.steps == s.steps);  // offload and prefetch steps survive the file
+  check_against_store_all(c, file.path, 0);
+  SessionOptions o = options_of(c);
+  o.schedule_path = file.path;
+  auto session = open_session(o);
+  CHECK(session->executor->host_reserved_bytes() == sim.host_peak_bytes);
+
+  // What the simulator refuses: a read of a value on the host, a prefetch of one on the device, an offload of one
+  // already on the host, and a value left on the host.
+  auto first = [&](Step::Kind k) {
+    return static_cast<size_t>(std::find_if(s.steps.begin(), s.steps.end(), [&](const Step& st) { return st.kind == k; }) -
+                               s.steps.begin());
+  };
+  const size_t off = first(Step::Kind::offload), pre = first(Step::Kind::prefetch);
+  const int v = s.steps[off].id;
+  Schedule bad = s;
+  std::erase_if(bad.steps, [&](const Step& st) { return st.kind == Step::Kind::prefetch && st.id == v; });
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is offloaded to the host (prefetch it first)"));
+  bad = s;
+  bad.steps.insert(bad.steps.begin() + static_cast<long>(off), Step{Step::Kind::prefetch, v});
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("prefetches '" + plan.values[v].name + "', which is on the device"));
+  bad = s;
+  bad.steps.insert(bad.steps.begin() + static_cast<long>(off) + 1, Step{Step::Kind::offload, v});
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is on the host already"));
+  // Freed on the host instead of prefetched: the reader then finds it freed.
+  bad = s;
+  bad.steps[pre] = Step{Step::Kind::free, s.steps[pre].id};
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is already freed"));
+}
+
 TEST_CASE("schedule files: fingerprint, batch and step errors are refused with one line", "[scheduled][errors]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);

@@ -193,6 +193,28 @@ class CudaBackend final : public Backend {
     if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFree of the arena failed: %s\n", cudaGetErrorString(e));
   }
 
+  // Offloaded values live in pinned host memory (copies at the link's full rate), copied on the run's stream.
+  void* reserve_host(int64_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, kAlignBytes)),
+                                        cudaHostAllocDefault);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw OutOfMemory("out of memory: the host arena of offloaded values needs " + format_bytes(bytes) +
+                        " of pinned host memory and cudaHostAlloc refused (a larger budget offloads less)");
+    }
+    MONET_CUDA_CHECK(e);
+    return p;
+  }
+  void unreserve_host(void* block) override {
+    const cudaError_t e = cudaFreeHost(block);  // from destructors: report, never throw
+    if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFreeHost of the host arena failed: %s\n", cudaGetErrorString(e));
+  }
+  void copy_host(void* dst, const void* src, int64_t bytes, bool to_host) override {
+    MONET_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                     to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, ctx_.stream));
+  }
+
   int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
     return workspace_of(lookup(n), g, n, algo);
   }
