@@ -116,6 +116,11 @@ int main(int argc, char** argv) {
                 with_commas(peak).c_str(), with_commas(s->predicted.peak_bytes).c_str(),
                 peak == s->predicted.peak_bytes ? "equal" : "DIFFERENT",
                 with_commas(s->executor->reserved_bytes()).c_str());
+    if (s->predicted.transfers > 0)
+      std::printf("offloaded: host arena %s bytes (predicted %s), %d copies of %s bytes in all\n",
+                  with_commas(s->executor->host_reserved_bytes()).c_str(),
+                  with_commas(s->predicted.host_peak_bytes).c_str(), s->predicted.transfers,
+                  with_commas(s->predicted.transfer_bytes).c_str());
     if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
     if (sf.budget_bytes > 0 && peak > sf.budget_bytes)
       fail("arena peak ", peak, " bytes exceeds the schedule's budget ", sf.budget_bytes, " bytes (", schedule, ")");
@@ -134,6 +139,10 @@ int main(int argc, char** argv) {
                           {"peak_bytes", peak},
                           {"predicted_peak_bytes", s->predicted.peak_bytes},
                           {"reserved_bytes", s->executor->reserved_bytes()},
+                          {"host_reserved_bytes", s->executor->host_reserved_bytes()},
+                          {"predicted_host_peak_bytes", s->predicted.host_peak_bytes},
+                          {"transfers", s->predicted.transfers},
+                          {"transfer_bytes", s->predicted.transfer_bytes},
                           {"step_ms_median", median},
                           {"step_ms", ms},
                           {"losses", losses}};
