@@ -121,7 +121,15 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   host_reserved_ = dry_host.high_water_bytes();
   host_arena_ = std::make_unique<Arena>(host_reserved_);
   host_offset_.assign(g.values.size(), -1);
-  if (host_reserved_ > 0) host_block_ = static_cast<char*>(backend.reserve_host(host_reserved_));
+  if (host_reserved_ > 0) {
+    try {
+      host_block_ = static_cast<char*>(backend.reserve_host(host_reserved_));
+    } catch (...) {  // the destructor does not run for a constructor that throws
+      backend.unreserve(block_);
+      block_ = nullptr;
+      throw;
+    }
+  }
 }
 
 Executor::~Executor() {
@@ -152,6 +160,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
   const int fb = backend_.float_bytes();
   auto copy = [&](int v, bool to_host) {
+    if (value_bytes(g_, v, fb) == 0) return;
     char* host = host_block_ + host_offset_[v];
     char* dev = block_ + offset_[v];
     backend_.copy_host(to_host ? host : dev, to_host ? dev : host, value_bytes(g_, v, fb), to_host);

@@ -352,7 +352,8 @@ struct CheapestWithin {
 // Prefixes of the ranking: about 60 sizes, denser where few values are kept, each repaired both ways. The largest
 // prefix that fits is found first (a bisection: keeping more of the ranking fits less often), then the other sizes
 // nearest to it; past the deadline, once one fits, the rest are left out (on swin_t b16's 3937 steps a size takes
-// ~65 ms: all of them, 8 s). Without a deadline every size is tried, so the result does not depend on the order.
+// ~65 ms: all of them, 8 s). Without a deadline every size is tried: the order decides only between equally
+// cheap schedules (the first found is kept).
 void try_ranked(const CheckpointProblem& p, const std::vector<double>& score, CheapestWithin& best,
                 Deadline deadline) {
   const int nf = static_cast<int>(p.fvals.size());

@@ -57,7 +57,9 @@ struct SolveOutcome {
   int widened_steps = 0, widened_levels = 0;
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
-  int64_t smallest_found_bytes = 0;  // the lowest peak of the heuristic schedules (an achievable budget)
+  // The lowest peak of the heuristic schedules (an achievable budget), or where they reach the budget the first
+  // peak found within it.
+  int64_t smallest_found_bytes = 0;
   // Why no schedule fits, when none does: "below_lower_bound" (proven for every schedule), "infeasible" (proven
   // for this formulation and window), "not_found" (nothing found within the time limit; not proven).
   std::string why_none;

@@ -206,12 +206,15 @@ int64_t index_range(const Graph& g, int input) {
   return range;
 }
 
-// Whether an integer input read as indices holds positions: its name says so ("position_ids", "pos"), as exports
-// name the input that Hugging Face's models take.
+// Whether an integer input read as indices holds positions: its name says so, as exports name the input Hugging
+// Face's models take ("position_ids"; also "positions", "pos", "pos_ids", any name ending in "position_ids").
 bool is_positions(const std::string& name) {
   std::string lower;
   for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return lower.find("position") != std::string::npos || lower == "pos" || lower == "pos_ids";
+  auto ends_with = [&](const std::string& tail) {
+    return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends_with("position_ids") || lower == "positions" || lower == "pos" || lower == "pos_ids";
 }
 
 // A mask as a padding mask is: each row (the last axis) 1 up to a length drawn in [1, T-1], 0 after it, so that

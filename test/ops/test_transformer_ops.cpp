@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "op_harness.h"
+#include "ops/common/broadcast.h"
 
 using namespace monet;
 using namespace monet::test;
@@ -53,6 +54,14 @@ TEST_CASE("Erf forward and backward", "[ops][erf]") {
   check_near(run_forward(c).values[0], {0, 0.8427007929497149, -0.5204998778130465});
   CHECK(gradient_error({.op = "Erf", .shapes = {{3, 4, 5}}}) < 1e-6);
   CHECK(gradient_error({.op = "Erf", .shapes = {{4}}, .data = {{-2.5, -0.1, 0.7, 3}}}) < 1e-6);
+}
+
+TEST_CASE("broadcast shapes follow numpy: a 1 takes the other side's size, a 0 included", "[ops][broadcast]") {
+  CHECK(ops::broadcast_shapes({2, 1, 4}, {3, 1}) == Shape{2, 3, 4});
+  CHECK(ops::broadcast_shapes({0}, {1}) == Shape{0});
+  CHECK(ops::broadcast_shapes({1, 3}, {0, 1}) == Shape{0, 3});
+  CHECK_FALSE(ops::broadcast_shapes({2}, {3}).has_value());
+  CHECK_FALSE(ops::broadcast_shapes({0}, {2}).has_value());
 }
 
 TEST_CASE("Expand broadcasts to a constant shape, both ways", "[ops][expand]") {

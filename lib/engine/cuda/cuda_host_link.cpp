@@ -63,7 +63,9 @@ LinkFigures measure_host_link(int64_t bytes, int repeats) {
     for (int i = 0; i < 2; ++i) copy_ms(kind, bytes);
     std::vector<double> ms;
     for (int i = 0; i < repeats; ++i) ms.push_back(copy_ms(kind, bytes));
-    return static_cast<double>(bytes) / (median(ms) * 1e-3) / 1e9;
+    const double m = median(ms);
+    if (!(m > 0)) fail("measure_host_link: a copy of ", bytes, " bytes timed at ", m, " ms");
+    return static_cast<double>(bytes) / (m * 1e-3) / 1e9;
   };
   LinkFigures f;
   f.h2d_gbs = rate(cudaMemcpyHostToDevice);

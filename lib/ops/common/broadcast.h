@@ -15,7 +15,7 @@ inline std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
     int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = std::max(da, db);
+    out[i] = da == 1 ? db : da;  // numpy: a 1 takes the other's size, 0 included
   }
   return out;
 }
