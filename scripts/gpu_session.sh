@@ -46,7 +46,8 @@
 # In a run-tool call: MONET_WORK=/tmp/g MONET_DEADLINE=560 bash scripts/gpu_session.sh [STAGE...] (OUT: the tool's
 # folder, which then gets results.tgz, session.log and SUMMARY.md alone: the tool returns at most 8 files).
 # Settings: MONET_WORK (the work folder; default: $OUT itself),
-# MONET_MODELS (the models of profile, roofline, bench, torch, zoo-runs; default all seven),
+# MONET_MODELS (the models of profile, roofline, bench, torch, zoo-runs; default all seven), MONET_BENCH_MODELS (bench's
+# alone), MONET_ZOO_MODELS (zoo's and zoo-runs'), MONET_ZOO_SOLVE_LIMIT (their solves' seconds; zoo: 60),
 # MONET_DEADLINE (seconds after start past which no step starts or runs), MONET_STEP_TIMEOUT (per step, default 300),
 # MONET_PACK=FILE (default results.tgz in $OUT; "none": off): after every step everything under the work folder is
 # packed into FILE (tar.gz: a call cut off at its limit still returns what was done), MONET_RESUME=FILE: a previous
@@ -251,7 +252,7 @@ stage_roofline() {
 stage_bench() {
   local m b p args
   mkdir -p "$OUT/bench"
-  for m in "${MODELS[@]}"; do
+  for m in ${MONET_BENCH_MODELS:-${MODELS[@]}}; do
     b=$(model_batch "$m") || continue
     p=$(model_profile "$m")
     args=(--model "$m" --batch "$b" --device "$DEV" --rows sdpa,monet --monet-bin "$B" --monet-store-all fast
@@ -402,14 +403,17 @@ stage_zoo() {
     [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ] ||
       step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss ce --device cuda \
         -o "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
-    # The last model's solves finish while this one profiled: its runs come next, on an idle GPU.
+    # The last model's solves ran while this one profiled; this model's solves run while the last one's schedules
+    # run on the GPU (the solves take the CPU's cores, the runs the GPU).
     [ -n "$pid" ] && wait "$pid"
-    [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}" "$ZOO_CHECK"
-    prev=(); pid=""
+    pid=""
     if [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ]; then
       zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" "${row[@]:1}" &
-      pid=$!; prev=("$m" "$b")
+      pid=$!
     fi
+    [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}" "$ZOO_CHECK"
+    prev=()
+    [ -n "$pid" ] && prev=("$m" "$b")
   done
   # PyTorch's rows keep the GPU busy while the last model's solves run.
   if [ -n "${MONET_ZOO_TORCH:-}" ]; then
