@@ -20,7 +20,9 @@ Stages (scripts/zoo.sh runs them; each may be run alone, and each skips what is 
 scripts/gpu_session.sh's zoo stage does the solve and gpu stages' full-mode part inside one short GPU call.
 
 Usage: /usr/bin/python3 scripts/zoo.py solve|gpu|table [--models resnet50,...] [--gpu h200] [--modes full,...]
-       [--time-limit 600] [--threads 2] [--build build] [--force]
+       [--time-limit 600] [--threads 2] [--build build] [--force] [--schedules DIR] [--out FILE]
+--schedules DIR: the models' folders are DIR/<model>_<batch>/ (a GPU call's unpacked results: DIR/schedules);
+--out FILE: where the table goes (default DIR/README.md).
 """
 import argparse
 import datetime
@@ -43,8 +45,11 @@ def monet_table():
     return MONET
 
 
+SCHEDULES = os.path.join(ROOT, "schedules")  # the folder of the <model>_<batch>/ folders (--schedules)
+
+
 def model_dir(model, batch):
-    return os.path.join(ROOT, "schedules", f"{model}_{batch}")
+    return os.path.join(SCHEDULES, f"{model}_{batch}")
 
 
 def loss_of(model):
@@ -185,9 +190,10 @@ def table_stage(a, monet):
                     and r.get("step_ms")]
         limits = sorted({f"{r['time_limit_s']:g} s ({r['mode']})" for r in reports.values() if r})
         lines += [f"## {model}, batch {batch}", ""]
-        lines.append(f"Profile `{first.get('profile', '')}`; solves of {', '.join(limits)} on {first['threads']} "
+        profile = first.get("profile") or os.path.relpath(profile_of(model, batch, a.gpu), ROOT)
+        lines.append(f"Profile `{profile}`; solves of {', '.join(limits)} on {first['threads']} "
                      f"threads. Store-all: predicted peak {first['store_all_peak_bytes'] / 1e9:.2f} GB, step "
-                     f"{first['store_all_step_ms']:.2f} ms (the profile times each node alone)" +
+                     f"{first['store_all_step_ms']:.2f} ms (the sum of the profile's node times)" +
                      (f"; measured {sa_run['peak_bytes'] / 1e9:.2f} GB, {sa_run['step_ms_median']:.2f} ms"
                       if sa_run else "; not run on a GPU yet") +
                      f". PyTorch eager: {torch_gb:.2f} GB in MONeT's table (PyTorch 1.5)" +
@@ -231,7 +237,8 @@ def table_stage(a, monet):
                 cells.append(f"{pct(best['step_ms'] / sa_run['step_ms_median'] - 1) if sa_run else '-'} "
                              f"({best['peak_bytes'] / 1e9:.2f} GB)")
             svg = f"timeline_full_{tag(gb)}.svg"
-            cells.append(f"[svg]({model}_{batch}/zoo/{svg})" if os.path.exists(os.path.join(out, svg)) else "-")
+            cells.append(f"[svg]({os.path.relpath(os.path.join(out, svg), os.path.dirname(a.out))})"
+                         if os.path.exists(os.path.join(out, svg)) else "-")
             lines.append("| " + " | ".join(cells) + " |")
         if measured:
             lines += ["", f"Measured below MONeT's overhead: {below} of {len(published)} budgets "
@@ -239,12 +246,13 @@ def table_stage(a, monet):
         lines.append("")
     lines.append(f"Table written {datetime.date.today().isoformat()} by `scripts/zoo.py table`; 'not run' marks a "
                  "column the GPU stage has not filled yet.")
-    with open(os.path.join(ROOT, "schedules", "README.md"), "w") as f:
+    with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("wrote schedules/README.md")
+    print(f"wrote {os.path.relpath(a.out, ROOT)}")
 
 
 def main():
+    global SCHEDULES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=["solve", "gpu", "table"])
     ap.add_argument("--models", default="resnet50,googlenet,unet,mobilenet_v2,vgg16")
@@ -254,7 +262,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--force", action="store_true", help="redo what is already done")
+    ap.add_argument("--schedules", default=SCHEDULES,
+                    help="the folder of the <model>_<batch>/ folders (default: schedules/; a GPU call's results: "
+                         "their schedules/)")
+    ap.add_argument("--out", help="table: the file written (default: schedules/README.md)")
     a = ap.parse_args()
+    SCHEDULES = os.path.abspath(a.schedules)
+    a.out = os.path.abspath(a.out or os.path.join(SCHEDULES, "README.md"))
     monet = monet_table()
     a.models = a.models.split(",")
     a.modes = a.modes.split(",")
