@@ -62,19 +62,25 @@ class Backend {
   // One line about the device for reports (CUDA: GPU, driver, runtime and cuDNN versions, math mode, the workspace
   // cap, and cudaMemGetInfo when the backend was made, before and after the arena's reservation and now).
   virtual std::string describe() const { return name(); }
-  // Times one node for profiles: start_timer() before run(), stop_timer_ms() after it (waits for the kernels).
-  // Host wall time after synchronize() by default; CUDA records events on its stream.
-  virtual void start_timer() {
+  // Times a step's nodes for profiles without waiting between them: timer_mark() records a point in the order of
+  // the device's work (before each node and once after the last); timer_marks_ms() waits for the last mark and
+  // returns each mark's time in ms after the first, then forgets them. A node's time is the span between its mark
+  // and the next: on a device that runs ahead of the host, its kernels' time; where the device waits for the host's
+  // launches, that wait too, as in a run. Host wall time by default (after synchronize()); CUDA records events on
+  // its stream and waits once per step, where waiting after every node would add each node's launch latency.
+  virtual void timer_mark() {
     synchronize();
-    timer_start_ = std::chrono::steady_clock::now();
+    marks_.push_back(std::chrono::steady_clock::now());
   }
-  virtual double stop_timer_ms() {
-    synchronize();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timer_start_).count();
+  virtual std::vector<double> timer_marks_ms() {
+    std::vector<double> ms;
+    for (const auto& t : marks_) ms.push_back(std::chrono::duration<double, std::milli>(t - marks_.front()).count());
+    marks_.clear();
+    return ms;
   }
 
  private:
-  std::chrono::steady_clock::time_point timer_start_;
+  std::vector<std::chrono::steady_clock::time_point> marks_;
 };
 
 // float_bytes 4: the fp32 engine; 8: double precision (for tests).

@@ -157,6 +157,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
                                                   const std::function<void(int)>& on_node) {
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
+  std::vector<int> timed;  // with node_ms: the node after each timer mark
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
   const int fb = backend_.float_bytes();
   auto copy = [&](int v, bool to_host) {
@@ -180,10 +181,12 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       const bool skip = unread_optional_[v] && !node_ms && !capture.count(v);
       out.push_back(skip ? TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype} : ref(v));
     }
-    if (node_ms) backend_.start_timer();  // host wall time on the CPU, CUDA events on the GPU
+    if (node_ms) {  // host wall time on the CPU, CUDA events on the GPU
+      backend_.timer_mark();
+      timed.push_back(node);
+    }
     backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
                  computed[node] != 0, st.impl, st.algo);
-    if (node_ms) (*node_ms)[node] += backend_.stop_timer_ms();
     if (on_node) on_node(node);
     for (int v : n.outputs)
       if (capture.count(v) && !captured.count(v)) {
@@ -192,6 +195,11 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       }
     computed[node] = 1;
   }, copy);
+  if (node_ms && !timed.empty()) {
+    backend_.timer_mark();
+    const std::vector<double> at = backend_.timer_marks_ms();
+    for (size_t i = 0; i < timed.size(); ++i) (*node_ms)[timed[i]] += at[i + 1] - at[i];
+  }
   backend_.synchronize();
   return captured;
 }

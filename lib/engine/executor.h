@@ -25,9 +25,10 @@ class Executor {
   std::vector<double> get_value(int value);                    // resident values only
 
   // Runs one training step. Each value in `capture` is copied to the host right after it is computed (the first
-  // time in the step) and returned. With node_ms, each compute step's wall time (backend synchronised) is added
-  // to node_ms[node] and on_node(node) is called after it (profiling and progress). Optional outputs
-  // (OpDef::optional_outputs) that no step of the schedule reads are left unwritten, unless captured or profiled.
+  // time in the step) and returned. With node_ms, each compute step's time (from its timer mark to the next:
+  // Backend::timer_mark) is added to node_ms[node] once the step ends; on_node(node) is called after each node
+  // (profiling and progress). Optional outputs (OpDef::optional_outputs) that no step of the schedule reads are
+  // left unwritten, unless captured or profiled.
   std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,
                                           const std::function<void(int)>& on_node = nullptr);
 

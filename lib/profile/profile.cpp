@@ -184,8 +184,9 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
                      {"device", backend->describe()},
                      {"warmup", warmup},
                      {"repeats", repeats},
-                     {"time", "median over the repeats of each node's time between CUDA events in a store-all step "
-                               "(one pass per implementation index)"}};
+                     {"time", "median over the repeats of each node's time in a store-all step: from a CUDA event "
+                               "recorded before it to the next node's, the step waited for once at its end (one pass "
+                               "per implementation index)"}};
   p.costs = node_costs(g);
   p.plan = std::move(plan);
   for (size_t n = 0; n < g.nodes.size(); ++n)

@@ -203,6 +203,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
   by_kind[static_cast<int>(MemoryKind::resident)] = r.resident_bytes;
   int64_t live_bytes = r.resident_bytes;
   int64_t host_bytes = 0;  // offloaded values
+  int copies = 0;          // offloads and prefetches since the last compute step (the timeline's)
   r.peak_bytes = live_bytes;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
@@ -262,6 +263,8 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         m.end_ms = r.time_ms + n.impl_ms(impl);
         m.bytes = by_kind;
         m.bytes[static_cast<int>(MemoryKind::workspace)] = workspace;
+        m.host_bytes = host_bytes;
+        m.copies = copies;
         timeline->push_back(m);
       }
       if (step_peak > r.peak_bytes) {
@@ -275,6 +278,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
           if (state[v] == resident) updated_by[v] = st.id;
       r.time_ms += n.impl_ms(impl);
       if (runs[st.id]++ > 0) ++r.recomputations;
+      copies = 0;
     } else {
       const int v = st.id;
       if (v < 0 || v >= static_cast<int>(p.values.size())) fail("schedule step ", i, ": unknown value ", v);
@@ -315,6 +319,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         }
       }
       if (st.kind != Step::Kind::free) {
+        ++copies;
         ++r.transfers;
         r.transfer_bytes += bytes;
       }

@@ -60,8 +60,12 @@ std::string memory_timeline_svg(const TimelineChart& chart) {
   auto x_end = [&](const std::vector<MemoryPoint>& v) { return v.empty() ? 0.0 : end_of(v.back(), v.size() - 1, timed); };
   const double x_hi = std::max(x_end(chart.schedule), x_end(chart.store_all));
   int64_t y_hi = chart.budget_bytes;
+  bool offloads = false;
   for (const auto* v : {&chart.schedule, &chart.store_all})
-    for (const MemoryPoint& m : *v) y_hi = std::max(y_hi, m.total());
+    for (const MemoryPoint& m : *v) {
+      y_hi = std::max({y_hi, m.total(), m.host_bytes});
+      offloads = offloads || m.host_bytes > 0 || m.copies > 0;
+    }
   constexpr double kGB = 1e9;
 
   SvgChart svg(chart.title, timed ? "predicted time in the step (ms)" : "compute steps", "GB in use");
@@ -80,6 +84,18 @@ std::string memory_timeline_svg(const TimelineChart& chart) {
     std::vector<double> ys;
     for (const MemoryPoint* m : sa.at) ys.push_back(static_cast<double>(m->total()) / kGB);
     svg.line(sa.xs, ys, "#202020", "store-all");
+  }
+  if (offloads) {  // every step: a column's step with the most on the device may not be the one after copies
+    std::vector<double> xs, ys, copy_xs, copy_ys;
+    for (size_t i = 0; i < chart.schedule.size(); ++i) {
+      const MemoryPoint& m = chart.schedule[i];
+      const double host = static_cast<double>(m.host_bytes) / kGB;
+      xs.push_back(start_of(m, i, timed)), ys.push_back(host);
+      xs.push_back(end_of(m, i, timed)), ys.push_back(host);
+      if (m.copies > 0) copy_xs.push_back(start_of(m, i, timed)), copy_ys.push_back(host);
+    }
+    svg.line(xs, ys, "#7b3294", "on the host (offloaded)");
+    if (!copy_xs.empty()) svg.markers(copy_xs, copy_ys, "#7b3294", "after offload or prefetch steps");
   }
   if (chart.budget_bytes > 0) svg.hline(static_cast<double>(chart.budget_bytes) / kGB, "#b00020", "budget");
   for (size_t i = 0; i < chart.schedule.size(); ++i)

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -206,6 +207,74 @@ TEST_CASE("optional outputs nothing reads are not written unless captured or pro
   CHECK_FALSE(skipped.count(g.nodes[g.values[relu_mask].producer].name));
   // Not writing them changes nothing else: the same gradients, bitwise, as the implementations that read them.
   for (int v : grads) CHECK(base.at(v) == with_saved.at(v));
+}
+
+namespace {
+// A CPU backend with a clock of its own: running node k advances it by k + 1 ms, and a timer mark reads it.
+class StepClock : public Backend {
+ public:
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  double now_ms = 0;
+  std::vector<double> marks;
+
+  std::string name() const override { return cpu->name(); }
+  int float_bytes() const override { return cpu->float_bytes(); }
+  void* reserve(int64_t bytes) override { return cpu->reserve(bytes); }
+  void unreserve(void* block) override { cpu->unreserve(block); }
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
+    return cpu->workspace_bytes(g, n, algo);
+  }
+  void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+           void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
+    cpu->run(g, n, in, out, workspace, seed, recompute, impl, algo);
+    now_ms += static_cast<double>(&n - g.nodes.data()) + 1;
+  }
+  void upload(const TensorRef& dst, const std::vector<double>& host) override { cpu->upload(dst, host); }
+  std::vector<double> download(const TensorRef& src) override { return cpu->download(src); }
+  void timer_mark() override { marks.push_back(now_ms); }
+  std::vector<double> timer_marks_ms() override {
+    std::vector<double> ms;
+    for (double m : marks) ms.push_back(m - marks.front());
+    marks.clear();
+    return ms;
+  }
+};
+}  // namespace
+
+TEST_CASE("profiled steps give each node the time from its timer mark to the next", "[engine][profile]") {
+  auto s = open_session(tiny_options());
+  const Graph& g = s->tg.graph;
+  const Schedule schedule = store_all_schedule(g);  // (a node run twice would get both runs' time)
+  std::vector<int> runs(g.nodes.size(), 0);
+  for (const Step& st : schedule.steps)
+    if (st.kind == Step::Kind::compute) ++runs[static_cast<size_t>(st.id)];
+  StepClock clock;
+  Executor e(g, schedule, clock, 7);
+  for (int v : resident_values(g)) e.set_value(v, s->initial[v]);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<double> node_ms(g.nodes.size(), 0.0);
+    e.step({}, &node_ms);
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      INFO(g.nodes[k].name);
+      CHECK(node_ms[k] == runs[k] * static_cast<double>(k + 1));
+    }
+    CHECK(clock.marks.empty());  // read once per step
+  }
+  // The CPU backend's own clock: times that cannot be negative and add up to no more than the step took.
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  Executor c(g, schedule, *cpu, 7);
+  for (int v : resident_values(g)) c.set_value(v, s->initial[v]);
+  std::vector<double> node_ms(g.nodes.size(), 0.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  c.step({}, &node_ms);
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double sum = 0;
+  for (double t : node_ms) {
+    CHECK(t >= 0);
+    sum += t;
+  }
+  CHECK(sum > 0);
+  CHECK(sum <= wall);
 }
 
 // A convolution's weight (and bias) gradient runs before its data gradient: X may go after ConvGradWeight, so dY,

@@ -13,6 +13,7 @@
 #include "engine/session.h"
 #include "profile/profile.h"
 #include "schedule/schedule_io.h"
+#include "schedule/timeline.h"
 #include "solve/no_clock.h"
 #include "solve/solve.h"
 #include "test_paths.h"
@@ -493,6 +494,24 @@ TEST_CASE("offloaded values: the step gives store-all's bits in less device memo
   CHECK(sim.transfer_bytes == 2 * offloaded);  // each value out and back
   CHECK(sim.host_peak_bytes <= offloaded);
   CHECK(sim.time_ms == base.time_ms);  // copies are not priced by the simulator
+
+  // The timeline: the host's bytes at each compute step, every copy counted at the compute step after it, and
+  // both drawn; store-all's timeline shows neither.
+  const std::vector<MemoryPoint> points = memory_timeline(plan, s);
+  int64_t host_most = 0;
+  int copies = 0;
+  for (const MemoryPoint& m : points) host_most = std::max(host_most, m.host_bytes), copies += m.copies;
+  CHECK(host_most > 0);
+  CHECK(host_most <= sim.host_peak_bytes);  // (a value offloaded and prefetched between two compute steps is not seen)
+  CHECK(copies == sim.transfers);
+  TimelineChart chart;
+  chart.title = "tiny offloaded";
+  chart.schedule = points;
+  chart.store_all = memory_timeline(plan, store_all);
+  const std::string svg = memory_timeline_svg(chart);
+  CHECK_THAT(svg, Contains("on the host (offloaded)") && Contains("after offload or prefetch steps"));
+  chart.schedule = chart.store_all;
+  CHECK_THAT(memory_timeline_svg(chart), !Contains("on the host"));
 
   TempSchedule file("tiny_offload_by_hand");
   write_file(file.path, tg, plan, s, 0);

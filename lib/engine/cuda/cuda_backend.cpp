@@ -146,8 +146,6 @@ class CudaBackend final : public Backend {
     // Full fp32 GEMMs in both modes (PyTorch's default: allow_tf32 = False for matmul); CUBLAS_DEFAULT_MATH never
     // uses TF32 for SGEMM.
     MONET_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH));
-    MONET_CUDA_CHECK(cudaEventCreate(&timer_start_));
-    MONET_CUDA_CHECK(cudaEventCreate(&timer_stop_));
     MONET_CUDA_CHECK(cudaDriverGetVersion(&driver_version_));
     MONET_CUDA_CHECK(cudaRuntimeGetVersion(&runtime_version_));
     // The device's free memory once the handles exist: what algorithm workspaces are capped by until a session
@@ -158,8 +156,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     ctx_.conv_plans.clear();
-    cudaEventDestroy(timer_start_);
-    cudaEventDestroy(timer_stop_);
+    for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     if (ctx_.cublas) cublasDestroy(ctx_.cublas);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
   }
@@ -269,17 +266,29 @@ class CudaBackend final : public Backend {
     MONET_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
 
-  // A timed node's pending updates go out before its stop event (an SgdUpdate is timed alone).
-  void start_timer() override {
+  // A timed node's pending updates go out before the next mark (an SgdUpdate is timed alone). The events are
+  // made once and reused step after step.
+  void timer_mark() override {
     flush_sgd(ctx_);
-    MONET_CUDA_CHECK(cudaEventRecord(timer_start_, ctx_.stream));
+    if (marks_used_ == marks_.size()) {
+      cudaEvent_t e = nullptr;
+      MONET_CUDA_CHECK(cudaEventCreate(&e));
+      marks_.push_back(e);
+    }
+    MONET_CUDA_CHECK(cudaEventRecord(marks_[marks_used_++], ctx_.stream));
   }
-  double stop_timer_ms() override {
+  std::vector<double> timer_marks_ms() override {
     flush_sgd(ctx_);
-    MONET_CUDA_CHECK(cudaEventRecord(timer_stop_, ctx_.stream));
-    MONET_CUDA_CHECK(cudaEventSynchronize(timer_stop_));
-    float ms = 0;
-    MONET_CUDA_CHECK(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+    std::vector<double> ms;
+    if (marks_used_ == 0) return ms;
+    const size_t used = marks_used_;
+    marks_used_ = 0;
+    MONET_CUDA_CHECK(cudaEventSynchronize(marks_[used - 1]));
+    for (size_t i = 0; i < used; ++i) {
+      float t = 0;
+      MONET_CUDA_CHECK(cudaEventElapsedTime(&t, marks_[0], marks_[i]));
+      ms.push_back(t);
+    }
     return ms;
   }
 
@@ -332,7 +341,8 @@ class CudaBackend final : public Backend {
 
   cudaDeviceProp prop_{};
   mutable CudaContext ctx_;  // workspace_bytes() caches convolution plans
-  cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
+  std::vector<cudaEvent_t> marks_;  // timer_mark's events, the first marks_used_ of them recorded this step
+  size_t marks_used_ = 0;
   int driver_version_ = 0, runtime_version_ = 0;
   size_t free_at_creation_ = 0, free_before_reserve_ = 0, free_after_reserve_ = 0, total_ = 0;
   int64_t reserved_ = 0;

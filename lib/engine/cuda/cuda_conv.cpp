@@ -10,8 +10,8 @@
 // Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7, which allocate nothing); the first algorithm that
 // succeeds, needs at most the context's workspace cap (CudaContext::workspace_cap: the device's free memory, or the
 // budget, less what stays allocated; Backend::limit_workspace) and, for the two backward kinds, is deterministic
-// (so a schedule's recomputation matches store-all bit for bit), else the first within the cap that succeeds, else
-// the one that succeeds with the least workspace. Its workspace is what
+// (so a schedule's recomputation matches store-all bit for bit), else for those the deterministic one with the least
+// workspace, else the first within the cap that succeeds, else the one that succeeds with the least workspace. Its workspace is what
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
@@ -204,18 +204,31 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
     if (!pick) fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm ", algo,
                     " for this problem");
   } else {
+    // Backward: a deterministic algorithm whenever cuDNN has one (nondeterministic ones are offered only as
+    // implementations of a profile made with --nondeterministic-algorithms): the first within the cap, else the
+    // deterministic one with the least workspace. Forward algorithms are all deterministic.
     const bool want_deterministic = pr.kind != ConvKind::forward;
-    for (int pass = want_deterministic ? 0 : 1; pass < 2 && !pick; ++pass)
+    auto first_within_cap = [&](bool deterministic_only) {
       for (const Candidate& c : p->candidates)
-        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= ctx.workspace_cap && (pass == 1 || c.deterministic)) {
-          pick = &c;
-          break;
-        }
+        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= ctx.workspace_cap &&
+            (!deterministic_only || c.deterministic))
+          return &c;
+      return static_cast<const Candidate*>(nullptr);
+    };
     // Nothing within the cap: the least workspace, so that the node still runs where the arena has room after all
     // (the simulator holds a schedule to its budget).
-    if (!pick)
+    auto least_workspace = [&](bool deterministic_only) {
+      const Candidate* least = nullptr;
       for (const Candidate& c : p->candidates)
-        if (c.status == CUDNN_STATUS_SUCCESS && (!pick || c.workspace < pick->workspace)) pick = &c;
+        if (c.status == CUDNN_STATUS_SUCCESS && (!deterministic_only || c.deterministic) &&
+            (!least || c.workspace < least->workspace))
+          least = &c;
+      return least;
+    };
+    if (want_deterministic) pick = first_within_cap(true);
+    if (!pick && want_deterministic) pick = least_workspace(true);
+    if (!pick) pick = first_within_cap(false);
+    if (!pick) pick = least_workspace(false);
     if (!pick)
       fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm for this problem");
   }
