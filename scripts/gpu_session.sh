@@ -34,13 +34,14 @@
 # attention (GPT-2 and BERT, fused and materialized attention, each on its own profile, fast store-all side by side),
 # kernels (Nsight Compute's kernel times of a store-all step), transformers (gpt2_tiny/bert_tiny CUDA vs CPU, GPT-2 and
 # BERT store-all steps), zoo (profiles, full-mode solves at MONeT's budgets on this machine's cores, runs and the
-# tightest check, in one call), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
+# tightest check, in one call; MONET_ZOO_MODELS="gpt2 bert" solves those at MONET_ZOO_FRACTIONS of store-all,
+# default "1/2 1/3"), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
 #
 # --cpu (or dry): the same stages on this (GPU-less) machine at tiny sizes, to test the script before a GPU call:
 # device cpu, binaries of build/ (MONET_BIN; read only), /usr/bin/python3 (MONET_PYTHON), CNNs at batch 2 and 64x64
 # (vgg16 batch 1 at 224x224, unet batch 1), gpt2_tiny and bert_tiny (test/data) at batch 2, one warm-up and one
-# measured step, PyTorch on the CPU; tests exits 77 (no GPU: SKIP); zoo-runs solves its own stand-in schedules at
-# 97% and 99% of store-all (MONET_CPU_FRACTIONS) where the GPU call runs the committed zoo. OUT defaults to
+# measured step, PyTorch on the CPU; tests exits 77 (no GPU: SKIP); zoo-runs and zoo solve their own stand-in schedules at
+# 97% and 99% of store-all (MONET_CPU_FRACTIONS, 8 s solves) where the GPU call runs the committed zoo or MONeT's budgets. OUT defaults to
 # /tmp/monet-gpu-session-cpu.
 #
 # In a run-tool call: MONET_WORK=/tmp/g MONET_DEADLINE=560 bash scripts/gpu_session.sh [STAGE...] (OUT: the tool's
@@ -299,15 +300,12 @@ stage_torch() {
 ZOO_MODELS=(${MONET_ZOO_MODELS:-vgg16 unet resnet50 mobilenet_v2 googlenet})
 ZOO_CHECK=${MONET_ZOO_CHECK:-tightest}  # the zoo stage's checks (MONET_ZOO_CHECK_ALL=1 as all)
 [ -n "${MONET_ZOO_CHECK_ALL:-}" ] && ZOO_CHECK=all
-zoo_row() {  # zoo_row MODEL: "batch budget..." from MONeT's table (one copy of it, in bench_floor.py)
-  echo "$(util batch "$1") $(util budgets "$1")"
-}
 
 zoo_solves() {  # zoo_solves MODEL BATCH PROFILE BUDGET...: full mode at each budget, all at once
   local m=$1 b=$2 prof=$3 gb; shift 3
   for gb in "$@"; do
     step "solve_${m}_$gb" "$B/monet-solve" "$prof" --budget "${gb}GB" --mode full \
-      --time-limit "${MONET_ZOO_SOLVE_LIMIT:-60}" --threads 2 -q \
+      --time-limit "${MONET_ZOO_SOLVE_LIMIT:-$([ -n "$CPU" ] && echo 8 || echo 60)}" --threads "$([ -n "$CPU" ] && echo 1 || echo 2)" -q \
       -o "$OUT/schedules/${m}_$b/zoo/schedule_full_${gb}GB.json" \
       --report "$OUT/schedules/${m}_$b/zoo/report_full_${gb}GB.json" &
   done
@@ -394,21 +392,27 @@ stage_zoo-runs() {
 }
 
 stage_zoo() {
-  gpu_only zoo || return 0
-  local m row b prev=() pid=""
+  local m b prof budgets f prev=() pid="" extra=()
+  [ -n "$CPU" ] && extra=(--warmup 0 --repeats 1)
   for m in "${ZOO_MODELS[@]}"; do
-    row=($(zoo_row "$m")) || continue
-    b=${row[0]}
-    mkdir -p "$OUT/schedules/${m}_$b/$ZOO_GPU" "$OUT/schedules/${m}_$b/zoo"
-    [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ] ||
-      step "profile_${m}_$b" "$B/monet-profile" "models/$m.onnx" --batch "$b" --loss ce --device cuda \
-        -o "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json"
+    b=$(model_batch "$m") || continue
+    prof=$(model_profile "$m")
+    mkdir -p "$(model_dir "$m")/$ZOO_GPU" "$(model_dir "$m")/zoo"
+    [ -f "$prof" ] ||
+      step "profile_${m}_$b" "$B/monet-profile" "$(model_onnx "$m")" --batch "$b" $(model_shape "$m") --loss ce \
+        --device "$DEV" "${extra[@]}" -o "$prof"
     # The last model's solves ran while this one profiled; this model's solves run while the last one's schedules
     # run on the GPU (the solves take the CPU's cores, the runs the GPU).
     [ -n "$pid" ] && wait "$pid"
     pid=""
-    if [ -f "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" ]; then
-      zoo_solves "$m" "$b" "$OUT/schedules/${m}_$b/$ZOO_GPU/profile.json" "${row[@]:1}" &
+    # MONeT's budgets, or fractions of store-all for the models MONeT did not measure (GPT-2, BERT); --cpu: the
+    # fractions MONET_CPU_FRACTIONS of every model's store-all (MONeT's budgets are for the full sizes).
+    if [ -n "$CPU" ] && [ -f "$prof" ]; then
+      budgets=$(for f in ${MONET_CPU_FRACTIONS:-0.97 0.99}; do
+                  awk -v b="$(util budget "$prof" "$f")" 'BEGIN {printf "%.6f\n", b / 1e9}'; done)
+    fi
+    if [ -f "$prof" ] && { [ -n "$CPU" ] || budgets=$(util budgets-of "$m" "$prof"); }; then
+      zoo_solves "$m" "$b" "$prof" $budgets &
       pid=$!
     fi
     [ ${#prev[@]} -gt 0 ] && zoo_runs "${prev[@]}" "$ZOO_CHECK"
@@ -416,7 +420,7 @@ stage_zoo() {
     [ -n "$pid" ] && prev=("$m" "$b")
   done
   # PyTorch's rows keep the GPU busy while the last model's solves run.
-  if [ -n "${MONET_ZOO_TORCH:-}" ]; then
+  if [ -n "${MONET_ZOO_TORCH:-}" ] && [ -z "$CPU" ]; then
     local models=("${MODELS[@]}")
     MODELS=("${ZOO_MODELS[@]}"); stage_torch; MODELS=("${models[@]}")
   fi

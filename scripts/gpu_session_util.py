@@ -6,6 +6,9 @@
   gpu_session_util.py budgets MODEL            MONeT's budgets of the model in GB, one line, 2 decimals
   gpu_session_util.py shape-args PROFILE       "--batch N --input-shape C,H,W" (or T) of a profile or schedule
   gpu_session_util.py budget PROFILE FRACTION  FRACTION of the profile's store-all peak, in bytes
+  gpu_session_util.py budgets-of MODEL PROFILE  MONeT's budgets of the model in GB, or for a model MONeT did not
+                                               measure (GPT-2, BERT) the fractions MONET_ZOO_FRACTIONS (default
+                                               "1/2 1/3") of the profile's store-all peak, in GB, 2 decimals
   gpu_session_util.py profile-for SCHEDULE     the profile of the schedule's training graph (same fingerprint) among
                                                <model>_<batch>/*/profile*.json beside its zoo/ folder, then among the
                                                repository's schedules/<model>_<batch>/*/; nothing (exit 1) where none
@@ -119,6 +122,15 @@ def summary(outdir, path):
     print(f"wrote {path}: {len(benches)} bench tables, {len(roofs)} rooflines")
 
 
+def fraction(text):
+    """'1/3' or '0.5' as a number in (0, 1]."""
+    num, _, den = text.partition("/")
+    x = float(num) / float(den) if den else float(num)
+    if not 0 < x <= 1:
+        sys.exit(f"gpu_session_util.py: fraction {text} is not in (0, 1]")
+    return x
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -130,6 +142,15 @@ def main(argv):
         print(*(f"{gb:.2f}" for gb, _ in monet_table()[rest[0]][2]))
     elif cmd == "shape-args" and len(rest) == 1:
         print(shape_args(rest[0]))
+    elif cmd == "budgets-of" and len(rest) == 2:
+        m, profile = rest
+        if m in monet_table():
+            print(*(f"{gb:.2f}" for gb, _ in monet_table()[m][2]))
+        else:
+            with open(profile) as f:
+                peak = json.load(f)["totals"]["store_all_peak_bytes"]
+            fractions = os.environ.get("MONET_ZOO_FRACTIONS", "1/2 1/3").split()
+            print(*(f"{peak * fraction(x) / 1e9:.2f}" for x in fractions))
     elif cmd == "budget" and len(rest) == 2:
         with open(rest[0]) as f:
             print(int(json.load(f)["totals"]["store_all_peak_bytes"] * float(rest[1])))
