@@ -765,3 +765,33 @@ TEST_CASE("a schedule's cuDNN algorithms run: arena peak = predicted, gradients 
   INFO("gradients: relative difference " << std::sqrt(d2 / n2));
   CHECK(std::sqrt(d2 / n2) <= 1e-3);
 }
+
+TEST_CASE("without room for workspace a backward convolution still runs a deterministic algorithm",
+          "[cuda][algorithms][determinism]") {
+  // A workspace cap of 0: cuDNN's deterministic backward algorithms that need workspace do not fit, the
+  // workspace-free ones may be nondeterministic (atomics). The default rule takes a deterministic one whenever
+  // cuDNN has one, within the cap if any fits, else the one with the least workspace.
+  auto s = open_session(model_options("resnet50", 2, Shape{3, 64, 64}, "cuda"));
+  const Graph& g = s->tg.graph;
+  s->backend->limit_workspace(1, 1);
+  int checked = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op != "ConvGradWeight" && n.op != "ConvGradData") continue;
+    INFO(n.name);
+    const nlohmann::json list = cuda::time_conv_algorithms(*s->backend, g, n, 0, 1);
+    bool any_deterministic = false, any_within = false;
+    const nlohmann::json* chosen = nullptr;
+    for (const auto& e : list) {
+      if (e.value("chosen_by_default", false) && !chosen) chosen = &e;
+      if (e["status"] != "ok" || !e["deterministic"].get<bool>()) continue;
+      any_deterministic = true;
+      any_within = any_within || e["workspace_bytes"].get<int64_t>() == 0;
+    }
+    REQUIRE(chosen);
+    if (!any_deterministic) continue;
+    CHECK((*chosen)["deterministic"].get<bool>());
+    if (any_within) CHECK((*chosen)["workspace_bytes"].get<int64_t>() == 0);
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
