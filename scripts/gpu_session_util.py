@@ -125,7 +125,10 @@ def summary(outdir, path):
 def fraction(text):
     """'1/3' or '0.5' as a number in (0, 1]."""
     num, _, den = text.partition("/")
-    x = float(num) / float(den) if den else float(num)
+    try:
+        x = float(num) / float(den) if den else float(num)
+    except (ValueError, ZeroDivisionError):
+        x = -1
     if not 0 < x <= 1:
         sys.exit(f"gpu_session_util.py: fraction {text} is not in (0, 1]")
     return x

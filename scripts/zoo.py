@@ -190,7 +190,8 @@ def table_stage(a, monet):
                     and r.get("step_ms")]
         limits = sorted({f"{r['time_limit_s']:g} s ({r['mode']})" for r in reports.values() if r})
         lines += [f"## {model}, batch {batch}", ""]
-        profile = first.get("profile") or os.path.relpath(profile_of(model, batch, a.gpu), ROOT)
+        found = sorted(glob.glob(os.path.join(model_dir(model, batch), "*", "profile*.json")))
+        profile = first.get("profile") or (os.path.relpath(found[0], ROOT) if found else "-")
         lines.append(f"Profile `{profile}`; solves of {', '.join(limits)} on {first['threads']} "
                      f"threads. Store-all: predicted peak {first['store_all_peak_bytes'] / 1e9:.2f} GB, step "
                      f"{first['store_all_step_ms']:.2f} ms (the sum of the profile's node times)" +

@@ -158,6 +158,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
   std::vector<int> timed;  // with node_ms: the node after each timer mark
+  if (node_ms) backend_.timer_marks_ms();  // drops marks a step that threw left behind
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
   const int fb = backend_.float_bytes();
   auto copy = [&](int v, bool to_host) {
@@ -198,6 +199,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   if (node_ms && !timed.empty()) {
     backend_.timer_mark();
     const std::vector<double> at = backend_.timer_marks_ms();
+    MONET_CHECK(at.size() == timed.size() + 1, "timer marks: ", at.size(), " for ", timed.size(), " nodes");
     for (size_t i = 0; i < timed.size(); ++i) (*node_ms)[timed[i]] += at[i + 1] - at[i];
   }
   backend_.synchronize();

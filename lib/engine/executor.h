@@ -26,7 +26,8 @@ class Executor {
 
   // Runs one training step. Each value in `capture` is copied to the host right after it is computed (the first
   // time in the step) and returned. With node_ms, each compute step's time (from its timer mark to the next:
-  // Backend::timer_mark) is added to node_ms[node] once the step ends; on_node(node) is called after each node
+  // Backend::timer_mark; what runs between two nodes, such as copies, counts to the one before) is added to
+  // node_ms[node] once the step ends; on_node(node) is called after each node
   // (profiling and progress). Optional outputs (OpDef::optional_outputs) that no step of the schedule reads are
   // left unwritten, unless captured or profiled.
   std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,

@@ -105,7 +105,8 @@ struct MemoryPoint {
   double start_ms = 0, end_ms = 0;  // predicted: the sum of the times of the compute steps before it, and with it
   std::array<int64_t, kMemoryKinds> bytes{};  // by MemoryKind
   int64_t host_bytes = 0;        // offloaded values on the host meanwhile (not counted in bytes)
-  int copies = 0;                // offload and prefetch steps since the compute step before
+  int copies = 0;                // offload and prefetch steps since the compute step before (any after the last
+                                 // compute step are in no point)
   int64_t total() const;
 };
 

@@ -60,12 +60,13 @@ std::string memory_timeline_svg(const TimelineChart& chart) {
   auto x_end = [&](const std::vector<MemoryPoint>& v) { return v.empty() ? 0.0 : end_of(v.back(), v.size() - 1, timed); };
   const double x_hi = std::max(x_end(chart.schedule), x_end(chart.store_all));
   int64_t y_hi = chart.budget_bytes;
-  bool offloads = false;
   for (const auto* v : {&chart.schedule, &chart.store_all})
-    for (const MemoryPoint& m : *v) {
-      y_hi = std::max({y_hi, m.total(), m.host_bytes});
-      offloads = offloads || m.host_bytes > 0 || m.copies > 0;
-    }
+    for (const MemoryPoint& m : *v) y_hi = std::max(y_hi, m.total());
+  bool offloads = false;  // the schedule's host bytes are drawn
+  for (const MemoryPoint& m : chart.schedule) {
+    y_hi = std::max(y_hi, m.host_bytes);
+    offloads = offloads || m.host_bytes > 0 || m.copies > 0;
+  }
   constexpr double kGB = 1e9;
 
   SvgChart svg(chart.title, timed ? "predicted time in the step (ms)" : "compute steps", "GB in use");

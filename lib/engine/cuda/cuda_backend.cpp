@@ -152,6 +152,7 @@ class CudaBackend final : public Backend {
     // states its budget and resident bytes (limit_workspace).
     MONET_CUDA_CHECK(cudaMemGetInfo(&free_at_creation_, &total_));
     ctx_.workspace_cap = workspace_cap_bytes(static_cast<int64_t>(free_at_creation_), 0, 0);
+    ctx_.device_room = ctx_.workspace_cap;
   }
 
   ~CudaBackend() override {
@@ -275,7 +276,8 @@ class CudaBackend final : public Backend {
       MONET_CUDA_CHECK(cudaEventCreate(&e));
       marks_.push_back(e);
     }
-    MONET_CUDA_CHECK(cudaEventRecord(marks_[marks_used_++], ctx_.stream));
+    MONET_CUDA_CHECK(cudaEventRecord(marks_[marks_used_], ctx_.stream));
+    ++marks_used_;
   }
   std::vector<double> timer_marks_ms() override {
     flush_sgd(ctx_);

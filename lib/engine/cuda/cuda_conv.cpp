@@ -11,7 +11,8 @@
 // succeeds, needs at most the context's workspace cap (CudaContext::workspace_cap: the device's free memory, or the
 // budget, less what stays allocated; Backend::limit_workspace) and, for the two backward kinds, is deterministic
 // (so a schedule's recomputation matches store-all bit for bit), else for those the deterministic one with the least
-// workspace, else the first within the cap that succeeds, else the one that succeeds with the least workspace. Its workspace is what
+// workspace where the device's free memory holds it, else the first within the cap that succeeds, else the one
+// that succeeds with the least workspace. Its workspace is what
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
@@ -204,9 +205,10 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
     if (!pick) fail("node '", n.name, "' (", n.op, "): cuDNN offers no ", kind_name(pr.kind), " algorithm ", algo,
                     " for this problem");
   } else {
-    // Backward: a deterministic algorithm whenever cuDNN has one (nondeterministic ones are offered only as
-    // implementations of a profile made with --nondeterministic-algorithms): the first within the cap, else the
-    // deterministic one with the least workspace. Forward algorithms are all deterministic.
+    // Backward: a deterministic algorithm whenever cuDNN has one that the device can hold (nondeterministic ones are
+    // offered only as implementations of a profile made with --nondeterministic-algorithms): the first within the
+    // cap, else the deterministic one with the least workspace if the device's free memory holds it (beyond a
+    // budget's cap: the simulator then holds the schedule to its budget). Forward algorithms are all deterministic.
     const bool want_deterministic = pr.kind != ConvKind::forward;
     auto first_within_cap = [&](bool deterministic_only) {
       for (const Candidate& c : p->candidates)
@@ -226,7 +228,10 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
       return least;
     };
     if (want_deterministic) pick = first_within_cap(true);
-    if (!pick && want_deterministic) pick = least_workspace(true);
+    if (!pick && want_deterministic) {
+      const Candidate* least = least_workspace(true);
+      if (least && least->workspace <= ctx.device_room) pick = least;
+    }
     if (!pick) pick = first_within_cap(false);
     if (!pick) pick = least_workspace(false);
     if (!pick)

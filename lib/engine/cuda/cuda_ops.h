@@ -49,6 +49,9 @@ struct CudaContext {
   // The most workspace an algorithm the backend chooses itself may take (workspace_cap_bytes, engine/backend.h):
   // set when the backend is made, lowered by Backend::limit_workspace.
   int64_t workspace_cap = 0;
+  // What the device had free when the backend was made, less kWorkspaceMarginBytes: the most workspace a
+  // deterministic backward algorithm may take when none fits workspace_cap.
+  int64_t device_room = 0;
   std::map<std::string, std::shared_ptr<ConvPlan>> conv_plans;  // by problem key (choices under workspace_cap)
   PendingSgd pending_sgd;
 };
