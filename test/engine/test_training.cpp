@@ -127,11 +127,10 @@ TEST_CASE("in place: output 0 takes the input's bytes, and the input cannot be r
 }
 
 namespace {
-// A CPU backend that records, for every node run, which of its outputs came without data.
-class NullOutputRecorder : public Backend {
+// A backend that hands everything to a CPU backend: the tests' instrumented backends override what they watch.
+class OnCpu : public Backend {
  public:
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  std::map<std::string, std::vector<bool>> null_outputs;  // node name -> per output, at its last run
 
   std::string name() const override { return cpu->name(); }
   int float_bytes() const override { return cpu->float_bytes(); }
@@ -142,13 +141,24 @@ class NullOutputRecorder : public Backend {
   }
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
            void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
-    std::vector<bool>& r = null_outputs[n.name];
-    r.clear();
-    for (const TensorRef& t : out) r.push_back(t.data == nullptr);
     cpu->run(g, n, in, out, workspace, seed, recompute, impl, algo);
   }
   void upload(const TensorRef& dst, const std::vector<double>& host) override { cpu->upload(dst, host); }
   std::vector<double> download(const TensorRef& src) override { return cpu->download(src); }
+};
+
+// A CPU backend that records, for every node run, which of its outputs came without data.
+class NullOutputRecorder : public OnCpu {
+ public:
+  std::map<std::string, std::vector<bool>> null_outputs;  // node name -> per output, at its last run
+
+  void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
+           void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
+    std::vector<bool>& r = null_outputs[n.name];
+    r.clear();
+    for (const TensorRef& t : out) r.push_back(t.data == nullptr);
+    OnCpu::run(g, n, in, out, workspace, seed, recompute, impl, algo);
+  }
 };
 }  // namespace
 
@@ -211,26 +221,16 @@ TEST_CASE("optional outputs nothing reads are not written unless captured or pro
 
 namespace {
 // A CPU backend with a clock of its own: running node k advances it by k + 1 ms, and a timer mark reads it.
-class StepClock : public Backend {
+class StepClock : public OnCpu {
  public:
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
   double now_ms = 0;
   std::vector<double> marks;
 
-  std::string name() const override { return cpu->name(); }
-  int float_bytes() const override { return cpu->float_bytes(); }
-  void* reserve(int64_t bytes) override { return cpu->reserve(bytes); }
-  void unreserve(void* block) override { cpu->unreserve(block); }
-  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
-    return cpu->workspace_bytes(g, n, algo);
-  }
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
            void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
-    cpu->run(g, n, in, out, workspace, seed, recompute, impl, algo);
+    OnCpu::run(g, n, in, out, workspace, seed, recompute, impl, algo);
     now_ms += static_cast<double>(&n - g.nodes.data()) + 1;
   }
-  void upload(const TensorRef& dst, const std::vector<double>& host) override { cpu->upload(dst, host); }
-  std::vector<double> download(const TensorRef& src) override { return cpu->download(src); }
   void timer_mark() override { marks.push_back(now_ms); }
   std::vector<double> timer_marks_ms() override {
     std::vector<double> ms;
