@@ -155,6 +155,7 @@ gpu_only() {  # stages that need a GPU: refused in --cpu mode
 # The seven models of profile, roofline, bench, torch and zoo-runs, the transformers first (the engine's slowest).
 MODELS=(${MONET_MODELS:-gpt2 bert resnet50 unet vgg16 mobilenet_v2 googlenet})
 util() { "$PY" scripts/gpu_session_util.py "$@"; }
+gb_of() { awk -v b="$1" 'BEGIN {printf "%.6f", b / 1e9}'; }  # bytes as the zoo's file names write them, in GB
 declare -A BATCH
 model_batch() {  # the zoo's batch (MONeT's table; gpt2 8, bert 32), or the --cpu mode's
   if [ -z "${BATCH[$1]:-}" ]; then
@@ -371,7 +372,7 @@ stage_zoo-runs() {
       mkdir -p "$d/zoo"
       for f in ${MONET_CPU_FRACTIONS:-0.97 0.99}; do
         bytes=$(util budget "$d/$ZOO_GPU/profile.json" "$f")
-        gb=$(awk -v b="$bytes" 'BEGIN {printf "%.6f", b / 1e9}')  # the zoo's file names, in GB
+        gb=$(gb_of "$bytes")  # the zoo's file names, in GB
         [ -f "$d/zoo/schedule_full_${gb}GB.json" ] ||
           step "solve_${m}_$f" "$B/monet-solve" "$d/$ZOO_GPU/profile.json" --budget "$bytes" --mode full \
             --time-limit "${MONET_ZOO_SOLVE_LIMIT:-8}" --threads 1 -q -o "$d/zoo/schedule_full_${gb}GB.json" \
@@ -409,8 +410,7 @@ stage_zoo() {
     # MONeT's budgets, or fractions of store-all for the models MONeT did not measure (GPT-2, BERT); --cpu: the
     # fractions MONET_CPU_FRACTIONS of every model's store-all (MONeT's budgets are for the full sizes).
     if [ -n "$CPU" ] && [ -f "$prof" ]; then
-      budgets=$(for f in ${MONET_CPU_FRACTIONS:-0.97 0.99}; do
-                  awk -v b="$(util budget "$prof" "$f")" 'BEGIN {printf "%.6f\n", b / 1e9}'; done)
+      budgets=$(for f in ${MONET_CPU_FRACTIONS:-0.97 0.99}; do gb_of "$(util budget "$prof" "$f")"; echo; done)
     fi
     if [ -f "$prof" ] && { [ -n "$CPU" ] || budgets=$(util budgets-of "$m" "$prof"); }; then
       zoo_solves "$m" "$b" "$prof" $budgets &

@@ -122,6 +122,11 @@ def summary(outdir, path):
     print(f"wrote {path}: {len(benches)} bench tables, {len(roofs)} rooflines")
 
 
+def monet_budgets(model):
+    """MONeT's budgets of the model in GB, 2 decimals, on one line."""
+    return " ".join(f"{gb:.2f}" for gb, _ in monet_table()[model][2])
+
+
 def fraction(text):
     """'1/3' or '0.5' as a number in (0, 1]."""
     num, _, den = text.partition("/")
@@ -142,13 +147,13 @@ def main(argv):
         m = rest[0]
         print(TRANSFORMER_BATCH[m] if m in TRANSFORMER_BATCH else monet_table()[m][0])
     elif cmd == "budgets" and len(rest) == 1:
-        print(*(f"{gb:.2f}" for gb, _ in monet_table()[rest[0]][2]))
+        print(monet_budgets(rest[0]))
     elif cmd == "shape-args" and len(rest) == 1:
         print(shape_args(rest[0]))
     elif cmd == "budgets-of" and len(rest) == 2:
         m, profile = rest
         if m in monet_table():
-            print(*(f"{gb:.2f}" for gb, _ in monet_table()[m][2]))
+            print(monet_budgets(m))
         else:
             with open(profile) as f:
                 peak = json.load(f)["totals"]["store_all_peak_bytes"]

@@ -210,11 +210,12 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
     // cap, else the deterministic one with the least workspace if the device's free memory holds it (beyond a
     // budget's cap: the simulator then holds the schedule to its budget). Forward algorithms are all deterministic.
     const bool want_deterministic = pr.kind != ConvKind::forward;
+    auto usable = [](const Candidate& c, bool deterministic_only) {
+      return c.status == CUDNN_STATUS_SUCCESS && (!deterministic_only || c.deterministic);
+    };
     auto first_within_cap = [&](bool deterministic_only) {
       for (const Candidate& c : p->candidates)
-        if (c.status == CUDNN_STATUS_SUCCESS && c.workspace <= ctx.workspace_cap &&
-            (!deterministic_only || c.deterministic))
-          return &c;
+        if (usable(c, deterministic_only) && c.workspace <= ctx.workspace_cap) return &c;
       return static_cast<const Candidate*>(nullptr);
     };
     // Nothing within the cap: the least workspace, so that the node still runs where the arena has room after all
@@ -222,9 +223,7 @@ std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Probl
     auto least_workspace = [&](bool deterministic_only) {
       const Candidate* least = nullptr;
       for (const Candidate& c : p->candidates)
-        if (c.status == CUDNN_STATUS_SUCCESS && (!deterministic_only || c.deterministic) &&
-            (!least || c.workspace < least->workspace))
-          least = &c;
+        if (usable(c, deterministic_only) && (!least || c.workspace < least->workspace)) least = &c;
       return least;
     };
     if (want_deterministic) pick = first_within_cap(true);
