@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "engine/session.h"
+#include "profile/profile.h"
 #include "solve/solve.h"
 
 namespace monet::app {
@@ -130,6 +132,60 @@ struct SolverFlags {
     std::ostringstream out;
     out << x;
     return out.str();
+  }
+};
+
+// The machine's available memory (MemAvailable of /proc/meminfo), 0 where it cannot be read.
+inline int64_t available_host_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// --offload, --host-bandwidth, --host-limit (monet-solve, monet-fit; docs/planner.md, "Offload").
+struct OffloadFlags {
+  bool offload = false;
+  double host_bandwidth = 0;  // GB/s; 0: the profile's host link
+  std::string host_limit;     // a size; empty: half the machine's available memory
+
+  void add_to(CLI::App& app) {
+    app.add_flag("--offload", offload,
+                 "plan offload too: a kept activation may be copied to host memory after the forward pass uses it "
+                 "and back during the step before its next use, chosen with recomputation and implementations; the "
+                 "copies are priced with the profile's host link (or --host-bandwidth)");
+    app.add_option("--host-bandwidth", host_bandwidth,
+                   "with --offload: the host link in GB/s, each way (overrides the profile's; needed where the "
+                   "profile has none)");
+    app.add_option("--host-limit", host_limit,
+                   "with --offload: the most host memory offloaded values take (6GB, 512MB, ...; default: half the "
+                   "machine's available memory)");
+  }
+
+  void check() const {
+    if (!offload && (host_bandwidth != 0 || !host_limit.empty()))
+      fail("--host-bandwidth and --host-limit go with --offload");
+    if (offload && host_bandwidth != 0 && !(host_bandwidth > 0))
+      fail("--host-bandwidth: expected GB/s > 0, got ", host_bandwidth);
+  }
+
+  // The link and the host limit for a solve on `profile` (read from `where`); none without --offload.
+  void apply(SolveOptions& o, const Profile& profile, const std::string& where) const {
+    if (!offload) return;
+    if (host_bandwidth > 0) o.offload = host_link_from_flag(host_bandwidth);
+    else if (profile.host_link) o.offload = profile.host_link;
+    else
+      fail(where, ": the profile has no host link (profiled without --device cuda or --host-bandwidth); give "
+           "--host-bandwidth GB/s with --offload");
+    if (!host_limit.empty()) {
+      o.host_limit_bytes = parse_bytes(host_limit, "--host-limit");
+      if (o.host_limit_bytes <= 0) fail("--host-limit: expected a size > 0, got '", host_limit, "'");
+    } else {
+      o.host_limit_bytes = available_host_bytes() / 2;
+      if (o.host_limit_bytes <= 0) fail("--offload: cannot read the available memory (/proc/meminfo); give --host-limit");
+    }
   }
 };
 

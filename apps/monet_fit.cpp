@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
   std::optional<double> max_overhead_pct;
   app::SolverFlags solver(20);
+  app::OffloadFlags offload;
   int64_t max_batch = 65536;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes")
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
                  "roofline estimate");
   app.add_option("--mode", mode, "full (default) or checkpoint: the MILP each batch is solved with");
   solver.add_to(app, " per batch tried");
+  offload.add_to(app);
   app.add_option("--max-batch", max_batch, "the largest batch tried (default 65536)");
   app.add_option("-o,--output", out_path, "write the largest batch's SCHEDULE.json here");
   app.add_option("--report", report, "write every batch tried and the answer as JSON here");
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     if (max_overhead_pct && !(*max_overhead_pct >= 0)) fail("--max-overhead must be >= 0 percent, got ", *max_overhead_pct);
     if (mode != "full" && mode != "checkpoint") fail("--mode '", mode, "': expected full or checkpoint");
     solver.check();
+    offload.check();
     if (max_batch < 1) fail("--max-batch must be >= 1, got ", max_batch);
     ImportOptions import;
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
         o.budget_bytes = budget;
         o.mode = mode;
         solver.apply(o);
+        offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");
         o.progress = log_progress;
         t.outcome = solve(t.profile.plan, o);
         const SolveOutcome& r = t.outcome;

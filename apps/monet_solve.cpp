@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   std::string profile_path, budget_text, out_path, report, mode = "full", timeline_path, plot_path;
   int frontier = 0;
   app::SolverFlags solver(600);
+  app::OffloadFlags offload;
   std::string window_text = "auto";
   app.add_option("profile", profile_path, "PROFILE.json from monet-profile")->required();
   app.add_option("--budget", budget_text, "memory budget: 6GB (1e9 bytes), 5.5GB, 4GiB (2^30), 512MB, or bytes");
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
                  "full (MILP: keep/recompute + each backward node's implementation, default), checkpoint (MILP: "
                  "keep/recompute only), store-all, sqrtn (baselines)");
   solver.add_to(app);
+  offload.add_to(app);
   app.add_option("--window", window_text,
                  "recomputation window in levels of the forward graph (longest path from the inputs): N, 0 = none, "
                  "or auto (default: the widest window with at most " + std::to_string(kAutoWindowCandidates) +
@@ -120,6 +122,7 @@ int main(int argc, char** argv) {
     }
     const int64_t budget = frontier ? 0 : parse_bytes(budget_text, "--budget");
     solver.check();
+    offload.check();
     int window = -1;
     if (window_text != "auto") {
       size_t used = 0;
@@ -147,6 +150,10 @@ int main(int argc, char** argv) {
     o.budget_bytes = budget;
     o.mode = mode;
     solver.apply(o);
+    offload.apply(o, profile, profile_path);
+    if (o.offload)
+      std::printf("offload: host link %s; host limit %s\n", describe(*o.offload).c_str(),
+                  format_bytes(o.host_limit_bytes).c_str());
     o.window = window;
     o.progress = log_progress;
     if (frontier != 0) return run_frontier(profile, o, frontier, plot_path, report);
@@ -212,6 +219,13 @@ int main(int argc, char** argv) {
                         {"widened_steps", r.widened_steps},
                         {"widened_levels", r.widened_levels},
                         {"window_infeasible", r.window_infeasible},
+                        {"offload", o.offload ? nlohmann::json{{"host_link", to_json(*o.offload)},
+                                                               {"host_limit_bytes", o.host_limit_bytes},
+                                                               {"host_peak_bytes", r.predicted.host_peak_bytes},
+                                                               {"transfers", r.predicted.transfers},
+                                                               {"transfer_bytes", r.predicted.transfer_bytes},
+                                                               {"copy_wait_ms", r.copy_wait_ms}}
+                                              : nlohmann::json(nullptr)},
                         {"time_limit_s", solver.time_limit},
                         {"max_nodes", solver.max_nodes},
                         {"max_sub_mips", solver.max_sub_mips},
@@ -251,6 +265,10 @@ int main(int argc, char** argv) {
                 "%d recomputations; bound %.3f ms, gap %.3f%%\n",
                 format_bytes(r.predicted.peak_bytes).c_str(), r.objective_ms, 100 * overhead, 100 * overhead_vs_fast,
                 r.predicted.recomputations, r.bound_ms, 100 * r.gap);
+    if (o.offload)
+      std::printf("offload: %d copies (%s), host peak %s, the step waiting %.3f ms for them\n",
+                  r.predicted.transfers, format_bytes(r.predicted.transfer_bytes).c_str(),
+                  format_bytes(r.predicted.host_peak_bytes).c_str(), r.copy_wait_ms);
     if (!r.implementations.empty()) {
       std::printf("implementations other than the default:");
       for (const auto& [name, count] : r.implementations) std::printf(" %s x%d", name.c_str(), count);

@@ -335,9 +335,14 @@ struct CheapestWithin {
   double best_ms = 0;
 
   // Whether `a` fits (then it is kept if it is the cheapest so far).
+  // Under offload, one that does not fit is tried again with its idle kept values offloaded (offload_idle_kept).
   bool consider(std::optional<Assignment> a) {
     if (!a) return false;
-    const Evaluation e = evaluate(p, *a);
+    Evaluation e = evaluate(p, *a);
+    if (e.feasible && e.peak_bytes > budget_bytes && p.offload()) {
+      a = offload_idle_kept(p, std::move(*a));
+      e = evaluate(p, *a);
+    }
     if (!e.feasible || e.peak_bytes > budget_bytes) return false;
     if (!best || e.recompute_ms < best_ms) {
       best = std::move(a);

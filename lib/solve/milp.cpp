@@ -86,6 +86,112 @@ struct Builder {
         const int col = lp.add_col(idx("S", first, f), 0, 1, 0, true);
         for (int t = first; t <= last; ++t) m.S[t][f] = col;
       }
+    // Offload: H[f] in {0,1} (copied to the host when its stage-0 life ends), G[t][f] in {0,1} (copied back during
+    // step t-1 for step t), and the waits for copies W >= 0, each costing its time.
+    if (!p.offload()) return;
+    m.H.assign(nf, -1);
+    m.G.assign(T, std::vector<int>(nf, -1));
+    for (int f = 0; f < nf; ++f)
+      if (p.has_h(f))
+        m.H[f] = lp.add_col("H_" + std::to_string(f), 0, 1, kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]),
+                            true);
+    for (int t = 1; t < T; ++t)
+      for (int f = 0; f < nf; ++f)
+        if (p.has_g(t, f)) m.G[t][f] = lp.add_col(idx("G", t, f), 0, 1, 0, true);
+    m.W_fwd = lp.add_col("Wfwd", 0, kInf, 1, false);
+    m.W.assign(T, -1);
+    for (int t = 0; t + 1 < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
+  }
+
+  int h_col(int f) const { return m.H.empty() ? -1 : m.H[f]; }
+  int g_col(int t, int f) const { return m.G.empty() || t >= static_cast<int>(m.G.size()) ? -1 : m.G[t][f]; }
+
+  // Offload (docs/planner.md, "Offload"):
+  //   once_f:     sum_t G[t][f] = H[f]                   (copied back exactly once when offloaded)
+  //   hkept_f:    H[f] + S[0][f] <= 1                    (offloaded instead of kept)
+  //   gheld_t_f:  G[t][f] + S[t][f] <= 1,  G[t][f] + R[t][producer(f)] <= 1   (not also held otherwise)
+  //   gprev_t_f:  G[t][f] + S[t-1][f] <= 1,  G[t][f] + R[t-1][producer(f)] <= 1   (nor while it is prefetched)
+  //   ronhost_s_f: R[s][producer(f)] + H[f] - sum_{t <= s} G[t][f] <= 1   (not recomputed while on the host)
+  //   host:       sum_f a_f H[f] <= host limit
+  // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
+  //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
+  //   cout_k:     C_k - W_fwd <= end(k)
+  //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
+  // and each step's copies in, beside its node and recomputations:
+  //   cin_t:      sum_f c_in(f) G[t+1][f] - sum_k time(k) R[t][k] - W[t] <= time(step t's node)
+  void offload() {
+    if (!p.offload()) return;
+    const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    std::vector<int> hc;
+    std::vector<double> hk;
+    for (int f = 0; f < nf; ++f) {
+      if (m.H[f] < 0) continue;
+      hc.push_back(m.H[f]);
+      hk.push_back(units(p.bytes(f)));
+      std::vector<int> cols = {m.H[f]};
+      std::vector<double> coefs = {-1};
+      for (int t = 1; t < T; ++t)
+        if (m.G[t][f] >= 0) { cols.push_back(m.G[t][f]); coefs.push_back(1); }
+      lp.add_row("once_" + std::to_string(f), cols, coefs, 0, 0);
+      if (m.S[0][f] >= 0) lp.add_row("hkept_" + std::to_string(f), {m.H[f], m.S[0][f]}, {1, 1}, -kInf, 1);
+    }
+    if (p.host_limit_bytes > 0 && !hc.empty()) lp.add_row("host", hc, hk, -kInf, units(p.host_limit_bytes));
+    for (int t = 1; t < T; ++t)
+      for (int f = 0; f < nf; ++f) {
+        const int g = m.G[t][f];
+        if (g < 0) continue;
+        const int k = p.producer[f];
+        for (int c : {m.S[t][f], m.R[t][k]})
+          if (c >= 0) lp.add_row(idx("gheld", t, f), {g, c}, {1, 1}, -kInf, 1);
+        for (int c : {m.S[t - 1][f], m.R[t - 1][k]})
+          if (c >= 0) lp.add_row(idx("gprev", t, f), {g, c}, {1, 1}, -kInf, 1);
+      }
+    // ronhost_s_f: R[s][producer(f)] + H[f] - sum_{t <= s} G[t][f] <= 1   (not recomputed while on the host)
+    for (int f = 0; f < nf; ++f) {
+      if (m.H[f] < 0) continue;
+      std::vector<int> cols = {m.H[f]};
+      std::vector<double> coefs = {1};
+      for (int t = 0; t < T; ++t) {
+        if (m.G[t][f] >= 0) { cols.push_back(m.G[t][f]); coefs.push_back(-1); }
+        const int r = m.R[t][p.producer[f]];
+        if (r < 0) continue;
+        std::vector<int> rc = cols;
+        std::vector<double> rk = coefs;
+        rc.push_back(r);
+        rk.push_back(1);
+        lp.add_row(idx("ronhost", t, f), rc, rk, -kInf, 1);
+      }
+    }
+    int prev = -1;
+    for (int k = 0; k <= F; ++k) {
+      bool any = false;
+      for (int f : p.fwd_offloaded[k]) any |= m.H[f] >= 0;
+      if (!any) continue;
+      const int C = lp.add_col("C_" + std::to_string(k), 0, kInf, 0, false);
+      std::vector<int> cols = {C};
+      std::vector<double> coefs = {1};
+      if (prev >= 0) { cols.push_back(prev); coefs.push_back(-1); }
+      for (int f : p.fwd_offloaded[k]) {
+        if (m.H[f] < 0) continue;
+        cols.push_back(m.H[f]);
+        coefs.push_back(-p.copy_out_ms[f]);
+        const double window = p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]];
+        if (p.copy_out_ms[f] > window)
+          lp.add_row("cone_" + std::to_string(f), {m.H[f], m.W_fwd}, {p.copy_out_ms[f], -1}, -kInf, window);
+      }
+      lp.add_row("Csum_" + std::to_string(k), cols, coefs, 0, 0);
+      lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
+      prev = C;
+    }
+    for (int t = 0; t + 1 < T; ++t) {
+      std::vector<int> cols = {m.W[t]};
+      std::vector<double> coefs = {-1};
+      for (int f = 0; f < nf; ++f)
+        if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
+      if (cols.size() == 1) continue;
+      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+      lp.add_row("cin_" + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
+    }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -131,11 +237,13 @@ struct Builder {
     }
   }
 
-  // present(t, f) = S[t][f] + R[t][producer(f)], the terms available for a value at step t.
+  // present(t, f) = S[t][f] + R[t][producer(f)] (+ G[t][f] with offload), the terms available for a value at step t.
   void add_present(int t, int f, std::vector<int>& cols, std::vector<double>& coefs) const {
     if (m.S[t][f] >= 0) { cols.push_back(m.S[t][f]); coefs.push_back(1); }
     const int r = m.R[t][p.producer[f]];
     if (r >= 0) { cols.push_back(r); coefs.push_back(1); }
+    const int g = g_col(t, f);
+    if (g >= 0) { cols.push_back(g); coefs.push_back(1); }
   }
 
   // need_t_f:   S[t][f] + R[t][producer(f)] >= 1          for every forward value f read by step t
@@ -163,7 +271,7 @@ struct Builder {
         }
   }
 
-  // keep_t_f:   S[t][f] - S[t-1][f] - R[t-1][producer(f)] <= 0   (a value stays only if it was there)
+  // keep_t_f:   S[t][f] - S[t-1][f] - R[t-1][producer(f)] (- G[t-1][f]) <= 0   (a value stays only if it was there)
   void keeps() {
     for (int t = 1; t < p.num_steps(); ++t)
       for (size_t f = 0; f < p.fvals.size(); ++f) {
@@ -173,13 +281,17 @@ struct Builder {
         if (m.S[t - 1][f] >= 0) { cols.push_back(m.S[t - 1][f]); coefs.push_back(-1); }
         const int r = m.R[t - 1][p.producer[f]];
         if (r >= 0) { cols.push_back(r); coefs.push_back(-1); }
+        const int g = g_col(t - 1, static_cast<int>(f));
+        if (g >= 0) { cols.push_back(g); coefs.push_back(-1); }
         lp.add_row(idx("keep", t, static_cast<int>(f)), cols, coefs, -kInf, 0);
       }
   }
 
-  // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f];
+  // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f] (with offload:
+  //   + sum_{f released at k} a_f H[f] - sum_{offload_at(f) = k} a_f H[f]);
   //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
-  //   K_k + a_f S[0][f] <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
+  //   K_k + a_f S[0][f] (+ a_f H[f]) <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
+  //   (or offloaded)
   // With implementations to choose: + sum_i dws_i P[k][i] in the row (one for both), the bound less the smallest dws_i.
   void forward_memory() {
     if (p.num_steps() == 0) return;
@@ -195,8 +307,13 @@ struct Builder {
       if (prev >= 0) {
         cols.push_back(prev);
         coefs.push_back(-1);
-        for (int f : p.fwd_released[k - 1])
+        for (int f : p.fwd_released[k - 1]) {
           if (m.S[0][f] >= 0) { cols.push_back(m.S[0][f]); coefs.push_back(-units(p.bytes(f))); }
+          if (h_col(f) >= 0) { cols.push_back(h_col(f)); coefs.push_back(-units(p.bytes(f))); }
+        }
+        if (p.offload())
+          for (int f : p.fwd_offloaded[k - 1])
+            if (h_col(f) >= 0) { cols.push_back(h_col(f)); coefs.push_back(units(p.bytes(f))); }
       }
       lp.add_row("Ksum_" + std::to_string(k), cols, coefs, 0, 0);
       const int ip = k < p.num_fwd() ? p.fwd_in_place[k] : -1;
@@ -205,6 +322,7 @@ struct Builder {
         std::vector<int> rc = {K};
         std::vector<double> rk = {1};
         if (over) { rc.push_back(m.S[0][ip]); rk.push_back(units(p.bytes(ip))); }
+        if (over && h_col(ip) >= 0) { rc.push_back(h_col(ip)); rk.push_back(units(p.bytes(ip))); }
         for (int i = 0; choice && i < p.num_fwd_impls(k); ++i) {
           rc.push_back(m.P[k][i]);
           rk.push_back(units(p.fwd_impl_ws[k][i]));
@@ -218,14 +336,16 @@ struct Builder {
   // Step t, with N = S[t+1] (absent at the last step) and memory as step_peak() counts it.
   // Recomputations, a running sum over the candidates k_0 < k_1 < ... of the step:
   //   A_0 = sum_{f used by t} a_f S[t][f] + sum_{f not used} a_f N[f] + out_{k_0} R[t][k_0]
+  //         (with offload: + sum_{f used by t} a_f G[t][f] + sum_f a_f G[t+1][f])
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
   //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
   //   (+ sum_j dws_j Z[t][k_i][j] where k_i has implementations to choose)
-  //   K[t][f] >= N[f] - S[t][f]   (continuous: f was recomputed in this step and is kept on)
+  //   K[t][f] >= N[f] - S[t][f] (- G[t][f])   (continuous: f was recomputed in this step and is kept on)
   // In place: candidate k_i may overwrite f = rec_in_place[t][i] (freed after k_i): a continuous
   //   Y[t][i] <= R[t][k_i],  Y[t][i] <= R[t][producer(f)] - K[t][f],  Y[t][i] <= 1 - N[f]
   // moves f's release from A_{i+1} to A_i:  A_i -= a_f Y[t][i],  A_{i+1} += a_f Y[t][i].
-  // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f U[t][f], where
+  // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f U[t][f]
+  //   (with offload: + sum_f a_f G[t+1][f]), where
   //   U[t][f] >= N[f], U[t][f] >= sum_{i reads f} M[t][i]   (continuous: f read or kept on, counted once;
   //   a_f sum_i M[t][i] where f is not kept on past t)
   //   L_t <= budget - bwd_fixed[t] - reads_t   (reads_t: what every implementation reads)
@@ -251,6 +371,7 @@ struct Builder {
           std::vector<double> coefs = {1};
           append(cols, coefs, next(f), -1);
           append(cols, coefs, m.S[t][f], 1);
+          append(cols, coefs, g_col(t, f), 1);  // prefetched, not recomputed
           lp.add_row(idx("Kdef", t, f), cols, coefs, 0, kInf);
         }
       std::vector<int> ycol(cand.size(), -1);
@@ -277,6 +398,10 @@ struct Builder {
         std::vector<double> coefs = {1};
         if (prev < 0) {
           for (int f = 0; f < nf; ++f) append(cols, coefs, p.used[t][f] ? m.S[t][f] : next(f), -units(p.bytes(f)));
+          for (int f = 0; f < nf && p.offload(); ++f) {  // prefetched into this step, and for the next one
+            if (p.used[t][f]) append(cols, coefs, g_col(t, f), -units(p.bytes(f)));
+            append(cols, coefs, g_col(t + 1, f), -units(p.bytes(f)));
+          }
         } else {
           append(cols, coefs, prev, -1);
           for (int f : p.freed_after[t][i - 1]) {
@@ -303,6 +428,7 @@ struct Builder {
 
       std::vector<int> cols;
       std::vector<double> coefs;
+      for (int f = 0; f < nf && p.offload(); ++f) append(cols, coefs, g_col(t + 1, f), -units(p.bytes(f)));
       int64_t reads = 0;
       for (int f = 0; f < nf; ++f) {
         if (p.read_by_all(t, f)) {
@@ -366,6 +492,7 @@ LinearProgram checkpoint_milp(const CheckpointProblem& p, int64_t budget_bytes, 
   b.keeps();
   b.forward_memory();
   b.step_memory();
+  b.offload();
   if (layout) *layout = b.m;
   return std::move(b.lp);
 }
@@ -410,10 +537,22 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
   for (int k = 0; k < p.num_fwd(); ++k)
     for (size_t i = 0; i < m.P[k].size(); ++i) x[m.P[k][i]] = a.P[k] == static_cast<int>(i);
   for (int t = 0; t < p.num_steps(); ++t) {
-    for (auto [f, col] : m.K[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f]) ? 1 : 0;
+    for (auto [f, col] : m.K[t])
+      x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f] && !a.S[t][f] && !a.prefetched(t, f)) ? 1 : 0;
     for (auto [i, col] : m.Y[t])
       x[col] = in_place_at(p, t, static_cast<size_t>(i), a.R[t], t + 1 < p.num_steps() ? &a.S[t + 1] : nullptr) >= 0;
     for (auto [f, col] : m.U[t]) x[col] = (t + 1 < p.num_steps() && a.S[t + 1][f]) || p.read_by(t, a.M[t], f);
+  }
+  if (!m.H.empty()) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (m.H[f] >= 0) x[m.H[f]] = a.on_host(static_cast<int>(f));
+    for (int t = 0; t < p.num_steps(); ++t)
+      for (size_t f = 0; f < p.fvals.size(); ++f)
+        if (m.G[t][f] >= 0) x[m.G[t][f]] = a.prefetched(t, static_cast<int>(f));
+    const CopyWaits w = copy_waits(p, a);
+    x[m.W_fwd] = w.fwd;
+    for (int t = 0; t < p.num_steps(); ++t)
+      if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   for (const LinearProgram::Row& r : lp.rows) {
@@ -423,6 +562,8 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     double rest = 0;
     for (size_t i = 0; i < r.cols.size(); ++i)
       if (!lp.integer[r.cols[i]] && r.coefs[i] == 1 && defined < 0) defined = r.cols[i];
+    if (defined < 0 && std::all_of(r.cols.begin(), r.cols.end(), [&](int c) { return lp.integer[c] != 0; }))
+      continue;  // binaries alone (once_f)
     MONET_CHECK(defined >= 0, "row ", r.name);
     for (size_t i = 0; i < r.cols.size(); ++i)
       if (r.cols[i] != defined) rest += r.coefs[i] * x[r.cols[i]];
@@ -444,12 +585,22 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
   for (int k = 0; k < p.num_fwd(); ++k)
     for (size_t i = 0; i < m.P[k].size(); ++i)
       if (x[m.P[k][i]] > 0.5) a.P[k] = static_cast<int>(i);
+  if (!m.H.empty()) {
+    for (size_t f = 0; f < p.fvals.size(); ++f)
+      if (m.H[f] >= 0) a.H[f] = x[m.H[f]] > 0.5;
+    for (int t = 0; t < p.num_steps(); ++t)
+      for (size_t f = 0; f < p.fvals.size(); ++f)
+        if (m.G[t][f] >= 0) a.G[t][f] = x[m.G[t][f]] > 0.5;
+  }
   return a;
 }
 
 std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const MilpLayout& m, const double* x,
                                            size_t max_cuts) {
   constexpr double kViolation = 1e-4;
+  // A value prefetched from the host breaks the chain's argument (it is present without a recomputation): the cuts
+  // would need its G terms, and are not separated under offload.
+  if (p.offload()) return {};
   const int T = p.num_steps(), F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
   // cum[k][u]: the relaxation's recomputations of forward node k in steps 0..u-1.
   std::vector<std::vector<double>> cum(F, std::vector<double>(T + 1, 0.0));

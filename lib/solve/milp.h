@@ -37,6 +37,11 @@ struct MilpLayout {
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
   std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
   std::vector<std::vector<std::pair<int, int>>> U;  // [t]: (fval, column) of "read by the node or kept on"
+  // Offload (empty without it): H [fval], G [t][fval], and the waits for copies: W_fwd (stage 0), W [t].
+  std::vector<int> H;
+  std::vector<std::vector<int>> G;
+  int W_fwd = -1;
+  std::vector<int> W;
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -396,6 +396,99 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   a.R.assign(p.num_steps(), std::vector<char>(p.num_fwd(), 0));
   a.M.assign(p.num_steps(), 0);
   a.P.assign(p.num_fwd(), 0);
+  if (p.offload()) {
+    a.H.assign(p.fvals.size(), 0);
+    a.G.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
+  }
+  return a;
+}
+
+void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes) {
+  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  const PlanGraph& plan = *p.plan;
+  MONET_CHECK(link.d2h_busy_gbs > 0 && link.h2d_busy_gbs > 0, "host link without rates");
+  p.host_limit_bytes = host_limit_bytes;
+  p.offloadable.assign(nf, 0);
+  for (int t = 1; t < T; ++t)
+    for (int f = 0; f < nf; ++f) p.offloadable[f] |= p.used[t][f];
+  p.fwd_end_ms.assign(F + 1, 0.0);
+  for (int k = 0; k <= F; ++k) {
+    const double ms = k < F ? p.fwd_ms[k] : p.loss_node >= 0 ? plan.nodes[p.loss_node].time_ms : 0.0;
+    p.fwd_end_ms[k] = (k > 0 ? p.fwd_end_ms[k - 1] : 0.0) + ms;
+  }
+  p.step_ms.assign(T, 0.0);
+  for (int t = 0; t < T; ++t) p.step_ms[t] = plan.nodes[p.steps[t]].time_ms;
+  p.copy_out_ms.assign(nf, 0.0);
+  p.copy_in_ms.assign(nf, 0.0);
+  p.offload_at.assign(nf, -1);
+  p.fwd_offloaded.assign(F + 1, {});
+  for (int f = 0; f < nf; ++f) {
+    const double gb = static_cast<double>(p.bytes(f)) * 1e-9;
+    p.copy_out_ms[f] = link.latency_us * 1e-3 + gb / link.d2h_busy_gbs * 1e3;
+    p.copy_in_ms[f] = link.latency_us * 1e-3 + gb / link.h2d_busy_gbs * 1e3;
+    if (!p.offloadable[f]) continue;
+    int k = p.last_fwd[f];
+    while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
+    p.offload_at[f] = k;
+    p.fwd_offloaded[k].push_back(f);
+  }
+}
+
+double CopyWaits::total() const {
+  double sum = fwd;
+  for (double w : step) sum += w;
+  return sum;
+}
+
+CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
+  CopyWaits w;
+  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  w.step.assign(T, 0.0);
+  if (!p.offload() || a.H.empty()) return w;
+  for (int f = 0; f < nf; ++f)
+    if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
+  double queued = 0;  // copies to the host released by the end of position k
+  for (int k = 0; k <= F; ++k)
+    for (int f : p.fwd_offloaded[k]) {
+      if (!a.H[f]) continue;
+      queued += p.copy_out_ms[f];
+      w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
+                        p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
+    }
+  for (int t = 0; t + 1 < T; ++t) {
+    double in = 0;
+    for (int f = 0; f < nf; ++f)
+      if (a.G[t + 1][f]) in += p.copy_in_ms[f];
+    if (in <= 0) continue;
+    double overlap = p.step_ms[t];
+    for (int k : p.candidates[t])
+      if (a.R[t][k]) overlap += p.time_ms(k);
+    w.step[t] = std::max(0.0, in - overlap);
+  }
+  return w;
+}
+
+Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  if (!p.offload() || T == 0) return a;
+  if (a.H.empty()) {
+    a.H.assign(nf, 0);
+    a.G.assign(T, std::vector<char>(nf, 0));
+  }
+  int64_t host = 0;
+  for (int f = 0; f < nf; ++f)
+    if (a.H[f]) host += p.bytes(f);
+  for (int f = 0; f < nf; ++f) {
+    if (!p.offloadable[f] || a.H[f] || !a.S[0][f]) continue;
+    if (p.host_limit_bytes > 0 && host + p.bytes(f) > p.host_limit_bytes) continue;
+    int u = 0;
+    while (u < T && !p.used[u][f] && a.S[u][f] && !a.R[u][p.producer[f]]) ++u;
+    if (u == 0 || u >= T || !p.used[u][f] || !a.S[u][f] || a.R[u][p.producer[f]]) continue;
+    for (int t = 0; t <= u; ++t) a.S[t][f] = 0;
+    a.G[u][f] = 1;
+    a.H[f] = 1;
+    host += p.bytes(f);
+  }
   return a;
 }
 
@@ -410,7 +503,10 @@ void trim(const CheckpointProblem& p, Assignment& a) {
         for (int f : p.fwd_inputs[k]) last[f] = t;
   }
   for (int f = 0; f < nf; ++f)
-    for (int t = last[f] + 1; t < T; ++t) a.S[t][f] = 0;
+    for (int t = last[f] + 1; t < T; ++t) {
+      a.S[t][f] = 0;
+      if (a.prefetched(t, f)) a.G[t][f] = a.H[f] = 0;  // brought back for nothing
+    }
 }
 
 int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<char>& R, const std::vector<char>* next) {
@@ -420,11 +516,12 @@ int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<c
 }
 
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
-                  const std::vector<char>* next, int impl, const std::vector<int>* fwd) {
+                  const std::vector<char>* next, int impl, const std::vector<int>* fwd, int64_t incoming) {
   const int nf = static_cast<int>(p.fvals.size());
   auto kept_on = [&](int f) { return next && (*next)[f]; };
-  // Kept values: those the step may use until its node runs, the others only if they are kept on.
-  int64_t kept = 0;
+  // Kept values: those the step may use until its node runs, the others only if they are kept on; and what is being
+  // prefetched for the next step.
+  int64_t kept = incoming;
   for (int f = 0; f < nf; ++f)
     if (p.used[t][f] ? S[f] : kept_on(f)) kept += p.bytes(f);
   // Recomputations, in order: outputs accumulate; a value no later candidate reads leaves unless kept on (a kept
@@ -444,7 +541,7 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
     peak = std::max(peak, p.bwd_base[t] + kept + recomputed + ws);
   }
   // The node: what its implementation reads, and what is kept on.
-  int64_t node = p.bwd_fixed[t] + p.impl_ws[t][impl];
+  int64_t node = p.bwd_fixed[t] + p.impl_ws[t][impl] + incoming;
   for (int f = 0; f < nf; ++f) {
     if (!p.read[t][f]) {
       if (kept_on(f)) node += p.bytes(f);
@@ -472,23 +569,53 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       if (a.R[t][k] && !std::binary_search(p.candidates[t].begin(), p.candidates[t].end(), k))
         return bad("R[" + std::to_string(t) + "] recomputes a non-candidate node");
   }
+  if (!a.H.empty() && !p.offload()) return bad("offload in a problem without it");
+  // Offload: H where it may be, each offloaded value prefetched exactly once, into a step that uses it and that it
+  // is neither kept into nor recomputed in, after a step that neither holds it nor recomputes it.
+  for (int f = 0; f < nf && !a.H.empty(); ++f) {
+    int prefetches = 0;
+    for (int t = 0; t < T; ++t) {
+      if (!a.G[t][f]) continue;
+      ++prefetches;
+      const std::string at = "G[" + std::to_string(t) + "] prefetches '" + name(f) + "'";
+      if (!p.has_g(t, f)) return bad(at + " into a step that does not use it");
+      if (a.S[t][f] || a.R[t][p.producer[f]]) return bad(at + ", which the step holds otherwise");
+      if (a.S[t - 1][f] || a.R[t - 1][p.producer[f]]) return bad(at + " while the step before holds it");
+    }
+    if (a.H[f] && !p.has_h(f)) return bad("H offloads '" + name(f) + "', which no step after the first uses");
+    for (int t = 0; t < T && a.H[f] && !a.G[t][f]; ++t)
+      if (a.R[t][p.producer[f]])
+        return bad("step " + std::to_string(t) + " recomputes '" + name(f) + "' while it is on the host");
+    if (a.H[f] && T > 0 && a.S[0][f]) return bad("H offloads '" + name(f) + "', which is kept into step 0");
+    if (prefetches != (a.H[f] ? 1 : 0))
+      return bad("'" + name(f) + "' is prefetched " + std::to_string(prefetches) + " times, offloaded " +
+                 std::to_string(static_cast<int>(a.H[f])));
+    if (a.H[f]) e.host_bytes += p.bytes(f);
+  }
+  if (p.host_limit_bytes > 0 && e.host_bytes > p.host_limit_bytes)
+    return bad("offloads " + std::to_string(e.host_bytes) + " bytes, above the host limit");
   for (int k = 0; k < F; ++k) {
     if (a.P[k] < 0 || a.P[k] >= p.num_fwd_impls(k))
       return bad("P[" + std::to_string(k) + "] is not an implementation");
     e.recompute_ms += p.fwd_impl_ms[k][a.P[k]];
   }
-  // Stage 0: values kept into step 0 stay live after their last stage-0 reader.
+  // Stage 0: values kept into step 0 stay live after their last stage-0 reader; offloaded ones until offload_at.
   int64_t kept = 0;
   for (int k = 0; k <= F; ++k) {
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     const int64_t ws = k < F ? p.fwd_impl_ws[k][a.P[k]] : 0;
-    e.peak_bytes = std::max(e.peak_bytes,
-                            p.fwd_fixed[k] + ws + kept + (ip >= 0 && T > 0 && a.S[0][ip] ? p.bytes(ip) : 0));
+    const bool over = ip >= 0 && T > 0 && (a.S[0][ip] || a.on_host(ip));
+    e.peak_bytes = std::max(e.peak_bytes, p.fwd_fixed[k] + ws + kept + (over ? p.bytes(ip) : 0));
     for (int f : p.fwd_released[k])
-      if (T > 0 && a.S[0][f]) kept += p.bytes(f);
+      if (T > 0 && (a.S[0][f] || a.on_host(f))) kept += p.bytes(f);
+    if (p.offload())
+      for (int f : p.fwd_offloaded[k])
+        if (a.on_host(f)) kept -= p.bytes(f);
   }
+  std::vector<char> held(nf, 0);  // S[t] and what was prefetched into step t
   for (int t = 0; t < T; ++t) {
-    auto present = [&](int f) { return a.S[t][f] || a.R[t][p.producer[f]]; };
+    for (int f = 0; f < nf; ++f) held[f] = a.S[t][f] || a.prefetched(t, f);
+    auto present = [&](int f) { return held[f] || a.R[t][p.producer[f]]; };
     const int impl = a.M[t];
     if (impl < 0 || impl >= p.num_impls(t)) return bad("M[" + std::to_string(t) + "] is not an implementation");
     e.recompute_ms += p.impl_ms[t][impl];
@@ -502,13 +629,19 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       for (int f : p.fwd_inputs[k])
         if (!present(f)) return bad("step " + std::to_string(t) + " recomputes node " + std::to_string(k) + " without its input '" + name(f) + "'");
     }
-    e.peak_bytes =
-        std::max(e.peak_bytes, step_peak(p, t, a.S[t], a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl, &a.P));
+    int64_t incoming = 0;
+    for (int f = 0; f < nf && t + 1 < T; ++f)
+      if (a.prefetched(t + 1, f)) incoming += p.bytes(f);
+    e.peak_bytes = std::max(e.peak_bytes, step_peak(p, t, held, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl,
+                                                    &a.P, incoming));
     if (t + 1 < T)
       for (int f = 0; f < nf; ++f)
         if (a.S[t + 1][f] && !present(f))
           return bad("S[" + std::to_string(t + 1) + "] keeps '" + name(f) + "', which step " + std::to_string(t) + " did not hold");
   }
+  const CopyWaits waits = copy_waits(p, a);
+  e.copy_wait_ms = waits.total();
+  e.recompute_ms += e.copy_wait_ms + waits.preference;
   e.feasible = true;
   return e;
 }
@@ -536,23 +669,35 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   for (int t = 0; t < T; ++t)
     for (int v : plan.nodes[p.steps[t]].inputs) grad_last[v] = t;
 
-  // Stage 0.
+  // Stage 0; an offloaded value is copied to the host (and its device memory released) after its offload_at.
   for (int k = 0; k <= F; ++k) {
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     if (node < 0) continue;
     const int ip = k < F ? p.fwd_in_place[k] : -1;
-    compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || !a.S[0][ip]) ? p.fvals[ip] : -1);
+    compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || (!a.S[0][ip] && !a.on_host(ip))) ? p.fvals[ip] : -1);
     for (int f : p.fwd_released[k])
-      if (T == 0 || !a.S[0][f]) release(p.fvals[f]);
+      if (T == 0 || (!a.S[0][f] && !a.on_host(f))) release(p.fvals[f]);
+    if (p.offload())
+      for (int f : p.fwd_offloaded[k])
+        if (a.on_host(f)) {
+          live[p.fvals[f]] = 0;
+          s.steps.push_back({Step::Kind::offload, p.fvals[f]});
+        }
     if (k == F)
       for (int v : plan.nodes[node].outputs)
         if (grad_last[v] < 0) release(v);
   }
-  // Steps, freeing where step_peak() stops counting.
+  // Steps, freeing where step_peak() stops counting; what step t+1 gets back from the host is prefetched at the
+  // start of step t.
   for (int t = 0; t < T; ++t) {
-    auto kept_on = [&](int f) { return t + 1 < T && a.S[t + 1][f]; };
+    auto kept_on = [&](int f) { return t + 1 < T && (a.S[t + 1][f] || a.prefetched(t + 1, f)); };
     for (int f = 0; f < nf; ++f)  // kept into this step, which cannot use it
       if (!p.used[t][f] && !kept_on(f)) release(p.fvals[f]);
+    for (int f = 0; f < nf && t + 1 < T; ++f)
+      if (a.prefetched(t + 1, f)) {
+        live[p.fvals[f]] = 1;
+        s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
+      }
     const std::vector<int>& cand = p.candidates[t];
     for (size_t i = 0; i < cand.size(); ++i) {
       const int k = cand[i];

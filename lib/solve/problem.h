@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "profile/host_link.h"
 #include "schedule/schedule.h"
 
 namespace monet {
@@ -84,6 +85,20 @@ struct CheckpointProblem {
   std::vector<std::vector<int64_t>> fwd_impl_ws;
   double base_ms = 0;                          // every node once
 
+  // Offload (enable_offload; monet-solve --offload). A forward value f used by a step t >= 1 may be copied to the
+  // host when its stage-0 life ends (H[f]) and copied back once, during the step before one that uses it
+  // (G[t][f]: present entering step t; its device memory counts through step t-1). All empty when off.
+  std::vector<char> offloadable;               // fval -> some step t >= 1 uses it
+  std::vector<double> copy_out_ms, copy_in_ms;  // fval -> its copy to / from the host (latency + bytes / rate)
+  // fval -> the stage-0 position after which an offloaded value's device memory is released: the first position
+  // at or after its last stage-0 reader by whose end its copy, started when it was produced, has ended (at most
+  // the loss, F). Until then it counts as a kept value does.
+  std::vector<int> offload_at;
+  std::vector<std::vector<int>> fwd_offloaded;  // position k -> fvals whose offload_at is k
+  std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
+  std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
+  int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
+
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
   int num_impls(int t) const { return static_cast<int>(impl_extra[t].size()); }
@@ -94,9 +109,15 @@ struct CheckpointProblem {
   int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
   double time_ms(int pos) const { return fwd_ms[pos]; }
   bool has_s(int t, int f) const { return t <= last_use[f]; }
+  bool offload() const { return !offloadable.empty(); }
+  bool has_h(int f) const { return offload() && offloadable[f]; }
+  bool has_g(int t, int f) const { return offload() && t >= 1 && used[t][f]; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };
+
+// Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
+void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
 // ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
@@ -132,6 +153,12 @@ struct Assignment {
   std::vector<std::vector<char>> R;  // [t][forward position]
   std::vector<int> M;                // [t]: implementation of step t's node
   std::vector<int> P;                // [forward position]: implementation of the forward node (every run of it)
+  // Offload (empty when the problem has none): H[f] = f copied to the host when its stage-0 life ends; G[t][f] = f
+  // copied back during step t-1, present entering step t.
+  std::vector<char> H;               // [fval]
+  std::vector<std::vector<char>> G;  // [t][fval]
+  bool on_host(int f) const { return !H.empty() && H[f]; }
+  bool prefetched(int t, int f) const { return !G.empty() && G[t][f]; }
 };
 Assignment empty_assignment(const CheckpointProblem& p);
 
@@ -147,16 +174,44 @@ void trim(const CheckpointProblem& p, Assignment& a);
 // are recomputed in the step (R = R[t]) and f is not kept on (next = S[t+1], null for the last step).
 int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<char>& R, const std::vector<char>* next);
 
-// The peak of step t as the MILP counts it: S = S[t], R = R[t], next = S[t+1] (null for the last step), impl = M[t],
-// fwd = P (null: the forward nodes' defaults).
+// The peak of step t as the MILP counts it: S = S[t] (with the values prefetched into step t), R = R[t], next =
+// S[t+1] (null for the last step), impl = M[t], fwd = P (null: the forward nodes' defaults), incoming = the bytes
+// prefetched during step t for step t+1 (counted at every point of the step).
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
-                  const std::vector<char>* next, int impl, const std::vector<int>* fwd = nullptr);
+                  const std::vector<char>* next, int impl, const std::vector<int>* fwd = nullptr,
+                  int64_t incoming = 0);
+
+// The time the compute stream waits for copies, as the MILP prices them (its W columns): stage 0's copies to the
+// host run one after another from the forward pass's start, each value's device memory released at its offload_at,
+// so by the end of each position k the copies released there must have ended: fwd = max(0, max_k (sum of their
+// times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] - fwd_end_ms[producer f]))); step t's
+// copies from the host (G[t+1]) overlap step t's node and recomputations: step[t] = max(0, their time - that).
+// Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
+// copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
+// fewer copies is the optimum.
+constexpr double kCopyPreference = 1e-3;
+struct CopyWaits {
+  double fwd = 0;
+  std::vector<double> step;  // [t]
+  double preference = 0;     // kCopyPreference x the offloaded values' copy times
+  double total() const;      // the waits (fwd + steps)
+};
+CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a);
+
+// A kept value idle from the forward pass's end to its first use at step u >= 1 offloaded instead: copied to the
+// host when its stage-0 life ends and back during step u-1. Memory never rises (the value counts in step u-1 as it
+// did kept into step u, and no longer before); the copies may add waits. For warm starts under offload.
+Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a);
 
 struct Evaluation {
   bool feasible = false;
   std::string violation;     // the first constraint broken, when infeasible
   int64_t peak_bytes = 0;    // the conservative peak the MILP counts
-  double recompute_ms = 0;   // time beyond every node once by default: recomputations + implementation deltas
+  // Time beyond every node once by default: recomputations + implementation deltas + waits for copies (the MILP's
+  // objective).
+  double recompute_ms = 0;
+  double copy_wait_ms = 0;   // of which waits for copies (offload)
+  int64_t host_bytes = 0;    // bytes offloaded (the host limit's count)
 };
 
 // Checks every constraint procedurally (independently of the MILP's rows) and counts the conservative peak.

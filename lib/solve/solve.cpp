@@ -30,7 +30,9 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
   out.schedule = extract_schedule(p, a, mode);
   out.predicted = simulate(plan, out.schedule);
   MONET_CHECK(out.predicted.peak_bytes <= e.peak_bytes, "simulated peak above the formulation's bound");
-  out.objective_ms = out.predicted.time_ms;
+  MONET_CHECK(out.predicted.host_peak_bytes <= e.host_bytes, "simulated host bytes above the formulation's");
+  out.copy_wait_ms = e.copy_wait_ms;
+  out.objective_ms = out.predicted.time_ms + e.copy_wait_ms;
   for (const Step& st : out.schedule.steps)
     if (st.kind == Step::Kind::compute && (st.impl != 0 || st.algo >= 0))
       ++out.implementations[plan.nodes[st.id].op + ":" +
@@ -64,16 +66,28 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
         for (int c : m.M[t]) if (c >= 0) cols.push_back(c);
       for (auto [f, c] : m.K[t]) if (in(p.producer[f])) cols.push_back(c);
       for (auto [i, c] : m.Y[t]) if (in(p.candidates[t][i])) cols.push_back(c);
+      for (size_t f = 0; f < p.fvals.size() && !m.G.empty(); ++f)
+        if (in(p.producer[f]) && m.G[t][f] >= 0) cols.push_back(m.G[t][f]);
       for (const auto& [i, zs] : m.Z[t])
         if (in(p.candidates[t][i])) cols.insert(cols.end(), zs.begin(), zs.end());
     }
     for (int k = a; k < b; ++k) cols.insert(cols.end(), m.P[k].begin(), m.P[k].end());
+    for (size_t f = 0; f < m.H.size(); ++f)
+      if (in(p.producer[f]) && m.H[f] >= 0) cols.push_back(m.H[f]);
     std::sort(cols.begin(), cols.end());
     cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
     out.push_back(std::move(cols));
     if (b >= F) break;
   }
   return out;
+}
+
+// make_problem with the solve's offload, if any.
+CheckpointProblem problem_for(const PlanGraph& plan, int window, bool impls, const SolveOptions& o,
+                              const std::vector<int>& step_windows = {}) {
+  CheckpointProblem p = make_problem(plan, window, impls, step_windows);
+  if (o.offload) enable_offload(p, *o.offload, o.host_limit_bytes);
+  return p;
 }
 
 struct Widened {
@@ -90,16 +104,16 @@ struct Widened {
 // instead of the 139K of no window. The problem and the schedule, or nullopt when no window gets one before the
 // deadline.
 std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProblem& unwindowed, bool impls, int from,
-                                    int64_t budget_bytes, Deadline deadline) {
+                                    int64_t budget_bytes, Deadline deadline, const SolveOptions& o) {
   if (from <= 0) return std::nullopt;
   const int64_t every = window_candidates(unwindowed, 0);
   for (int w = 2 * from; !past(deadline); w *= 2) {
     const bool all = window_candidates(unwindowed, w) >= every;
-    std::optional<Assignment> a = pressure_fits(all ? unwindowed : make_problem(plan, w, impls), budget_bytes,
+    std::optional<Assignment> a = pressure_fits(all ? unwindowed : problem_for(plan, w, impls, o), budget_bytes,
                                                 deadline);
     if (a) {
       const std::vector<int> windows = windows_needed(unwindowed, *a, from);
-      CheckpointProblem q = make_problem(plan, from, impls, windows);
+      CheckpointProblem q = problem_for(plan, from, impls, o, windows);
       trim(q, *a);  // keeps past a value's last use in q (its candidates are fewer) dropped
       const Evaluation e = evaluate(q, *a);
       if (!e.feasible || e.peak_bytes > budget_bytes) return std::nullopt;  // cannot happen: q offers what a does
@@ -179,10 +193,10 @@ struct SolveClock {
 // window when the auto window was chosen (its widening starts from it).
 CheckpointProblem set_up(const PlanGraph& plan, const SolveOptions& o, bool milp, bool impls,
                          std::optional<CheckpointProblem>& unwindowed) {
-  if (!milp || o.window != kAutoWindow) return make_problem(plan, milp ? o.window : 0, impls);
-  unwindowed = make_problem(plan, 0, impls);
+  if (!milp || o.window != kAutoWindow) return problem_for(plan, milp ? o.window : 0, impls, o);
+  unwindowed = problem_for(plan, 0, impls, o);
   const int w = auto_window(*unwindowed, o.auto_window_candidates);
-  return w == 0 ? *unwindowed : make_problem(plan, w, impls);
+  return w == 0 ? *unwindowed : problem_for(plan, w, impls, o);
 }
 
 // 2. Smallest feasible budget: the lowest peak the heuristics reach (or the first within the budget), and where the
@@ -195,7 +209,8 @@ std::optional<Assignment> bracket_budget(const PlanGraph& plan, const SolveOptio
   out.smallest_found_bytes = smallest_heuristic_peak(p, clock.share(0.2), o.budget_bytes, &widened_start);
   if (milp && o.window == kAutoWindow && o.budget_bytes < out.smallest_found_bytes &&
       o.budget_bytes >= out.lower_bound_bytes)
-    if (std::optional<Widened> w = widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, clock.share(0.3))) {
+    if (std::optional<Widened> w =
+            widen_window(plan, *unwindowed, impls, p.window, o.budget_bytes, clock.share(0.3), o)) {
       p = std::move(w->problem);
       out.smallest_found_bytes = std::min(out.smallest_found_bytes, w->peak_bytes);
       widened_start = std::move(w->start);

@@ -32,6 +32,9 @@ struct SolveOptions {
   // Full mode: the least time left of the neighbourhood search's share for solving the program with the
   // incumbent's implementations fixed, once the search has closed every neighbourhood (solve.cpp; tests lower it).
   double fixed_impls_min_s = 30;
+  // Offload (docs/planner.md, "Offload"): the link that prices the copies; none: keep or recompute only.
+  std::optional<HostLink> offload;
+  int64_t host_limit_bytes = 0;  // the most bytes on the host at once (0: no limit)
 };
 
 struct SolveOutcome {
@@ -72,6 +75,7 @@ struct SolveOutcome {
   // objective_ms); 0 when there is none.
   double impls_bound_ms = 0;
   std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
+  double copy_wait_ms = 0;           // of objective_ms: the compute stream waiting for copies (offload)
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);

@@ -203,6 +203,11 @@ edit "$tmp/p.json" "$tmp/p_huge.json" "j['values'][0]['bytes'] = 900000000000000
 expect 1 "values\[0\].bytes: must be <= 17592186044416, got 9000000000000000000" -- $solve "$tmp/p_huge.json" --budget 1MB $so
 edit "$tmp/p.json" "$tmp/p_neg.json" "j['nodes'][0]['time_ms'] = -1"
 expect 1 "nodes\[0\].time_ms: must be >= 0, got -1" -- $solve "$tmp/p_neg.json" --budget 1MB $so
+# Offload: a profile without a host link, flags without --offload, bad rates and limits.
+expect 1 "p.json: the profile has no host link" -- $solve "$tmp/p.json" --budget 1MB --offload $so
+expect 1 "--host-bandwidth and --host-limit go with --offload" -- $solve "$tmp/p.json" --budget 1MB --host-limit 1GB $so
+expect 1 "--host-bandwidth: expected GB/s > 0, got -3" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth -3 $so
+expect 1 "host-limit 'abc': expected a number" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth 10 --host-limit abc $so
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"
 # Between the lower bound (2.38 GB) and the smallest heuristic schedule (4.01 GB) of resnet50 b184: its LP relaxation
 # alone takes ~15 s, so no schedule can be found in 2 s (and monet-solve stops at the limit, CBC not started).

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The user's path through --offload: a profile with a host link (--host-bandwidth), a budget below the smallest peak
+# the heuristics reach without offload, solved with offload; the schedule copies values to the host and back, passes
+# monet-check --reference store-all bitwise and runs with the arena's peak equal to the prediction and the host arena
+# equal to the simulator's. ResNet-50 at batch 4, 64x64 (CPU).
+# Usage: offload.sh BUILD_DIR SOURCE_DIR
+set -u
+bin=$1/apps
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model="$src/models/resnet50.onnx"
+shape="--batch 4 --input-shape 3,64,64"
+fail() { echo "FAIL: $*"; exit 1; }
+"$bin/monet-profile" "$model" $shape --device estimate --host-bandwidth 25 -o "$tmp/p.json" >/dev/null ||
+  fail "monet-profile"
+"$bin/monet-solve" "$tmp/p.json" --mode checkpoint --budget 1 --report "$tmp/probe.json" -o "$tmp/none.json" \
+  >/dev/null 2>&1
+# A third of the way from the lower bound to the smallest peak the heuristics reach without offload.
+budget=$(/usr/bin/python3 - "$tmp/probe.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+lb, found = r["lower_bound_bytes"], r["smallest_found_bytes"]
+assert lb < found, (lb, found)
+print(lb + (found - lb) // 3)
+PY
+) || fail "probe report"
+# By work done, not the clock: a time limit that never binds, CBC at its root node, one sub-MIP.
+"$bin/monet-solve" "$tmp/p.json" --mode checkpoint --offload --host-limit 1GB --budget "$budget" --time-limit 1e6 \
+  --max-nodes 1 --max-sub-mips 1 --threads 1 -o "$tmp/s.json" --report "$tmp/r.json" >"$tmp/solve.log" ||
+  { cat "$tmp/solve.log"; fail "monet-solve --offload at $budget"; }
+grep -q "^offload: host link H2D 25.0 GB/s" "$tmp/solve.log" || { cat "$tmp/solve.log"; fail "no link line"; }
+/usr/bin/python3 - "$tmp/r.json" "$tmp/s.json" "$budget" <<'PY' || fail "report or schedule"
+import json, sys
+r, s, budget = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+o = r["offload"]
+assert r["fits"] and r["predicted_peak_bytes"] <= budget, (r["fits"], r["predicted_peak_bytes"], budget)
+assert o["transfers"] > 0 and o["transfers"] % 2 == 0, o
+assert 0 < o["host_peak_bytes"] <= o["host_limit_bytes"] == 10**9, o
+kinds = [step[0] for step in s["steps"]]
+assert kinds.count("offload") == kinds.count("prefetch") == o["transfers"] // 2, (kinds.count("offload"), o)
+PY
+"$bin/monet-check" "$model" --schedule "$tmp/s.json" --reference store-all >"$tmp/check.log" 2>&1 ||
+  { cat "$tmp/check.log"; fail "monet-check"; }
+grep -q "bitwise equal, PASS" "$tmp/check.log" || { cat "$tmp/check.log"; fail "not bitwise equal"; }
+"$bin/monet-run" "$model" --schedule "$tmp/s.json" --iters 1 --warmup 0 >"$tmp/run.log" 2>&1 ||
+  { cat "$tmp/run.log"; fail "monet-run"; }
+grep -q "predicted [0-9,]* bytes (equal)" "$tmp/run.log" || { cat "$tmp/run.log"; fail "arena peak != predicted"; }
+grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/run.log" ||
+  { cat "$tmp/run.log"; fail "host arena != predicted"; }
+echo "ok: offloading schedule at $budget bytes: bitwise equal to store-all, arena and host arena as predicted"
