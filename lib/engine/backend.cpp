@@ -19,8 +19,11 @@ void* Backend::reserve_host(int64_t bytes) {
 
 void Backend::unreserve_host(void* block) { std::free(block); }
 
-void Backend::copy_host(void* dst, const void* src, int64_t bytes, bool) {
+int Backend::copy_begin(void* dst, const void* src, int64_t bytes, bool) {
   std::memcpy(dst, src, static_cast<size_t>(bytes));
+  return -1;
 }
+
+void Backend::copy_wait(int) {}
 
 }  // namespace monet

@@ -36,11 +36,14 @@ class Backend {
   virtual void* reserve(int64_t bytes) = 0;
   virtual void unreserve(void* block) = 0;
   // The host arena of schedules that offload values (Step::Kind::offload and prefetch): host memory the device
-  // copies to and from (CUDA: pinned), and one copy between it and the device arena, ordered with the backend's
-  // kernels. The CPU's host memory is its device memory: aligned_alloc and memcpy.
+  // copies to and from (CUDA: pinned). copy_begin issues one copy between it and the device arena after everything
+  // issued so far and returns a ticket; copy_wait(ticket) makes everything issued after it wait for that copy. So a
+  // copy may overlap the kernels issued between the two (CUDA: a copy stream each way). The CPU's host memory is its
+  // device memory: aligned_alloc, and memcpy at once (ticket -1, nothing to wait for).
   virtual void* reserve_host(int64_t bytes);
   virtual void unreserve_host(void* block);
-  virtual void copy_host(void* dst, const void* src, int64_t bytes, bool to_host);
+  virtual int copy_begin(void* dst, const void* src, int64_t bytes, bool to_host);
+  virtual void copy_wait(int ticket);
   // algo: a backend algorithm of the node (a cuDNN convolution algorithm, as a schedule step names it); -1: the
   // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
   // node that is not a convolution, or one cuDNN does not offer for it.

@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -21,14 +22,18 @@ int64_t value_bytes(const Graph& g, int v, int float_bytes) {
 
 // Replays the schedule's allocations on the arenas (the device's and the host's, for offloaded values): the same
 // calls in the dry run and the real run. In place, output 0 takes the input's block (the simulator checked their
-// bytes are equal); the input's offset is dropped after the node ran. An offload copies the value to its host block
-// and releases the device block; a prefetch the reverse (on_copy(v, to_host) runs the copy between the two
-// offsets). On CUDA copies and kernels share one stream: a released block is reused only after its copy ran.
-template <class OnCompute, class OnCopy>
+// bytes are equal); the input's offset is dropped after the node ran. An offload gives the value a host block of its
+// own for the rest of the step (host blocks are not reused within a step: a copy to the host may start before its
+// offload step, as soon as the value is computed) and releases its device block after on_move(i, v); a prefetch
+// allocates a device block and calls on_move(i, v); a free of a device value calls on_move(i, v) before releasing
+// it. i is the step's index. The host blocks are released when the step ends.
+template <class OnCompute, class OnMove>
 void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Arena& host_arena,
-            std::vector<int64_t>& host_offset, Backend& backend, OnCompute on_compute, OnCopy on_copy) {
+            std::vector<int64_t>& host_offset, Backend& backend, OnCompute on_compute, OnMove on_move) {
   const int fb = backend.float_bytes();
-  for (const Step& st : s.steps) {
+  std::vector<int64_t> host_blocks;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
     if (st.kind == Step::Kind::compute) {
       const Node& n = g.nodes[st.id];
       for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -37,7 +42,7 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
       }
       int64_t ws_bytes = backend.workspace_bytes(g, n, st.algo);
       int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
-      on_compute(st, ws);
+      on_compute(i, st, ws);
       if (ws >= 0) arena.release(ws);
       if (st.in_place >= 0) offset[st.in_place] = -1;
       continue;
@@ -45,22 +50,23 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
     const int v = st.id;
     if (st.kind == Step::Kind::offload) {
       host_offset[v] = host_arena.allocate(value_bytes(g, v, fb));
-      on_copy(v, true);
+      host_blocks.push_back(host_offset[v]);
+      on_move(i, v);
       arena.release(offset[v]);
       offset[v] = -1;
     } else if (st.kind == Step::Kind::prefetch) {
       offset[v] = arena.allocate(value_bytes(g, v, fb));
-      on_copy(v, false);
-      host_arena.release(host_offset[v]);
+      on_move(i, v);
       host_offset[v] = -1;
     } else if (offset[v] >= 0) {
+      on_move(i, v);
       arena.release(offset[v]);
       offset[v] = -1;
     } else {  // freed where it was offloaded
-      host_arena.release(host_offset[v]);
       host_offset[v] = -1;
     }
   }
+  for (int64_t b : host_blocks) host_arena.release(b);
 }
 
 }  // namespace
@@ -98,8 +104,28 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   Arena dry(INT64_MAX / 4), dry_host(INT64_MAX / 4);
   std::vector<int64_t> dry_offset(g.values.size(), -1), dry_host_offset(g.values.size(), -1);
   for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
-  replay(g, schedule_, dry, dry_offset, dry_host, dry_host_offset, backend, [](const Step&, int64_t) {},
-         [](int, bool) {});
+  offload_host_.assign(schedule_.steps.size(), -1);
+  replay(g, schedule_, dry, dry_offset, dry_host, dry_host_offset, backend, [](size_t, const Step&, int64_t) {},
+         [&](size_t i, int v) {
+           if (schedule_.steps[i].kind == Step::Kind::offload) offload_host_[i] = dry_host_offset[v];
+         });
+  // Each offload's copy starts right after the compute step that last produced its value, unless a compute step
+  // in between overwrites the value in place (then at the offload step).
+  copy_after_.assign(schedule_.steps.size(), {});
+  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
+    if (schedule_.steps[i].kind != Step::Kind::offload) continue;
+    const int v = schedule_.steps[i].id;
+    for (size_t j = i; j-- > 0;) {
+      const Step& st = schedule_.steps[j];
+      if (st.kind != Step::Kind::compute) continue;
+      if (st.in_place == v) break;
+      const std::vector<int>& out = g.nodes[st.id].outputs;
+      if (std::find(out.begin(), out.end(), v) != out.end()) {
+        copy_after_[j].push_back(static_cast<int>(i));
+        break;
+      }
+    }
+  }
 
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
   std::vector<char> read(g.values.size(), 0);
@@ -161,15 +187,38 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   if (node_ms) backend_.timer_marks_ms();  // drops marks a step that threw left behind
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
   const int fb = backend_.float_bytes();
-  auto copy = [&](int v, bool to_host) {
-    if (value_bytes(g_, v, fb) == 0) return;
-    char* host = host_block_ + host_offset_[v];
-    char* dev = block_ + offset_[v];
-    backend_.copy_host(to_host ? host : dev, to_host ? dev : host, value_bytes(g_, v, fb), to_host);
+  // Copies in flight (Backend::copy_begin's tickets): to the host from right after the value's producer until its
+  // offload step, where its device block is released; to the device from the prefetch step until the value's
+  // first reader (or its free).
+  std::vector<int> out_ticket(schedule_.steps.size(), -2), in_ticket(g_.values.size(), -2);  // -2: none
+  auto begin_out = [&](size_t i) {
+    const int v = schedule_.steps[i].id;
+    const int64_t bytes = value_bytes(g_, v, fb);
+    out_ticket[i] = bytes == 0 ? -1 : backend_.copy_begin(host_block_ + offload_host_[i], block_ + offset_[v], bytes, true);
   };
-  replay(g_, schedule_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](const Step& st, int64_t ws) {
+  auto wait_in = [&](int v) {
+    if (in_ticket[v] == -2) return;
+    backend_.copy_wait(in_ticket[v]);
+    in_ticket[v] = -2;
+  };
+  auto move = [&](size_t i, int v) {
+    const Step& st = schedule_.steps[i];
+    if (st.kind == Step::Kind::offload) {
+      MONET_CHECK(host_offset_[v] == offload_host_[i], "offload of '", g_.values[v].name, "': host block moved");
+      if (out_ticket[i] == -2) begin_out(i);
+      backend_.copy_wait(out_ticket[i]);
+      out_ticket[i] = -2;
+    } else if (st.kind == Step::Kind::prefetch) {
+      const int64_t bytes = value_bytes(g_, v, fb);
+      in_ticket[v] = bytes == 0 ? -1 : backend_.copy_begin(block_ + offset_[v], host_block_ + host_offset_[v], bytes, false);
+    } else {
+      wait_in(v);  // its block may be reused at once
+    }
+  };
+  replay(g_, schedule_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
     const int node = st.id;
     const Node& n = g_.nodes[node];
+    for (int v : n.inputs) wait_in(v);
     const ImplDef impl = impls_of(n).at(st.impl);
     std::vector<TensorRef> in, out;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -195,7 +244,8 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
         captured[v] = backend_.download(ref(v));
       }
     computed[node] = 1;
-  }, copy);
+    for (int i : copy_after_[index]) begin_out(static_cast<size_t>(i));
+  }, move);
   if (node_ms && !timed.empty()) {
     backend_.timer_mark();
     const std::vector<double> at = backend_.timer_marks_ms();

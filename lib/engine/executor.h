@@ -61,6 +61,8 @@ class Executor {
   int64_t host_reserved_ = 0;
   char* host_block_ = nullptr;
   std::vector<int64_t> host_offset_;  // per value offloaded, -1 otherwise
+  std::vector<int64_t> offload_host_;  // per offload step: its value's host block (from the dry run), -1 otherwise
+  std::vector<std::vector<int>> copy_after_;  // per compute step: the offload steps whose copies start after it
   std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())
 };
 

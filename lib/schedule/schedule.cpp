@@ -315,7 +315,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         count(v, -1);
         if (st.kind == Step::Kind::offload) {
           host_bytes += bytes;
-          r.host_peak_bytes = std::max(r.host_peak_bytes, host_bytes);
+          r.host_peak_bytes += bytes;  // a host block of its own for the step (the executor's host arena)
         }
       }
       if (st.kind != Step::Kind::free) {

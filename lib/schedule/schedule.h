@@ -85,7 +85,9 @@ struct SimResult {
   int peak_step = -1;          // index into Schedule::steps where the peak occurs
   double time_ms = 0;          // sum of the computed nodes' times
   int recomputations = 0;      // compute steps of a node already computed earlier in the schedule
-  int64_t host_peak_bytes = 0;  // the most bytes offloaded at once: the host arena
+  // The host arena: every offload's bytes, each value its own host block for the step (a copy to the host may start
+  // as soon as its value is computed, so host blocks are not reused within a step).
+  int64_t host_peak_bytes = 0;
   int transfers = 0;            // offload and prefetch steps
   int64_t transfer_bytes = 0;   // bytes they copy
 };

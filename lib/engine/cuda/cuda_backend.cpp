@@ -158,6 +158,10 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     ctx_.conv_plans.clear();
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
+    for (cudaEvent_t e : tickets_) cudaEventDestroy(e);
+    if (issued_) cudaEventDestroy(issued_);
+    for (cudaStream_t s : copy_stream_)
+      if (s) cudaStreamDestroy(s);
     if (ctx_.cublas) cublasDestroy(ctx_.cublas);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
   }
@@ -208,9 +212,34 @@ class CudaBackend final : public Backend {
     const cudaError_t e = cudaFreeHost(block);  // from destructors: report, never throw
     if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFreeHost of the host arena failed: %s\n", cudaGetErrorString(e));
   }
-  void copy_host(void* dst, const void* src, int64_t bytes, bool to_host) override {
+  // A copy stream each way (non-blocking: the run's stream is the legacy default one), ordered after the run's
+  // stream by an event recorded there; each copy's ticket is an event recorded after it on its copy stream, which
+  // copy_wait makes the run's stream wait for.
+  int copy_begin(void* dst, const void* src, int64_t bytes, bool to_host) override {
+    cudaStream_t& stream = copy_stream_[to_host ? 0 : 1];
+    if (!stream) MONET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (!issued_) MONET_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+    flush_sgd(ctx_);  // the batched updates issued so far read blocks a copy to the device may overwrite
+    MONET_CUDA_CHECK(cudaEventRecord(issued_, ctx_.stream));
+    MONET_CUDA_CHECK(cudaStreamWaitEvent(stream, issued_, 0));
     MONET_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
-                                     to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, ctx_.stream));
+                                     to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream));
+    int ticket;
+    if (!free_tickets_.empty()) {
+      ticket = free_tickets_.back();
+      free_tickets_.pop_back();
+    } else {
+      ticket = static_cast<int>(tickets_.size());
+      tickets_.push_back(nullptr);
+      MONET_CUDA_CHECK(cudaEventCreateWithFlags(&tickets_.back(), cudaEventDisableTiming));
+    }
+    MONET_CUDA_CHECK(cudaEventRecord(tickets_[ticket], stream));
+    return ticket;
+  }
+  void copy_wait(int ticket) override {
+    MONET_CHECK(ticket >= 0 && ticket < static_cast<int>(tickets_.size()), "copy_wait: no copy ", ticket);
+    MONET_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, tickets_[ticket], 0));
+    free_tickets_.push_back(ticket);  // re-recording it later leaves this wait as it is
   }
 
   int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
@@ -265,6 +294,8 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     flush_sgd(ctx_);
     MONET_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    for (cudaStream_t s : copy_stream_)
+      if (s) MONET_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
   // A timed node's pending updates go out before the next mark (an SgdUpdate is timed alone). The events are
@@ -344,6 +375,10 @@ class CudaBackend final : public Backend {
   cudaDeviceProp prop_{};
   mutable CudaContext ctx_;  // workspace_bytes() caches convolution plans
   std::vector<cudaEvent_t> marks_;  // timer_mark's events, the first marks_used_ of them recorded this step
+  cudaStream_t copy_stream_[2] = {nullptr, nullptr};  // to the host, to the device (copy_begin)
+  cudaEvent_t issued_ = nullptr;                       // recorded on the run's stream before each copy
+  std::vector<cudaEvent_t> tickets_;                   // copy_begin's tickets: an event after each copy
+  std::vector<int> free_tickets_;
   size_t marks_used_ = 0;
   int driver_version_ = 0, runtime_version_ = 0;
   size_t free_at_creation_ = 0, free_before_reserve_ = 0, free_after_reserve_ = 0, total_ = 0;
