@@ -35,7 +35,13 @@
 # kernels (Nsight Compute's kernel times of a store-all step), transformers (gpt2_tiny/bert_tiny CUDA vs CPU, GPT-2 and
 # BERT store-all steps), zoo (profiles, full-mode solves at MONeT's budgets on this machine's cores, runs and the
 # tightest check, in one call; MONET_ZOO_MODELS="gpt2 bert" solves those at MONET_ZOO_FRACTIONS of store-all,
-# default "1/2 1/3"), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
+# default "1/2 1/3"), offload (below), extra (the steps listed in the file MONET_EXTRA, one "NAME COMMAND..." per line).
+#   offload  issue 39 on the GPU: per model of MONET_OFFLOAD_MODELS (default "resnet50 vgg16"; --cpu: resnet50), on
+#            the profile stage's profile (its measured host link; --cpu: --host-bandwidth 25), budgets a third of the
+#            way from the lower bound to the smallest peak the heuristics reach without offload and (GPU) the
+#            model's tightest MONeT budget: solved with and without --offload (MONET_OFFLOAD_SOLVE_LIMIT s, default
+#            60; --cpu 10), the offloading schedule run (peak and median step against the prediction) and checked
+#            --reference store-all --math fp32; OFFLOAD.md tabulates them                         ~2-4 min per model
 #
 # --cpu (or dry): the same stages on this (GPU-less) machine at tiny sizes, to test the script before a GPU call:
 # device cpu, binaries of build/ (MONET_BIN; read only), /usr/bin/python3 (MONET_PYTHON), CNNs at batch 2 and 64x64
@@ -524,6 +530,40 @@ stage_attention() {
   done
 }
 
+stage_offload() {
+  local m b p dir tag budget budgets limit=${MONET_OFFLOAD_SOLVE_LIMIT:-60} link=() mathargs=(--math fp32)
+  local models=(${MONET_OFFLOAD_MODELS:-resnet50 vgg16})
+  if [ -n "$CPU" ]; then
+    models=(${MONET_OFFLOAD_MODELS:-resnet50}); limit=${MONET_OFFLOAD_SOLVE_LIMIT:-10}; link=(--host-bandwidth 25)
+    mathargs=()
+  fi
+  for m in "${models[@]}"; do
+    b=$(model_batch "$m") || continue
+    p=$(model_profile "$m")
+    if [ ! -f "$p" ]; then log "offload: no profile of $m at $p (run the profile stage first)"; continue; fi
+    step "offload_probe_$m" "$B/monet-solve" "$p" --budget 1 --report "$OUT/offload_probe_$m.json" \
+      -o "$OUT/offload_probe_$m.schedule.json"
+    budgets=$(util between "$OUT/offload_probe_$m.json" 0.33 2>/dev/null)
+    [ -z "$CPU" ] && budgets="$budgets $(util budgets "$m" 2>/dev/null | awk '{printf "%.0f", $NF * 1e9}')"
+    for budget in $budgets; do
+      tag="${m}_$(gb_of "$budget")"
+      dir="$OUT/offload/$tag"
+      mkdir -p "$dir"
+      step "offload_solve_none_$tag" "$B/monet-solve" "$p" --budget "$budget" --time-limit "$limit" \
+        -o "$dir/schedule_none.json" --report "$dir/solve_none.json"
+      step "offload_solve_$tag" "$B/monet-solve" "$p" --budget "$budget" --time-limit "$limit" --offload "${link[@]}" \
+        -o "$dir/schedule_offload.json" --report "$dir/solve_offload.json" --timeline "$dir/timeline_offload.svg"
+      [ -f "$dir/schedule_offload.json" ] || continue
+      step "offload_run_$tag" "$B/monet-run" "$(model_onnx "$m")" --schedule "$dir/schedule_offload.json" \
+        --device "$DEV" "${RUN_ITERS[@]}" --report "$dir/run.json"
+      step "offload_check_$tag" "$B/monet-check" "$(model_onnx "$m")" --schedule "$dir/schedule_offload.json" \
+        --device "$DEV" "${mathargs[@]}" --reference store-all
+    done
+  done
+  util offload-table "$OUT" "$OUT/OFFLOAD.md" && log "offload: $(tail -n +3 "$OUT/OFFLOAD.md" | tr '\n' ' ')"
+  pack
+}
+
 # extra: one step per line of the file MONET_EXTRA, "NAME COMMAND..." (COMMAND run by bash, with B and OUT set):
 # a call's own experiments, under the same deadline, logs and packing as the stages.
 stage_extra() {
@@ -537,7 +577,7 @@ stage_extra() {
 # PyTorch's own gradient error in fp32 and TF32 on the models monet-check runs (what --math default can reach).
 stage_tf32() { gpu_only tf32 || return 0; step tf32_noise "$PY" scripts/tf32_noise.py; }
 
-STAGES="build env tests check tf32 profile roofline kernels bench summary transformers attention zoo zoo-runs torch extra"
+STAGES="build env tests check tf32 profile roofline kernels bench summary transformers attention zoo zoo-runs torch offload extra"
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(all)
 [ "${stages[0]}" = all ] && stages=(build env tests profile roofline bench summary)

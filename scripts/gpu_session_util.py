@@ -17,6 +17,11 @@
                                                eager row (missing ones are skipped)
   gpu_session_util.py summary OUTDIR SUMMARY.md  the bench stage's tables (OUTDIR/bench/*.json) as one table, and
                                                each roofline's totals and flagged calls (OUTDIR/roofline/*.json)
+  gpu_session_util.py between REPORT SHARE     a budget SHARE of the way from a monet-solve report's lower bound to
+                                               its heuristics' smallest peak, in bytes
+  gpu_session_util.py offload-table OUTDIR OFFLOAD.md  the offload stage's runs (OUTDIR/offload/*/): per model and
+                                               budget the solve without and with offload, the run's peak and
+                                               median step against the prediction, the check's verdict
 """
 import glob
 import json
@@ -139,6 +144,41 @@ def fraction(text):
     return x
 
 
+def offload_table(outdir, path):
+    def load(p):
+        try:
+            with open(p) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    rows = ["| model | budget | without offload | with offload | waits | copies | host | measured peak | "
+            "measured step | measured / predicted | check |", "|" + "---|" * 11]
+    for d in sorted(glob.glob(os.path.join(outdir, "offload", "*"))):
+        tag = os.path.basename(d)
+        none, off, run = (load(os.path.join(d, f)) for f in ("solve_none.json", "solve_offload.json", "run.json"))
+        check = os.path.join(outdir, f"offload_check_{tag}.txt")
+        verdict = "not run"
+        if os.path.exists(check):
+            with open(check) as f:
+                text = f.read()
+            verdict = "bitwise PASS" if "bitwise equal, PASS" in text else "FAIL" if "FAIL" in text else "see log"
+        step = lambda r: f"{r['predicted_step_ms']:.2f} ms" if r and r.get("fits") else "none"
+        o = (off or {}).get("offload") or {}
+        peak = measured = ratio = "-"
+        if run and off and off.get("fits"):
+            peak = f"{run['peak_bytes'] / 1e9:.3f} GB ({'=' if run['peak_bytes'] == off['predicted_peak_bytes'] else '!='})"
+            measured = f"{run['step_ms_median']:.2f} ms"
+            ratio = f"{run['step_ms_median'] / off['predicted_step_ms']:.3f}"
+        budget = (off or none or {}).get("budget_bytes", 0) / 1e9
+        rows.append(f"| {tag.rsplit('_', 1)[0]} | {budget:.3f} GB | {step(none)} | {step(off)} | "
+                    f"{o.get('copy_wait_ms', 0):.2f} ms | {o.get('transfers', 0)} | "
+                    f"{o.get('host_peak_bytes', 0) / 1e9:.3f} GB | {peak} | {measured} | {ratio} | {verdict} |")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    print(f"{len(rows) - 2} offload rows")
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -171,6 +211,13 @@ def main(argv):
         merge(rest[0], rest[1:])
     elif cmd == "summary" and len(rest) == 2:
         summary(rest[0], rest[1])
+    elif cmd == "between" and len(rest) == 2:
+        with open(rest[0]) as f:
+            r = json.load(f)
+        lb, found = r["lower_bound_bytes"], r["smallest_found_bytes"]
+        print(int(lb + (found - lb) * float(rest[1])))
+    elif cmd == "offload-table" and len(rest) == 2:
+        offload_table(rest[0], rest[1])
     else:
         sys.exit(__doc__)
     return 0
