@@ -598,14 +598,16 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
 std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const MilpLayout& m, const double* x,
                                            size_t max_cuts) {
   constexpr double kViolation = 1e-4;
-  // A value prefetched from the host breaks the chain's argument (it is present without a recomputation): the cuts
-  // would need its G terms, and are not separated under offload.
-  if (p.offload()) return {};
   const int T = p.num_steps(), F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
   // cum[k][u]: the relaxation's recomputations of forward node k in steps 0..u-1.
   std::vector<std::vector<double>> cum(F, std::vector<double>(T + 1, 0.0));
   for (int k = 0; k < F; ++k)
     for (int t = 0; t < T; ++t) cum[k][t + 1] = cum[k][t] + (m.R[t][k] >= 0 ? x[m.R[t][k]] : 0.0);
+  // With offload a value is also present after a prefetch: its own term is S[s][f] + sum_{s <= u <= t} G[u][f]
+  // (cum_g[f][u]: its prefetches into steps 0..u-1).
+  std::vector<std::vector<double>> cum_g(m.G.empty() ? 0 : nf, std::vector<double>(T + 1, 0.0));
+  for (int f = 0; f < static_cast<int>(cum_g.size()); ++f)
+    for (int t = 0; t < T; ++t) cum_g[f][t + 1] = cum_g[f][t] + (m.G[t][f] >= 0 ? x[m.G[t][f]] : 0.0);
   std::vector<int> order(nf);  // values by producer: every input of a value's producer comes before it
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p.producer[a] < p.producer[b]; });
@@ -633,7 +635,7 @@ std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const Mil
           best = chain[g];
           next = g;
         }
-      chain[f] = (m.S[s][f] >= 0 ? x[m.S[s][f]] : 0.0) + best;
+      chain[f] = (m.S[s][f] >= 0 ? x[m.S[s][f]] : 0.0) + (cum_g.empty() ? 0.0 : cum_g[f][t + 1] - cum_g[f][s]) + best;
       via[f] = next;
     }
   };
@@ -685,6 +687,11 @@ std::vector<LinearProgram::Row> chain_cuts(const CheckpointProblem& p, const Mil
           row.cols.push_back(m.S[s][f]);
           row.coefs.push_back(1);
         }
+        for (int u = s; u <= t && !m.G.empty(); ++u)
+          if (m.G[u][f] >= 0) {
+            row.cols.push_back(m.G[u][f]);
+            row.coefs.push_back(1);
+          }
         if (via[f] >= 0) continue;
         for (int u = s; u <= t; ++u)
           if (m.R[u][p.producer[f]] >= 0) {

@@ -71,6 +71,7 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& layout, co
 // it; R[t][k] where it is an input of candidate k), a chain f_0, f_1, ..., f_m (f_{j+1} an input of f_j's producer)
 // and a step s <= t:
 //   sum_j S[s][f_j] + sum_{s <= u <= t} R[u][producer(f_m)] >= rhs
+// (with offload each f_j also brings sum_{s <= u <= t} G[u][f_j]: prefetched into a step of [s, t])
 // If no f_j is kept at s, f_0 is recomputed in some step of [s, t], so f_1 is present there and, not kept at s,
 // was recomputed in [s, t] too, and so down the chain. Separation (chain_cuts): for each t and s, the cheapest
 // chain of every value is a shortest path over the forward graph (its own S at s, then either its producer's

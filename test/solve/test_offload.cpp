@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <random>
 
 #include "schedule/schedule.h"
 #include "solve/cbc.h"
@@ -249,4 +250,48 @@ TEST_CASE("offload reaches a budget that recomputation cannot: brute force, MILP
   // A host limit below a1's unit leaves nothing to offload.
   o.host_limit_bytes = kAlignBytes / 2;
   CHECK_FALSE(solve(plan, o).fits);
+}
+
+TEST_CASE("chain cuts with prefetch terms hold at every integer point with offload and cut off fractional ones",
+          "[solve][milp][offload]") {
+  int problems = 0, cuts = 0, with_g = 0;
+  for (uint64_t seed = 1; seed <= 60 && problems < 12; ++seed) {
+    PlanGraph plan = seed % 2 == 0 ? chain_plan(3, seed) : random_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, seed % 2 == 0 ? 1 : 0);
+    enable_offload(p, slow_link(), 0);
+    Assignment probe = empty_assignment(p);
+    if (offload_bits(p, probe).size() > 18) continue;
+    INFO("seed " << seed);
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, simulate(plan, store_all_schedule(plan)).peak_bytes, &layout);
+    std::vector<std::vector<double>> points;  // every assignment evaluate() accepts, as columns
+    for_each_offload_assignment(p, [&](const Assignment& a) {
+      if (evaluate(p, a).feasible) points.push_back(to_columns(p, layout, lp, a));
+    });
+    REQUIRE(!points.empty());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unit(0, 1);
+    for (int draw = 0; draw < 40; ++draw) {
+      std::vector<double> x(lp.col_names.size());
+      for (size_t j = 0; j < x.size(); ++j) x[j] = lp.integer[j] ? unit(rng) * unit(rng) : 0;
+      for (const LinearProgram::Row& r : chain_cuts(p, layout, x.data(), 1000)) {
+        double at_x = 0;
+        for (size_t i = 0; i < r.cols.size(); ++i) at_x += r.coefs[i] * x[r.cols[i]];
+        CHECK(at_x < r.lo - 1e-4);
+        for (const std::vector<double>& y : points) {
+          double at_y = 0;
+          for (size_t i = 0; i < r.cols.size(); ++i) at_y += r.coefs[i] * y[r.cols[i]];
+          CHECK(at_y >= r.lo - 1e-9);
+        }
+        ++cuts;
+        with_g += std::any_of(r.cols.begin(), r.cols.end(),
+                              [&](int c) { return lp.col_names[c].rfind("G_", 0) == 0; });
+      }
+    }
+    ++problems;
+  }
+  INFO(cuts << " cuts on " << problems << " problems, " << with_g << " with prefetch terms");
+  CHECK(problems == 12);
+  CHECK(cuts > 200);
+  CHECK(with_g > 50);
 }
