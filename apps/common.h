@@ -148,8 +148,8 @@ inline int64_t available_host_bytes() {
 // --offload, --host-bandwidth, --host-limit (monet-solve, monet-fit; docs/planner.md, "Offload").
 struct OffloadFlags {
   bool offload = false;
-  double host_bandwidth = 0;  // GB/s; 0: the profile's host link
-  std::string host_limit;     // a size; empty: half the machine's available memory
+  std::optional<double> host_bandwidth;  // GB/s; none: the profile's host link
+  std::string host_limit;                // a size; empty: half the machine's available memory
 
   void add_to(CLI::App& app) {
     app.add_flag("--offload", offload,
@@ -164,29 +164,37 @@ struct OffloadFlags {
                    "machine's available memory)");
   }
 
-  void check() const {
-    if (!offload && (host_bandwidth != 0 || !host_limit.empty()))
+  // Checks the flags and settles the host limit (read once: a search over batches keeps one limit).
+  void check() {
+    if (!offload && (host_bandwidth || !host_limit.empty()))
       fail("--host-bandwidth and --host-limit go with --offload");
-    if (offload && host_bandwidth != 0 && !(host_bandwidth > 0))
-      fail("--host-bandwidth: expected GB/s > 0, got ", host_bandwidth);
+    if (host_bandwidth && !(*host_bandwidth > 0)) fail("--host-bandwidth: expected GB/s > 0, got ", *host_bandwidth);
+    if (!offload) return;
+    if (!host_limit.empty()) {
+      limit_bytes_ = parse_bytes(host_limit, "--host-limit");
+    } else {
+      limit_bytes_ = available_host_bytes() / 2;
+      if (limit_bytes_ <= 0) fail("--offload: cannot read the available memory (/proc/meminfo); give --host-limit");
+    }
+  }
+
+  // Whether `profile` (read from `where`) gives the link, or the flag does; fails naming it otherwise.
+  void require_link(const Profile* profile, const std::string& where) const {
+    if (!offload || host_bandwidth || (profile && profile->host_link)) return;
+    fail(where, ": the profile has no host link (profiled without --device cuda or --host-bandwidth); give "
+         "--host-bandwidth GB/s with --offload");
   }
 
   // The link and the host limit for a solve on `profile` (read from `where`); none without --offload.
   void apply(SolveOptions& o, const Profile& profile, const std::string& where) const {
     if (!offload) return;
-    if (host_bandwidth > 0) o.offload = host_link_from_flag(host_bandwidth);
-    else if (profile.host_link) o.offload = profile.host_link;
-    else
-      fail(where, ": the profile has no host link (profiled without --device cuda or --host-bandwidth); give "
-           "--host-bandwidth GB/s with --offload");
-    if (!host_limit.empty()) {
-      o.host_limit_bytes = parse_bytes(host_limit, "--host-limit");
-      if (o.host_limit_bytes <= 0) fail("--host-limit: expected a size > 0, got '", host_limit, "'");
-    } else {
-      o.host_limit_bytes = available_host_bytes() / 2;
-      if (o.host_limit_bytes <= 0) fail("--offload: cannot read the available memory (/proc/meminfo); give --host-limit");
-    }
+    require_link(&profile, where);
+    o.offload = host_bandwidth ? host_link_from_flag(*host_bandwidth) : *profile.host_link;
+    o.host_limit_bytes = limit_bytes_;
   }
+
+ private:
+  int64_t limit_bytes_ = 0;
 };
 
 // Runs body() and maps exceptions to one line on stderr and an exit code.

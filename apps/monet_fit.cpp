@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
     if (!measured_path.empty()) measured = read_profile(measured_path);
+    offload.require_link(measured ? &*measured : nullptr,
+                         measured ? measured_path : std::string("the estimated profiles (no --profile)"));
     const double max_overhead = max_overhead_pct ? *max_overhead_pct / 100 : 1e300;
 
     std::printf("model %s, budget %s, overhead %s, %s profiles, %s mode, %.0f s per batch\n", model.c_str(),

@@ -110,13 +110,14 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
            if (schedule_.steps[i].kind == Step::Kind::offload) offload_host_[i] = dry_host_offset[v];
          });
   // Each offload's copy starts right after the compute step that last produced its value, unless a compute step
-  // in between overwrites the value in place (then at the offload step).
+  // in between overwrites the value in place or the value came back from the host since (then at the offload step).
   copy_after_.assign(schedule_.steps.size(), {});
   for (size_t i = 0; i < schedule_.steps.size(); ++i) {
     if (schedule_.steps[i].kind != Step::Kind::offload) continue;
     const int v = schedule_.steps[i].id;
     for (size_t j = i; j-- > 0;) {
       const Step& st = schedule_.steps[j];
+      if (st.kind == Step::Kind::prefetch && st.id == v) break;  // back from the host: copied at the offload step
       if (st.kind != Step::Kind::compute) continue;
       if (st.in_place == v) break;
       const std::vector<int>& out = g.nodes[st.id].outputs;
@@ -205,6 +206,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
     const Step& st = schedule_.steps[i];
     if (st.kind == Step::Kind::offload) {
       MONET_CHECK(host_offset_[v] == offload_host_[i], "offload of '", g_.values[v].name, "': host block moved");
+      wait_in(v);  // prefetched before: its bytes have landed
       if (out_ticket[i] == -2) begin_out(i);
       backend_.copy_wait(out_ticket[i]);
       out_ticket[i] = -2;

@@ -478,12 +478,23 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
   int64_t host = 0;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) host += p.bytes(f);
+  // The first step that reads each value (its node, or a recomputation it runs), as trim() counts uses.
+  std::vector<int> first(nf, T);
+  for (int t = T; t-- > 0;) {
+    for (int f : p.needs[t]) first[f] = t;
+    for (int f : p.impl_extra[t][a.M[t]]) first[f] = t;
+    for (int k : p.candidates[t])
+      if (a.R[t][k])
+        for (int f : p.fwd_inputs[k]) first[f] = t;
+  }
   for (int f = 0; f < nf; ++f) {
     if (!p.offloadable[f] || a.H[f] || !a.S[0][f]) continue;
     if (p.host_limit_bytes > 0 && host + p.bytes(f) > p.host_limit_bytes) continue;
-    int u = 0;
-    while (u < T && !p.used[u][f] && a.S[u][f] && !a.R[u][p.producer[f]]) ++u;
-    if (u == 0 || u >= T || !p.used[u][f] || !a.S[u][f] || a.R[u][p.producer[f]]) continue;
+    const int u = first[f];
+    if (u == 0 || u >= T || !p.has_g(u, f)) continue;
+    bool held = true;  // kept from the forward pass into step u, never recomputed meanwhile
+    for (int t = 0; t <= u && held; ++t) held = a.S[t][f] && !a.R[t][p.producer[f]];
+    if (!held) continue;
     for (int t = 0; t <= u; ++t) a.S[t][f] = 0;
     a.G[u][f] = 1;
     a.H[f] = 1;
@@ -672,9 +683,9 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   // Stage 0; an offloaded value is copied to the host (and its device memory released) after its offload_at.
   for (int k = 0; k <= F; ++k) {
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
-    if (node < 0) continue;
     const int ip = k < F ? p.fwd_in_place[k] : -1;
-    compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || (!a.S[0][ip] && !a.on_host(ip))) ? p.fvals[ip] : -1);
+    if (node >= 0)
+      compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || (!a.S[0][ip] && !a.on_host(ip))) ? p.fvals[ip] : -1);
     for (int f : p.fwd_released[k])
       if (T == 0 || (!a.S[0][f] && !a.on_host(f))) release(p.fvals[f]);
     if (p.offload())
@@ -683,7 +694,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
           live[p.fvals[f]] = 0;
           s.steps.push_back({Step::Kind::offload, p.fvals[f]});
         }
-    if (k == F)
+    if (k == F && node >= 0)
       for (int v : plan.nodes[node].outputs)
         if (grad_last[v] < 0) release(v);
   }
@@ -693,12 +704,17 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     auto kept_on = [&](int f) { return t + 1 < T && (a.S[t + 1][f] || a.prefetched(t + 1, f)); };
     for (int f = 0; f < nf; ++f)  // kept into this step, which cannot use it
       if (!p.used[t][f] && !kept_on(f)) release(p.fvals[f]);
-    for (int f = 0; f < nf && t + 1 < T; ++f)
-      if (a.prefetched(t + 1, f)) {
-        live[p.fvals[f]] = 1;
-        s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
-      }
+    auto prefetch = [&] {
+      for (int f = 0; f < nf && t + 1 < T; ++f)
+        if (a.prefetched(t + 1, f)) {
+          live[p.fvals[f]] = 1;
+          s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
+        }
+    };
     const std::vector<int>& cand = p.candidates[t];
+    // Before the recomputations, whose points count what the step holds and the prefetched bytes; in a step without
+    // candidates, where only its node is counted, once what the node does not read has gone.
+    if (!cand.empty()) prefetch();
     for (size_t i = 0; i < cand.size(); ++i) {
       const int k = cand[i];
       if (a.R[t][k]) {
@@ -713,6 +729,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     const int node = p.steps[t];
     for (int f = 0; f < nf; ++f)  // what the node does not read
       if (!kept_on(f) && !p.read_by(t, a.M[t], f)) release(p.fvals[f]);
+    if (cand.empty()) prefetch();
     compute(node, a.M[t], p.bwd_in_place[t][a.M[t]]);
     std::vector<int> touched = plan.nodes[node].inputs;
     touched.insert(touched.end(), plan.nodes[node].outputs.begin(), plan.nodes[node].outputs.end());

@@ -186,6 +186,8 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 // so by the end of each position k the copies released there must have ended: fwd = max(0, max_k (sum of their
 // times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] - fwd_end_ms[producer f]))); step t's
 // copies from the host (G[t+1]) overlap step t's node and recomputations: step[t] = max(0, their time - that).
+// A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
+// copy may also wait behind one released later (counted in neither term).
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.

@@ -228,6 +228,8 @@ fit="$build/apps/monet-fit"
 expect 1 "missing.onnx: no such file" -- $fit "$data/missing.onnx" --budget 1GB $r
 expect 1 "budget 'abc': expected a number" -- $fit "$tiny" --budget abc $r
 expect 1 "--max-overhead must be >= 0 percent, got -1" -- $fit "$tiny" --budget 1GB --max-overhead -1 $r
+expect 1 "the estimated profiles (no --profile): the profile has no host link" -- $fit "$tiny" --budget 1GB --offload $r
+expect 1 "--host-bandwidth: expected GB/s > 0, got 0" -- $fit "$tiny" --budget 1GB --offload --host-bandwidth 0 $r
 expect 1 "--mode 'sqrtn': expected full or checkpoint" -- $fit "$tiny" --budget 1GB --mode sqrtn $r
 expect 1 "--max-nodes must be >= 0, got -1" -- $fit "$tiny" --budget 1GB --max-nodes -1 $r
 expect 1 "--max-batch must be >= 1, got 0" -- $fit "$tiny" --budget 1GB --max-batch 0 $r

@@ -237,6 +237,7 @@ class CudaBackend final : public Backend {
     return ticket;
   }
   void copy_wait(int ticket) override {
+    if (ticket < 0) return;  // nothing was copied (an empty value)
     MONET_CHECK(ticket >= 0 && ticket < static_cast<int>(tickets_.size()), "copy_wait: no copy ", ticket);
     MONET_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, tickets_[ticket], 0));
     free_tickets_.push_back(ticket);  // re-recording it later leaves this wait as it is
