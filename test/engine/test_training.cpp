@@ -25,6 +25,14 @@ SessionOptions tiny_options(int float_bytes = 4) {
   o.float_bytes = float_bytes;
   return o;
 }
+
+SessionOptions small_resnet50_options() {  // ResNet-50 at batch 2, 32x32: its masks, argmax, many values to offload
+  SessionOptions o = tiny_options();
+  o.model_path = model_path("resnet50");
+  o.import.batch = 2;
+  o.import.input_shape = Shape{3, 32, 32};
+  return o;
+}
 }  // namespace
 
 TEST_CASE("store-all schedule: the arena's measured peak equals the simulator's", "[engine][memory]") {
@@ -166,11 +174,7 @@ class NullOutputRecorder : public OnCpu {
 }  // namespace
 
 TEST_CASE("optional outputs nothing reads are not written unless captured or profiled", "[engine]") {
-  SessionOptions o = tiny_options();
-  o.model_path = model_path("resnet50");
-  o.import.batch = 2;
-  o.import.input_shape = Shape{3, 32, 32};
-  auto s = open_session(o);
+  auto s = open_session(small_resnet50_options());
   const Graph& g = s->tg.graph;
   const Schedule store_all = store_all_schedule(g);  // ReluGrad reads y, MaxPoolGrad X: masks and argmax unread
   std::vector<int> impl(g.nodes.size(), 0);           // ReluGrad reads the mask, MaxPoolGrad the argmax
@@ -363,11 +367,7 @@ class LateCopies : public OnCpu {
 }  // namespace
 
 TEST_CASE("copies to and from the host in flight: every one waited for before its bytes are needed", "[engine][offload]") {
-  SessionOptions o = tiny_options();
-  o.model_path = model_path("resnet50");
-  o.import.batch = 2;
-  o.import.input_shape = Shape{3, 32, 32};
-  auto s = open_session(o);
+  auto s = open_session(small_resnet50_options());
   const Graph& g = s->tg.graph;
   // Store-all with every value idle between the forward pass and its first use offloaded (offload_idle_kept).
   CheckpointProblem p = make_problem(s->plan, 0);

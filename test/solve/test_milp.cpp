@@ -20,6 +20,7 @@
 
 using namespace monet;
 using monet::test::kNoClock;
+using monet::test::activity;
 using monet::test::PlanBuilder;
 using monet::test::chain_plan;
 using monet::test::random_plan;
@@ -927,12 +928,6 @@ std::vector<std::vector<double>> integer_points(const CheckpointProblem& p, cons
     if (evaluate(p, a).feasible) points.push_back(to_columns(p, layout, lp, a));
   });
   return points;
-}
-
-double activity(const LinearProgram::Row& r, const std::vector<double>& x) {
-  double sum = 0;
-  for (size_t i = 0; i < r.cols.size(); ++i) sum += r.coefs[i] * x[r.cols[i]];
-  return sum;
 }
 
 }  // namespace

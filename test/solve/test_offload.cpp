@@ -16,6 +16,7 @@
 #include "solve/tiny_plans.h"
 
 using namespace monet;
+using monet::test::activity;
 using monet::test::chain_plan;
 using monet::test::kNoClock;
 using monet::test::random_plan;
@@ -131,11 +132,9 @@ TEST_CASE("offload MILP optimum equals brute force on tiny graphs, and its sched
         // The warm start's columns satisfy the program: to_columns puts an offloading assignment in its form.
         const std::vector<double> x = to_columns(p, layout, lp, a);
         for (const LinearProgram::Row& row : lp.rows) {
-          double sum = 0;
-          for (size_t i = 0; i < row.cols.size(); ++i) sum += row.coefs[i] * x[row.cols[i]];
           INFO("row " << row.name);
-          CHECK(sum >= row.lo - 1e-6);
-          CHECK(sum <= row.hi + 1e-6);
+          CHECK(activity(row, x) >= row.lo - 1e-6);
+          CHECK(activity(row, x) <= row.hi + 1e-6);
         }
         const Schedule s = extract_schedule(p, a, "checkpoint");
         const SimResult sim = simulate(plan, s);
@@ -275,14 +274,8 @@ TEST_CASE("chain cuts with prefetch terms hold at every integer point with offlo
       std::vector<double> x(lp.col_names.size());
       for (size_t j = 0; j < x.size(); ++j) x[j] = lp.integer[j] ? unit(rng) * unit(rng) : 0;
       for (const LinearProgram::Row& r : chain_cuts(p, layout, x.data(), 1000)) {
-        double at_x = 0;
-        for (size_t i = 0; i < r.cols.size(); ++i) at_x += r.coefs[i] * x[r.cols[i]];
-        CHECK(at_x < r.lo - 1e-4);
-        for (const std::vector<double>& y : points) {
-          double at_y = 0;
-          for (size_t i = 0; i < r.cols.size(); ++i) at_y += r.coefs[i] * y[r.cols[i]];
-          CHECK(at_y >= r.lo - 1e-9);
-        }
+        CHECK(activity(r, x) < r.lo - 1e-4);
+        for (const std::vector<double>& y : points) CHECK(activity(r, y) >= r.lo - 1e-9);
         ++cuts;
         with_g += std::any_of(r.cols.begin(), r.cols.end(),
                               [&](int c) { return lp.col_names[c].rfind("G_", 0) == 0; });

@@ -1,4 +1,5 @@
-// Tiny hand-made and random training graphs for the solver's tests (brute force stays within reach on them).
+// Tiny hand-made and random training graphs for the solver's tests (brute force stays within reach on them), and
+// what those tests evaluate on the programs of them.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "schedule/schedule.h"
+#include "solve/milp.h"
 
 namespace monet::test {
 
@@ -142,6 +144,13 @@ inline PlanGraph chain_plan(int n, uint64_t seed) {
   }
   pb.node("update", Stage::update, {w, grad}, {});
   return std::move(pb.plan);
+}
+
+// A row's left-hand side at the point x (column values).
+inline double activity(const LinearProgram::Row& r, const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t i = 0; i < r.cols.size(); ++i) sum += r.coefs[i] * x[r.cols[i]];
+  return sum;
 }
 
 }  // namespace monet::test
