@@ -44,6 +44,10 @@ class Backend {
   virtual void unreserve_host(void* block);
   virtual int copy_begin(void* dst, const void* src, int64_t bytes, bool to_host);
   virtual void copy_wait(int ticket);
+  // Host values (as double) to and from a tensor in host memory the CPU reads and writes (the host arena; the CPU
+  // backend's arena), converted to/from its dtype (DType::f32 as float_bytes() wide).
+  void write_host(const TensorRef& dst, const std::vector<double>& host) const;
+  std::vector<double> read_host(const TensorRef& src) const;
   // algo: a backend algorithm of the node (a cuDNN convolution algorithm, as a schedule step names it); -1: the
   // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
   // node that is not a convolution, or one cuDNN does not offer for it.

@@ -26,10 +26,12 @@ int64_t value_bytes(const Graph& g, int v, int float_bytes) {
 // own for the rest of the step (host blocks are not reused within a step: a copy to the host may start before its
 // offload step, as soon as the value is computed) and releases its device block after on_move(i, v); a prefetch
 // allocates a device block and calls on_move(i, v); a free of a device value calls on_move(i, v) before releasing
-// it. i is the step's index. The host blocks are released when the step ends.
+// it. i is the step's index. The host blocks are released when the step ends. A resident value whose home is the
+// host (home[v]: Schedule::on_host) keeps its host block for the whole run: its offloads copy back into it.
 template <class OnCompute, class OnMove>
-void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t>& offset, Arena& host_arena,
-            std::vector<int64_t>& host_offset, Backend& backend, OnCompute on_compute, OnMove on_move) {
+void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, Arena& arena,
+            std::vector<int64_t>& offset, Arena& host_arena, std::vector<int64_t>& host_offset, Backend& backend,
+            OnCompute on_compute, OnMove on_move) {
   const int fb = backend.float_bytes();
   std::vector<int64_t> host_blocks;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -49,15 +51,17 @@ void replay(const Graph& g, const Schedule& s, Arena& arena, std::vector<int64_t
     }
     const int v = st.id;
     if (st.kind == Step::Kind::offload) {
-      host_offset[v] = host_arena.allocate(value_bytes(g, v, fb));
-      host_blocks.push_back(host_offset[v]);
+      if (!home[v]) {
+        host_offset[v] = host_arena.allocate(value_bytes(g, v, fb));
+        host_blocks.push_back(host_offset[v]);
+      }
       on_move(i, v);
       arena.release(offset[v]);
       offset[v] = -1;
     } else if (st.kind == Step::Kind::prefetch) {
       offset[v] = arena.allocate(value_bytes(g, v, fb));
       on_move(i, v);
-      host_offset[v] = -1;
+      if (!home[v]) host_offset[v] = -1;
     } else if (offset[v] >= 0) {
       on_move(i, v);
       arena.release(offset[v]);
@@ -101,16 +105,23 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   simulate(g, schedule_, workspace_with(backend, g, algorithms_of(g, schedule_)), fb);
 
   const std::vector<int> resident = resident_values(g);
+  home_.assign(g.values.size(), 0);
+  for (int v : schedule_.on_host) home_[v] = 1;
   Arena dry(INT64_MAX / 4), dry_host(INT64_MAX / 4);
   std::vector<int64_t> dry_offset(g.values.size(), -1), dry_host_offset(g.values.size(), -1);
-  for (int v : resident) dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
+  for (int v : resident) {
+    if (home_[v]) dry_host_offset[v] = dry_host.allocate(value_bytes(g, v, fb));
+    else dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
+  }
   offload_host_.assign(schedule_.steps.size(), -1);
-  replay(g, schedule_, dry, dry_offset, dry_host, dry_host_offset, backend, [](size_t, const Step&, int64_t) {},
+  replay(g, schedule_, home_, dry, dry_offset, dry_host, dry_host_offset, backend, [](size_t, const Step&, int64_t) {},
          [&](size_t i, int v) {
            if (schedule_.steps[i].kind == Step::Kind::offload) offload_host_[i] = dry_host_offset[v];
          });
   // Each offload's copy starts right after the compute step that last produced its value, unless a compute step
   // in between overwrites the value in place or the value came back from the host since (then at the offload step).
+  // A resident value with its home on the host is written only by the update that reads it (in place): its copy
+  // starts after the last compute step that read it since its prefetch.
   copy_after_.assign(schedule_.steps.size(), {});
   for (size_t i = 0; i < schedule_.steps.size(); ++i) {
     if (schedule_.steps[i].kind != Step::Kind::offload) continue;
@@ -120,7 +131,7 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
       if (st.kind == Step::Kind::prefetch && st.id == v) break;  // back from the host: copied at the offload step
       if (st.kind != Step::Kind::compute) continue;
       if (st.in_place == v) break;
-      const std::vector<int>& out = g.nodes[st.id].outputs;
+      const std::vector<int>& out = home_[v] ? g.nodes[st.id].inputs : g.nodes[st.id].outputs;
       if (std::find(out.begin(), out.end(), v) != out.end()) {
         copy_after_[j].push_back(static_cast<int>(i));
         break;
@@ -144,10 +155,13 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   reserved_ = dry.high_water_bytes();
   block_ = static_cast<char*>(backend.reserve(reserved_));
   arena_ = std::make_unique<Arena>(reserved_);
-  for (int v : resident) offset_[v] = arena_->allocate(value_bytes(g, v, fb));
   host_reserved_ = dry_host.high_water_bytes();
   host_arena_ = std::make_unique<Arena>(host_reserved_);
   host_offset_.assign(g.values.size(), -1);
+  for (int v : resident) {
+    if (home_[v]) host_offset_[v] = host_arena_->allocate(value_bytes(g, v, fb));
+    else offset_[v] = arena_->allocate(value_bytes(g, v, fb));
+  }
   if (host_reserved_ > 0) {
     try {
       host_block_ = static_cast<char*>(backend.reserve_host(host_reserved_));
@@ -169,15 +183,28 @@ TensorRef Executor::ref(int v) {
   return {block_ + offset_[v], &g_.values[v].shape, g_.values[v].dtype};
 }
 
+TensorRef Executor::host_ref(int v) {
+  MONET_CHECK(host_offset_[v] >= 0, "value ", g_.values[v].name, " has no host block");
+  return {host_block_ + host_offset_[v], &g_.values[v].shape, g_.values[v].dtype};
+}
+
+// Between steps a resident value is in the device arena, or in its host block where its home is the host.
 void Executor::set_value(int v, const std::vector<double>& host) {
-  if (offset_[v] < 0 || !is_persistent(g_.values[v].role)) fail("set_value: '", g_.values[v].name, "' is not resident");
-  backend_.upload(ref(v), host);
+  if (!is_persistent(g_.values[v].role) || (offset_[v] < 0 && !home_[v]))
+    fail("set_value: '", g_.values[v].name, "' is not resident");
+  if (home_[v]) {
+    backend_.synchronize();  // no copy of the last step still reads the block
+    backend_.write_host(host_ref(v), host);
+  } else {
+    backend_.upload(ref(v), host);
+  }
 }
 
 std::vector<double> Executor::get_value(int v) {
-  if (offset_[v] < 0 || !is_persistent(g_.values[v].role)) fail("get_value: '", g_.values[v].name, "' is not resident");
+  if (!is_persistent(g_.values[v].role) || (offset_[v] < 0 && !home_[v]))
+    fail("get_value: '", g_.values[v].name, "' is not resident");
   backend_.synchronize();
-  return backend_.download(ref(v));
+  return home_[v] ? backend_.read_host(host_ref(v)) : backend_.download(ref(v));
 }
 
 std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, std::vector<double>* node_ms,
@@ -217,7 +244,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       wait_in(v);  // its block may be reused at once
     }
   };
-  replay(g_, schedule_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
+  replay(g_, schedule_, home_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
     const int node = st.id;
     const Node& n = g_.nodes[node];
     for (int v : n.inputs) wait_in(v);
@@ -262,7 +289,7 @@ int Executor::step_first_nonfinite() {
   auto finite = [&](int v) {
     if (g_.values[v].dtype != DType::f32) return true;
     backend_.synchronize();
-    for (double x : backend_.download(ref(v)))
+    for (double x : home_[v] && offset_[v] < 0 ? backend_.read_host(host_ref(v)) : backend_.download(ref(v)))
       if (!std::isfinite(x)) return false;
     return true;
   };

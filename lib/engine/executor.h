@@ -41,12 +41,14 @@ class Executor {
 
   const Arena& arena() const { return *arena_; }
   int64_t reserved_bytes() const { return reserved_; }
-  // The host arena of offloaded values (Step::Kind::offload): its size, 0 when the schedule offloads nothing.
+  // The host arena of offloaded values (Step::Kind::offload, Schedule::on_host): its size, 0 when the schedule
+  // offloads nothing.
   int64_t host_reserved_bytes() const { return host_reserved_; }
   const Schedule& schedule() const { return schedule_; }
 
  private:
   TensorRef ref(int value);
+  TensorRef host_ref(int value);  // its host block
 
   const Graph& g_;
   Schedule schedule_;
@@ -60,7 +62,8 @@ class Executor {
   std::unique_ptr<Arena> host_arena_;
   int64_t host_reserved_ = 0;
   char* host_block_ = nullptr;
-  std::vector<int64_t> host_offset_;  // per value offloaded, -1 otherwise
+  std::vector<int64_t> host_offset_;  // per value offloaded or with its home on the host, -1 otherwise
+  std::vector<char> home_;            // per value: its home is the host (Schedule::on_host)
   std::vector<int64_t> offload_host_;  // per offload step: its value's host block (from the dry run), -1 otherwise
   std::vector<std::vector<int>> copy_after_;  // per compute step: the offload steps whose copies start after it
   std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())

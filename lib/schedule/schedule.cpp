@@ -200,9 +200,21 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       state[v] = resident;
       r.resident_bytes += p.values[v].bytes;
     }
+  int64_t host_bytes = 0;  // offloaded values
+  std::vector<char> home(p.values.size(), 0);  // Schedule::on_host
+  for (int v : s.on_host) {
+    if (v < 0 || v >= static_cast<int>(p.values.size())) fail("schedule: on_host names unknown value ", v);
+    if (!p.values[v].resident || home[v])
+      fail("schedule: on_host names '", p.values[v].name, "', which is ",
+           home[v] ? "named twice" : "not resident (only resident values have a home on the host)");
+    home[v] = 1;
+    state[v] = host;
+    r.resident_bytes -= p.values[v].bytes;
+    host_bytes += p.values[v].bytes;
+    r.host_peak_bytes += p.values[v].bytes;  // its own host block for the whole run
+  }
   by_kind[static_cast<int>(MemoryKind::resident)] = r.resident_bytes;
   int64_t live_bytes = r.resident_bytes;
-  int64_t host_bytes = 0;  // offloaded values
   int copies = 0;          // offloads and prefetches since the last compute step (the timeline's)
   r.peak_bytes = live_bytes;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -275,7 +287,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       // recomputation of a forward node, would see the new weights.
       if (n.stage == Stage::update)
         for (int v : n.inputs)
-          if (state[v] == resident) updated_by[v] = st.id;
+          if (state[v] == resident || home[v]) updated_by[v] = st.id;
       r.time_ms += n.impl_ms(impl);
       if (runs[st.id]++ > 0) ++r.recomputations;
       copies = 0;
@@ -286,8 +298,11 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
                          : st.kind == Step::Kind::offload ? "offloads"
                                                           : "prefetches";
       const bool ok = st.kind == Step::Kind::prefetch ? state[v] == host
-                      : st.kind == Step::Kind::free   ? state[v] == live || state[v] == host
+                      : st.kind == Step::Kind::free   ? (state[v] == live || state[v] == host) && !home[v]
                                                       : state[v] == live;
+      if (!ok && home[v])
+        fail("schedule step ", i, ": ", what, " '", p.values[v].name, "', which is resident with its home on the host",
+             state[v] == host ? " and there now" : " and on the device now");
       if (!ok)
         fail("schedule step ", i, ": ", what, " '", p.values[v].name, "', which is ",
              state[v] == resident      ? "resident (never freed or moved)"
@@ -315,7 +330,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         count(v, -1);
         if (st.kind == Step::Kind::offload) {
           host_bytes += bytes;
-          r.host_peak_bytes += bytes;  // a host block of its own for the step (the executor's host arena)
+          if (!home[v]) r.host_peak_bytes += bytes;  // a host block of its own for the step (the executor's host arena)
         }
       }
       if (st.kind != Step::Kind::free) {
@@ -326,8 +341,11 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
     }
   }
   for (size_t v = 0; v < p.values.size(); ++v) {
+    if (home[v] && state[v] != host)
+      fail("schedule: '", p.values[v].name, "' is on the device at the end (its home is the host: offload it back)");
     if (state[v] == live) fail("schedule: '", p.values[v].name, "' is never freed");
-    if (state[v] == host) fail("schedule: '", p.values[v].name, "' is offloaded and never prefetched or freed");
+    if (state[v] == host && !home[v])
+      fail("schedule: '", p.values[v].name, "' is offloaded and never prefetched or freed");
   }
   for (size_t n = 0; n < p.nodes.size(); ++n)
     if (runs[n] == 0) fail("schedule: node '", p.nodes[n].name, "' is never computed");

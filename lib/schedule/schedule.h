@@ -30,6 +30,10 @@ struct Step {
 struct Schedule {
   std::string mode = "store-all";
   std::vector<Step> steps;
+  // Resident values whose home is the host arena (the optimizer state an offloading plan keeps there between its
+  // updates): on the host when the training step starts and when it ends, each in a host block of its own for the
+  // whole run. A prefetch brings one to the device, an offload takes it back to that block; never freed.
+  std::vector<int> on_host = {};
 };
 
 // Values that live for the whole run: persistent roles (params, buffers, momentum, constants, input, labels)
@@ -81,12 +85,13 @@ Schedule fast_store_all_schedule(const PlanGraph& p);
 
 struct SimResult {
   int64_t peak_bytes = 0;      // resident + live transients + the running step's outputs and workspace
-  int64_t resident_bytes = 0;
+  int64_t resident_bytes = 0;  // on the device for the whole run (Schedule::on_host's values not counted)
   int peak_step = -1;          // index into Schedule::steps where the peak occurs
   double time_ms = 0;          // sum of the computed nodes' times
   int recomputations = 0;      // compute steps of a node already computed earlier in the schedule
-  // The host arena: every offload's bytes, each value its own host block for the step (a copy to the host may start
-  // as soon as its value is computed, so host blocks are not reused within a step).
+  // The host arena: the resident values kept there (Schedule::on_host) and every other offload's bytes, each value
+  // its own host block for the step (a copy to the host may start as soon as its value is computed, so host blocks
+  // are not reused within a step).
   int64_t host_peak_bytes = 0;
   int transfers = 0;            // offload and prefetch steps
   int64_t transfer_bytes = 0;   // bytes they copy
@@ -117,7 +122,8 @@ struct MemoryPoint {
 // Throws monet::Error naming the step number if a node or value is unknown, an
 // input is not live, a value is freed twice or never produced, a backward/update node runs twice, a node reads a
 // parameter after its update changed it in place, or a transient is still live at the end (every node but
-// recomputed forward nodes runs exactly once).
+// recomputed forward nodes runs exactly once); and if on_host names a value that is not resident, or one of them is
+// freed or is on the device at the end.
 // timeline (optional): one MemoryPoint per compute step, in order.
 SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline = nullptr);
 

@@ -25,7 +25,7 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
     if (s.algo >= 0) step.push_back({{"algorithm", s.algo}});
     steps.push_back(std::move(step));
   }
-  return {{"format", "monet-schedule"},
+  nlohmann::json j = {{"format", "monet-schedule"},
           {"version", kScheduleVersion},
           {"fingerprint", f.fingerprint},
           {"model", f.model},
@@ -37,6 +37,12 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
           {"solver", f.solver.is_null() ? nlohmann::json::object() : f.solver},
           {"predicted", f.predicted.is_null() ? nlohmann::json::object() : f.predicted},
           {"steps", steps}};
+  if (!f.schedule.on_host.empty()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (int v : f.schedule.on_host) names.push_back(p.values.at(v).name);
+    j["on_host"] = std::move(names);
+  }
+  return j;
 }
 
 ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::string& path) {
@@ -133,6 +139,16 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
         f.schedule.steps.push_back({Step::Kind::prefetch, value_id(name)});
       } else {
         fail(path, ": step ", i, ": unknown kind '", kind, "'");
+      }
+    }
+    if (j.contains("on_host")) {
+      const auto& names = j["on_host"];
+      if (!names.is_array()) fail(path, ": on_host is not an array of value names");
+      for (const auto& n : names) {
+        if (!n.is_string()) fail(path, ": on_host is not an array of value names");
+        auto it = values.find(n.get<std::string>());
+        if (it == values.end()) fail(path, ": on_host: unknown value '", n.get<std::string>(), "'");
+        f.schedule.on_host.push_back(it->second);
       }
     }
     return f;

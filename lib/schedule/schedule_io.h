@@ -10,9 +10,10 @@
 namespace monet {
 
 // 2: compute steps may name an implementation; 3: compute_in_place; 4: a compute step may end with
-// {"algorithm": k} (a cuDNN convolution algorithm).
-inline constexpr int kScheduleVersion = 4;
-inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 4 one)
+// {"algorithm": k} (a cuDNN convolution algorithm); 5: "on_host", the resident values whose home is the host
+// (Schedule::on_host).
+inline constexpr int kScheduleVersion = 5;
+inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 5 one)
 
 struct ScheduleFile {
   std::string fingerprint;

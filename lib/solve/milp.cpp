@@ -100,8 +100,41 @@ struct Builder {
         if (p.has_g(t, f)) m.G[t][f] = lp.add_col(idx("G", t, f), 0, 1, 0, true);
     m.W_fwd = lp.add_col("Wfwd", 0, kInf, 1, false);
     m.W.assign(T, -1);
-    for (int t = 0; t + 1 < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
+    for (int t = 0; t < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
+    // Q[s] in {0,1}: optimizer state s has its home on the host; Qtot = sum_s a_s Q[s] (qtot), what the memory rows
+    // credit outside the steps around each update (docs/planner.md, "Offload").
+    m.Q.assign(p.num_states(), -1);
+    if (p.num_states() == 0) return;
+    std::vector<int> cols;
+    std::vector<double> coefs;
+    m.Qtot = lp.add_col("Qtot", 0, kInf, 0, false);
+    cols.push_back(m.Qtot);
+    coefs.push_back(1);
+    for (int s = 0; s < p.num_states(); ++s) {
+      m.Q[s] = lp.add_col("Q_" + std::to_string(s), 0, 1, kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]),
+                          true);
+      cols.push_back(m.Q[s]);
+      coefs.push_back(-units(p.state_bytes(s)));
+    }
+    lp.add_row("qtot", cols, coefs, 0, 0);
   }
+
+  // Appends the optimizer state's credit in step t (-1: stage 0) to a row defining a running sum's column
+  // (column - what is held = 0): + Qtot - sum_{s near t} a_s Q[s], i.e. the column less what is on the host.
+  void add_state_credit(int t, std::vector<int>& cols, std::vector<double>& coefs) const {
+    if (m.Qtot < 0) return;
+    cols.push_back(m.Qtot);
+    coefs.push_back(1);
+    for (int s = 0; s < p.num_states(); ++s)
+      if (p.state_near(s, t)) {
+        cols.push_back(m.Q[s]);
+        coefs.push_back(-units(p.state_bytes(s)));
+      }
+  }
+  // The lower bound of a running sum's column: below 0 where a credit may take it there.
+  double sum_lo() const { return m.Qtot < 0 ? 0 : -kInf; }
+  // Its upper bound: cap, or -1 (infeasible at once) where cap < 0 and no credit can help.
+  double sum_hi(double cap) const { return cap < 0 && m.Qtot < 0 ? -1 : cap; }
 
   int h_col(int f) const { return m.H.empty() ? -1 : m.H[f]; }
   int g_col(int t, int f) const { return m.G.empty() || t >= static_cast<int>(m.G.size()) ? -1 : m.G[t][f]; }
@@ -134,6 +167,10 @@ struct Builder {
         if (m.G[t][f] >= 0) { cols.push_back(m.G[t][f]); coefs.push_back(1); }
       lp.add_row("once_" + std::to_string(f), cols, coefs, 0, 0);
       if (m.S[0][f] >= 0) lp.add_row("hkept_" + std::to_string(f), {m.H[f], m.S[0][f]}, {1, 1}, -kInf, 1);
+    }
+    for (int s = 0; s < p.num_states(); ++s) {
+      hc.push_back(m.Q[s]);
+      hk.push_back(units(p.state_bytes(s)));
     }
     if (p.host_limit_bytes > 0 && !hc.empty()) lp.add_row("host", hc, hk, -kInf, units(p.host_limit_bytes));
     for (int t = 1; t < T; ++t)
@@ -183,15 +220,21 @@ struct Builder {
       lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
       prev = C;
     }
-    for (int t = 0; t + 1 < T; ++t) {
-      std::vector<int> cols = {m.W[t]};
-      std::vector<double> coefs = {-1};
-      for (int f = 0; f < nf; ++f)
-        if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
-      if (cols.size() == 1) continue;
-      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-      lp.add_row("cin_" + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
-    }
+    for (int t = 0; t < T; ++t)
+      for (const bool in : {true, false}) {
+        std::vector<int> cols = {m.W[t]};
+        std::vector<double> coefs = {-1};
+        for (int f = 0; f < nf && in && t + 1 < T; ++f)
+          if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
+        for (int s = 0; s < p.num_states(); ++s)
+          if (p.state_step[s] == (in ? t + 1 : t - 1)) {
+            cols.push_back(m.Q[s]);
+            coefs.push_back(in ? p.state_in_ms[s] : p.state_out_ms[s]);
+          }
+        if (cols.size() == 1) continue;
+        for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+        lp.add_row((in ? "cin_" : "qout_") + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
+      }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -300,10 +343,11 @@ struct Builder {
       const bool choice = k < p.num_fwd() && !m.P[k].empty();
       const double cap = budget - units(p.fwd_fixed[k]);
       const double least = choice ? units(*std::min_element(p.fwd_impl_ws[k].begin(), p.fwd_impl_ws[k].end())) : 0;
-      const int K = lp.add_col("K_" + std::to_string(k), 0, cap - least, 0, false);
-      if (lp.col_hi[K] < 0) lp.col_hi[K] = -1;  // infeasible whatever is kept; CBC proves it at once
+      // Where cap - least < 0 without a credit, infeasible whatever is kept; CBC proves it at once.
+      const int K = lp.add_col("K_" + std::to_string(k), sum_lo(), sum_hi(cap - least), 0, false);
       std::vector<int> cols = {K};
       std::vector<double> coefs = {1};
+      if (prev < 0) add_state_credit(-1, cols, coefs);  // stage 0: every offloaded state on the host
       if (prev >= 0) {
         cols.push_back(prev);
         coefs.push_back(-1);
@@ -393,10 +437,11 @@ struct Builder {
       int prev = -1;
       for (size_t i = 0; i < cand.size(); ++i) {
         const int k = cand[i];
-        const int A = lp.add_col(idx("A", t, static_cast<int>(i)), 0, rec_cap < 0 ? -1 : rec_cap, 0, false);
+        const int A = lp.add_col(idx("A", t, static_cast<int>(i)), sum_lo(), sum_hi(rec_cap), 0, false);
         std::vector<int> cols = {A};
         std::vector<double> coefs = {1};
         if (prev < 0) {
+          add_state_credit(t, cols, coefs);
           for (int f = 0; f < nf; ++f) append(cols, coefs, p.used[t][f] ? m.S[t][f] : next(f), -units(p.bytes(f)));
           for (int f = 0; f < nf && p.offload(); ++f) {  // prefetched into this step, and for the next one
             if (p.used[t][f]) append(cols, coefs, g_col(t, f), -units(p.bytes(f)));
@@ -459,14 +504,16 @@ struct Builder {
       for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) ws_differ |= p.impl_ws[t][i] != 0;
       // Nothing variable at the node: no row, unless the implementations' workspaces differ (algorithm variants
       // read the same values; their workspace alone decides whether the node fits).
+      // (The optimizer state's credit only lowers it.)
       if (cols.empty() && node_cap >= 0 && !ws_differ) continue;
       // An implementation with less workspace than the default leaves more room (wsimpl below is exact).
       int64_t least_ws = 0;
       for (int i = 0; i < static_cast<int>(m.M[t].size()); ++i) least_ws = std::min(least_ws, p.impl_ws[t][i]);
       const double hi = node_cap - units(least_ws);
-      const int L = lp.add_col("L_" + std::to_string(t), 0, hi < 0 ? -1 : hi, 0, false);
+      const int L = lp.add_col("L_" + std::to_string(t), sum_lo(), sum_hi(hi), 0, false);
       cols.insert(cols.begin(), L);
       coefs.insert(coefs.begin(), 1);
+      add_state_credit(t, cols, coefs);
       lp.add_row("Lsum_" + std::to_string(t), cols, coefs, 0, 0);
       if (ws_differ) {
         std::vector<int> wc = {L};
@@ -549,25 +596,28 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (int t = 0; t < p.num_steps(); ++t)
       for (size_t f = 0; f < p.fvals.size(); ++f)
         if (m.G[t][f] >= 0) x[m.G[t][f]] = a.prefetched(t, static_cast<int>(f));
+    for (size_t s = 0; s < m.Q.size(); ++s) x[m.Q[s]] = !a.Q.empty() && a.Q[s];
     const CopyWaits w = copy_waits(p, a);
     x[m.W_fwd] = w.fwd;
     for (int t = 0; t < p.num_steps(); ++t)
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
+  std::vector<char> known(x.size(), 0);  // defined by an earlier row (Qtot, in the rows that credit it)
   for (const LinearProgram::Row& r : lp.rows) {
     if (r.lo != 0 || r.hi != 0) continue;
-    // The defined column is the one with coefficient +1 that is continuous and appears first.
+    // The defined column is the first continuous one with coefficient +1 that no earlier row defined.
     int defined = -1;
     double rest = 0;
     for (size_t i = 0; i < r.cols.size(); ++i)
-      if (!lp.integer[r.cols[i]] && r.coefs[i] == 1 && defined < 0) defined = r.cols[i];
+      if (!lp.integer[r.cols[i]] && r.coefs[i] == 1 && !known[r.cols[i]] && defined < 0) defined = r.cols[i];
     if (defined < 0 && std::all_of(r.cols.begin(), r.cols.end(), [&](int c) { return lp.integer[c] != 0; }))
       continue;  // binaries alone (once_f)
     MONET_CHECK(defined >= 0, "row ", r.name);
     for (size_t i = 0; i < r.cols.size(); ++i)
       if (r.cols[i] != defined) rest += r.coefs[i] * x[r.cols[i]];
     x[defined] = -rest;
+    known[defined] = 1;
   }
   return x;
 }
@@ -591,6 +641,7 @@ Assignment from_columns(const CheckpointProblem& p, const MilpLayout& m, const s
     for (int t = 0; t < p.num_steps(); ++t)
       for (size_t f = 0; f < p.fvals.size(); ++f)
         if (m.G[t][f] >= 0) a.G[t][f] = x[m.G[t][f]] > 0.5;
+    for (size_t s = 0; s < m.Q.size(); ++s) a.Q[s] = x[m.Q[s]] > 0.5;
   }
   return a;
 }

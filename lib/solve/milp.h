@@ -42,6 +42,9 @@ struct MilpLayout {
   std::vector<std::vector<int>> G;
   int W_fwd = -1;
   std::vector<int> W;
+  // The optimizer state on the host: Q [state], and Qtot, their bytes (in units) on the host (-1 without states).
+  std::vector<int> Q;
+  int Qtot = -1;
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

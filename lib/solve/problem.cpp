@@ -261,13 +261,20 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
 }
 
 int64_t CheckpointProblem::lower_bound_bytes() const {
+  // With every optimizer state on the host where it may be (the host limit aside).
+  auto away = [&](int t) {
+    int64_t b = 0;
+    for (int s = 0; s < num_states(); ++s)
+      if (!state_near(s, t)) b += state_bytes(s);
+    return b;
+  };
   int64_t lb = 0;
   for (int k = 0; k < static_cast<int>(fwd_fixed.size()); ++k) {  // at the least-workspace implementation
     const int64_t least = k < num_fwd() ? *std::min_element(fwd_impl_ws[k].begin(), fwd_impl_ws[k].end()) : 0;
-    lb = std::max(lb, fwd_fixed[k] + least);
+    lb = std::max(lb, fwd_fixed[k] + least - away(-1));
   }
   for (int t = 0; t < num_steps(); ++t) {
-    int64_t m = bwd_fixed[t];
+    int64_t m = bwd_fixed[t] - away(t);
     for (int f : needs[t]) m += bytes(f);
     int64_t least = INT64_MAX;  // the cheapest implementation's extra reads and workspace
     for (int i = 0; i < num_impls(t); ++i) {
@@ -399,8 +406,16 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   if (p.offload()) {
     a.H.assign(p.fvals.size(), 0);
     a.G.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
+    a.Q.assign(p.states.size(), 0);
   }
   return a;
+}
+
+int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
+  int64_t away = 0;
+  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
+    if (a.Q[s] && !p.state_near(s, t)) away += p.state_bytes(s);
+  return away;
 }
 
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes) {
@@ -422,15 +437,35 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   p.copy_in_ms.assign(nf, 0.0);
   p.offload_at.assign(nf, -1);
   p.fwd_offloaded.assign(F + 1, {});
+  auto copy_ms = [&](int64_t bytes, double gbs) { return link.latency_us * 1e-3 + static_cast<double>(bytes) * 1e-6 / gbs; };
   for (int f = 0; f < nf; ++f) {
-    const double gb = static_cast<double>(p.bytes(f)) * 1e-9;
-    p.copy_out_ms[f] = link.latency_us * 1e-3 + gb / link.d2h_busy_gbs * 1e3;
-    p.copy_in_ms[f] = link.latency_us * 1e-3 + gb / link.h2d_busy_gbs * 1e3;
+    p.copy_out_ms[f] = copy_ms(p.bytes(f), link.d2h_busy_gbs);
+    p.copy_in_ms[f] = copy_ms(p.bytes(f), link.h2d_busy_gbs);
     if (!p.offloadable[f]) continue;
     int k = p.last_fwd[f];
     while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
+  }
+  // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
+  std::vector<int> readers(plan.values.size(), 0), step_of(plan.nodes.size(), -1);
+  for (const PlanNode& n : plan.nodes)
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) ++readers[v];
+  for (int t = 0; t < T; ++t) step_of[p.steps[t]] = t;
+  p.states.clear();
+  p.state_step.clear();
+  p.state_in_ms.clear();
+  p.state_out_ms.clear();
+  for (int t = 1; t + 1 < T; ++t) {
+    const PlanNode& n = plan.nodes[p.steps[t]];
+    if (n.stage != Stage::update) continue;
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
+      if (!plan.values[v].resident || readers[v] != 1 || plan.values[v].bytes == 0) continue;
+      p.states.push_back(v);
+      p.state_step.push_back(t);
+      p.state_in_ms.push_back(copy_ms(plan.values[v].bytes, link.h2d_busy_gbs));
+      p.state_out_ms.push_back(copy_ms(plan.values[v].bytes, link.d2h_busy_gbs));
+    }
   }
 }
 
@@ -447,6 +482,13 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
+  std::vector<double> in(T, 0.0), out(T, 0.0);  // the states' copies during step t
+  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
+    if (!a.Q[s]) continue;
+    w.preference += kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]);
+    in[p.state_step[s] - 1] += p.state_in_ms[s];
+    out[p.state_step[s] + 1] += p.state_out_ms[s];
+  }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
     for (int f : p.fwd_offloaded[k]) {
@@ -455,15 +497,14 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
-  for (int t = 0; t + 1 < T; ++t) {
-    double in = 0;
-    for (int f = 0; f < nf; ++f)
-      if (a.G[t + 1][f]) in += p.copy_in_ms[f];
-    if (in <= 0) continue;
+  for (int t = 0; t < T; ++t) {
+    for (int f = 0; f < nf && t + 1 < T; ++f)
+      if (a.G[t + 1][f]) in[t] += p.copy_in_ms[f];
+    if (in[t] <= 0 && out[t] <= 0) continue;
     double overlap = p.step_ms[t];
     for (int k : p.candidates[t])
       if (a.R[t][k]) overlap += p.time_ms(k);
-    w.step[t] = std::max(0.0, in - overlap);
+    w.step[t] = std::max({0.0, in[t] - overlap, out[t] - overlap});
   }
   return w;
 }
@@ -474,10 +515,18 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
   if (a.H.empty()) {
     a.H.assign(nf, 0);
     a.G.assign(T, std::vector<char>(nf, 0));
+    a.Q.assign(p.states.size(), 0);
   }
   int64_t host = 0;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) host += p.bytes(f);
+  for (int s = 0; s < p.num_states(); ++s)
+    if (a.Q[s]) host += p.state_bytes(s);
+  for (int s = 0; s < p.num_states(); ++s)
+    if (!a.Q[s] && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
+      a.Q[s] = 1;
+      host += p.state_bytes(s);
+    }
   // The first step that reads each value (its node, or a recomputation it runs), as trim() counts uses.
   std::vector<int> first(nf, T);
   for (int t = T; t-- > 0;) {
@@ -603,6 +652,9 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
                  std::to_string(static_cast<int>(a.H[f])));
     if (a.H[f]) e.host_bytes += p.bytes(f);
   }
+  if (!a.Q.empty() && a.Q.size() != p.states.size()) return bad("Q is not one bit per optimizer state");
+  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
+    if (a.Q[s]) e.host_bytes += p.state_bytes(s);
   if (p.host_limit_bytes > 0 && e.host_bytes > p.host_limit_bytes)
     return bad("offloads " + std::to_string(e.host_bytes) + " bytes, above the host limit");
   for (int k = 0; k < F; ++k) {
@@ -611,7 +663,8 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
     e.recompute_ms += p.fwd_impl_ms[k][a.P[k]];
   }
   // Stage 0: values kept into step 0 stay live after their last stage-0 reader; offloaded ones until offload_at.
-  int64_t kept = 0;
+  // The offloaded optimizer state is on the host throughout.
+  int64_t kept = -states_away(p, a, -1);
   for (int k = 0; k <= F; ++k) {
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     const int64_t ws = k < F ? p.fwd_impl_ws[k][a.P[k]] : 0;
@@ -644,7 +697,7 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
     for (int f = 0; f < nf && t + 1 < T; ++f)
       if (a.prefetched(t + 1, f)) incoming += p.bytes(f);
     e.peak_bytes = std::max(e.peak_bytes, step_peak(p, t, held, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl,
-                                                    &a.P, incoming));
+                                                    &a.P, incoming) - states_away(p, a, t));
     if (t + 1 < T)
       for (int f = 0; f < nf; ++f)
         if (a.S[t + 1][f] && !present(f))
@@ -662,6 +715,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   Schedule s;
   s.mode = mode;
+  for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)
+    if (a.Q[q]) s.on_host.push_back(p.states[q]);
   std::vector<char> live(plan.values.size(), 0);
   auto compute = [&](int node, int impl, int in_place = -1) {
     Step step = compute_step(plan, node, impl);
@@ -710,6 +765,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
           live[p.fvals[f]] = 1;
           s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
         }
+      for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state step t+1 updates
+        if (a.Q[q] && p.state_step[q] == t + 1) s.steps.push_back({Step::Kind::prefetch, p.states[q]});
     };
     const std::vector<int>& cand = p.candidates[t];
     // Before the recomputations, whose points count what the step holds and the prefetched bytes; in a step without
@@ -737,6 +794,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       if (!plan.values[v].resident && p.fval_of[v] < 0 && grad_last[v] <= t) release(v);
     for (int f = 0; f < nf; ++f)
       if (!kept_on(f)) release(p.fvals[f]);
+    for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state step t-1 updated, back home
+      if (a.Q[q] && p.state_step[q] == t - 1) s.steps.push_back({Step::Kind::offload, p.states[q]});
   }
   return s;
 }

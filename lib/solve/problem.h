@@ -98,6 +98,12 @@ struct CheckpointProblem {
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
+  // The optimizer state on the host (Q[s]): resident values that only one node reads, an update (which writes them
+  // in place: SGD's momentum), run as step u = state_step[s] with 1 <= u <= T-2. Offloaded, a state's home is the
+  // host: it is copied in during step u-1 and out during step u+1, and counts on the device only in steps u-1..u+1.
+  std::vector<int> states;                      // plan value ids
+  std::vector<int> state_step;                  // state -> its update's step u
+  std::vector<double> state_in_ms, state_out_ms;  // state -> its copy from / to the host
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
@@ -112,12 +118,21 @@ struct CheckpointProblem {
   bool offload() const { return !offloadable.empty(); }
   bool has_h(int f) const { return offload() && offloadable[f]; }
   bool has_g(int t, int f) const { return offload() && t >= 1 && used[t][f]; }
+  int num_states() const { return static_cast<int>(states.size()); }
+  int64_t state_bytes(int s) const { return plan->values[states[s]].bytes; }
+  // Whether state s is on the device in step t (-1: stage 0) when offloaded: t in [u-1, u+1].
+  bool state_near(int s, int t) const { return t >= state_step[s] - 1 && t <= state_step[s] + 1; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
+
+struct Assignment;
+// Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0): a's Q, less what steps
+// u-1..u+1 of each state's update hold.
+int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t);
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
 // ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
@@ -157,6 +172,7 @@ struct Assignment {
   // copied back during step t-1, present entering step t.
   std::vector<char> H;               // [fval]
   std::vector<std::vector<char>> G;  // [t][fval]
+  std::vector<char> Q;               // [state]: its home is the host (CheckpointProblem::states)
   bool on_host(int f) const { return !H.empty() && H[f]; }
   bool prefetched(int t, int f) const { return !G.empty() && G[t][f]; }
 };
@@ -185,7 +201,9 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 // host run one after another from the forward pass's start, each value's device memory released at its offload_at,
 // so by the end of each position k the copies released there must have ended: fwd = max(0, max_k (sum of their
 // times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] - fwd_end_ms[producer f]))); step t's
-// copies from the host (G[t+1]) overlap step t's node and recomputations: step[t] = max(0, their time - that).
+// copies from the host (G[t+1], and the states updated in step t+1) and to the host (the states updated in step
+// t-1) overlap step t's node and recomputations, each way on its own stream: step[t] = max(0, each way's time -
+// that).
 // A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
 // copy may also wait behind one released later (counted in neither term).
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
@@ -202,7 +220,9 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a);
 
 // A kept value idle from the forward pass's end to its first use at step u >= 1 offloaded instead: copied to the
 // host when its stage-0 life ends and back during step u-1. Memory never rises (the value counts in step u-1 as it
-// did kept into step u, and no longer before); the copies may add waits. For warm starts under offload.
+// did kept into step u, and no longer before); the copies may add waits. The optimizer state goes to the host too
+// (Q = 1: it counts only in the three steps around its update). Both within the host limit. For warm starts under
+// offload.
 Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a);
 
 struct Evaluation {
@@ -213,7 +233,7 @@ struct Evaluation {
   // objective).
   double recompute_ms = 0;
   double copy_wait_ms = 0;   // of which waits for copies (offload)
-  int64_t host_bytes = 0;    // bytes offloaded (the host limit's count)
+  int64_t host_bytes = 0;    // bytes offloaded, optimizer state included (the host limit's count)
 };
 
 // Checks every constraint procedurally (independently of the MILP's rows) and counts the conservative peak.

@@ -369,20 +369,27 @@ class LateCopies : public OnCpu {
 TEST_CASE("copies to and from the host in flight: every one waited for before its bytes are needed", "[engine][offload]") {
   auto s = open_session(small_resnet50_options());
   const Graph& g = s->tg.graph;
-  // Store-all with every value idle between the forward pass and its first use offloaded (offload_idle_kept).
+  // Store-all with every value idle between the forward pass and its first use offloaded, and the optimizer state
+  // (momentum) at home on the host, each copied in the step before its update and out in the step after
+  // (offload_idle_kept).
   CheckpointProblem p = make_problem(s->plan, 0);
   enable_offload(p, host_link_from_flag(10), 0);
   const Assignment a = offload_idle_kept(p, store_all_assignment(p));
   const Schedule offloading = extract_schedule(p, a, "checkpoint");
   const SimResult sim = simulate(s->plan, offloading);
   REQUIRE(sim.transfers >= 20);
+  REQUIRE(offloading.on_host.size() >= 20);
   std::set<int> grads;
   for (const ParamSlot& slot : s->tg.params) grads.insert(slot.grad);
+  // The gradients of the third step (they read the parameters the first two updated, with the momentum the first
+  // update left), then every resident value: parameters and momentum after three updates.
   auto run = [&](const Schedule& schedule, Backend& backend) {
     Executor e(g, schedule, backend, 7);
+    CHECK(e.host_reserved_bytes() == simulate(s->plan, schedule).host_peak_bytes);
     for (int v : resident_values(g)) e.set_value(v, s->initial[v]);
     std::map<int, std::vector<double>> got;
-    for (int step = 0; step < 2; ++step) got = e.step(grads);  // the host blocks are used again
+    for (int step = 0; step < 3; ++step) got = e.step(grads);  // the host blocks are used again
+    for (int v : resident_values(g)) got[v] = e.get_value(v);
     return got;
   };
   OnCpu at_once;
@@ -390,12 +397,15 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
   const auto now = run(offloading, at_once);
   LateCopies late;
   const auto later = run(offloading, late);
-  CHECK(late.begun == 2 * sim.transfers);  // two steps
+  CHECK(late.begun == 3 * sim.transfers);  // three steps
   CHECK(late.waited == late.begun);
   CHECK(late.pending.empty());
-  for (int v : grads) {
+  int moved = 0;
+  for (const auto& [v, want] : base) {
     INFO(g.values[v].name);
-    CHECK(now.at(v) == base.at(v));
-    CHECK(later.at(v) == base.at(v));
+    CHECK(now.at(v) == want);
+    CHECK(later.at(v) == want);
+    moved += g.values[v].role == Role::momentum && std::any_of(want.begin(), want.end(), [](double x) { return x != 0; });
   }
+  CHECK(moved >= 20);  // the momentum that made the round trips is not all zero
 }

@@ -546,6 +546,85 @@ TEST_CASE("offloaded values: the step gives store-all's bits in less device memo
   CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is already freed"));
 }
 
+// Store-all with each momentum at home on the host: prefetched right before the update that reads it, offloaded
+// right after.
+Schedule momentum_on_host(const PlanGraph& plan, const Graph& g, const Schedule& store_all) {
+  Schedule out;
+  out.mode = "checkpoint";
+  for (const Step& st : store_all.steps) {
+    std::vector<int> moved;
+    if (st.kind == Step::Kind::compute && plan.nodes[st.id].stage == Stage::update)
+      for (int v : plan.nodes[st.id].inputs)
+        if (g.values[v].role == Role::momentum) moved.push_back(v);
+    for (int v : moved) out.steps.push_back({Step::Kind::prefetch, v});
+    out.steps.push_back(st);
+    for (int v : moved) out.steps.push_back({Step::Kind::offload, v});
+    out.on_host.insert(out.on_host.end(), moved.begin(), moved.end());
+  }
+  return out;
+}
+
+TEST_CASE("optimizer state at home on the host: store-all's bits, the device holds it only around its update",
+          "[scheduled][offload]") {
+  const Case c{"tiny", 4, std::nullopt};
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const Schedule store_all = store_all_schedule(plan);
+  const Schedule s = momentum_on_host(plan, tg.graph, store_all);
+  REQUIRE(s.on_host.size() == tg.params.size());
+  int64_t momentum = 0;
+  for (int v : s.on_host) momentum += plan.values[v].bytes;
+  const SimResult base = simulate(plan, store_all), sim = simulate(plan, s);
+  CHECK(sim.resident_bytes == base.resident_bytes - momentum);
+  CHECK(sim.host_peak_bytes == momentum);  // its home blocks: nothing else is offloaded
+  CHECK(sim.transfers == 2 * static_cast<int>(s.on_host.size()));
+  CHECK(sim.peak_bytes < base.peak_bytes);
+
+  TempSchedule file("tiny_momentum_on_host");
+  write_file(file.path, tg, plan, s, 0);
+  const nlohmann::json j = read_schedule_json(file.path);
+  CHECK(j.at("version") == kScheduleVersion);
+  CHECK(j.at("on_host").size() == s.on_host.size());
+  const ScheduleFile back = read_schedule(file.path, plan);
+  CHECK(back.schedule.on_host == s.on_host);
+  CHECK(back.schedule.steps == s.steps);
+  check_against_store_all(c, file.path, 0);
+  SessionOptions o = options_of(c);
+  o.schedule_path = file.path;
+  auto session = open_session(o);
+  CHECK(session->executor->host_reserved_bytes() == sim.host_peak_bytes);
+  // The momentum after an update that read it from the host and wrote it back there: store-all's bits.
+  auto reference = open_session(options_of(c));
+  step_both(*session, *reference);
+  for (int v : s.on_host) {
+    INFO(plan.values[v].name);
+    CHECK(same_bits(session->executor->get_value(v), reference->executor->get_value(v)));
+  }
+
+  // What the simulator and the file reader refuse.
+  const int m = s.on_host.front();
+  Schedule bad = s;
+  std::erase_if(bad.steps, [&](const Step& st) { return st.kind == Step::Kind::prefetch && st.id == m; });
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is offloaded to the host (prefetch it first)"));
+  bad = s;
+  std::erase_if(bad.steps, [&](const Step& st) { return st.kind == Step::Kind::offload && st.id == m; });
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("'" + plan.values[m].name + "' is on the device at the end"));
+  bad = s;
+  for (Step& st : bad.steps)
+    if (st.kind == Step::Kind::offload && st.id == m) st.kind = Step::Kind::free;
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("frees '" + plan.values[m].name + "', which is resident with its home on the host"));
+  bad = s;
+  bad.on_host.push_back(m);
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("named twice"));
+  bad = s;
+  bad.on_host.push_back(plan.nodes[0].outputs.at(0));  // an activation
+  CHECK_THROWS_WITH(simulate(plan, bad), Contains("not resident"));
+  nlohmann::json unknown = j;
+  unknown["on_host"].push_back("no_such_value");
+  CHECK_THROWS_WITH(schedule_from_json(unknown, plan, "s.json"), Contains("s.json: on_host: unknown value 'no_such_value'"));
+}
+
 TEST_CASE("schedule files: fingerprint, batch and step errors are refused with one line", "[scheduled][errors]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
@@ -632,7 +711,7 @@ TEST_CASE("schedule files: fingerprint, batch and step errors are refused with o
     if (st.kind == Step::Kind::compute && st.id == conv_grad) st.algo = 3;
   write_file(file.path, tg, plan, algo, 0);
   j = read_schedule_json(file.path);
-  CHECK(j.at("version") == 4);
+  CHECK(j.at("version") == kScheduleVersion);
   bool named = false;
   for (const auto& st : j["steps"])
     if (st[1] == plan.nodes[conv_grad].name) named = st == nlohmann::json{"compute", st[1], "default", {{"algorithm", 3}}};

@@ -19,14 +19,15 @@ using namespace monet;
 using monet::test::activity;
 using monet::test::chain_plan;
 using monet::test::kNoClock;
+using monet::test::momentum_chain_plan;
 using monet::test::random_plan;
 
 namespace {
 
-// A link that moves four 256-byte units per millisecond each way: copies cost what the tiny graphs' nodes cost
-// (1 to 9 ms), so the program trades them against recomputations and waits.
-HostLink slow_link() {
-  HostLink l = host_link_from_flag(4 * kAlignBytes * 1e-6);
+// A link that moves units_per_ms 256-byte units per millisecond each way (four: copies cost what the tiny graphs' nodes cost
+// (1 to 9 ms), so the program trades them against recomputations and waits).
+HostLink slow_link(int units_per_ms = 4) {
+  HostLink l = host_link_from_flag(units_per_ms * kAlignBytes * 1e-6);
   l.latency_us = 250;  // a quarter of a millisecond per copy
   return l;
 }
@@ -40,10 +41,17 @@ std::vector<char*> offload_bits(const CheckpointProblem& p, Assignment& a) {
     for (size_t f = 0; f < p.fvals.size(); ++f)
       if (p.has_g(t, static_cast<int>(f))) vars.push_back(&a.G[t][f]);
   }
+  for (char& q : a.Q) vars.push_back(&q);
   return vars;
 }
 
-// Calls visit(a) for every assignment of S, R and G, with H[f] = 1 where some G[.][f] is (evaluate() refuses two).
+bool offloads(const Assignment& a) {
+  return std::any_of(a.H.begin(), a.H.end(), [](char h) { return h != 0; }) ||
+         std::any_of(a.Q.begin(), a.Q.end(), [](char q) { return q != 0; });
+}
+
+// Calls visit(a) for every assignment of S, R, G and Q, with H[f] = 1 where some G[.][f] is (evaluate() refuses
+// two).
 void for_each_offload_assignment(const CheckpointProblem& p, const std::function<void(const Assignment&)>& visit) {
   Assignment a = empty_assignment(p);
   const std::vector<char*> vars = offload_bits(p, a);
@@ -68,7 +76,7 @@ Brute brute_force(const CheckpointProblem& p, int64_t budget) {
   for_each_offload_assignment(p, [&](const Assignment& a) {
     const Evaluation e = evaluate(p, a);
     if (!e.feasible || e.peak_bytes > budget) return;
-    const bool off = std::any_of(a.H.begin(), a.H.end(), [](char h) { return h != 0; });
+    const bool off = offloads(a);
     if (e.recompute_ms < b.ms - 1e-9) {
       b = {true, e.recompute_ms, off};
     } else if (e.recompute_ms < b.ms + 1e-9) {
@@ -82,19 +90,74 @@ Brute brute_force(const CheckpointProblem& p, int64_t budget) {
 int64_t least_peak_without(const CheckpointProblem& p) {
   int64_t least = INT64_MAX;
   for_each_offload_assignment(p, [&](const Assignment& a) {
-    if (std::any_of(a.H.begin(), a.H.end(), [](char h) { return h != 0; })) return;
+    if (offloads(a)) return;
     const Evaluation e = evaluate(p, a);
     if (e.feasible) least = std::min(least, e.peak_bytes);
   });
   return least;
 }
 
+struct Tally {
+  int compared = 0, offloading = 0, exact = 0, limited = 0, states = 0;
+  int state_waits = 0;  // optima where a state's copy outlasts the step it overlaps
+};
+
+// CBC's optimum of p's program at the budget against brute force; the optimum's columns satisfy every row, and its
+// schedule passes the simulator within the budget and the host limit, at the program's count and time.
+void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p, int64_t budget, int64_t host_units,
+                              Tally& tally) {
+  const Brute brute = brute_force(p, budget);
+  MilpLayout layout;
+  const LinearProgram lp = checkpoint_milp(p, budget, &layout);
+  CbcOptions o;
+  o.time_limit_s = kNoClock;
+  o.relative_gap = 0;
+  const CbcResult r = solve_with_cbc(lp, o, nullptr);
+  if (!brute.found) {
+    CHECK((r.status == CbcResult::Status::infeasible || r.status == CbcResult::Status::no_solution));
+    return;
+  }
+  REQUIRE(r.status == CbcResult::Status::optimal);
+  CHECK(r.objective == Approx(brute.ms).margin(1e-6));
+  const Assignment a = from_columns(p, layout, r.x);
+  const Evaluation e = evaluate(p, a);
+  REQUIRE(e.feasible);
+  CHECK(e.peak_bytes <= budget);
+  CHECK(e.recompute_ms == Approx(brute.ms).margin(1e-6));
+  if (host_units > 0) CHECK(e.host_bytes <= host_units * kAlignBytes);
+  // The warm start's columns satisfy the program: to_columns puts an offloading assignment in its form.
+  const std::vector<double> x = to_columns(p, layout, lp, a);
+  for (const LinearProgram::Row& row : lp.rows) {
+    INFO("row " << row.name);
+    CHECK(activity(row, x) >= row.lo - 1e-6);
+    CHECK(activity(row, x) <= row.hi + 1e-6);
+  }
+  const Schedule s = extract_schedule(p, a, "checkpoint");
+  const SimResult sim = simulate(plan, s);
+  CHECK(sim.peak_bytes <= e.peak_bytes);
+  tally.exact += sim.peak_bytes == e.peak_bytes;
+  CHECK(sim.host_peak_bytes <= e.host_bytes);
+  CHECK(sim.time_ms + e.copy_wait_ms + copy_waits(p, a).preference == Approx(p.base_ms + e.recompute_ms));
+  const bool off = offloads(a);
+  CHECK(off == (sim.transfers > 0));
+  CHECK(s.on_host.size() == static_cast<size_t>(std::count(a.Q.begin(), a.Q.end(), 1)));
+  tally.offloading += off;
+  tally.limited += host_units > 0 && off;
+  tally.states += std::count(a.Q.begin(), a.Q.end(), 1) > 0;
+  const CopyWaits waits = copy_waits(p, a);
+  bool state_wait = false;
+  for (int q = 0; q < p.num_states(); ++q)
+    state_wait |= a.Q[q] && (waits.step[p.state_step[q] - 1] > 0 || waits.step[p.state_step[q] + 1] > 0);
+  tally.state_waits += state_wait;
+  ++tally.compared;
+}
+
 }  // namespace
 
 TEST_CASE("offload MILP optimum equals brute force on tiny graphs, and its schedules pass the simulator",
           "[solve][milp][offload]") {
-  int compared = 0, offloading = 0, exact = 0, limited = 0;
-  for (uint64_t seed = 1; seed <= 90 && compared < 60; ++seed) {
+  Tally tally;
+  for (uint64_t seed = 1; seed <= 90 && tally.compared < 60; ++seed) {
     // Random graphs, and chains within a window of one level, where a value far from its reader is kept or, with
     // offload, copied out and back: its recomputation chain lies outside the window.
     const bool chain = seed % 3 != 0;
@@ -110,51 +173,48 @@ TEST_CASE("offload MILP optimum equals brute force on tiny graphs, and its sched
       for (int64_t budget : {lb, (lb + without) / 2, without, (without + store_all) / 2}) {
         INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
                      << ", least without offload " << without << ", store-all " << store_all << ")");
-        const Brute brute = brute_force(p, budget);
-        MilpLayout layout;
-        const LinearProgram lp = checkpoint_milp(p, budget, &layout);
-        CbcOptions o;
-        o.time_limit_s = kNoClock;
-        o.relative_gap = 0;
-        const CbcResult r = solve_with_cbc(lp, o, nullptr);
-        if (!brute.found) {
-          CHECK((r.status == CbcResult::Status::infeasible || r.status == CbcResult::Status::no_solution));
-          continue;
-        }
-        REQUIRE(r.status == CbcResult::Status::optimal);
-        CHECK(r.objective == Approx(brute.ms).margin(1e-6));
-        const Assignment a = from_columns(p, layout, r.x);
-        const Evaluation e = evaluate(p, a);
-        REQUIRE(e.feasible);
-        CHECK(e.peak_bytes <= budget);
-        CHECK(e.recompute_ms == Approx(brute.ms).margin(1e-6));
-        if (host_units > 0) CHECK(e.host_bytes <= host_units * kAlignBytes);
-        // The warm start's columns satisfy the program: to_columns puts an offloading assignment in its form.
-        const std::vector<double> x = to_columns(p, layout, lp, a);
-        for (const LinearProgram::Row& row : lp.rows) {
-          INFO("row " << row.name);
-          CHECK(activity(row, x) >= row.lo - 1e-6);
-          CHECK(activity(row, x) <= row.hi + 1e-6);
-        }
-        const Schedule s = extract_schedule(p, a, "checkpoint");
-        const SimResult sim = simulate(plan, s);
-        CHECK(sim.peak_bytes <= e.peak_bytes);
-        exact += sim.peak_bytes == e.peak_bytes;
-        CHECK(sim.host_peak_bytes <= e.host_bytes);
-        CHECK(sim.time_ms + e.copy_wait_ms + copy_waits(p, a).preference == Approx(p.base_ms + e.recompute_ms));
-        const bool offloads = std::any_of(a.H.begin(), a.H.end(), [](char h) { return h != 0; });
-        CHECK(offloads == (sim.transfers > 0));
-        offloading += offloads;
-        limited += host_units > 0 && offloads;
-        ++compared;
+        compare_with_brute_force(plan, p, budget, host_units, tally);
       }
     }
   }
-  INFO(compared << " compared, " << offloading << " optima offload, " << exact << " at the simulated peak exactly");
-  CHECK(compared >= 40);
-  CHECK(offloading >= compared / 4);  // the case this test is for arises
-  CHECK(limited >= 2);                // optima that offload under a host limit
-  CHECK(exact >= compared * 3 / 4);
+  INFO(tally.compared << " compared, " << tally.offloading << " optima offload, " << tally.exact
+                      << " at the simulated peak exactly");
+  CHECK(tally.compared >= 40);
+  CHECK(tally.offloading >= tally.compared / 4);  // the case this test is for arises
+  CHECK(tally.limited >= 2);                      // optima that offload under a host limit
+  CHECK(tally.exact >= tally.compared * 3 / 4);
+}
+
+TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedules pass the simulator",
+          "[solve][milp][offload]") {
+  Tally tally;
+  int below = 0;  // problems whose least peak with offload is below the least without
+  for (uint64_t seed = 1; seed <= 40 && tally.compared < 30; ++seed) {
+    const PlanGraph plan = momentum_chain_plan(3, seed);
+    for (int64_t host_units : {0, 4}) {
+      // Half the link: a state's copy may outlast the step it overlaps, so the waits both ways count.
+      CheckpointProblem p = make_problem(plan, 1);
+      enable_offload(p, slow_link(2), host_units * kAlignBytes);
+      REQUIRE(p.num_states() == 2);  // m2 and m1 (m0's update is the last step)
+      Assignment probe = empty_assignment(p);
+      if (offload_bits(p, probe).size() > 18) continue;
+      const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+      const int64_t lb = p.lower_bound_bytes();
+      const int64_t without = least_peak_without(p);
+      below += lb < without;
+      for (int64_t budget : {lb, (lb + without) / 2, without, (without + store_all) / 2}) {
+        INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
+                     << ", least without offload " << without << ", store-all " << store_all << ")");
+        compare_with_brute_force(plan, p, budget, host_units, tally);
+      }
+    }
+  }
+  INFO(tally.compared << " compared, " << tally.states << " optima keep optimizer state on the host, "
+                      << tally.state_waits << " waiting for a state's copy");
+  CHECK(tally.compared >= 20);
+  CHECK(tally.states >= tally.compared / 4);
+  CHECK(tally.state_waits >= 3);  // and the waits they cost arise
+  CHECK(below >= 4);
 }
 
 TEST_CASE("offloading idle kept values never raises the peak", "[solve][offload]") {

@@ -146,6 +146,43 @@ inline PlanGraph chain_plan(int n, uint64_t seed) {
   return std::move(pb.plan);
 }
 
+// A chain as chain_plan's where forward node f_i also reads its parameter w_i and each backward node b_i also gives
+// w_i's gradient, which an update right after it applies with w_i's momentum m_i (read by nothing else: the
+// optimizer state an offloading plan may keep on the host). Parameters and momenta of random sizes; backward nodes
+// of 1 to 3 ms, so a momentum's copy may outlast the step it overlaps.
+inline PlanGraph momentum_chain_plan(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  PlanBuilder pb;
+  const int x = pb.value("x", 1, true);
+  std::vector<int> a, w, m;
+  for (int i = 0; i < n; ++i) {
+    const int units = pick(1, 6);
+    w.push_back(pb.value("w" + std::to_string(i), units, true));
+    m.push_back(pb.value("m" + std::to_string(i), units, true));
+  }
+  for (int i = 0; i < n; ++i) {
+    const int units = pick(2, 6);
+    a.push_back(pb.value("a" + std::to_string(i), units, false));
+    const int ms = pick(1, 9);
+    pb.node("f" + std::to_string(i), Stage::forward, {i == 0 ? x : a[i - 1], w[i]}, {a[i]}, ms, 0);
+  }
+  const int loss = pb.value("loss", 1, false);
+  pb.node("loss", Stage::loss, {a.back()}, {loss});
+  int grad = pb.value("g", 1, false);
+  pb.node("loss_grad", Stage::backward, {a.back()}, {grad});
+  for (int i = n - 1; i >= 0; --i) {
+    const int g = pb.value("g" + std::to_string(i), 1, false);
+    const int gw = pb.value("gw" + std::to_string(i), static_cast<int>(pb.plan.values[w[i]].bytes / kAlignBytes), false);
+    std::vector<int> in = {grad, w[i]};
+    if (i > 0) in.push_back(a[i - 1]);
+    pb.node("b" + std::to_string(i), Stage::backward, in, {g, gw}, pick(1, 3));
+    pb.node("update" + std::to_string(i), Stage::update, {w[i], gw, m[i]}, {}, 0.5, 0);
+    grad = g;
+  }
+  return std::move(pb.plan);
+}
+
 // A row's left-hand side at the point x (column values).
 inline double activity(const LinearProgram::Row& r, const std::vector<double>& x) {
   double sum = 0;

@@ -41,28 +41,8 @@ class CpuBackend final : public Backend {
     k(CpuCall{n, in, out, workspace, seed, recompute, impl});
   }
 
-  void upload(const TensorRef& dst, const std::vector<double>& host) override {
-    MONET_CHECK(static_cast<int64_t>(host.size()) == dst.numel());
-    for (size_t i = 0; i < host.size(); ++i) {
-      switch (dst.dtype) {
-        case DType::f32: dst.as<T>()[i] = static_cast<T>(host[i]); break;
-        case DType::i64: dst.as<int64_t>()[i] = static_cast<int64_t>(host[i]); break;
-        case DType::u8: dst.as<uint8_t>()[i] = static_cast<uint8_t>(host[i]); break;
-      }
-    }
-  }
-
-  std::vector<double> download(const TensorRef& src) override {
-    std::vector<double> host(static_cast<size_t>(src.numel()));
-    for (size_t i = 0; i < host.size(); ++i) {
-      switch (src.dtype) {
-        case DType::f32: host[i] = src.as<T>()[i]; break;
-        case DType::i64: host[i] = static_cast<double>(src.as<int64_t>()[i]); break;
-        case DType::u8: host[i] = src.as<uint8_t>()[i]; break;
-      }
-    }
-    return host;
-  }
+  void upload(const TensorRef& dst, const std::vector<double>& host) override { write_host(dst, host); }
+  std::vector<double> download(const TensorRef& src) override { return read_host(src); }
 };
 
 }  // namespace
