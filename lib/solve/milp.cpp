@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -100,7 +101,7 @@ struct Builder {
         if (p.has_g(t, f)) m.G[t][f] = lp.add_col(idx("G", t, f), 0, 1, 0, true);
     m.W_fwd = lp.add_col("Wfwd", 0, kInf, 1, false);
     m.W.assign(T, -1);
-    for (int t = 0; t < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
+    for (int t = 0; t + 1 < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
     // Q[s] in {0,1}: optimizer state s has its home on the host; Qtot = sum_s a_s Q[s] (qtot), what the memory rows
     // credit outside the steps around each update (docs/planner.md, "Offload").
     m.Q.assign(p.num_states(), -1);
@@ -220,21 +221,36 @@ struct Builder {
       lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
       prev = C;
     }
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t + 1 < T; ++t) {
+      std::vector<int> cols = {m.W[t]};
+      std::vector<double> coefs = {-1};
+      for (int f = 0; f < nf; ++f)
+        if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
+      if (cols.size() == 1) continue;
+      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+      lp.add_row("cin_" + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
+    }
+    // The optimizer state's copies over their spans (qin_s, qout_s), and one offer per value (qone_v).
+    m.WQ.assign(p.num_states(), {-1, -1});
+    std::map<int, std::vector<int>> offers;
+    for (int s = 0; s < p.num_states(); ++s) {
+      offers[p.states[s]].push_back(m.Q[s]);
       for (const bool in : {true, false}) {
-        std::vector<int> cols = {m.W[t]};
-        std::vector<double> coefs = {-1};
-        for (int f = 0; f < nf && in && t + 1 < T; ++f)
-          if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
-        for (int s = 0; s < p.num_states(); ++s)
-          if (p.state_step[s] == (in ? t + 1 : t - 1)) {
-            cols.push_back(m.Q[s]);
-            coefs.push_back(in ? p.state_in_ms[s] : p.state_out_ms[s]);
-          }
-        if (cols.size() == 1) continue;
-        for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-        lp.add_row((in ? "cin_" : "qout_") + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
+        const int W = lp.add_col((in ? "Wqin_" : "Wqout_") + std::to_string(s), 0, kInf, 1, false);
+        (in ? m.WQ[s].first : m.WQ[s].second) = W;
+        std::vector<int> cols = {W, m.Q[s]};
+        std::vector<double> coefs = {-1, in ? p.state_in_ms[s] : p.state_out_ms[s]};
+        double rhs = 0;
+        const int from = in ? p.state_first[s] : p.state_step[s] + 1, to = in ? p.state_step[s] - 1 : p.state_last[s];
+        for (int t = from; t <= to; ++t) {
+          rhs += p.step_ms[t];
+          for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+        }
+        lp.add_row((in ? "qin_" : "qout_") + std::to_string(s), cols, coefs, -kInf, rhs);
       }
+    }
+    for (const auto& [v, cols] : offers)
+      if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -601,6 +617,10 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     x[m.W_fwd] = w.fwd;
     for (int t = 0; t < p.num_steps(); ++t)
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
+    for (size_t s = 0; s < m.WQ.size(); ++s) {
+      x[m.WQ[s].first] = w.state_in[s];
+      x[m.WQ[s].second] = w.state_out[s];
+    }
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order.
   std::vector<char> known(x.size(), 0);  // defined by an earlier row (Qtot, in the rows that credit it)

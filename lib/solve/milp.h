@@ -45,6 +45,7 @@ struct MilpLayout {
   // The optimizer state on the host: Q [state], and Qtot, their bytes (in units) on the host (-1 without states).
   std::vector<int> Q;
   int Qtot = -1;
+  std::vector<std::pair<int, int>> WQ;  // [state offer]: the waits for its copy in and its copy out
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -265,7 +265,7 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
   auto away = [&](int t) {
     int64_t b = 0;
     for (int s = 0; s < num_states(); ++s)
-      if (!state_near(s, t)) b += state_bytes(s);
+      if (state_narrow(s) && !state_near(s, t)) b += state_bytes(s);
     return b;
   };
   int64_t lb = 0;
@@ -454,24 +454,39 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   for (int t = 0; t < T; ++t) step_of[p.steps[t]] = t;
   p.states.clear();
   p.state_step.clear();
+  p.state_first.clear();
+  p.state_last.clear();
   p.state_in_ms.clear();
   p.state_out_ms.clear();
-  for (int t = 1; t + 1 < T; ++t) {
-    const PlanNode& n = plan.nodes[p.steps[t]];
+  for (int u = 1; u + 1 < T; ++u) {
+    const PlanNode& n = plan.nodes[p.steps[u]];
     if (n.stage != Stage::update) continue;
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
       if (!plan.values[v].resident || readers[v] != 1 || plan.values[v].bytes == 0) continue;
-      p.states.push_back(v);
-      p.state_step.push_back(t);
-      p.state_in_ms.push_back(copy_ms(plan.values[v].bytes, link.h2d_busy_gbs));
-      p.state_out_ms.push_back(copy_ms(plan.values[v].bytes, link.d2h_busy_gbs));
+      const double in = copy_ms(plan.values[v].bytes, link.h2d_busy_gbs);
+      const double out = copy_ms(plan.values[v].bytes, link.d2h_busy_gbs);
+      // The fewest steps before (after) u whose nodes take the copy's time.
+      int first = u - 1, last = u + 1;
+      for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kStateLeadSteps;) ms += p.step_ms[--first];
+      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kStateLeadSteps;) ms += p.step_ms[++last];
+      for (const auto [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
+        if (p.states.size() > 0 && p.states.back() == v && p.state_first.back() == a && p.state_last.back() == b)
+          continue;  // the narrow span covers the copies already
+        p.states.push_back(v);
+        p.state_step.push_back(u);
+        p.state_first.push_back(a);
+        p.state_last.push_back(b);
+        p.state_in_ms.push_back(in);
+        p.state_out_ms.push_back(out);
+      }
     }
   }
 }
 
 double CopyWaits::total() const {
   double sum = fwd;
-  for (double w : step) sum += w;
+  for (const std::vector<double>* v : {&step, &state_in, &state_out})
+    for (double w : *v) sum += w;
   return sum;
 }
 
@@ -482,12 +497,22 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
-  std::vector<double> in(T, 0.0), out(T, 0.0);  // the states' copies during step t
+  auto overlap = [&](int t) {
+    double ms = p.step_ms[t];
+    for (int k : p.candidates[t])
+      if (a.R[t][k]) ms += p.time_ms(k);
+    return ms;
+  };
+  w.state_in.assign(p.states.size(), 0.0);
+  w.state_out.assign(p.states.size(), 0.0);
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
     if (!a.Q[s]) continue;
     w.preference += kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]);
-    in[p.state_step[s] - 1] += p.state_in_ms[s];
-    out[p.state_step[s] + 1] += p.state_out_ms[s];
+    double before = 0, after = 0;
+    for (int t = p.state_first[s]; t < p.state_step[s]; ++t) before += overlap(t);
+    for (int t = p.state_step[s] + 1; t <= p.state_last[s]; ++t) after += overlap(t);
+    w.state_in[s] = std::max(0.0, p.state_in_ms[s] - before);
+    w.state_out[s] = std::max(0.0, p.state_out_ms[s] - after);
   }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
@@ -497,14 +522,11 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
-  for (int t = 0; t < T; ++t) {
-    for (int f = 0; f < nf && t + 1 < T; ++f)
-      if (a.G[t + 1][f]) in[t] += p.copy_in_ms[f];
-    if (in[t] <= 0 && out[t] <= 0) continue;
-    double overlap = p.step_ms[t];
-    for (int k : p.candidates[t])
-      if (a.R[t][k]) overlap += p.time_ms(k);
-    w.step[t] = std::max({0.0, in[t] - overlap, out[t] - overlap});
+  for (int t = 0; t + 1 < T; ++t) {
+    double in = 0;
+    for (int f = 0; f < nf; ++f)
+      if (a.G[t + 1][f]) in += p.copy_in_ms[f];
+    if (in > 0) w.step[t] = std::max(0.0, in - overlap(t));
   }
   return w;
 }
@@ -522,9 +544,13 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
     if (a.H[f]) host += p.bytes(f);
   for (int s = 0; s < p.num_states(); ++s)
     if (a.Q[s]) host += p.state_bytes(s);
+  std::set<int> homed;  // values with an offer taken
   for (int s = 0; s < p.num_states(); ++s)
-    if (!a.Q[s] && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
+    if (a.Q[s]) homed.insert(p.states[s]);
+  for (int s = p.num_states(); s-- > 0;)  // a value's widest offer comes last
+    if (!homed.count(p.states[s]) && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
       a.Q[s] = 1;
+      homed.insert(p.states[s]);
       host += p.state_bytes(s);
     }
   // The first step that reads each value (its node, or a recomputation it runs), as trim() counts uses.
@@ -653,8 +679,13 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
     if (a.H[f]) e.host_bytes += p.bytes(f);
   }
   if (!a.Q.empty() && a.Q.size() != p.states.size()) return bad("Q is not one bit per optimizer state");
+  std::set<int> homed;
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
-    if (a.Q[s]) e.host_bytes += p.state_bytes(s);
+    if (a.Q[s]) {
+      if (!homed.insert(p.states[s]).second)
+        return bad("Q takes two offers of '" + p.plan->values[p.states[s]].name + "'");
+      e.host_bytes += p.state_bytes(s);
+    }
   if (p.host_limit_bytes > 0 && e.host_bytes > p.host_limit_bytes)
     return bad("offloads " + std::to_string(e.host_bytes) + " bytes, above the host limit");
   for (int k = 0; k < F; ++k) {
@@ -765,8 +796,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
           live[p.fvals[f]] = 1;
           s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
         }
-      for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state step t+1 updates
-        if (a.Q[q] && p.state_step[q] == t + 1) s.steps.push_back({Step::Kind::prefetch, p.states[q]});
+      for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state whose span starts here
+        if (a.Q[q] && p.state_first[q] == t) s.steps.push_back({Step::Kind::prefetch, p.states[q]});
     };
     const std::vector<int>& cand = p.candidates[t];
     // Before the recomputations, whose points count what the step holds and the prefetched bytes; in a step without
@@ -794,8 +825,8 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       if (!plan.values[v].resident && p.fval_of[v] < 0 && grad_last[v] <= t) release(v);
     for (int f = 0; f < nf; ++f)
       if (!kept_on(f)) release(p.fvals[f]);
-    for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state step t-1 updated, back home
-      if (a.Q[q] && p.state_step[q] == t - 1) s.steps.push_back({Step::Kind::offload, p.states[q]});
+    for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state whose span ends here, back home
+      if (a.Q[q] && p.state_last[q] == t) s.steps.push_back({Step::Kind::offload, p.states[q]});
   }
   return s;
 }

@@ -98,12 +98,16 @@ struct CheckpointProblem {
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
-  // The optimizer state on the host (Q[s]): resident values that only one node reads, an update (which writes them
-  // in place: SGD's momentum), run as step u = state_step[s] with 1 <= u <= T-2. Offloaded, a state's home is the
-  // host: it is copied in during step u-1 and out during step u+1, and counts on the device only in steps u-1..u+1.
-  std::vector<int> states;                      // plan value ids
-  std::vector<int> state_step;                  // state -> its update's step u
-  std::vector<double> state_in_ms, state_out_ms;  // state -> its copy from / to the host
+  // The optimizer state on the host: resident values that only one node reads, an update (which writes them in
+  // place: SGD's momentum), run as step u with 1 <= u <= T-2. Each is offered as one or two spans [first, last]
+  // around u (Q[s] = 1 for offer s: the value's home is the host, copied in from the start of step `first` and
+  // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1],
+  // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
+  // cover each copy (at most kStateLeadSteps each side). At most one offer per value.
+  std::vector<int> states;                      // offer -> plan value id
+  std::vector<int> state_step;                  // offer -> its update's step u
+  std::vector<int> state_first, state_last;     // offer -> its span
+  std::vector<double> state_in_ms, state_out_ms;  // offer -> its copy from / to the host
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
@@ -120,8 +124,9 @@ struct CheckpointProblem {
   bool has_g(int t, int f) const { return offload() && t >= 1 && used[t][f]; }
   int num_states() const { return static_cast<int>(states.size()); }
   int64_t state_bytes(int s) const { return plan->values[states[s]].bytes; }
-  // Whether state s is on the device in step t (-1: stage 0) when offloaded: t in [u-1, u+1].
-  bool state_near(int s, int t) const { return t >= state_step[s] - 1 && t <= state_step[s] + 1; }
+  // Whether offer s's state is on the device in step t (-1: stage 0) when offloaded: t in [first, last].
+  bool state_near(int s, int t) const { return t >= state_first[s] && t <= state_last[s]; }
+  bool state_narrow(int s) const { return state_first[s] == state_step[s] - 1 && state_last[s] == state_step[s] + 1; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };
@@ -201,18 +206,23 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 // host run one after another from the forward pass's start, each value's device memory released at its offload_at,
 // so by the end of each position k the copies released there must have ended: fwd = max(0, max_k (sum of their
 // times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] - fwd_end_ms[producer f]))); step t's
-// copies from the host (G[t+1], and the states updated in step t+1) and to the host (the states updated in step
-// t-1) overlap step t's node and recomputations, each way on its own stream: step[t] = max(0, each way's time -
-// that).
+// copies from the host (G[t+1]) overlap step t's node and recomputations: step[t] = max(0, their time - that); an
+// optimizer state's copy in overlaps steps first..u-1 of its offer, its copy out steps u+1..last (state_in,
+// state_out).
 // A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
 // copy may also wait behind one released later (counted in neither term).
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.
 constexpr double kCopyPreference = 1e-3;
+// The longest span of an optimizer state's copy on either side of its update, in steps.
+constexpr int kStateLeadSteps = 16;
 struct CopyWaits {
   double fwd = 0;
   std::vector<double> step;  // [t]
+  // [offer]: the optimizer state's copies in and out, each over its span: max(0, its time - the nodes' and
+  // recomputations' time of the steps it overlaps)
+  std::vector<double> state_in, state_out;
   double preference = 0;     // kCopyPreference x the offloaded values' copy times
   double total() const;      // the waits (fwd + steps)
 };

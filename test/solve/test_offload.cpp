@@ -99,7 +99,8 @@ int64_t least_peak_without(const CheckpointProblem& p) {
 
 struct Tally {
   int compared = 0, offloading = 0, exact = 0, limited = 0, states = 0;
-  int state_waits = 0;  // optima where a state's copy outlasts the step it overlaps
+  int state_waits = 0;  // optima where a state's copy outlasts the steps it overlaps
+  int wide = 0;         // states on the host over a span wider than the steps beside their update
 };
 
 // CBC's optimum of p's program at the budget against brute force; the optimum's columns satisfy every row, and its
@@ -147,8 +148,9 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   const CopyWaits waits = copy_waits(p, a);
   bool state_wait = false;
   for (int q = 0; q < p.num_states(); ++q)
-    state_wait |= a.Q[q] && (waits.step[p.state_step[q] - 1] > 0 || waits.step[p.state_step[q] + 1] > 0);
+    state_wait |= a.Q[q] && (waits.state_in[q] > 0 || waits.state_out[q] > 0);
   tally.state_waits += state_wait;
+  for (int q = 0; q < p.num_states(); ++q) tally.wide += a.Q[q] && !p.state_narrow(q);
   ++tally.compared;
 }
 
@@ -195,7 +197,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
       // Half the link: a state's copy may outlast the step it overlaps, so the waits both ways count.
       CheckpointProblem p = make_problem(plan, 1);
       enable_offload(p, slow_link(2), host_units * kAlignBytes);
-      REQUIRE(p.num_states() == 2);  // m2 and m1 (m0's update is the last step)
+      REQUIRE(p.num_states() >= 2);  // m2 and m1 (m0's update is the last step), some over two spans
       Assignment probe = empty_assignment(p);
       if (offload_bits(p, probe).size() > 18) continue;
       const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
@@ -210,10 +212,11 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
     }
   }
   INFO(tally.compared << " compared, " << tally.states << " optima keep optimizer state on the host, "
-                      << tally.state_waits << " waiting for a state's copy");
+                      << tally.state_waits << " waiting for a state's copy, " << tally.wide
+                      << " states over a wide span");
   CHECK(tally.compared >= 20);
   CHECK(tally.states >= tally.compared / 4);
-  CHECK(tally.state_waits >= 3);  // and the waits they cost arise
+  CHECK(tally.state_waits >= 1);  // and the waits they cost arise
   CHECK(below >= 4);
 }
 
