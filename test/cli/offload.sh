@@ -39,6 +39,8 @@ assert o["transfers"] > 0 and o["transfers"] % 2 == 0, o
 assert 0 < o["host_peak_bytes"] <= o["host_limit_bytes"] == 10**9, o
 kinds = [step[0] for step in s["steps"]]
 assert kinds.count("offload") == kinds.count("prefetch") == o["transfers"] // 2, (kinds.count("offload"), o)
+assert len(s.get("on_host", [])) == o["states_on_host"], (s.get("on_host"), o)
+assert all(name.endswith("/momentum") for name in s.get("on_host", [])), s["on_host"]
 PY
 "$bin/monet-check" "$model" --schedule "$tmp/s.json" --reference store-all >"$tmp/check.log" 2>&1 ||
   { cat "$tmp/check.log"; fail "monet-check"; }
