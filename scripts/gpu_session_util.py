@@ -152,8 +152,8 @@ def offload_table(outdir, path):
         except (OSError, ValueError):
             return None
 
-    rows = ["| model | budget | without offload | with offload | waits | copies | host | measured peak | "
-            "measured step | measured / predicted | check |", "|" + "---|" * 11]
+    rows = ["| model | budget | without offload | with offload | waits | copies | host | momenta on host | "
+            "measured peak | measured step | measured / predicted | check |", "|" + "---|" * 12]
     for d in sorted(glob.glob(os.path.join(outdir, "offload", "*"))):
         tag = os.path.basename(d)
         none, off, run = (load(os.path.join(d, f)) for f in ("solve_none.json", "solve_offload.json", "run.json"))
@@ -173,7 +173,8 @@ def offload_table(outdir, path):
         budget = (off or none or {}).get("budget_bytes", 0) / 1e9
         rows.append(f"| {tag.rsplit('_', 1)[0]} | {budget:.3f} GB | {step(none)} | {step(off)} | "
                     f"{o.get('copy_wait_ms', 0):.2f} ms | {o.get('transfers', 0)} | "
-                    f"{o.get('host_peak_bytes', 0) / 1e9:.3f} GB | {peak} | {measured} | {ratio} | {verdict} |")
+                    f"{o.get('host_peak_bytes', 0) / 1e9:.3f} GB | {o.get('states_on_host', 0)} "
+                    f"({o.get('state_bytes_on_host', 0) / 1e9:.3f} GB) | {peak} | {measured} | {ratio} | {verdict} |")
     with open(path, "w") as f:
         f.write("\n".join(rows) + "\n")
     print(f"{len(rows) - 2} offload rows")

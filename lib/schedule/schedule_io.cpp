@@ -26,7 +26,7 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
     steps.push_back(std::move(step));
   }
   nlohmann::json j = {{"format", "monet-schedule"},
-          {"version", kScheduleVersion},
+          {"version", f.schedule.on_host.empty() ? 4 : kScheduleVersion},  // a file without on_host reads as before
           {"fingerprint", f.fingerprint},
           {"model", f.model},
           {"batch", f.batch},
@@ -141,6 +141,8 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
         fail(path, ": step ", i, ": unknown kind '", kind, "'");
       }
     }
+    if (j.contains("on_host") && j.at("version").get<int>() < 5)
+      fail(path, ": on_host needs schedule version 5, the file says ", j.at("version").get<int>());
     if (j.contains("on_host")) {
       const auto& names = j["on_host"];
       if (!names.is_array()) fail(path, ": on_host is not an array of value names");

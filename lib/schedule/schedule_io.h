@@ -11,7 +11,7 @@ namespace monet {
 
 // 2: compute steps may name an implementation; 3: compute_in_place; 4: a compute step may end with
 // {"algorithm": k} (a cuDNN convolution algorithm); 5: "on_host", the resident values whose home is the host
-// (Schedule::on_host).
+// (Schedule::on_host; a schedule without it is written as version 4).
 inline constexpr int kScheduleVersion = 5;
 inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 5 one)
 

@@ -146,7 +146,11 @@ struct Builder {
   //   gheld_t_f:  G[t][f] + S[t][f] <= 1,  G[t][f] + R[t][producer(f)] <= 1   (not also held otherwise)
   //   gprev_t_f:  G[t][f] + S[t-1][f] <= 1,  G[t][f] + R[t-1][producer(f)] <= 1   (nor while it is prefetched)
   //   ronhost_s_f: R[s][producer(f)] + H[f] - sum_{t <= s} G[t][f] <= 1   (not recomputed while on the host)
-  //   host:       sum_f a_f H[f] <= host limit
+  //   host:       sum_f a_f H[f] + sum_s a_s Q[s] <= host limit
+  //   qone_v:     sum of Q over value v's offers <= 1
+  //   qin_s:      c_in(s) Q[s] - sum_{first <= t < u} sum_k time(k) R[t][k] - Wqin_s <= sum_{first <= t < u} time(t)
+  //   qout_s:     c_out(s) Q[s] - sum_{u < t <= last} sum_k time(k) R[t][k] - Wqout_s <= sum_{u < t <= last} time(t)
+  // (qtot, Qtot = sum_s a_s Q[s], is a row of variables(): the memory rows' credit, add_state_credit.)
   // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
@@ -346,7 +350,7 @@ struct Builder {
       }
   }
 
-  // Stage 0, running sums: K_0 = 0, K_{k+1} = K_k + sum_{f released at k} a_f S[0][f] (with offload:
+  // Stage 0, running sums: K_0 = 0 (- Qtot: the optimizer state on the host), K_{k+1} = K_k + sum_{f released at k} a_f S[0][f] (with offload:
   //   + sum_{f released at k} a_f H[f] - sum_{offload_at(f) = k} a_f H[f]);
   //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
   //   K_k + a_f S[0][f] (+ a_f H[f]) <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
@@ -396,6 +400,7 @@ struct Builder {
   // Step t, with N = S[t+1] (absent at the last step) and memory as step_peak() counts it.
   // Recomputations, a running sum over the candidates k_0 < k_1 < ... of the step:
   //   A_0 = sum_{f used by t} a_f S[t][f] + sum_{f not used} a_f N[f] + out_{k_0} R[t][k_0]
+  //         (- Qtot + sum_{s near t} a_s Q[s]: the optimizer state on the host; also in L_t)
   //         (with offload: + sum_{f used by t} a_f G[t][f] + sum_f a_f G[t+1][f])
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
   //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
@@ -622,18 +627,29 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       x[m.WQ[s].second] = w.state_out[s];
     }
   }
-  // Continuous running sums follow from the binaries: evaluate the equality rows in order.
-  std::vector<char> known(x.size(), 0);  // defined by an earlier row (Qtot, in the rows that credit it)
+  // Continuous running sums follow from the binaries: evaluate the equality rows in order. A row defines the first
+  // continuous column with coefficient +1 whose value is not known yet: neither set above (K, Y, U, Z, the waits:
+  // a Y of a one-unit value has +1 in its Asum row, and a lower index than A) nor defined by an earlier row (Qtot,
+  // in the rows that credit it). A row with none (zsum, once) holds by construction.
+  std::vector<char> known(x.size(), 0);
+  for (size_t c = 0; c < x.size(); ++c) known[c] = lp.integer[c];
+  for (int t = 0; t < p.num_steps(); ++t) {
+    for (const std::vector<std::pair<int, int>>* cols : {&m.K[t], &m.Y[t], &m.U[t]})
+      for (auto [i, col] : *cols) known[col] = 1;
+    for (const auto& [c, cols] : m.Z[t])
+      for (int col : cols) known[col] = 1;
+  }
+  if (m.W_fwd >= 0) known[m.W_fwd] = 1;
+  for (int col : m.W)
+    if (col >= 0) known[col] = 1;
+  for (auto [in, out] : m.WQ) known[in] = known[out] = 1;
   for (const LinearProgram::Row& r : lp.rows) {
     if (r.lo != 0 || r.hi != 0) continue;
-    // The defined column is the first continuous one with coefficient +1 that no earlier row defined.
     int defined = -1;
     double rest = 0;
     for (size_t i = 0; i < r.cols.size(); ++i)
-      if (!lp.integer[r.cols[i]] && r.coefs[i] == 1 && !known[r.cols[i]] && defined < 0) defined = r.cols[i];
-    if (defined < 0 && std::all_of(r.cols.begin(), r.cols.end(), [&](int c) { return lp.integer[c] != 0; }))
-      continue;  // binaries alone (once_f)
-    MONET_CHECK(defined >= 0, "row ", r.name);
+      if (!known[r.cols[i]] && r.coefs[i] == 1 && defined < 0) defined = r.cols[i];
+    if (defined < 0) continue;
     for (size_t i = 0; i < r.cols.size(); ++i)
       if (r.cols[i] != defined) rest += r.coefs[i] * x[r.cols[i]];
     x[defined] = -rest;

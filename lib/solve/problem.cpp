@@ -448,10 +448,9 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.fwd_offloaded[k].push_back(f);
   }
   // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
-  std::vector<int> readers(plan.values.size(), 0), step_of(plan.nodes.size(), -1);
+  std::vector<int> readers(plan.values.size(), 0);
   for (const PlanNode& n : plan.nodes)
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) ++readers[v];
-  for (int t = 0; t < T; ++t) step_of[p.steps[t]] = t;
   p.states.clear();
   p.state_step.clear();
   p.state_first.clear();
@@ -494,6 +493,8 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   CopyWaits w;
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   w.step.assign(T, 0.0);
+  w.state_in.assign(p.states.size(), 0.0);
+  w.state_out.assign(p.states.size(), 0.0);
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
@@ -503,8 +504,6 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       if (a.R[t][k]) ms += p.time_ms(k);
     return ms;
   };
-  w.state_in.assign(p.states.size(), 0.0);
-  w.state_out.assign(p.states.size(), 0.0);
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
     if (!a.Q[s]) continue;
     w.preference += kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]);

@@ -135,8 +135,8 @@ struct CheckpointProblem {
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
 
 struct Assignment;
-// Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0): a's Q, less what steps
-// u-1..u+1 of each state's update hold.
+// Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0): a's Q, less the offers
+// whose span [first, last] holds t.
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t);
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
@@ -210,7 +210,8 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 // optimizer state's copy in overlaps steps first..u-1 of its offer, its copy out steps u+1..last (state_in,
 // state_out).
 // A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
-// copy may also wait behind one released later (counted in neither term).
+// copy may also wait behind one released later (counted in neither term); an optimizer state's copies share each
+// stream with the prefetches and the other states' copies over their spans, which its rows do not count either.
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.
@@ -231,8 +232,8 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a);
 // A kept value idle from the forward pass's end to its first use at step u >= 1 offloaded instead: copied to the
 // host when its stage-0 life ends and back during step u-1. Memory never rises (the value counts in step u-1 as it
 // did kept into step u, and no longer before); the copies may add waits. The optimizer state goes to the host too
-// (Q = 1: it counts only in the three steps around its update). Both within the host limit. For warm starts under
-// offload.
+// (Q = 1 for each value's widest offer: it counts only in that span). Both within the host limit. For warm starts
+// under offload.
 Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a);
 
 struct Evaluation {
