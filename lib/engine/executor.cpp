@@ -131,8 +131,8 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
       if (st.kind == Step::Kind::prefetch && st.id == v) break;  // back from the host: copied at the offload step
       if (st.kind != Step::Kind::compute) continue;
       if (st.in_place == v) break;
-      const std::vector<int>& out = home_[v] ? g.nodes[st.id].inputs : g.nodes[st.id].outputs;
-      if (std::find(out.begin(), out.end(), v) != out.end()) {
+      const std::vector<int>& writes = home_[v] ? g.nodes[st.id].inputs : g.nodes[st.id].outputs;
+      if (std::find(writes.begin(), writes.end(), v) != writes.end()) {
         copy_after_[j].push_back(static_cast<int>(i));
         break;
       }

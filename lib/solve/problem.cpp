@@ -468,7 +468,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       int first = u - 1, last = u + 1;
       for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kStateLeadSteps;) ms += p.step_ms[--first];
       for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kStateLeadSteps;) ms += p.step_ms[++last];
-      for (const auto [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
+      for (const auto& [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
         if (p.states.size() > 0 && p.states.back() == v && p.state_first.back() == a && p.state_last.back() == b)
           continue;  // the narrow span covers the copies already
         p.states.push_back(v);
@@ -541,11 +541,12 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
   int64_t host = 0;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) host += p.bytes(f);
-  for (int s = 0; s < p.num_states(); ++s)
-    if (a.Q[s]) host += p.state_bytes(s);
   std::set<int> homed;  // values with an offer taken
   for (int s = 0; s < p.num_states(); ++s)
-    if (a.Q[s]) homed.insert(p.states[s]);
+    if (a.Q[s]) {
+      host += p.state_bytes(s);
+      homed.insert(p.states[s]);
+    }
   for (int s = p.num_states(); s-- > 0;)  // a value's widest offer comes last
     if (!homed.count(p.states[s]) && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
       a.Q[s] = 1;
