@@ -87,8 +87,8 @@ struct Builder {
         const int col = lp.add_col(idx("S", first, f), 0, 1, 0, true);
         for (int t = first; t <= last; ++t) m.S[t][f] = col;
       }
-    // Offload: H[f] in {0,1} (copied to the host when its stage-0 life ends), G[t][f] in {0,1} (copied back during
-    // step t-1 for step t), and the waits for copies W >= 0, each costing its time.
+    // Offload: H[f] in {0,1} (copied to the host when its stage-0 life ends), G[t][f] in {0,1} (copied back for
+    // step t from the start of step prefetch_first(t, f)), and the waits for copies W >= 0, each costing its time.
     if (!p.offload()) return;
     m.H.assign(nf, -1);
     m.G.assign(T, std::vector<int>(nf, -1));
@@ -148,15 +148,17 @@ struct Builder {
   //   ronhost_s_f: R[s][producer(f)] + H[f] - sum_{t <= s} G[t][f] <= 1   (not recomputed while on the host)
   //   host:       sum_f a_f H[f] + sum_s a_s Q[s] <= host limit
   //   qone_v:     sum of Q over value v's offers <= 1
-  //   qin_s:      c_in(s) Q[s] - sum_{first <= t < u} sum_k time(k) R[t][k] - Wqin_s <= sum_{first <= t < u} time(t)
   //   qout_s:     c_out(s) Q[s] - sum_{u < t <= last} sum_k time(k) R[t][k] - Wqout_s <= sum_{u < t <= last} time(t)
   // (qtot, Qtot = sum_s a_s Q[s], is a row of variables(): the memory rows' credit, add_state_credit.)
   // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
   //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
-  // and each step's copies in, beside its node and recomputations:
-  //   cin_t:      sum_f c_in(f) G[t+1][f] - sum_k time(k) R[t][k] - W[t] <= time(step t's node)
+  // and the copies from the host on their stream: B_t (continuous) is when step t starts, and each copy-in span
+  // [a, b] (copy_in_spans) holds the copies chosen within it:
+  //   bdef_t:     B_t - B_{t-1} - sum_k time(k) R[t-1][k] - W[t-1] = time(step t-1's node)      (B_0 = 0)
+  //   cin_a_b:    B_b - B_a - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
+  //                         - sum_{Q[s]: a <= first_s, u_s <= b} c_in(s) Q[s] >= 0
   void offload() {
     if (!p.offload()) return;
     const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
@@ -225,36 +227,56 @@ struct Builder {
       lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
       prev = C;
     }
-    for (int t = 0; t + 1 < T; ++t) {
-      std::vector<int> cols = {m.W[t]};
-      std::vector<double> coefs = {-1};
-      for (int f = 0; f < nf; ++f)
-        if (m.G[t + 1][f] >= 0) { cols.push_back(m.G[t + 1][f]); coefs.push_back(p.copy_in_ms[f]); }
-      if (cols.size() == 1) continue;
-      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-      lp.add_row("cin_" + std::to_string(t), cols, coefs, -kInf, p.step_ms[t]);
-    }
-    // The optimizer state's copies over their spans (qin_s, qout_s), and one offer per value (qone_v).
-    m.WQ.assign(p.num_states(), {-1, -1});
+    copy_in_rows();
+    // The optimizer state's copies out over their spans (qout_s), and one offer per value (qone_v).
+    m.Wqout.assign(p.num_states(), -1);
     std::map<int, std::vector<int>> offers;
     for (int s = 0; s < p.num_states(); ++s) {
       offers[p.states[s]].push_back(m.Q[s]);
-      for (const bool in : {true, false}) {
-        const int W = lp.add_col((in ? "Wqin_" : "Wqout_") + std::to_string(s), 0, kInf, 1, false);
-        (in ? m.WQ[s].first : m.WQ[s].second) = W;
-        std::vector<int> cols = {W, m.Q[s]};
-        std::vector<double> coefs = {-1, in ? p.state_in_ms[s] : p.state_out_ms[s]};
-        double rhs = 0;
-        const int from = in ? p.state_first[s] : p.state_step[s] + 1, to = in ? p.state_step[s] - 1 : p.state_last[s];
-        for (int t = from; t <= to; ++t) {
-          rhs += p.step_ms[t];
-          for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-        }
-        lp.add_row((in ? "qin_" : "qout_") + std::to_string(s), cols, coefs, -kInf, rhs);
+      const int W = m.Wqout[s] = lp.add_col("Wqout_" + std::to_string(s), 0, kInf, 1, false);
+      std::vector<int> cols = {W, m.Q[s]};
+      std::vector<double> coefs = {-1, p.state_out_ms[s]};
+      double rhs = 0;
+      for (int t = p.state_step[s] + 1; t <= p.state_last[s]; ++t) {
+        rhs += p.step_ms[t];
+        for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
       }
+      lp.add_row("qout_" + std::to_string(s), cols, coefs, -kInf, rhs);
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
+  }
+
+  // bdef_t and cin_a_b (above, offload()).
+  void copy_in_rows() {
+    const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    m.B.assign(T, -1);
+    for (int t = 1; t < T; ++t) {
+      m.B[t] = lp.add_col("B_" + std::to_string(t), 0, kInf, 0, false);
+      std::vector<int> cols = {m.B[t], m.W[t - 1]};
+      std::vector<double> coefs = {1, -1};
+      if (t > 1) { cols.push_back(m.B[t - 1]); coefs.push_back(-1); }
+      for (int k : p.candidates[t - 1]) { cols.push_back(m.R[t - 1][k]); coefs.push_back(-p.time_ms(k)); }
+      lp.add_row("bdef_" + std::to_string(t), cols, coefs, p.step_ms[t - 1], p.step_ms[t - 1]);
+    }
+    struct Offer {
+      int first, col;
+      double ms;
+    };
+    std::vector<std::vector<Offer>> into(T);  // [need]
+    for (int t = 1; t < T; ++t)
+      for (int f = 0; f < nf; ++f)
+        if (m.G[t][f] >= 0) into[t].push_back({p.prefetch_first(t, f), m.G[t][f], p.copy_in_ms[f]});
+    for (int s = 0; s < p.num_states(); ++s) into[p.state_step[s]].push_back({p.state_first[s], m.Q[s], p.state_in_ms[s]});
+    for (auto [a, b] : p.copy_in_spans) {
+      std::vector<int> cols = {m.B[b]};
+      std::vector<double> coefs = {1};
+      if (a > 0) { cols.push_back(m.B[a]); coefs.push_back(-1); }
+      for (int u = a + 1; u <= b; ++u)
+        for (const Offer& o : into[u])
+          if (o.first >= a) { cols.push_back(o.col); coefs.push_back(-o.ms); }
+      lp.add_row("cin_" + std::to_string(a) + "_" + std::to_string(b), cols, coefs, 0, kInf);
+    }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -401,7 +423,7 @@ struct Builder {
   // Recomputations, a running sum over the candidates k_0 < k_1 < ... of the step:
   //   A_0 = sum_{f used by t} a_f S[t][f] + sum_{f not used} a_f N[f] + out_{k_0} R[t][k_0]
   //         (- Qtot + sum_{s near t} a_s Q[s]: the optimizer state on the host; also in L_t)
-  //         (with offload: + sum_{f used by t} a_f G[t][f] + sum_f a_f G[t+1][f])
+  //         (with offload: + sum_{f used by t} a_f G[t][f] + sum_{G[u][f]: prefetch_first(u, f) <= t < u} a_f G[u][f])
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
   //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
   //   (+ sum_j dws_j Z[t][k_i][j] where k_i has implementations to choose)
@@ -410,7 +432,7 @@ struct Builder {
   //   Y[t][i] <= R[t][k_i],  Y[t][i] <= R[t][producer(f)] - K[t][f],  Y[t][i] <= 1 - N[f]
   // moves f's release from A_{i+1} to A_i:  A_i -= a_f Y[t][i],  A_{i+1} += a_f Y[t][i].
   // The node: L_t = sum_{f not read} a_f N[f] + sum_{f read by some implementation only} a_f U[t][f]
-  //   (with offload: + sum_f a_f G[t+1][f]), where
+  //   (with offload: + sum_{G[u][f]: prefetch_first(u, f) <= t < u} a_f G[u][f]), where
   //   U[t][f] >= N[f], U[t][f] >= sum_{i reads f} M[t][i]   (continuous: f read or kept on, counted once;
   //   a_f sum_i M[t][i] where f is not kept on past t)
   //   L_t <= budget - bwd_fixed[t] - reads_t   (reads_t: what every implementation reads)
@@ -420,6 +442,12 @@ struct Builder {
     m.K.assign(T, {});
     m.Y.assign(T, {});
     m.U.assign(T, {});
+    // [t]: (G column, fval) of the prefetches for later steps that run during step t.
+    std::vector<std::vector<std::pair<int, int>>> flying(T);
+    for (int t = 1; t < T && p.offload(); ++t)
+      for (int f = 0; f < nf; ++f)
+        if (m.G[t][f] >= 0)
+          for (int u = p.prefetch_first(t, f); u < t; ++u) flying[u].push_back({m.G[t][f], f});
     for (int t = 0; t < T; ++t) {
       auto next = [&](int f) { return t + 1 < T ? m.S[t + 1][f] : -1; };
       auto append = [](std::vector<int>& cols, std::vector<double>& coefs, int col, double coef) {
@@ -464,10 +492,9 @@ struct Builder {
         if (prev < 0) {
           add_state_credit(t, cols, coefs);
           for (int f = 0; f < nf; ++f) append(cols, coefs, p.used[t][f] ? m.S[t][f] : next(f), -units(p.bytes(f)));
-          for (int f = 0; f < nf && p.offload(); ++f) {  // prefetched into this step, and for the next one
+          for (int f = 0; f < nf && p.offload(); ++f)  // prefetched into this step
             if (p.used[t][f]) append(cols, coefs, g_col(t, f), -units(p.bytes(f)));
-            append(cols, coefs, g_col(t + 1, f), -units(p.bytes(f)));
-          }
+          for (auto [col, f] : flying[t]) append(cols, coefs, col, -units(p.bytes(f)));  // and for later ones
         } else {
           append(cols, coefs, prev, -1);
           for (int f : p.freed_after[t][i - 1]) {
@@ -494,7 +521,7 @@ struct Builder {
 
       std::vector<int> cols;
       std::vector<double> coefs;
-      for (int f = 0; f < nf && p.offload(); ++f) append(cols, coefs, g_col(t + 1, f), -units(p.bytes(f)));
+      for (auto [col, f] : flying[t]) append(cols, coefs, col, -units(p.bytes(f)));
       int64_t reads = 0;
       for (int f = 0; f < nf; ++f) {
         if (p.read_by_all(t, f)) {
@@ -620,12 +647,11 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (size_t s = 0; s < m.Q.size(); ++s) x[m.Q[s]] = !a.Q.empty() && a.Q[s];
     const CopyWaits w = copy_waits(p, a);
     x[m.W_fwd] = w.fwd;
-    for (int t = 0; t < p.num_steps(); ++t)
+    for (int t = 0; t < p.num_steps(); ++t) {
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
-    for (size_t s = 0; s < m.WQ.size(); ++s) {
-      x[m.WQ[s].first] = w.state_in[s];
-      x[m.WQ[s].second] = w.state_out[s];
+      if (m.B[t] >= 0) x[m.B[t]] = w.begin_ms[t];
     }
+    for (size_t s = 0; s < m.Wqout.size(); ++s) x[m.Wqout[s]] = w.state_out[s];
   }
   // Continuous running sums follow from the binaries: evaluate the equality rows in order. A row defines the first
   // continuous column with coefficient +1 whose value is not known yet: neither set above (K, Y, U, Z, the waits:
@@ -640,9 +666,9 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       for (int col : cols) known[col] = 1;
   }
   if (m.W_fwd >= 0) known[m.W_fwd] = 1;
-  for (int col : m.W)
-    if (col >= 0) known[col] = 1;
-  for (auto [in, out] : m.WQ) known[in] = known[out] = 1;
+  for (const std::vector<int>* cols : {&m.W, &m.B, &m.Wqout})
+    for (int col : *cols)
+      if (col >= 0) known[col] = 1;
   for (const LinearProgram::Row& r : lp.rows) {
     if (r.lo != 0 || r.hi != 0) continue;
     int defined = -1;

@@ -45,7 +45,8 @@ struct MilpLayout {
   // The optimizer state on the host: Q [state], and Qtot, their bytes (in units) on the host (-1 without states).
   std::vector<int> Q;
   int Qtot = -1;
-  std::vector<std::pair<int, int>> WQ;  // [state offer]: the waits for its copy in and its copy out
+  std::vector<int> Wqout;  // [state offer]: the wait for its copy out
+  std::vector<int> B;      // [t]: when step t starts (t >= 1; the copies from the host wait for it)
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

@@ -466,8 +466,8 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       const double out = copy_ms(plan.values[v].bytes, link.d2h_busy_gbs);
       // The fewest steps before (after) u whose nodes take the copy's time.
       int first = u - 1, last = u + 1;
-      for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kStateLeadSteps;) ms += p.step_ms[--first];
-      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kStateLeadSteps;) ms += p.step_ms[++last];
+      for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];
+      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
       for (const auto& [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
         if (p.states.size() > 0 && p.states.back() == v && p.state_first.back() == a && p.state_last.back() == b)
           continue;  // the narrow span covers the copies already
@@ -480,20 +480,50 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       }
     }
   }
+  std::set<std::pair<int, int>> spans;  // (need, first)
+  for (int t = 1; t < T; ++t)
+    for (int f = 0; f < nf; ++f)
+      if (p.has_g(t, f)) spans.insert({t, p.prefetch_first(t, f)});
+  for (int s = 0; s < p.num_states(); ++s) spans.insert({p.state_step[s], p.state_first[s]});
+  p.copy_in_spans.clear();
+  for (auto [need, first] : spans) p.copy_in_spans.push_back({first, need});
+}
+
+int CheckpointProblem::prefetch_first(int t, int f) const {
+  int first = t - 1;
+  for (double ms = step_ms[first]; ms < copy_in_ms[f] && first > 0 && t - first < kCopySpanSteps;) ms += step_ms[--first];
+  return first;
 }
 
 double CopyWaits::total() const {
   double sum = fwd;
-  for (const std::vector<double>* v : {&step, &state_in, &state_out})
+  for (const std::vector<double>* v : {&step, &state_out})
     for (double w : *v) sum += w;
   return sum;
 }
+
+namespace {
+
+// The copies from the host an assignment makes, [need]: (first step, time) of each prefetch and optimizer state's
+// copy in.
+std::vector<std::vector<std::pair<int, double>>> copies_in(const CheckpointProblem& p, const Assignment& a) {
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  std::vector<std::vector<std::pair<int, double>>> into(T);
+  for (int t = 1; t < T && !a.G.empty(); ++t)
+    for (int f = 0; f < nf; ++f)
+      if (a.G[t][f]) into[t].push_back({p.prefetch_first(t, f), p.copy_in_ms[f]});
+  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
+    if (a.Q[s]) into[p.state_step[s]].push_back({p.state_first[s], p.state_in_ms[s]});
+  return into;
+}
+
+}  // namespace
 
 CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   CopyWaits w;
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   w.step.assign(T, 0.0);
-  w.state_in.assign(p.states.size(), 0.0);
+  w.begin_ms.assign(T, 0.0);
   w.state_out.assign(p.states.size(), 0.0);
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
@@ -507,10 +537,8 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
     if (!a.Q[s]) continue;
     w.preference += kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]);
-    double before = 0, after = 0;
-    for (int t = p.state_first[s]; t < p.state_step[s]; ++t) before += overlap(t);
+    double after = 0;
     for (int t = p.state_step[s] + 1; t <= p.state_last[s]; ++t) after += overlap(t);
-    w.state_in[s] = std::max(0.0, p.state_in_ms[s] - before);
     w.state_out[s] = std::max(0.0, p.state_out_ms[s] - after);
   }
   double queued = 0;  // copies to the host released by the end of position k
@@ -521,11 +549,22 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
-  for (int t = 0; t + 1 < T; ++t) {
-    double in = 0;
-    for (int f = 0; f < nf; ++f)
-      if (a.G[t + 1][f]) in += p.copy_in_ms[f];
-    if (in > 0) w.step[t] = std::max(0.0, in - overlap(t));
+  // Each step starts as early as the spans let it (copy_in_spans, in the order of their `need`).
+  const std::vector<std::vector<std::pair<int, double>>> into = copies_in(p, a);
+  size_t next = 0;
+  for (int t = 1; t < T; ++t) {
+    const double ready = w.begin_ms[t - 1] + overlap(t - 1);
+    double begin = ready;
+    for (; next < p.copy_in_spans.size() && p.copy_in_spans[next].second <= t; ++next) {
+      const auto [first, need] = p.copy_in_spans[next];
+      double ms = 0;  // the copies within [first, need]
+      for (int u = first + 1; u <= need; ++u)
+        for (auto [from, copy_ms] : into[u])
+          if (from >= first) ms += copy_ms;
+      if (ms > 0) begin = std::max(begin, w.begin_ms[first] + ms);
+    }
+    w.begin_ms[t] = begin;
+    w.step[t - 1] = begin - ready;
   }
   return w;
 }
@@ -657,7 +696,7 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   }
   if (!a.H.empty() && !p.offload()) return bad("offload in a problem without it");
   // Offload: H where it may be, each offloaded value prefetched exactly once, into a step that uses it and that it
-  // is neither kept into nor recomputed in, after a step that neither holds it nor recomputes it.
+  // is neither kept into nor recomputed in, over steps that neither hold it nor recompute it.
   for (int f = 0; f < nf && !a.H.empty(); ++f) {
     int prefetches = 0;
     for (int t = 0; t < T; ++t) {
@@ -666,7 +705,8 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       const std::string at = "G[" + std::to_string(t) + "] prefetches '" + name(f) + "'";
       if (!p.has_g(t, f)) return bad(at + " into a step that does not use it");
       if (a.S[t][f] || a.R[t][p.producer[f]]) return bad(at + ", which the step holds otherwise");
-      if (a.S[t - 1][f] || a.R[t - 1][p.producer[f]]) return bad(at + " while the step before holds it");
+      for (int u = p.prefetch_first(t, f); u < t; ++u)
+        if (a.S[u][f] || a.R[u][p.producer[f]]) return bad(at + " while step " + std::to_string(u) + " holds it");
     }
     if (a.H[f] && !p.has_h(f)) return bad("H offloads '" + name(f) + "', which no step after the first uses");
     for (int t = 0; t < T && a.H[f] && !a.G[t][f]; ++t)
@@ -707,6 +747,11 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       for (int f : p.fwd_offloaded[k])
         if (a.on_host(f)) kept -= p.bytes(f);
   }
+  std::vector<int64_t> incoming(T, 0);  // [t]: the bytes being prefetched during step t for later steps
+  for (int t = 1; t < T && !a.G.empty(); ++t)
+    for (int f = 0; f < nf; ++f)
+      if (a.G[t][f])
+        for (int u = p.prefetch_first(t, f); u < t; ++u) incoming[u] += p.bytes(f);
   std::vector<char> held(nf, 0);  // S[t] and what was prefetched into step t
   for (int t = 0; t < T; ++t) {
     for (int f = 0; f < nf; ++f) held[f] = a.S[t][f] || a.prefetched(t, f);
@@ -724,11 +769,8 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
       for (int f : p.fwd_inputs[k])
         if (!present(f)) return bad("step " + std::to_string(t) + " recomputes node " + std::to_string(k) + " without its input '" + name(f) + "'");
     }
-    int64_t incoming = 0;
-    for (int f = 0; f < nf && t + 1 < T; ++f)
-      if (a.prefetched(t + 1, f)) incoming += p.bytes(f);
     e.peak_bytes = std::max(e.peak_bytes, step_peak(p, t, held, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr, impl,
-                                                    &a.P, incoming) - states_away(p, a, t));
+                                                    &a.P, incoming[t]) - states_away(p, a, t));
     if (t + 1 < T)
       for (int f = 0; f < nf; ++f)
         if (a.S[t + 1][f] && !present(f))
@@ -784,15 +826,23 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
       for (int v : plan.nodes[node].outputs)
         if (grad_last[v] < 0) release(v);
   }
-  // Steps, freeing where step_peak() stops counting; what step t+1 gets back from the host is prefetched at the
-  // start of step t.
+  // Steps, freeing where step_peak() stops counting; what step u gets back from the host is prefetched at the
+  // start of step prefetch_first(u, f).
+  std::vector<int> need(nf, -1), first(nf, -1);  // an offloaded value's prefetch: into step need, from step first
+  for (int u = 1; u < T && !a.G.empty(); ++u)
+    for (int f = 0; f < nf; ++f)
+      if (a.G[u][f]) {
+        need[f] = u;
+        first[f] = p.prefetch_first(u, f);
+      }
   for (int t = 0; t < T; ++t) {
-    auto kept_on = [&](int f) { return t + 1 < T && (a.S[t + 1][f] || a.prefetched(t + 1, f)); };
+    // Kept into step t+1, or on its way back for a later step.
+    auto kept_on = [&](int f) { return t + 1 < T && (a.S[t + 1][f] || (first[f] <= t && need[f] > t)); };
     for (int f = 0; f < nf; ++f)  // kept into this step, which cannot use it
       if (!p.used[t][f] && !kept_on(f)) release(p.fvals[f]);
     auto prefetch = [&] {
-      for (int f = 0; f < nf && t + 1 < T; ++f)
-        if (a.prefetched(t + 1, f)) {
+      for (int f = 0; f < nf; ++f)
+        if (first[f] == t) {
           live[p.fvals[f]] = 1;
           s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
         }

@@ -86,8 +86,9 @@ struct CheckpointProblem {
   double base_ms = 0;                          // every node once
 
   // Offload (enable_offload; monet-solve --offload). A forward value f used by a step t >= 1 may be copied to the
-  // host when its stage-0 life ends (H[f]) and copied back once, during the step before one that uses it
-  // (G[t][f]: present entering step t; its device memory counts through step t-1). All empty when off.
+  // host when its stage-0 life ends (H[f]) and copied back once, from the start of step prefetch_first(t, f) for a
+  // step t that uses it (G[t][f]: present entering step t; its device memory counts from that start through step
+  // t-1). All empty when off.
   std::vector<char> offloadable;               // fval -> some step t >= 1 uses it
   std::vector<double> copy_out_ms, copy_in_ms;  // fval -> its copy to / from the host (latency + bytes / rate)
   // fval -> the stage-0 position after which an offloaded value's device memory is released: the first position
@@ -103,11 +104,14 @@ struct CheckpointProblem {
   // around u (Q[s] = 1 for offer s: the value's home is the host, copied in from the start of step `first` and
   // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1],
   // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
-  // cover each copy (at most kStateLeadSteps each side). At most one offer per value.
+  // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
   std::vector<int> states;                      // offer -> plan value id
   std::vector<int> state_step;                  // offer -> its update's step u
   std::vector<int> state_first, state_last;     // offer -> its span
   std::vector<double> state_in_ms, state_out_ms;  // offer -> its copy from / to the host
+  // The spans [first, need] of every copy from the host on offer (prefetches and the optimizer state's copies in:
+  // from the start of step `first`, ended by the start of step `need`), each pair once, by need: the copy-in rows.
+  std::vector<std::pair<int, int>> copy_in_spans;
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
@@ -122,6 +126,9 @@ struct CheckpointProblem {
   bool offload() const { return !offloadable.empty(); }
   bool has_h(int f) const { return offload() && offloadable[f]; }
   bool has_g(int t, int f) const { return offload() && t >= 1 && used[t][f]; }
+  // The step from whose start f's copy back into step t runs (has_g(t, f)): t-1, or where the node of step t-1 is
+  // shorter than the copy, the fewest steps before t whose nodes' times cover it (at most kCopySpanSteps).
+  int prefetch_first(int t, int f) const;
   int num_states() const { return static_cast<int>(states.size()); }
   int64_t state_bytes(int s) const { return plan->values[states[s]].bytes; }
   // Whether offer s's state is on the device in step t (-1: stage 0) when offloaded: t in [first, last].
@@ -197,41 +204,48 @@ int in_place_at(const CheckpointProblem& p, int t, size_t i, const std::vector<c
 
 // The peak of step t as the MILP counts it: S = S[t] (with the values prefetched into step t), R = R[t], next =
 // S[t+1] (null for the last step), impl = M[t], fwd = P (null: the forward nodes' defaults), incoming = the bytes
-// prefetched during step t for step t+1 (counted at every point of the step).
+// being prefetched during step t for later steps (counted at every point of the step).
 int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S, const std::vector<char>& R,
                   const std::vector<char>* next, int impl, const std::vector<int>* fwd = nullptr,
                   int64_t incoming = 0);
 
-// The time the compute stream waits for copies, as the MILP prices them (its W columns): stage 0's copies to the
-// host run one after another from the forward pass's start, each value's device memory released at its offload_at,
-// so by the end of each position k the copies released there must have ended: fwd = max(0, max_k (sum of their
-// times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] - fwd_end_ms[producer f]))); step t's
-// copies from the host (G[t+1]) overlap step t's node and recomputations: step[t] = max(0, their time - that); an
-// optimizer state's copy in overlaps steps first..u-1 of its offer, its copy out steps u+1..last (state_in,
-// state_out).
+// The time the compute stream waits for copies, as the MILP prices them (its W columns):
+// - Stage 0's copies to the host run one after another from the forward pass's start, each value's device memory
+//   released at its offload_at, so by the end of each position k the copies released there must have ended:
+//   fwd = max(0, max_k (sum of their times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] -
+//   fwd_end_ms[producer f]))).
+// - The copies from the host (prefetches, and the optimizer state's copies in) share one stream: for each span
+//   [a, b] of copy_in_spans, the copies chosen within it (from a start at or after a, into a step at or before b)
+//   take no longer than steps a..b-1 (their nodes, recomputations and waits). Step t starts at begin_ms[t] =
+//   max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans [a, t] of begin_ms[a] + their
+//   copies' time), and step[t-1] is what that adds.
+// - An optimizer state's copy out overlaps steps u+1..last of its offer (state_out).
 // A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
-// copy may also wait behind one released later (counted in neither term); an optimizer state's copies share each
-// stream with the prefetches and the other states' copies over their spans, which its rows do not count either.
+// copy may also wait behind one released later (counted in neither term); each copy from the host is issued at the
+// start of its first step, so one may wait behind a copy started earlier over a span not within its own; a state's
+// copy out shares its stream with the other states', which its row does not count.
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.
 constexpr double kCopyPreference = 1e-3;
-// The longest span of an optimizer state's copy on either side of its update, in steps.
-constexpr int kStateLeadSteps = 16;
+// The longest span of a copy, in steps: a prefetch's before its use, an optimizer state's on either side of its
+// update.
+constexpr int kCopySpanSteps = 16;
 struct CopyWaits {
   double fwd = 0;
-  std::vector<double> step;  // [t]
-  // [offer]: the optimizer state's copies in and out, each over its span: max(0, its time - the nodes' and
-  // recomputations' time of the steps it overlaps)
-  std::vector<double> state_in, state_out;
+  std::vector<double> step;      // [t]: after step t
+  std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0 (the MILP's B columns)
+  // [offer]: the optimizer state's copy out over its span: max(0, its time - the nodes' and recomputations' time of
+  // the steps it overlaps)
+  std::vector<double> state_out;
   double preference = 0;     // kCopyPreference x the offloaded values' copy times
   double total() const;      // the waits (fwd + steps)
 };
 CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a);
 
 // A kept value idle from the forward pass's end to its first use at step u >= 1 offloaded instead: copied to the
-// host when its stage-0 life ends and back during step u-1. Memory never rises (the value counts in step u-1 as it
-// did kept into step u, and no longer before); the copies may add waits. The optimizer state goes to the host too
+// host when its stage-0 life ends and back over the steps prefetch_first(u, f)..u-1. Memory never rises (the value
+// counts in those steps as it did kept into step u, and no longer before); the copies may add waits. The optimizer state goes to the host too
 // (Q = 1 for each value's widest offer: it counts only in that span). Both within the host limit. For warm starts
 // under offload.
 Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a);

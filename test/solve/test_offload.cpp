@@ -26,7 +26,7 @@ namespace {
 
 // A link that moves units_per_ms 256-byte units per millisecond each way (four: copies cost what the tiny graphs' nodes cost
 // (1 to 9 ms), so the program trades them against recomputations and waits).
-HostLink slow_link(int units_per_ms = 4) {
+HostLink slow_link(double units_per_ms = 4) {
   HostLink l = host_link_from_flag(units_per_ms * kAlignBytes * 1e-6);
   l.latency_us = 250;  // a quarter of a millisecond per copy
   return l;
@@ -101,6 +101,7 @@ struct Tally {
   int compared = 0, offloading = 0, exact = 0, limited = 0, states = 0;
   int state_waits = 0;  // optima where a state's copy outlasts the steps it overlaps
   int wide = 0;         // states on the host over a span wider than the steps beside their update
+  int wide_prefetch = 0;  // values copied back over more than the step before their use
 };
 
 // CBC's optimum of p's program at the budget against brute force; the optimum's columns satisfy every row, and its
@@ -147,10 +148,15 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   tally.states += std::count(a.Q.begin(), a.Q.end(), 1) > 0;
   const CopyWaits waits = copy_waits(p, a);
   bool state_wait = false;
-  for (int q = 0; q < p.num_states(); ++q)
-    state_wait |= a.Q[q] && (waits.state_in[q] > 0 || waits.state_out[q] > 0);
+  for (int q = 0; q < p.num_states(); ++q)  // a wait before its update, or for its copy out
+    state_wait |= a.Q[q] && (waits.step[p.state_step[q] - 1] > 0 || waits.state_out[q] > 0);
   tally.state_waits += state_wait;
   for (int q = 0; q < p.num_states(); ++q) tally.wide += a.Q[q] && !p.state_narrow(q);
+  bool wide_prefetch = false;
+  for (int t = 1; t < p.num_steps(); ++t)
+    for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+      wide_prefetch |= a.prefetched(t, f) && p.prefetch_first(t, f) < t - 1;
+  tally.wide_prefetch += wide_prefetch;
   ++tally.compared;
 }
 
@@ -218,12 +224,61 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
   }
   INFO(tally.compared << " compared, " << tally.states << " optima keep optimizer state on the host, "
                       << tally.state_waits << " waiting for a state's copy, " << tally.wide
-                      << " states over a wide span");
+                      << " states over a wide span, " << tally.wide_prefetch << " prefetching over a wide span");
   CHECK(tally.compared >= 60);
   CHECK(tally.states >= tally.compared / 4);
   CHECK(tally.state_waits >= 3);  // and the waits they cost arise
   CHECK(tally.wide >= 3);         // and optima over a wide span
+  CHECK(tally.wide_prefetch >= 3);  // and optima whose copy back starts before the step before its use
   CHECK(below >= 4);
+}
+
+// The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
+// a copy from the host, its columns satisfy every row, and shortening any wait (with the later steps' starts) breaks
+// one. Catches a copy left out of the rows that optima over tiny graphs never need.
+TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][offload]") {
+  int checked = 0, wide = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const PlanGraph plan = momentum_chain_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(1), 0);
+    Assignment probe = empty_assignment(p);
+    if (offload_bits(p, probe).size() > 18) continue;
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
+    int here = 0, waiting = 0;
+    for_each_offload_assignment(p, [&](const Assignment& a) {
+      if (here >= 150 || !evaluate(p, a).feasible) return;
+      const CopyWaits w = copy_waits(p, a);
+      int t = -1;
+      for (size_t u = 0; u < w.step.size(); ++u)
+        if (w.step[u] > 1e-6) t = static_cast<int>(u);
+      if (t < 0 || waiting++ % 29 != 0) return;  // a sample across the enumeration
+      ++here;
+      std::vector<double> x = to_columns(p, layout, lp, a);
+      for (const LinearProgram::Row& row : lp.rows) {
+        INFO("row " << row.name);
+        REQUIRE(activity(row, x) >= row.lo - 1e-6);
+        REQUIRE(activity(row, x) <= row.hi + 1e-6);
+      }
+      const double d = std::min(x[layout.W[t]], 1e-3);
+      x[layout.W[t]] -= d;
+      for (int u = t + 1; u < p.num_steps(); ++u) x[layout.B[u]] -= d;
+      bool broken = false;
+      for (const LinearProgram::Row& row : lp.rows)
+        broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
+      CHECK(broken);
+      bool any = false;
+      for (int u = 1; u < p.num_steps(); ++u)
+        for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+          any |= a.prefetched(u, f) && p.prefetch_first(u, f) < u - 1;
+      wide += any;
+    });
+    checked += here;
+  }
+  INFO(checked << " assignments waiting for a copy, " << wide << " prefetching over a wide span among them");
+  CHECK(checked >= 100);
+  CHECK(wide >= 3);
 }
 
 TEST_CASE("offloading idle kept values never raises the peak", "[solve][offload]") {
