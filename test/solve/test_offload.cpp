@@ -281,6 +281,43 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
   CHECK(wide >= 3);
 }
 
+// A value with two offers (the steps around its update, and a wider span) takes at most one: with both, every
+// memory row would credit it twice. The program refuses every point that takes both, as evaluate() does, however
+// the continuous columns follow (to_columns), so leaving qone out fails here even where optima never need it.
+TEST_CASE("no integer point takes two offers of one optimizer state", "[solve][milp][offload]") {
+  int tried = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const PlanGraph plan = momentum_chain_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(2), 0);
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
+    const Assignment all = store_all_assignment(p);
+    REQUIRE(evaluate(p, all).feasible);
+    for (int s = 0; s + 1 < p.num_states(); ++s) {
+      if (p.states[s] != p.states[s + 1]) continue;
+      Assignment a = all;
+      a.Q[s] = a.Q[s + 1] = 1;
+      CHECK_FALSE(evaluate(p, a).feasible);
+      const std::vector<double> x = to_columns(p, layout, lp, a);
+      bool broken = false;
+      for (const LinearProgram::Row& row : lp.rows)
+        broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
+      CHECK(broken);
+      a.Q[s + 1] = 0;  // one offer alone is a feasible point of both
+      REQUIRE(evaluate(p, a).feasible);
+      const std::vector<double> y = to_columns(p, layout, lp, a);
+      for (const LinearProgram::Row& row : lp.rows) {
+        INFO("row " << row.name);
+        CHECK(activity(row, y) >= row.lo - 1e-6);
+        CHECK(activity(row, y) <= row.hi + 1e-6);
+      }
+      ++tried;
+    }
+  }
+  CHECK(tried >= 10);
+}
+
 TEST_CASE("offloading idle kept values never raises the peak", "[solve][offload]") {
   int lowered = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
