@@ -112,7 +112,7 @@ struct Builder {
     cols.push_back(m.Qtot);
     coefs.push_back(1);
     for (int s = 0; s < p.num_states(); ++s) {
-      m.Q[s] = lp.add_col("Q_" + std::to_string(s), 0, 1, kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]),
+      m.Q[s] = lp.add_col("Q_" + std::to_string(s), 0, 1, kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms),
                           true);
       cols.push_back(m.Q[s]);
       coefs.push_back(-units(p.state_bytes(s)));
@@ -127,7 +127,7 @@ struct Builder {
     cols.push_back(m.Qtot);
     coefs.push_back(1);
     for (int s = 0; s < p.num_states(); ++s)
-      if (p.state_near(s, t)) {
+      if (p.states[s].covers(t)) {
         cols.push_back(m.Q[s]);
         coefs.push_back(-units(p.state_bytes(s)));
       }
@@ -232,12 +232,13 @@ struct Builder {
     m.Wqout.assign(p.num_states(), -1);
     std::map<int, std::vector<int>> offers;
     for (int s = 0; s < p.num_states(); ++s) {
-      offers[p.states[s]].push_back(m.Q[s]);
+      const StateOffer& o = p.states[s];
+      offers[o.value].push_back(m.Q[s]);
       const int W = m.Wqout[s] = lp.add_col("Wqout_" + std::to_string(s), 0, kInf, 1, false);
       std::vector<int> cols = {W, m.Q[s]};
-      std::vector<double> coefs = {-1, p.state_out_ms[s]};
+      std::vector<double> coefs = {-1, o.out_ms};
       double rhs = 0;
-      for (int t = p.state_step[s] + 1; t <= p.state_last[s]; ++t) {
+      for (int t = o.step + 1; t <= o.last; ++t) {
         rhs += p.step_ms[t];
         for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
       }
@@ -267,7 +268,10 @@ struct Builder {
     for (int t = 1; t < T; ++t)
       for (int f = 0; f < nf; ++f)
         if (m.G[t][f] >= 0) into[t].push_back({p.prefetch_first(t, f), m.G[t][f], p.copy_in_ms[f]});
-    for (int s = 0; s < p.num_states(); ++s) into[p.state_step[s]].push_back({p.state_first[s], m.Q[s], p.state_in_ms[s]});
+    for (int s = 0; s < p.num_states(); ++s) {
+      const StateOffer& o = p.states[s];
+      into[o.step].push_back({o.first, m.Q[s], o.in_ms});
+    }
     for (auto [a, b] : p.copy_in_spans) {
       std::vector<int> cols = {m.B[b]};
       std::vector<double> coefs = {1};

@@ -265,7 +265,7 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
   auto away = [&](int t) {
     int64_t b = 0;
     for (int s = 0; s < num_states(); ++s)
-      if (state_narrow(s) && !state_near(s, t)) b += state_bytes(s);
+      if (states[s].narrow() && !states[s].covers(t)) b += state_bytes(s);
     return b;
   };
   int64_t lb = 0;
@@ -414,7 +414,7 @@ Assignment empty_assignment(const CheckpointProblem& p) {
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
   int64_t away = 0;
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
-    if (a.Q[s] && !p.state_near(s, t)) away += p.state_bytes(s);
+    if (a.Q[s] && !p.states[s].covers(t)) away += p.state_bytes(s);
   return away;
 }
 
@@ -452,11 +452,6 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   for (const PlanNode& n : plan.nodes)
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) ++readers[v];
   p.states.clear();
-  p.state_step.clear();
-  p.state_first.clear();
-  p.state_last.clear();
-  p.state_in_ms.clear();
-  p.state_out_ms.clear();
   for (int u = 1; u + 1 < T; ++u) {
     const PlanNode& n = plan.nodes[p.steps[u]];
     if (n.stage != Stage::update) continue;
@@ -469,14 +464,9 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];
       for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
       for (const auto& [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
-        if (p.states.size() > 0 && p.states.back() == v && p.state_first.back() == a && p.state_last.back() == b)
+        if (!p.states.empty() && p.states.back().value == v && p.states.back().first == a && p.states.back().last == b)
           continue;  // the narrow span covers the copies already
-        p.states.push_back(v);
-        p.state_step.push_back(u);
-        p.state_first.push_back(a);
-        p.state_last.push_back(b);
-        p.state_in_ms.push_back(in);
-        p.state_out_ms.push_back(out);
+        p.states.push_back({v, u, a, b, in, out});
       }
     }
   }
@@ -484,7 +474,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   for (int t = 1; t < T; ++t)
     for (int f = 0; f < nf; ++f)
       if (p.has_g(t, f)) spans.insert({t, p.prefetch_first(t, f)});
-  for (int s = 0; s < p.num_states(); ++s) spans.insert({p.state_step[s], p.state_first[s]});
+  for (const StateOffer& o : p.states) spans.insert({o.step, o.first});
   p.copy_in_spans.clear();
   for (auto [need, first] : spans) p.copy_in_spans.push_back({first, need});
 }
@@ -513,7 +503,7 @@ std::vector<std::vector<std::pair<int, double>>> copies_in(const CheckpointProbl
     for (int f = 0; f < nf; ++f)
       if (a.G[t][f]) into[t].push_back({p.prefetch_first(t, f), p.copy_in_ms[f]});
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
-    if (a.Q[s]) into[p.state_step[s]].push_back({p.state_first[s], p.state_in_ms[s]});
+    if (a.Q[s]) into[p.states[s].step].push_back({p.states[s].first, p.states[s].in_ms});
   return into;
 }
 
@@ -536,10 +526,11 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   };
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
     if (!a.Q[s]) continue;
-    w.preference += kCopyPreference * (p.state_in_ms[s] + p.state_out_ms[s]);
+    const StateOffer& o = p.states[s];
+    w.preference += kCopyPreference * (o.in_ms + o.out_ms);
     double after = 0;
-    for (int t = p.state_step[s] + 1; t <= p.state_last[s]; ++t) after += overlap(t);
-    w.state_out[s] = std::max(0.0, p.state_out_ms[s] - after);
+    for (int t = o.step + 1; t <= o.last; ++t) after += overlap(t);
+    w.state_out[s] = std::max(0.0, o.out_ms - after);
   }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
@@ -584,12 +575,12 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
   for (int s = 0; s < p.num_states(); ++s)
     if (a.Q[s]) {
       host += p.state_bytes(s);
-      homed.insert(p.states[s]);
+      homed.insert(p.states[s].value);
     }
   for (int s = p.num_states(); s-- > 0;)  // a value's widest offer comes last
-    if (!homed.count(p.states[s]) && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
+    if (!homed.count(p.states[s].value) && (p.host_limit_bytes == 0 || host + p.state_bytes(s) <= p.host_limit_bytes)) {
       a.Q[s] = 1;
-      homed.insert(p.states[s]);
+      homed.insert(p.states[s].value);
       host += p.state_bytes(s);
     }
   // The first step that reads each value (its node, or a recomputation it runs), as trim() counts uses.
@@ -722,8 +713,8 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   std::set<int> homed;
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
     if (a.Q[s]) {
-      if (!homed.insert(p.states[s]).second)
-        return bad("Q takes two offers of '" + p.plan->values[p.states[s]].name + "'");
+      if (!homed.insert(p.states[s].value).second)
+        return bad("Q takes two offers of '" + p.plan->values[p.states[s].value].name + "'");
       e.host_bytes += p.state_bytes(s);
     }
   if (p.host_limit_bytes > 0 && e.host_bytes > p.host_limit_bytes)
@@ -789,7 +780,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   Schedule s;
   s.mode = mode;
   for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)
-    if (a.Q[q]) s.on_host.push_back(p.states[q]);
+    if (a.Q[q]) s.on_host.push_back(p.states[q].value);
   std::vector<char> live(plan.values.size(), 0);
   auto compute = [&](int node, int impl, int in_place = -1) {
     Step step = compute_step(plan, node, impl);
@@ -847,7 +838,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
           s.steps.push_back({Step::Kind::prefetch, p.fvals[f]});
         }
       for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state whose span starts here
-        if (a.Q[q] && p.state_first[q] == t) s.steps.push_back({Step::Kind::prefetch, p.states[q]});
+        if (a.Q[q] && p.states[q].first == t) s.steps.push_back({Step::Kind::prefetch, p.states[q].value});
     };
     const std::vector<int>& cand = p.candidates[t];
     // Before the recomputations, whose points count what the step holds and the prefetched bytes; in a step without
@@ -876,7 +867,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     for (int f = 0; f < nf; ++f)
       if (!kept_on(f)) release(p.fvals[f]);
     for (int q = 0; q < p.num_states() && !a.Q.empty(); ++q)  // the optimizer state whose span ends here, back home
-      if (a.Q[q] && p.state_last[q] == t) s.steps.push_back({Step::Kind::offload, p.states[q]});
+      if (a.Q[q] && p.states[q].last == t) s.steps.push_back({Step::Kind::offload, p.states[q].value});
   }
   return s;
 }

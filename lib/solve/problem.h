@@ -27,6 +27,17 @@
 
 namespace monet {
 
+// One offer of an optimizer state's home on the host (CheckpointProblem::states).
+struct StateOffer {
+  int value = -1;                // plan value id
+  int step = 0;                  // its update's step u
+  int first = 0, last = 0;       // its span: on the device in steps first..last
+  double in_ms = 0, out_ms = 0;  // its copy from / to the host
+  // Whether the state is on the device in step t (-1: stage 0) when offloaded.
+  bool covers(int t) const { return t >= first && t <= last; }
+  bool narrow() const { return first == step - 1 && last == step + 1; }
+};
+
 struct CheckpointProblem {
   const PlanGraph* plan = nullptr;
   int window = 0;                 // the recomputation window in levels (0: none)
@@ -105,10 +116,7 @@ struct CheckpointProblem {
   // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1],
   // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
   // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
-  std::vector<int> states;                      // offer -> plan value id
-  std::vector<int> state_step;                  // offer -> its update's step u
-  std::vector<int> state_first, state_last;     // offer -> its span
-  std::vector<double> state_in_ms, state_out_ms;  // offer -> its copy from / to the host
+  std::vector<StateOffer> states;
   // The spans [first, need] of every copy from the host on offer (prefetches and the optimizer state's copies in:
   // from the start of step `first`, ended by the start of step `need`), each pair once, by need: the copy-in rows.
   std::vector<std::pair<int, int>> copy_in_spans;
@@ -130,10 +138,7 @@ struct CheckpointProblem {
   // shorter than the copy, the fewest steps before t whose nodes' times cover it (at most kCopySpanSteps).
   int prefetch_first(int t, int f) const;
   int num_states() const { return static_cast<int>(states.size()); }
-  int64_t state_bytes(int s) const { return plan->values[states[s]].bytes; }
-  // Whether offer s's state is on the device in step t (-1: stage 0) when offloaded: t in [first, last].
-  bool state_near(int s, int t) const { return t >= state_first[s] && t <= state_last[s]; }
-  bool state_narrow(int s) const { return state_first[s] == state_step[s] - 1 && state_last[s] == state_step[s] + 1; }
+  int64_t state_bytes(int s) const { return plan->values[states[s].value].bytes; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };

@@ -65,7 +65,7 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
       if (touches)
         for (int c : m.M[t]) if (c >= 0) cols.push_back(c);
       for (int q = 0; q < static_cast<int>(m.Q.size()) && touches; ++q)  // the optimizer state counted there
-        if (p.state_near(q, t)) cols.push_back(m.Q[q]);
+        if (p.states[q].covers(t)) cols.push_back(m.Q[q]);
       for (auto [f, c] : m.K[t]) if (in(p.producer[f])) cols.push_back(c);
       for (auto [i, c] : m.Y[t]) if (in(p.candidates[t][i])) cols.push_back(c);
       for (size_t f = 0; f < p.fvals.size() && !m.G.empty(); ++f)

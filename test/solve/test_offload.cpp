@@ -149,9 +149,9 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   const CopyWaits waits = copy_waits(p, a);
   bool state_wait = false;
   for (int q = 0; q < p.num_states(); ++q)  // a wait before its update, or for its copy out
-    state_wait |= a.Q[q] && (waits.step[p.state_step[q] - 1] > 0 || waits.state_out[q] > 0);
+    state_wait |= a.Q[q] && (waits.step[p.states[q].step - 1] > 0 || waits.state_out[q] > 0);
   tally.state_waits += state_wait;
-  for (int q = 0; q < p.num_states(); ++q) tally.wide += a.Q[q] && !p.state_narrow(q);
+  for (int q = 0; q < p.num_states(); ++q) tally.wide += a.Q[q] && !p.states[q].narrow();
   bool wide_prefetch = false;
   for (int t = 1; t < p.num_steps(); ++t)
     for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
@@ -295,7 +295,7 @@ TEST_CASE("no integer point takes two offers of one optimizer state", "[solve][m
     const Assignment all = store_all_assignment(p);
     REQUIRE(evaluate(p, all).feasible);
     for (int s = 0; s + 1 < p.num_states(); ++s) {
-      if (p.states[s] != p.states[s + 1]) continue;
+      if (p.states[s].value != p.states[s + 1].value) continue;
       Assignment a = all;
       a.Q[s] = a.Q[s + 1] = 1;
       CHECK_FALSE(evaluate(p, a).feasible);
