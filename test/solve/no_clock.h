@@ -5,8 +5,21 @@
 // neighbourhood search until every neighbourhood is closed. ctest's timeout catches a solve that would not end.
 #pragma once
 
+#include "solve/cbc.h"
+
 namespace monet::test {
 
 inline constexpr double kNoClock = 1e6;  // seconds
+
+// CBC's options for a program solved to proven optimality (no gap, no clock).
+inline CbcOptions exact_options() {
+  CbcOptions o;
+  o.time_limit_s = kNoClock;
+  o.relative_gap = 0;
+  return o;
+}
+
+// The program solved to proven optimality.
+inline CbcResult solve_exactly(const LinearProgram& lp) { return solve_with_cbc(lp, exact_options(), nullptr); }
 
 }  // namespace monet::test

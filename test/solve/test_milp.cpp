@@ -20,6 +20,8 @@
 
 using namespace monet;
 using monet::test::kNoClock;
+using monet::test::exact_options;
+using monet::test::solve_exactly;
 using monet::test::activity;
 using monet::test::PlanBuilder;
 using monet::test::chain_plan;
@@ -142,10 +144,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       const double brute = brute_force_ms(p, budget, &found);
       MilpLayout layout;
       LinearProgram lp = checkpoint_milp(p, budget, &layout);
-      CbcOptions o;
-      o.time_limit_s = kNoClock;
-      o.relative_gap = 0;
-      CbcResult r = solve_with_cbc(lp, o, nullptr);
+      CbcResult r = solve_exactly(lp);
       if (!found) {
         CHECK((r.status == CbcResult::Status::infeasible || r.status == CbcResult::Status::no_solution));
         continue;
@@ -263,10 +262,7 @@ TEST_CASE("checkpoint MILP equals brute force at every frontier budget on graphs
       INFO("seed " << seed << " (window " << window << ", " << vars << " variables) budget " << budget);
       MilpLayout layout;
       const LinearProgram lp = checkpoint_milp(p, budget, &layout);
-      CbcOptions o;
-      o.time_limit_s = kNoClock;
-      o.relative_gap = 0;
-      const CbcResult r = solve_with_cbc(lp, o, nullptr);
+      const CbcResult r = solve_exactly(lp);
       REQUIRE(r.status == CbcResult::Status::optimal);
       CHECK(r.objective == Approx(least).margin(1e-6));
       const Assignment a = from_columns(p, layout, r.x);
@@ -282,7 +278,7 @@ TEST_CASE("checkpoint MILP equals brute force at every frontier budget on graphs
       }
       // One byte below, the optimum is the previous point's, or nothing fits.
       const std::optional<double> below = frontier.least_ms(budget - 1);
-      const CbcResult q = solve_with_cbc(checkpoint_milp(p, budget - 1, nullptr), o, nullptr);
+      const CbcResult q = solve_exactly(checkpoint_milp(p, budget - 1, nullptr));
       if (!below) {
         CHECK(q.status == CbcResult::Status::infeasible);
       } else {
@@ -980,10 +976,7 @@ TEST_CASE("chain cuts raise the relaxation's bound and never past the optimum", 
     INFO("seed " << seed << " budget " << budget);
     MilpLayout layout;
     LinearProgram lp = checkpoint_milp(p, budget, &layout);
-    CbcOptions o;
-    o.time_limit_s = kNoClock;
-    o.relative_gap = 0;
-    const CbcResult best = solve_with_cbc(lp, o, nullptr);
+    const CbcResult best = solve_exactly(lp);
     REQUIRE(best.status == CbcResult::Status::optimal);
     double relaxation = 0;
     std::vector<double> x = solve_lp_relaxation(lp, &relaxation);
@@ -1021,13 +1014,10 @@ TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[sol
       // The optimum, from CBC alone (no root rounds: solve_with_cbc without after_relaxation).
       MilpLayout layout;
       LinearProgram lp = checkpoint_milp(p, budget, &layout);
-      CbcOptions o;
-      o.time_limit_s = kNoClock;
-      o.relative_gap = 0;
-      const CbcResult best = solve_with_cbc(lp, o, nullptr);
+      const CbcResult best = solve_exactly(lp);
       REQUIRE(best.status == CbcResult::Status::optimal);
       {  // Every round's re-solve the way a stalled dual simplex is finished (with presolve, from the cuts' basis).
-        CbcOptions q = o;
+        CbcOptions q = exact_options();
         q.test_presolve_resolves = true;
         q.after_relaxation = [](const std::vector<double>&, double) { return std::vector<double>{}; };
         const CbcResult r = solve_with_cbc(lp, q, nullptr);
@@ -1362,10 +1352,7 @@ TEST_CASE("improve_with_fixed_impls reaches the fixed program's optimum and keep
     start->P = fwd;
     MilpLayout layout;
     const LinearProgram lp = checkpoint_milp(q, budget, &layout);
-    CbcOptions o;
-    o.time_limit_s = kNoClock;
-    o.relative_gap = 0;
-    const CbcResult best = solve_with_cbc(lp, o, nullptr);
+    const CbcResult best = solve_exactly(lp);
     REQUIRE(best.status == CbcResult::Status::optimal);
     const double optimum = q.base_ms + best.objective, from = p.base_ms + evaluate(p, *start).recompute_ms;
     double relaxed = 0;
@@ -1412,10 +1399,7 @@ TEST_CASE("full mode: the schedule's implementations fixed, solved again, lose n
       INFO("seed " << seed << " budget " << budget);
       MilpLayout layout;
       const LinearProgram lp = checkpoint_milp(p, budget, &layout);
-      CbcOptions o;
-      o.time_limit_s = kNoClock;
-      o.relative_gap = 0;
-      const CbcResult best = solve_with_cbc(lp, o, nullptr);
+      const CbcResult best = solve_exactly(lp);
       REQUIRE(best.status == CbcResult::Status::optimal);
       SolveOptions so;
       so.budget_bytes = budget;

@@ -19,6 +19,7 @@ using namespace monet;
 using monet::test::activity;
 using monet::test::chain_plan;
 using monet::test::kNoClock;
+using monet::test::solve_exactly;
 using monet::test::momentum_chain_plan;
 using monet::test::random_plan;
 
@@ -111,10 +112,7 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   const Brute brute = brute_force(p, budget);
   MilpLayout layout;
   const LinearProgram lp = checkpoint_milp(p, budget, &layout);
-  CbcOptions o;
-  o.time_limit_s = kNoClock;
-  o.relative_gap = 0;
-  const CbcResult r = solve_with_cbc(lp, o, nullptr);
+  const CbcResult r = solve_exactly(lp);
   if (!brute.found) {
     CHECK((r.status == CbcResult::Status::infeasible || r.status == CbcResult::Status::no_solution));
     return;
