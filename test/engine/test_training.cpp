@@ -378,6 +378,11 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
   const SimResult sim = simulate(s->plan, offloading);
   REQUIRE(sim.transfers >= 20);
   REQUIRE(offloading.on_host.size() >= 20);
+  int wide = 0;  // values copied back from before the step before their use: in flight over several steps
+  for (int t = 1; t < p.num_steps(); ++t)
+    for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+      wide += a.prefetched(t, f) && p.prefetch_first(t, f) < t - 1;
+  REQUIRE(wide >= 20);
   std::set<int> grads;
   for (const ParamSlot& slot : s->tg.params) grads.insert(slot.grad);
   // The gradients of the third step (they read the parameters the first two updated, with the momentum the first
