@@ -154,11 +154,11 @@ struct Builder {
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
   //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
-  // and the copies from the host on their stream: B_t (continuous) is when step t starts, and each copy-in span
-  // [a, b] (copy_in_spans) holds the copies chosen within it:
-  //   bdef_t:     B_t - B_{t-1} - sum_k time(k) R[t-1][k] - W[t-1] = time(step t-1's node)      (B_0 = 0)
-  //   cin_a_b:    B_b - B_a - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
-  //                         - sum_{Q[s]: a <= first_s, u_s <= b} c_in(s) Q[s] >= 0
+  // and the copies from the host on their stream: D_t (continuous) is what step t takes beyond its node, and each
+  // copy-in span [a, b] (copy_in_spans) holds the copies chosen within it:
+  //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
+  //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
+  //                         - sum_{Q[s]: a <= first_s, u_s <= b} c_in(s) Q[s] >= - sum_{a <= t < b} time(step t's node)
   void offload() {
     if (!p.offload()) return;
     const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
@@ -248,17 +248,16 @@ struct Builder {
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
   }
 
-  // bdef_t and cin_a_b (above, offload()).
+  // ddef_t and cin_a_b (above, offload()).
   void copy_in_rows() {
     const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
-    m.B.assign(T, -1);
-    for (int t = 1; t < T; ++t) {
-      m.B[t] = lp.add_col("B_" + std::to_string(t), 0, kInf, 0, false);
-      std::vector<int> cols = {m.B[t], m.W[t - 1]};
+    m.D.assign(T, -1);
+    for (int t = 0; t + 1 < T; ++t) {
+      m.D[t] = lp.add_col("D_" + std::to_string(t), 0, kInf, 0, false);
+      std::vector<int> cols = {m.D[t], m.W[t]};
       std::vector<double> coefs = {1, -1};
-      if (t > 1) { cols.push_back(m.B[t - 1]); coefs.push_back(-1); }
-      for (int k : p.candidates[t - 1]) { cols.push_back(m.R[t - 1][k]); coefs.push_back(-p.time_ms(k)); }
-      lp.add_row("bdef_" + std::to_string(t), cols, coefs, p.step_ms[t - 1], p.step_ms[t - 1]);
+      for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+      lp.add_row("ddef_" + std::to_string(t), cols, coefs, 0, 0);
     }
     struct Offer {
       int first, col;
@@ -273,13 +272,18 @@ struct Builder {
       into[o.step].push_back({o.first, m.Q[s], o.in_ms});
     }
     for (auto [a, b] : p.copy_in_spans) {
-      std::vector<int> cols = {m.B[b]};
-      std::vector<double> coefs = {1};
-      if (a > 0) { cols.push_back(m.B[a]); coefs.push_back(-1); }
+      std::vector<int> cols;
+      std::vector<double> coefs;
+      double nodes_ms = 0;
+      for (int t = a; t < b; ++t) {
+        cols.push_back(m.D[t]);
+        coefs.push_back(1);
+        nodes_ms += p.step_ms[t];
+      }
       for (int u = a + 1; u <= b; ++u)
         for (const Offer& o : into[u])
           if (o.first >= a) { cols.push_back(o.col); coefs.push_back(-o.ms); }
-      lp.add_row("cin_" + std::to_string(a) + "_" + std::to_string(b), cols, coefs, 0, kInf);
+      lp.add_row("cin_" + std::to_string(a) + "_" + std::to_string(b), cols, coefs, -nodes_ms, kInf);
     }
   }
 
@@ -653,7 +657,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     x[m.W_fwd] = w.fwd;
     for (int t = 0; t < p.num_steps(); ++t) {
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
-      if (m.B[t] >= 0) x[m.B[t]] = w.begin_ms[t];
+      if (m.D[t] >= 0) x[m.D[t]] = w.begin_ms[t + 1] - w.begin_ms[t] - p.step_ms[t];
     }
     for (size_t s = 0; s < m.Wqout.size(); ++s) x[m.Wqout[s]] = w.state_out[s];
   }
@@ -670,7 +674,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       for (int col : cols) known[col] = 1;
   }
   if (m.W_fwd >= 0) known[m.W_fwd] = 1;
-  for (const std::vector<int>* cols : {&m.W, &m.B, &m.Wqout})
+  for (const std::vector<int>* cols : {&m.W, &m.D, &m.Wqout})
     for (int col : *cols)
       if (col >= 0) known[col] = 1;
   for (const LinearProgram::Row& r : lp.rows) {

@@ -46,7 +46,7 @@ struct MilpLayout {
   std::vector<int> Q;
   int Qtot = -1;
   std::vector<int> Wqout;  // [state offer]: the wait for its copy out
-  std::vector<int> B;      // [t]: when step t starts (t >= 1; the copies from the host wait for it)
+  std::vector<int> D;      // [t]: what step t takes beyond its node (its recomputations and its wait)
 };
 
 // Memory is counted in units of kAlignBytes (every size is a multiple): integer coefficients, exact budgets.

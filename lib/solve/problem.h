@@ -239,7 +239,7 @@ constexpr int kCopySpanSteps = 16;
 struct CopyWaits {
   double fwd = 0;
   std::vector<double> step;      // [t]: after step t
-  std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0 (the MILP's B columns)
+  std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0
   // [offer]: the optimizer state's copy out over its span: max(0, its time - the nodes' and recomputations' time of
   // the steps it overlaps)
   std::vector<double> state_out;

@@ -232,8 +232,8 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
 }
 
 // The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
-// a copy from the host, its columns satisfy every row, and shortening any wait (with the later steps' starts) breaks
-// one. Catches a copy left out of the rows that optima over tiny graphs never need.
+// a copy from the host, its columns satisfy every row, and shortening any wait (with its step's time) breaks one.
+// Catches a copy left out of the rows that optima over tiny graphs never need.
 TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][offload]") {
   int checked = 0, wide = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
@@ -261,7 +261,7 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
       }
       const double d = std::min(x[layout.W[t]], 1e-3);
       x[layout.W[t]] -= d;
-      for (int u = t + 1; u < p.num_steps(); ++u) x[layout.B[u]] -= d;
+      x[layout.D[t]] -= d;
       bool broken = false;
       for (const LinearProgram::Row& row : lp.rows)
         broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
