@@ -43,10 +43,11 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
 // The neighbourhoods of the search before CBC's: windows of kWindowLayers consecutive forward positions (half
 // overlapping), each with every column about them: their recomputations, the keeps of their outputs, the K and Y
 // columns of those outputs and recomputations, the implementation of every step that reads one of them and the
-// implementations of the window's forward nodes.
+// implementations of the window's forward nodes; with `copies`, also the offload columns about them (H, G, and Q of
+// the optimizer state counted in the steps that read them).
 // (Windows of consecutive steps instead never improved a warm start on resnet50, googlenet or unet: what a
 // schedule trades is a layer's outputs kept against recomputations over every step that uses them.)
-std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const MilpLayout& m) {
+std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const MilpLayout& m, bool copies) {
   std::vector<std::vector<int>> out;
   const int F = p.num_fwd(), T = p.num_steps();
   for (int a = 0; a < F; a += kWindowLayers / 2) {
@@ -64,23 +65,35 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
         }
       if (touches)
         for (int c : m.M[t]) if (c >= 0) cols.push_back(c);
-      for (int q = 0; q < static_cast<int>(m.Q.size()) && touches; ++q)  // the optimizer state counted there
+      for (int q = 0; q < static_cast<int>(m.Q.size()) && touches && copies; ++q)  // the optimizer state counted there
         if (p.states[q].covers(t)) cols.push_back(m.Q[q]);
       for (auto [f, c] : m.K[t]) if (in(p.producer[f])) cols.push_back(c);
       for (auto [i, c] : m.Y[t]) if (in(p.candidates[t][i])) cols.push_back(c);
-      for (size_t f = 0; f < p.fvals.size() && !m.G.empty(); ++f)
+      for (size_t f = 0; f < p.fvals.size() && !m.G.empty() && copies; ++f)
         if (in(p.producer[f]) && m.G[t][f] >= 0) cols.push_back(m.G[t][f]);
       for (const auto& [i, zs] : m.Z[t])
         if (in(p.candidates[t][i])) cols.insert(cols.end(), zs.begin(), zs.end());
     }
     for (int k = a; k < b; ++k) cols.insert(cols.end(), m.P[k].begin(), m.P[k].end());
-    for (size_t f = 0; f < m.H.size(); ++f)
+    for (size_t f = 0; f < m.H.size() && copies; ++f)
       if (in(p.producer[f]) && m.H[f] >= 0) cols.push_back(m.H[f]);
     std::sort(cols.begin(), cols.end());
     cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
     out.push_back(std::move(cols));
     if (b >= F) break;
   }
+  return out;
+}
+
+// The search's neighbourhoods: the windows with the incumbent's copies held, and under offload then the same windows
+// with their copies free. The sub-programs of the first kind are as quick as without offload (their copy columns
+// fixed, the copy rows fall away); on resnet50 b184 at 4.99 GB those with copies free got through 0 to 4 nodes in
+// 5 s and never improved the warm start, the ones without them improved it (schedules/cpu-runs/
+// 2026-11-27_wide_prefetch/lp_speed).
+std::vector<std::vector<int>> search_windows(const CheckpointProblem& p, const MilpLayout& m) {
+  std::vector<std::vector<int>> out = layer_windows(p, m, false);
+  if (p.offload())
+    for (std::vector<int>& w : layer_windows(p, m, true)) out.push_back(std::move(w));
   return out;
 }
 
@@ -156,7 +169,7 @@ FixedImpls improve_with_fixed_impls(const CheckpointProblem& p, const Assignment
   o.max_nodes = max_nodes;
   o.max_sub_mips = max_sub_mips;
   o.after_relaxation = [&](const std::vector<double>&, double) { return to_columns(q, layout, lp, start); };
-  o.neighborhoods = layer_windows(q, layout);
+  o.neighborhoods = search_windows(q, layout);
   o.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(q, layout, x, max_cuts); };
   o.neighborhood_min_gap = neighborhood_min_gap;
   o.search_only = true;
@@ -337,7 +350,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   // 5. Root cut rounds, with the chain cuts.
   cbc.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(p, layout, x, max_cuts); };
   // 7. The neighbourhood search's windows, skipped when the warm start is that close to the bound.
-  cbc.neighborhoods = layer_windows(p, layout);
+  cbc.neighborhoods = search_windows(p, layout);
   cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
   // 8. Full mode, once the search has closed every neighbourhood: the program with the incumbent's implementations
   // fixed, in CBC's process (CbcOptions::after_search; improve_with_fixed_impls).
