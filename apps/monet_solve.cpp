@@ -189,8 +189,11 @@ int main(int argc, char** argv) {
                         {"smallest_found_bytes", r.smallest_found_bytes},
                         {"time_to_first_feasible_s", r.first_feasible_s},
                         {"solve_s", r.solve_s},
-                        {"phases_s", {{"setup", r.setup_s}, {"lp_relaxation", r.lp_s}, {"heuristics", r.warm_start_s},
+                        {"phases_s", {{"without_copies", r.without_copies_s}, {"setup", r.setup_s},
+                                      {"lp_relaxation", r.lp_s}, {"heuristics", r.warm_start_s},
                                       {"root_cuts", r.root_cuts.seconds}, {"cbc", r.cbc_s}}},
+                        {"without_copies_step_ms", r.without_copies_ms > 0 ? nlohmann::json(r.without_copies_ms)
+                                                                           : nlohmann::json()},
                         {"root_cuts", {{"rounds", r.root_cuts.rounds},
                                        {"cuts", r.root_cuts.cuts},
                                        {"kept", r.root_cuts.kept},
@@ -288,10 +291,11 @@ int main(int argc, char** argv) {
       window_name += " (the auto window of " + std::to_string(r.window_infeasible) + " levels has none: proven)";
     if (r.columns > 0)
       std::printf("MILP: %lld columns, %lld rows, %lld nonzeros, window %s; first feasible %.1f s, solved in %.1f s "
-                  "(setup %.1f, LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",
+                  "(%ssetup %.1f, LP relaxation %.1f, heuristics %.1f, root cuts %.1f, CBC %.1f)\n",
                   static_cast<long long>(r.columns), static_cast<long long>(r.rows), static_cast<long long>(r.nonzeros),
-                  window_name.c_str(), r.first_feasible_s, r.solve_s, r.setup_s, r.lp_s, r.warm_start_s,
-                  r.root_cuts.seconds, r.cbc_s);
+                  window_name.c_str(), r.first_feasible_s, r.solve_s,
+                  r.without_copies_s > 0 ? fmt::format("without copies {:.1f}, ", r.without_copies_s).c_str() : "",
+                  r.setup_s, r.lp_s, r.warm_start_s, r.root_cuts.seconds, r.cbc_s);
       if (r.root_cuts.rounds > 0)
         std::printf("root cuts: %d rounds, %d cuts (%d chain cuts; %d kept), bound %.3f -> %.3f ms%s\n",
                     r.root_cuts.rounds, r.root_cuts.cuts, r.root_cuts.chain, r.root_cuts.kept, r.lp_bound_ms,

@@ -411,6 +411,29 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   return a;
 }
 
+Assignment lift_to(const CheckpointProblem& p, Assignment a) {
+  if (!p.offload()) return a;
+  a.H.assign(p.fvals.size(), 0);
+  a.G.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
+  a.Q.assign(p.states.size(), 0);
+  return a;
+}
+
+CheckpointProblem without_offload(const CheckpointProblem& p) {
+  CheckpointProblem q = p;
+  q.offloadable.clear();
+  q.copy_out_ms.clear();
+  q.copy_in_ms.clear();
+  q.offload_at.clear();
+  q.fwd_offloaded.clear();
+  q.fwd_end_ms.clear();
+  q.step_ms.clear();
+  q.host_limit_bytes = 0;
+  q.states.clear();
+  q.copy_in_spans.clear();
+  return q;
+}
+
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
   int64_t away = 0;
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)

@@ -145,6 +145,9 @@ struct CheckpointProblem {
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
+// p without offload: the same steps, values and window, no copies to offer. Its assignments are p's without copies
+// (lift_to with p gives them p's form).
+CheckpointProblem without_offload(const CheckpointProblem& p);
 
 struct Assignment;
 // Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0): a's Q, less the offers
@@ -194,6 +197,8 @@ struct Assignment {
   bool prefetched(int t, int f) const { return !G.empty() && G[t][f]; }
 };
 Assignment empty_assignment(const CheckpointProblem& p);
+// An assignment of without_offload(p) as an assignment of p: nothing copied.
+Assignment lift_to(const CheckpointProblem& p, Assignment a);
 
 // The window each step of an assignment needs: the levels between the lowest level step t reads (under any
 // implementation) and the lowest it recomputes, at least `base` (> 0). Counted on the problem without a window.

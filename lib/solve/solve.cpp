@@ -295,8 +295,10 @@ double fastest_impls_floor_ms(const CheckpointProblem& p) {
 }
 
 // Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
+// `chosen`, when given, receives the schedule's assignment.
 void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
-                std::optional<Assignment> widened_start, SolveOutcome& out) {
+                std::optional<Assignment> widened_start, SolveOutcome& out,
+                std::optional<Assignment>* chosen_out = nullptr) {
   auto seconds = [&] { return clock.seconds(); };
   MilpLayout layout;
   LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
@@ -385,6 +387,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
     return;
   }
   finish(out, plan, p, *chosen, o.mode, o.budget_bytes);
+  if (chosen_out) *chosen_out = chosen;
   out.bound_ms = p.base_ms + std::max(fastest_impls_floor_ms(p), r.bound);
   out.status = r.status == CbcResult::Status::optimal ? "optimal" : "feasible";
   // The fixed-implementations phase's bound holds for the implementations it fixed: reported when the schedule still
@@ -394,6 +397,50 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
     if (held.M == chosen->M && held.P == chosen->P)
       out.impls_bound_ms = std::min(out.objective_ms, std::max(out.bound_ms, p.base_ms + r.restricted_bound));
   }
+}
+
+// The share of the time limit the program without copies gets first under --offload (solve_offload).
+constexpr double kWithoutCopiesShare = 0.5;
+
+// Phases 3-9 under --offload: the program without copies (without_offload, the same window) for
+// kWithoutCopiesShare of the time limit, then the program with them, from that schedule when it is the better start,
+// for the rest. The program with copies is larger and its LPs slower (its root rounds took 23-30 s of 60 where the
+// same rows without copies took 2.5-9.5 s, schedules/cpu-runs/2026-11-27_wide_prefetch): this way its search starts
+// where a solve without offload would be, and what it returns is never worse than that start. Skipped where the
+// budget is below what any schedule without copies reaches.
+void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
+                   std::optional<Assignment> widened_start, SolveOutcome& out) {
+  const CheckpointProblem p0 = without_offload(p);
+  const double began_s = clock.seconds();
+  double first_feasible_s = -1;  // the program without copies' first schedule
+  if (o.budget_bytes >= p0.lower_bound_bytes()) {
+    SolveOptions o0 = o;
+    o0.offload.reset();
+    o0.time_limit_s = kWithoutCopiesShare * o.time_limit_s;
+    const SolveClock clock0{clock.start, o0.time_limit_s};
+    SolveOutcome first;
+    first.store_all = out.store_all;
+    first.fast_store_all = out.fast_store_all;
+    std::optional<Assignment> a0;
+    spdlog::info("offload: the program without copies first, until {:.0f} s", o0.time_limit_s);
+    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0);
+    if (a0) {
+      const Assignment lifted = lift_to(p, std::move(*a0));
+      const Evaluation e = evaluate(p, lifted);
+      MONET_CHECK(e.feasible, "a schedule without copies violates the program with them: ", e.violation);
+      spdlog::info("offload: without copies {:.3f} ms; the program with copies starts from the better of it and the "
+                   "heuristics' schedules", first.objective_ms);
+      out.without_copies_ms = first.objective_ms;
+      first_feasible_s = first.first_feasible_s;
+      if (!widened_start || evaluate(p, *widened_start).recompute_ms > e.recompute_ms) widened_start = lifted;
+    }
+  }
+  const double first_s = clock.seconds() - began_s;
+  solve_milp(plan, p, o, clock, std::move(widened_start), out);
+  out.without_copies_s = first_s;
+  out.setup_s -= first_s;  // timed from the solve's start
+  if (first_feasible_s >= 0 && (out.first_feasible_s < 0 || first_feasible_s < out.first_feasible_s))
+    out.first_feasible_s = first_feasible_s;
 }
 
 }  // namespace
@@ -428,7 +475,8 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     out.status = "infeasible";
     out.why_none = "below_lower_bound";
   } else {
-    solve_milp(plan, p, o, clock, std::move(widened_start), out);
+    if (p.offload()) solve_offload(plan, p, o, clock, std::move(widened_start), out);
+    else solve_milp(plan, p, o, clock, std::move(widened_start), out);
     // 10. The auto window proven too narrow for the budget (it was not widened: the heuristics reached the budget
     // in no window), with time left: the program without a window, in that time. A transformer at a tight budget
     // recomputes from further back than a window sized for the program's size lets it.

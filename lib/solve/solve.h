@@ -50,6 +50,9 @@ struct SolveOutcome {
   double first_feasible_s = -1;
   double solve_s = 0;
   double setup_s = 0, lp_s = 0, warm_start_s = 0, cbc_s = 0;  // phases of solve_s (MILP modes), with root_cuts.seconds
+  // Under --offload: the solve of the program without copies before the one with them (a phase of solve_s; 0 where
+  // it was skipped), and its schedule's step (0 where it found none).
+  double without_copies_s = 0, without_copies_ms = 0;
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
   int window = 0;                    // the recomputation window used (levels; 0 = none)
