@@ -250,7 +250,7 @@ struct Builder {
 
   // ddef_t and cin_a_b (above, offload()).
   void copy_in_rows() {
-    const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    const int T = p.num_steps();
     m.D.assign(T, -1);
     for (int t = 0; t + 1 < T; ++t) {
       m.D[t] = lp.add_col("D_" + std::to_string(t), 0, kInf, 0, false);
@@ -259,18 +259,9 @@ struct Builder {
       for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
       lp.add_row("ddef_" + std::to_string(t), cols, coefs, 0, 0);
     }
-    struct Offer {
-      int first, col;
-      double ms;
-    };
-    std::vector<std::vector<Offer>> into(T);  // [need]
-    for (int t = 1; t < T; ++t)
-      for (int f = 0; f < nf; ++f)
-        if (m.G[t][f] >= 0) into[t].push_back({p.prefetch_first(t, f), m.G[t][f], p.copy_in_ms[f]});
-    for (int s = 0; s < p.num_states(); ++s) {
-      const StateOffer& o = p.states[s];
-      into[o.step].push_back({o.first, m.Q[s], o.in_ms});
-    }
+    std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each offer and its column
+    const std::vector<CopyIn> offers = copy_in_offers(p);
+    for (const CopyIn& c : offers) into[c.need].push_back({&c, c.state < 0 ? m.G[c.need][c.f] : m.Q[c.state]});
     for (auto [a, b] : p.copy_in_spans) {
       std::vector<int> cols;
       std::vector<double> coefs;
@@ -281,8 +272,8 @@ struct Builder {
         nodes_ms += p.step_ms[t];
       }
       for (int u = a + 1; u <= b; ++u)
-        for (const Offer& o : into[u])
-          if (o.first >= a) { cols.push_back(o.col); coefs.push_back(-o.ms); }
+        for (auto [c, col] : into[u])
+          if (c->first >= a) { cols.push_back(col); coefs.push_back(-c->ms); }
       lp.add_row("cin_" + std::to_string(a) + "_" + std::to_string(b), cols, coefs, -nodes_ms, kInf);
     }
   }

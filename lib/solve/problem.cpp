@@ -494,12 +494,23 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     }
   }
   std::set<std::pair<int, int>> spans;  // (need, first)
-  for (int t = 1; t < T; ++t)
-    for (int f = 0; f < nf; ++f)
-      if (p.has_g(t, f)) spans.insert({t, p.prefetch_first(t, f)});
-  for (const StateOffer& o : p.states) spans.insert({o.step, o.first});
+  for (const CopyIn& c : copy_in_offers(p)) spans.insert({c.need, c.first});
   p.copy_in_spans.clear();
   for (auto [need, first] : spans) p.copy_in_spans.push_back({first, need});
+}
+
+std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p) {
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  std::vector<CopyIn> out;
+  for (int t = 1; t < T; ++t)
+    for (int f = 0; f < nf; ++f)
+      if (p.has_g(t, f)) out.push_back({t, p.prefetch_first(t, f), f, -1, p.copy_in_ms[f]});
+  for (int s = 0; s < p.num_states(); ++s) {
+    const StateOffer& o = p.states[s];
+    out.push_back({o.step, o.first, -1, s, o.in_ms});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const CopyIn& a, const CopyIn& b) { return a.need < b.need; });
+  return out;
 }
 
 int CheckpointProblem::prefetch_first(int t, int f) const {
@@ -514,23 +525,6 @@ double CopyWaits::total() const {
     for (double w : *v) sum += w;
   return sum;
 }
-
-namespace {
-
-// The copies from the host an assignment makes, [need]: (first step, time) of each prefetch and optimizer state's
-// copy in.
-std::vector<std::vector<std::pair<int, double>>> copies_in(const CheckpointProblem& p, const Assignment& a) {
-  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
-  std::vector<std::vector<std::pair<int, double>>> into(T);
-  for (int t = 1; t < T && !a.G.empty(); ++t)
-    for (int f = 0; f < nf; ++f)
-      if (a.G[t][f]) into[t].push_back({p.prefetch_first(t, f), p.copy_in_ms[f]});
-  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
-    if (a.Q[s]) into[p.states[s].step].push_back({p.states[s].first, p.states[s].in_ms});
-  return into;
-}
-
-}  // namespace
 
 CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   CopyWaits w;
@@ -564,7 +558,10 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
   // Each step starts as early as the spans let it (copy_in_spans, in the order of their `need`).
-  const std::vector<std::vector<std::pair<int, double>>> into = copies_in(p, a);
+  std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of the copies a makes
+  for (const CopyIn& c : copy_in_offers(p))
+    if (c.state < 0 ? !a.G.empty() && a.G[c.need][c.f] : !a.Q.empty() && a.Q[c.state])
+      into[c.need].push_back({c.first, c.ms});
   size_t next = 0;
   for (int t = 1; t < T; ++t) {
     const double ready = w.begin_ms[t - 1] + overlap(t - 1);

@@ -145,6 +145,14 @@ struct CheckpointProblem {
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
+// A copy from the host on offer: fval f prefetched into step `need` (state = -1), or optimizer state offer `state`
+// copied in for its update at step `need` (f = -1); from the start of step `first`, taking `ms`.
+struct CopyIn {
+  int need = 0, first = 0, f = -1, state = -1;
+  double ms = 0;
+};
+// Every copy from the host p offers (prefetch_first for the prefetches, each offer's span for the states), by need.
+std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p);
 // p without offload: the same steps, values and window, no copies to offer. Its assignments are p's without copies
 // (lift_to with p gives them p's form).
 CheckpointProblem without_offload(const CheckpointProblem& p);

@@ -295,7 +295,7 @@ double fastest_impls_floor_ms(const CheckpointProblem& p) {
 }
 
 // Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
-// `chosen`, when given, receives the schedule's assignment.
+// `chosen_out`, when given, receives the schedule's assignment.
 void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
                 std::optional<Assignment> widened_start, SolveOutcome& out,
                 std::optional<Assignment>* chosen_out = nullptr) {
