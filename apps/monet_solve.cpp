@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
                                                                {"transfers", r.predicted.transfers},
                                                                {"transfer_bytes", r.predicted.transfer_bytes},
                                                                {"copy_wait_ms", r.copy_wait_ms},
+                                                               {"program_wait_ms", r.program_wait_ms},
                                                                {"states_on_host", r.schedule.on_host.size()},
                                                                {"state_bytes_on_host", state_bytes}}
                                               : nlohmann::json(nullptr)},
@@ -274,10 +275,10 @@ int main(int argc, char** argv) {
                 r.predicted.recomputations, r.bound_ms, 100 * r.gap);
     if (o.offload)
       std::printf("offload: %d copies (%s), host peak %s (%zu optimizer states at home there, %s), the step waiting "
-                  "%.3f ms for them\n",
+                  "%.3f ms for them on the engine's streams (%.3f ms in the program)\n",
                   r.predicted.transfers, format_bytes(r.predicted.transfer_bytes).c_str(),
                   format_bytes(r.predicted.host_peak_bytes).c_str(), r.schedule.on_host.size(),
-                  format_bytes(state_bytes).c_str(), r.copy_wait_ms);
+                  format_bytes(state_bytes).c_str(), r.copy_wait_ms, r.program_wait_ms);
     if (!r.implementations.empty()) {
       std::printf("implementations other than the default:");
       for (const auto& [name, count] : r.implementations) std::printf(" %s x%d", name.c_str(), count);

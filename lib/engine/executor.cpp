@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "schedule/streams.h"
 
 namespace monet {
 
@@ -118,26 +119,10 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
          [&](size_t i, int v) {
            if (schedule_.steps[i].kind == Step::Kind::offload) offload_host_[i] = dry_host_offset[v];
          });
-  // Each offload's copy starts right after the compute step that last produced its value, unless a compute step
-  // in between overwrites the value in place or the value came back from the host since (then at the offload step).
-  // A resident value with its home on the host is written only by the update that reads it (in place): its copy
-  // starts after the last compute step that read it since its prefetch.
-  copy_after_.assign(schedule_.steps.size(), {});
-  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
-    if (schedule_.steps[i].kind != Step::Kind::offload) continue;
-    const int v = schedule_.steps[i].id;
-    for (size_t j = i; j-- > 0;) {
-      const Step& st = schedule_.steps[j];
-      if (st.kind == Step::Kind::prefetch && st.id == v) break;  // back from the host: copied at the offload step
-      if (st.kind != Step::Kind::compute) continue;
-      if (st.in_place == v) break;
-      const std::vector<int>& writes = home_[v] ? g.nodes[st.id].inputs : g.nodes[st.id].outputs;
-      if (std::find(writes.begin(), writes.end(), v) != writes.end()) {
-        copy_after_[j].push_back(static_cast<int>(i));
-        break;
-      }
-    }
-  }
+  // Each offload's copy starts right after the compute step that last wrote its value (copies_out_after).
+  copy_after_ = copies_out_after(schedule_, home_, [&](int node, bool at_home) -> const std::vector<int>& {
+    return at_home ? g.nodes[node].inputs : g.nodes[node].outputs;
+  });
 
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
   std::vector<char> read(g.values.size(), 0);

@@ -3,6 +3,7 @@
 // direction alone and while a memory-bound kernel runs on another stream) or given by --host-bandwidth.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -16,6 +17,12 @@ struct HostLink {
   double latency_us = 0;    // one small copy's time, start to end
   std::string source;       // "measured" (monet-profile --device cuda) or "flag" (--host-bandwidth)
   std::string detail;       // measured: the copy size and repeats; flag: the value given
+
+  // One copy of `bytes` to the host (to_host) or to the device while kernels run: latency + bytes / busy rate.
+  // What an offloading plan prices each copy at.
+  double copy_ms(int64_t bytes, bool to_host) const {
+    return latency_us * 1e-3 + static_cast<double>(bytes) * 1e-6 / (to_host ? d2h_busy_gbs : h2d_busy_gbs);
+  }
 };
 
 // The figures of --host-bandwidth GB/s: both directions, idle and busy, at that rate, no latency.

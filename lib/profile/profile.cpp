@@ -313,7 +313,7 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
     for (size_t d = 0; d < ran.size() && !dominated; ++d) dominated = d != c && beats(d, c);
     if (dominated) continue;
     if (n.impls.empty()) n.impls.push_back({n.impl_name(0), n.inputs, n.time_ms, n.workspace_bytes});
-    PlanImpl v{"cudnn" + std::to_string(ran[c].algo), n.impls[0].inputs, ran[c].time_ms * scale, ran[c].workspace};
+    PlanImpl v{algorithm_name(ran[c].algo), n.impls[0].inputs, ran[c].time_ms * scale, ran[c].workspace};
     v.op_impl = 0;
     v.algo = ran[c].algo;
     n.impls.push_back(std::move(v));

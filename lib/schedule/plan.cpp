@@ -7,6 +7,11 @@
 
 namespace monet {
 
+std::string algorithm_name(int algo) {
+  if (algo < kBatchSlices) return "cudnn" + std::to_string(algo);
+  return "cudnn" + std::to_string(algo % kBatchSlices) + "/" + std::to_string(algo / kBatchSlices);
+}
+
 const char* stage_name(Stage s) {
   switch (s) {
     case Stage::forward: return "forward";

@@ -429,6 +429,7 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.fwd_end_ms.clear();
   q.step_ms.clear();
   q.host_limit_bytes = 0;
+  q.link = HostLink{};
   q.states.clear();
   q.copy_in_spans.clear();
   return q;
@@ -446,6 +447,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   const PlanGraph& plan = *p.plan;
   MONET_CHECK(link.d2h_busy_gbs > 0 && link.h2d_busy_gbs > 0, "host link without rates");
   p.host_limit_bytes = host_limit_bytes;
+  p.link = link;
   p.offloadable.assign(nf, 0);
   for (int t = 1; t < T; ++t)
     for (int f = 0; f < nf; ++f) p.offloadable[f] |= p.used[t][f];
@@ -460,10 +462,9 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   p.copy_in_ms.assign(nf, 0.0);
   p.offload_at.assign(nf, -1);
   p.fwd_offloaded.assign(F + 1, {});
-  auto copy_ms = [&](int64_t bytes, double gbs) { return link.latency_us * 1e-3 + static_cast<double>(bytes) * 1e-6 / gbs; };
   for (int f = 0; f < nf; ++f) {
-    p.copy_out_ms[f] = copy_ms(p.bytes(f), link.d2h_busy_gbs);
-    p.copy_in_ms[f] = copy_ms(p.bytes(f), link.h2d_busy_gbs);
+    p.copy_out_ms[f] = link.copy_ms(p.bytes(f), true);
+    p.copy_in_ms[f] = link.copy_ms(p.bytes(f), false);
     if (!p.offloadable[f]) continue;
     int k = p.last_fwd[f];
     while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
@@ -480,8 +481,8 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     if (n.stage != Stage::update) continue;
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
       if (!plan.values[v].resident || readers[v] != 1 || plan.values[v].bytes == 0) continue;
-      const double in = copy_ms(plan.values[v].bytes, link.h2d_busy_gbs);
-      const double out = copy_ms(plan.values[v].bytes, link.d2h_busy_gbs);
+      const double in = link.copy_ms(plan.values[v].bytes, false);
+      const double out = link.copy_ms(plan.values[v].bytes, true);
       // The fewest steps before (after) u whose nodes take the copy's time.
       int first = u - 1, last = u + 1;
       for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];

@@ -110,6 +110,7 @@ struct CheckpointProblem {
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
+  HostLink link;                                // what the copies are priced with
   // The optimizer state on the host: resident values that only one node reads, an update (which writes them in
   // place: SGD's momentum), run as step u with 1 <= u <= T-2. Each is offered as one or two spans [first, last]
   // around u (Q[s] = 1 for offer s: the value's home is the host, copied in from the start of step `first` and

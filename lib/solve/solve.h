@@ -78,7 +78,10 @@ struct SolveOutcome {
   // objective_ms); 0 when there is none.
   double impls_bound_ms = 0;
   std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
-  double copy_wait_ms = 0;           // of objective_ms: the compute stream waiting for copies (offload)
+  // Offload: of objective_ms, the compute stream waiting for copies as the engine issues them (time_streams); and
+  // what the program counts of them (its rows bound the waits from below: they leave out the copies' issue order).
+  double copy_wait_ms = 0;
+  double program_wait_ms = 0;
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);

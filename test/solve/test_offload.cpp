@@ -8,6 +8,7 @@
 #include <random>
 
 #include "schedule/schedule.h"
+#include "schedule/streams.h"
 #include "solve/cbc.h"
 #include "solve/heuristics.h"
 #include "solve/milp.h"
@@ -446,4 +447,44 @@ TEST_CASE("chain cuts with prefetch terms hold at every integer point with offlo
   CHECK(problems == 12);
   CHECK(cuts > 200);
   CHECK(with_g > 50);
+}
+
+// The program's copy rows price the copies apart from the order the engine issues them in (docs/planner.md,
+// "Offload"): solve reports the step on the engine's streams (time_streams), and under offload returns the schedule
+// without copies where that one is the faster there, so it is never slower than the solve without offload.
+TEST_CASE("solve under offload reports the step on the engine's streams and is never slower than without",
+          "[solve][offload][streams]") {
+  int solved = 0, copying = 0, apart = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    const PlanGraph plan = seed % 3 == 0   ? momentum_chain_plan(3, seed)
+                           : seed % 3 == 1 ? chain_plan(5, seed)
+                                           : random_plan(6, seed);
+    const SimResult lean = simulate(plan, lean_store_all_schedule(plan));
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(seed % 4 + 1), 0);
+    const int64_t floor = p.lower_bound_bytes();
+    for (const double share : {0.5, 0.75, 0.9}) {
+      const int64_t budget = floor + static_cast<int64_t>(share * static_cast<double>(lean.peak_bytes - floor));
+      SolveOptions o;
+      o.time_limit_s = kNoClock;
+      o.budget_bytes = budget;
+      const SolveOutcome without = solve(plan, o);
+      o.offload = p.link;
+      const SolveOutcome with = solve(plan, o);
+      INFO("seed " << seed << ", budget " << budget);
+      if (!with.fits) continue;
+      ++solved;
+      const StreamTimes t = time_streams(plan, with.schedule, p.link);
+      CHECK(with.objective_ms == Approx(t.step_ms));
+      CHECK(with.copy_wait_ms == Approx(t.wait_ms).margin(1e-9));
+      CHECK(t.compute_ms == Approx(with.predicted.time_ms));
+      if (without.fits) CHECK(with.objective_ms <= without.objective_ms + 1e-9);
+      copying += with.predicted.transfers > 0;
+      apart += std::abs(with.copy_wait_ms - with.program_wait_ms) > 1e-6;
+    }
+  }
+  INFO(solved << " solved with offload, " << copying << " copying, " << apart
+              << " where the program's waits differ from the streams'");
+  CHECK(solved >= 60);
+  CHECK(copying >= 30);
 }

@@ -12,7 +12,10 @@
 // budget, less what stays allocated; Backend::limit_workspace) and, for the two backward kinds, is deterministic
 // (so a schedule's recomputation matches store-all bit for bit), else for those the deterministic one with the least
 // workspace where the device's free memory holds it, else the first within the cap that succeeds, else the one
-// that succeeds with the least workspace. Its workspace is what
+// that succeeds with the least workspace. A weight gradient may also run over the batch in slices (an algorithm
+// number at or above kBatchSlices, plan.h: the slice's problem, each slice adding into dW in order), which a profile
+// times beside cuDNN's own algorithms: where every deterministic algorithm of the whole batch needs gigabytes of
+// workspace, a slice's needs a fraction of it. Its workspace is what
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
+#include "schedule/plan.h"
 
 namespace monet::cuda {
 
@@ -52,6 +56,7 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   std::vector<Candidate> candidates;                 // in the heuristics' order
   Candidate chosen;
+  int slices = 1;  // backward_filter over the batch in this many slices; descriptors and g: one slice's problem
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
@@ -168,6 +173,19 @@ std::vector<Candidate> list_candidates(const CudaContext& ctx, const ConvPlan& p
 // algo >= 0: that cuDNN algorithm (its first candidate in the heuristics' order that cuDNN accepts; a schedule
 // names it), else the default rule above.
 std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Problem& pr, int algo = -1) {
+  if (algo >= kBatchSlices) {  // the problem of one slice, its cuDNN algorithm `algo % kBatchSlices`
+    const int slices = algo / kBatchSlices;
+    if (pr.kind != ConvKind::backward_filter)
+      fail("node '", n.name, "' (", n.op, "): algorithm ", algo, " slices a weight gradient's batch; this node is not one");
+    if (pr.g.N % slices != 0)
+      fail("node '", n.name, "' (", n.op, "): algorithm ", algo, " runs over ", slices, " slices of the batch, which ",
+           pr.g.N, " does not divide");
+    Problem slice = pr;
+    slice.g.N /= slices;
+    auto p = make_plan(ctx, n, slice, algo % kBatchSlices);
+    p->slices = slices;
+    return p;
+  }
   auto p = std::make_shared<ConvPlan>();
   p->kind = pr.kind;
   p->g = pr.g;
@@ -264,10 +282,17 @@ cudnnStatus_t execute(const CudaContext& ctx, const ConvPlan& p, const Candidate
       return cudnnConvolutionBackwardData(ctx.cudnn, &one, p.w, b, p.y, a, p.conv,
                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, wsb, &zero, p.x,
                                           out);
-    case ConvKind::backward_filter:  // a = x, b = dy, out = dw
-      return cudnnConvolutionBackwardFilter(ctx.cudnn, &one, p.x, a, p.y, b, p.conv,
-                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, wsb, &zero, p.w,
-                                            out);
+    case ConvKind::backward_filter: {  // a = x, b = dy, out = dw; slice by slice, each adding into dw
+      const ops::ConvGeom& g = p.g;
+      const int64_t x_step = g.N * g.C * g.H * g.W, y_step = g.N * g.M * g.oH * g.oW;
+      cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+      for (int i = 0; i < p.slices && st == CUDNN_STATUS_SUCCESS; ++i)
+        st = cudnnConvolutionBackwardFilter(ctx.cudnn, &one, p.x, static_cast<const float*>(a) + i * x_step, p.y,
+                                            static_cast<const float*>(b) + i * y_step, p.conv,
+                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, wsb,
+                                            i == 0 ? &zero : &one, p.w, out);
+      return st;
+    }
   }
   return CUDNN_STATUS_BAD_PARAM;
 }
@@ -315,6 +340,13 @@ int64_t conv_grad_bias_workspace(const Graph& g, const Node& n, CudaContext&) {
 
 const char* status_name(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 
+const char* math_name(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH                    ? "tensor_op"
+         : m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? "tensor_op_allow_conversion"
+         : m == CUDNN_FMA_MATH                        ? "fma"
+                                                      : "default";
+}
+
 }  // namespace
 
 namespace {
@@ -337,6 +369,9 @@ void add_conv_kernels(CudaKernelTable& t) {
   for (const char* op : kCudnnConvOps) t[op] = {run_conv, conv_workspace};
   t["ConvGradBias"] = {run_conv_grad_bias, conv_grad_bias_workspace};
 }
+
+// time_conv_algorithms stops slicing a weight gradient's batch once a slice's workspace is this small.
+constexpr int64_t kSliceWorkspaceEnough = int64_t{64} << 20;
 
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
   if (!is_cudnn_conv(n.op)) return nlohmann::json::array();
@@ -376,31 +411,14 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     MONET_CUDA_CHECK(cudaEventCreate(&e0));
     MONET_CUDA_CHECK(cudaEventCreate(&e1));
-    for (const Candidate& c : p->candidates) {
-      nlohmann::json r = {{"algo", c.algo},
-                          {"workspace_bytes", c.workspace},
-                          {"deterministic", c.deterministic},
-                          {"math", c.math == CUDNN_TENSOR_OP_MATH                  ? "tensor_op"
-                                   : c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? "tensor_op_allow_conversion"
-                                   : c.math == CUDNN_FMA_MATH                        ? "fma"
-                                                                                     : "default"},
-                          {"chosen_by_default", c.algo == p->chosen.algo && c.math == p->chosen.math}};
-      if (c.status != CUDNN_STATUS_SUCCESS) {
-        r["status"] = status_name(c.status);
-        list.push_back(r);
-        continue;
-      }
-      if (c.workspace > ws_cap) {
-        r["status"] = "workspace does not fit in free device memory";
-        list.push_back(r);
-        continue;
-      }
-      set_math(ctx, *p, c.math);
+    // Runs algorithm c of plan q warmup + repeats times: r gets its status and, where it ran, its median time.
+    auto time_one = [&](const ConvPlan& q, const Candidate& c, nlohmann::json& r) {
+      r["math"] = math_name(c.math);
       std::vector<float> ms;
       cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
       for (int i = 0; i < warmup + repeats && st == CUDNN_STATUS_SUCCESS; ++i) {
         MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
-        st = execute(ctx, *p, c, a, b, out, ws, c.workspace);
+        st = execute(ctx, q, c, a, b, out, ws, c.workspace);
         MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
         MONET_CUDA_CHECK(cudaEventSynchronize(e1));
         float t = 0;
@@ -409,12 +427,47 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       }
       if (st != CUDNN_STATUS_SUCCESS) {
         r["status"] = status_name(st);
+        return;
+      }
+      std::sort(ms.begin(), ms.end());
+      r["status"] = "ok";
+      r["time_ms"] = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+    };
+    for (const Candidate& c : p->candidates) {
+      nlohmann::json r = {{"algo", c.algo},
+                          {"workspace_bytes", c.workspace},
+                          {"deterministic", c.deterministic},
+                          {"chosen_by_default", c.algo == p->chosen.algo && c.math == p->chosen.math}};
+      if (c.status != CUDNN_STATUS_SUCCESS) {
+        r["math"] = math_name(c.math);
+        r["status"] = status_name(c.status);
+      } else if (c.workspace > ws_cap) {
+        r["math"] = math_name(c.math);
+        r["status"] = "workspace does not fit in free device memory";
       } else {
-        std::sort(ms.begin(), ms.end());
-        r["status"] = "ok";
-        r["time_ms"] = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+        set_math(ctx, *p, c.math);
+        time_one(*p, c, r);
       }
       list.push_back(r);
+    }
+    // A weight gradient over the batch in 2, 4, 8, ... slices (each with the algorithm the default rule picks for
+    // a slice, where that one is deterministic), until a slice's workspace is small.
+    for (int64_t slices = 2; pr.kind == ConvKind::backward_filter && slices <= geo.N; slices *= 2) {
+      if (geo.N % slices != 0) continue;
+      Problem slice = pr;
+      slice.g.N /= slices;
+      std::shared_ptr<ConvPlan> sp = make_plan(ctx, n, slice);
+      sp->slices = static_cast<int>(slices);
+      const Candidate& c = sp->chosen;
+      if (!c.deterministic || c.workspace > ws_cap) continue;
+      nlohmann::json r = {{"algo", static_cast<int>(slices) * kBatchSlices + c.algo},
+                          {"slices", slices},
+                          {"workspace_bytes", c.workspace},
+                          {"deterministic", true},
+                          {"chosen_by_default", false}};
+      time_one(*sp, c, r);
+      list.push_back(r);
+      if (c.workspace <= kSliceWorkspaceEnough) break;
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);

@@ -1,0 +1,97 @@
+// The step of an offloading schedule on the engine's three streams (schedule/streams.h), against times worked out
+// by hand: the copies to the host start after their value's writer and queue behind each other, the copies back
+// start at their prefetch step behind the ones issued before, and the compute stream waits where a copy has not
+// ended when its value is read or its device block released.
+#include <catch2/catch.hpp>
+
+#include "schedule/schedule.h"
+#include "schedule/streams.h"
+
+using namespace monet;
+
+namespace {
+
+// x, w resident; f0: x -> a (3 units), f1: a -> b (2 units), loss: b -> l, gb: l, b -> db, ga: db, a -> da,
+// update: w, da. Node times 2, 2, 1, 1, 3, 1 ms; a unit is kAlignBytes, which the link below moves in 1 ms.
+PlanGraph chain() {
+  PlanGraph p;
+  auto value = [&](const char* name, int units, bool resident) {
+    p.values.push_back({name, units * kAlignBytes, resident, -1});
+    return static_cast<int>(p.values.size()) - 1;
+  };
+  auto node = [&](const char* name, Stage st, std::vector<int> in, std::vector<int> out, double ms) {
+    for (int v : out) p.values[v].producer = static_cast<int>(p.nodes.size());
+    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, 0});
+  };
+  const int x = value("x", 1, true), w = value("w", 1, true);
+  const int a = value("a", 3, false), b = value("b", 2, false), l = value("l", 1, false);
+  const int db = value("db", 2, false), da = value("da", 3, false);
+  node("f0", Stage::forward, {x}, {a}, 2);
+  node("f1", Stage::forward, {a}, {b}, 2);
+  node("loss", Stage::loss, {b}, {l}, 1);
+  node("gb", Stage::backward, {l, b}, {db}, 1);
+  node("ga", Stage::backward, {db, a}, {da}, 3);
+  node("update", Stage::update, {w, da}, {}, 1);
+  return p;
+}
+
+Step compute(int node) { return {Step::Kind::compute, node}; }
+Step move(Step::Kind kind, int value) { return {kind, value}; }
+
+HostLink unit_per_ms() { return host_link_from_flag(kAlignBytes * 1e-6); }
+
+constexpr int a = 2, b = 3, l = 4, db = 5, da = 6;
+
+}  // namespace
+
+TEST_CASE("one value to the host and back: the compute stream waits where the copies have not ended", "[streams]") {
+  const PlanGraph p = chain();
+  Schedule s;
+  s.mode = "checkpoint";
+  // a's copy out runs 2..5 (after f0); its offload step comes at 4 (after f1): a wait of 1. Its copy back is
+  // issued after the loss (6) and ends at 9; ga would start at 7: a wait of 2.
+  s.steps = {compute(0), compute(1), move(Step::Kind::offload, a), compute(2), move(Step::Kind::prefetch, a),
+             compute(3), move(Step::Kind::free, l), move(Step::Kind::free, b), compute(4),
+             move(Step::Kind::free, db), move(Step::Kind::free, a), compute(5), move(Step::Kind::free, da)};
+  REQUIRE(simulate(p, s).transfers == 2);
+  const StreamTimes t = time_streams(p, s, unit_per_ms());
+  CHECK(t.compute_ms == Approx(10));
+  CHECK(t.step_ms == Approx(13));
+  CHECK(t.wait_ms == Approx(3));
+  CHECK(t.wait_to_host_ms == Approx(1));
+  CHECK(t.wait_to_device_ms == Approx(2));
+  CHECK(t.to_host_busy_ms == Approx(3));
+  CHECK(t.to_device_busy_ms == Approx(3));
+}
+
+TEST_CASE("copies on one stream queue in the order they are issued", "[streams]") {
+  const PlanGraph p = chain();
+  Schedule s;
+  s.mode = "checkpoint";
+  // Out: a 2..5, b queued behind it 5..7 (issued at 4). In: a 7..10, then b behind it 10..12, though gb reads b
+  // first: gb waits from 7 to 12.
+  s.steps = {compute(0), compute(1), move(Step::Kind::offload, a), compute(2), move(Step::Kind::offload, b),
+             move(Step::Kind::prefetch, a), move(Step::Kind::prefetch, b), compute(3), move(Step::Kind::free, l),
+             move(Step::Kind::free, b), compute(4), move(Step::Kind::free, db), move(Step::Kind::free, a), compute(5),
+             move(Step::Kind::free, da)};
+  REQUIRE(simulate(p, s).transfers == 4);
+  const StreamTimes t = time_streams(p, s, unit_per_ms());
+  CHECK(t.compute_ms == Approx(10));
+  CHECK(t.wait_to_host_ms == Approx(2));    // 4 -> 5 for a, 6 -> 7 for b
+  CHECK(t.wait_to_device_ms == Approx(5));  // 7 -> 12 for b
+  CHECK(t.step_ms == Approx(17));
+  // Issued the other way round, b is back at 9 and a at 12, when ga (from 10) needs it: waits of 2 and 2.
+  std::swap(s.steps[5], s.steps[6]);
+  const StreamTimes u = time_streams(p, s, unit_per_ms());
+  CHECK(u.wait_to_device_ms == Approx(4));
+  CHECK(u.step_ms == Approx(16));
+}
+
+TEST_CASE("without copies the streams' step is the simulator's time", "[streams]") {
+  const PlanGraph p = chain();
+  const Schedule s = lean_store_all_schedule(p);
+  const StreamTimes t = time_streams(p, s, unit_per_ms());
+  CHECK(t.step_ms == Approx(simulate(p, s).time_ms));
+  CHECK(t.wait_ms == 0);
+  CHECK(t.to_host_busy_ms == 0);
+}
