@@ -207,7 +207,8 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   auto begin_out = [&](size_t i) {
     const int v = schedule_.steps[i].id;
     const int64_t bytes = value_bytes(g_, v, fb);
-    out_ticket[i] = bytes == 0 ? -1 : backend_.copy_begin(host_block_ + offload_host_[i], block_ + offset_[v], bytes, true);
+    out_ticket[i] =
+        bytes == 0 ? -1 : backend_.copy_begin(host_block_ + offload_host_[i], block_ + offset_[v], bytes, CopyLane::to_host);
   };
   auto wait_in = [&](int v) {
     if (in_ticket[v] == -2) return;
@@ -224,7 +225,8 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       out_ticket[i] = -2;
     } else if (st.kind == Step::Kind::prefetch) {
       const int64_t bytes = value_bytes(g_, v, fb);
-      in_ticket[v] = bytes == 0 ? -1 : backend_.copy_begin(block_ + offset_[v], host_block_ + host_offset_[v], bytes, false);
+      const CopyLane lane = home_[v] ? CopyLane::state_to_device : CopyLane::to_device;
+      in_ticket[v] = bytes == 0 ? -1 : backend_.copy_begin(block_ + offset_[v], host_block_ + host_offset_[v], bytes, lane);
     } else {
       wait_in(v);  // its block may be reused at once
     }

@@ -33,7 +33,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
         return at_home ? p.nodes[node].inputs : p.nodes[node].outputs;
       });
   StreamTimes r;
-  double compute = 0, to_host = 0, to_device = 0;   // when each stream is free
+  double compute = 0, to_host = 0, to_device = 0, state_to_device = 0;  // when each stream is free
   std::vector<double> out_end(s.steps.size(), -1);  // offload step -> its copy's end, once issued
   std::vector<double> in_end(p.values.size(), -1);  // value -> its copy back's end, until waited for
   auto begin_out = [&](size_t i) {
@@ -68,11 +68,12 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
         r.wait_to_host_ms += std::max(0.0, out_end[i] - compute);
         compute = std::max(compute, out_end[i]);
         break;
-      case Step::Kind::prefetch: {
+      case Step::Kind::prefetch: {  // the optimizer state's on a stream of its own (CopyLane)
         const double ms = link.copy_ms(p.values[st.id].bytes, false);
-        to_device = std::max(to_device, compute) + ms;
+        double& stream = home[st.id] ? state_to_device : to_device;
+        stream = std::max(stream, compute) + ms;
         r.to_device_busy_ms += ms;
-        in_end[st.id] = to_device;
+        in_end[st.id] = stream;
         break;
       }
       case Step::Kind::free:
@@ -80,7 +81,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
         break;
     }
   }
-  r.step_ms = std::max({compute, to_host, to_device});
+  r.step_ms = std::max({compute, to_host, to_device, state_to_device});
   r.wait_ms = r.step_ms - r.compute_ms;
   return r;
 }

@@ -154,11 +154,13 @@ struct Builder {
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
   //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
-  // and the copies from the host on their stream: D_t (continuous) is what step t takes beyond its node, and each
-  // copy-in span [a, b] (copy_in_spans) holds the copies chosen within it:
+  // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
+  // [a, b] (copy_in_spans) holds the copies chosen within it; each optimizer state's copy in (its own stream) its
+  // offer's span [first, u]:
   //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
   //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
-  //                         - sum_{Q[s]: a <= first_s, u_s <= b} c_in(s) Q[s] >= - sum_{a <= t < b} time(step t's node)
+  //                         >= - sum_{a <= t < b} time(step t's node)
+  //   qin_s:      sum_{first_s <= t < u_s} D_t - c_in(s) Q[s] >= - sum_{first_s <= t < u_s} time(step t's node)
   void offload() {
     if (!p.offload()) return;
     const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
@@ -259,23 +261,30 @@ struct Builder {
       for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
       lp.add_row("ddef_" + std::to_string(t), cols, coefs, 0, 0);
     }
-    std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each offer and its column
+    std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each prefetch and its column
     const std::vector<CopyIn> offers = copy_in_offers(p);
-    for (const CopyIn& c : offers) into[c.need].push_back({&c, c.state < 0 ? m.G[c.need][c.f] : m.Q[c.state]});
-    for (auto [a, b] : p.copy_in_spans) {
-      std::vector<int> cols;
-      std::vector<double> coefs;
+    for (const CopyIn& c : offers)
+      if (c.state < 0) into[c.need].push_back({&c, m.G[c.need][c.f]});
+    // sum_{a <= t < b} D_t - the copies' time >= - the nodes' time of steps a..b-1
+    auto span_row = [&](const std::string& name, int a, int b, std::vector<int> cols, std::vector<double> coefs) {
       double nodes_ms = 0;
       for (int t = a; t < b; ++t) {
         cols.push_back(m.D[t]);
         coefs.push_back(1);
         nodes_ms += p.step_ms[t];
       }
+      lp.add_row(name, cols, coefs, -nodes_ms, kInf);
+    };
+    for (auto [a, b] : p.copy_in_spans) {
+      std::vector<int> cols;
+      std::vector<double> coefs;
       for (int u = a + 1; u <= b; ++u)
         for (auto [c, col] : into[u])
           if (c->first >= a) { cols.push_back(col); coefs.push_back(-c->ms); }
-      lp.add_row("cin_" + std::to_string(a) + "_" + std::to_string(b), cols, coefs, -nodes_ms, kInf);
+      span_row("cin_" + std::to_string(a) + "_" + std::to_string(b), a, b, cols, coefs);
     }
+    for (const CopyIn& c : offers)
+      if (c.state >= 0) span_row("qin_" + std::to_string(c.state), c.first, c.need, {m.Q[c.state]}, {-c.ms});
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)

@@ -495,7 +495,8 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     }
   }
   std::set<std::pair<int, int>> spans;  // (need, first)
-  for (const CopyIn& c : copy_in_offers(p)) spans.insert({c.need, c.first});
+  for (const CopyIn& c : copy_in_offers(p))
+    if (c.state < 0) spans.insert({c.need, c.first});
   p.copy_in_spans.clear();
   for (auto [need, first] : spans) p.copy_in_spans.push_back({first, need});
 }
@@ -558,11 +559,13 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
-  // Each step starts as early as the spans let it (copy_in_spans, in the order of their `need`).
-  std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of the copies a makes
-  for (const CopyIn& c : copy_in_offers(p))
-    if (c.state < 0 ? !a.G.empty() && a.G[c.need][c.f] : !a.Q.empty() && a.Q[c.state])
-      into[c.need].push_back({c.first, c.ms});
+  // Each step starts as early as the spans let it (copy_in_spans, in the order of their `need`; each state's copy in
+  // over its own span).
+  std::vector<std::vector<std::pair<int, double>>> into(T), state_into(T);  // [need]: (first, ms) of a's copies
+  for (const CopyIn& c : copy_in_offers(p)) {
+    if (c.state < 0 && !a.G.empty() && a.G[c.need][c.f]) into[c.need].push_back({c.first, c.ms});
+    if (c.state >= 0 && !a.Q.empty() && a.Q[c.state]) state_into[c.need].push_back({c.first, c.ms});
+  }
   size_t next = 0;
   for (int t = 1; t < T; ++t) {
     const double ready = w.begin_ms[t - 1] + overlap(t - 1);
@@ -575,6 +578,7 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
           if (from >= first) ms += copy_ms;
       if (ms > 0) begin = std::max(begin, w.begin_ms[first] + ms);
     }
+    for (auto [first, ms] : state_into[t]) begin = std::max(begin, w.begin_ms[first] + ms);
     w.begin_ms[t] = begin;
     w.step[t - 1] = begin - ready;
   }

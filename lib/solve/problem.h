@@ -118,8 +118,9 @@ struct CheckpointProblem {
   // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
   // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
   std::vector<StateOffer> states;
-  // The spans [first, need] of every copy from the host on offer (prefetches and the optimizer state's copies in:
-  // from the start of step `first`, ended by the start of step `need`), each pair once, by need: the copy-in rows.
+  // The spans [first, need] of every prefetch on offer (from the start of step `first`, ended by the start of step
+  // `need`), each pair once, by need: the copy-in rows. (The optimizer state's copies in run on a stream of their
+  // own, CopyLane: each over its offer's own span.)
   std::vector<std::pair<int, int>> copy_in_spans;
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
@@ -233,16 +234,17 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 //   released at its offload_at, so by the end of each position k the copies released there must have ended:
 //   fwd = max(0, max_k (sum of their times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] -
 //   fwd_end_ms[producer f]))).
-// - The copies from the host (prefetches, and the optimizer state's copies in) share one stream: for each span
-//   [a, b] of copy_in_spans, the copies chosen within it (from a start at or after a, into a step at or before b)
-//   take no longer than steps a..b-1 (their nodes, recomputations and waits). Step t starts at begin_ms[t] =
-//   max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans [a, t] of begin_ms[a] + their
-//   copies' time), and step[t-1] is what that adds.
+// - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
+//   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
+//   and waits). An optimizer state's copy in (its own stream) takes no longer than steps first..u-1 of its offer.
+//   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans
+//   [a, t] of begin_ms[a] + their copies' time, max over the states updated at t of begin_ms[first] + its copy's
+//   time), and step[t-1] is what that adds.
 // - An optimizer state's copy out overlaps steps u+1..last of its offer (state_out).
 // A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
 // copy may also wait behind one released later (counted in neither term); each copy from the host is issued at the
 // start of its first step, so one may wait behind a copy started earlier over a span not within its own; a state's
-// copy out shares its stream with the other states', which its row does not count.
+// copies share their streams with the other states', which their rows do not count.
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.

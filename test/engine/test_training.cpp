@@ -350,7 +350,7 @@ class LateCopies : public OnCpu {
   std::map<int, Copy> pending;
   int begun = 0, waited = 0, next = 0;
 
-  int copy_begin(void* dst, const void* src, int64_t bytes, bool) override {
+  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane) override {
     const char* from = static_cast<const char*>(src);
     pending[next] = {dst, std::vector<char>(from, from + bytes)};
     ++begun;

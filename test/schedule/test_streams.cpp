@@ -95,3 +95,56 @@ TEST_CASE("without copies the streams' step is the simulator's time", "[streams]
   CHECK(t.wait_ms == 0);
   CHECK(t.to_host_busy_ms == 0);
 }
+
+TEST_CASE("the optimizer state's copies to the device do not queue behind the activations'", "[streams]") {
+  // f0: x, w0 -> a (3 units); f1: a, w1 -> b; loss; gb: l, b, w1 -> db, dw1; update1: w1, dw1, m1 (m1: momentum,
+  // at home on the host); ga: db, a -> dw0; update0: w0, dw0. Times 2, 2, 1, 1, 1, 3, 1 ms.
+  PlanGraph p;
+  auto value = [&](const char* name, int units, bool resident) {
+    p.values.push_back({name, units * kAlignBytes, resident, -1});
+    return static_cast<int>(p.values.size()) - 1;
+  };
+  auto node = [&](const char* name, Stage st, std::vector<int> in, std::vector<int> out, double ms) {
+    for (int v : out) p.values[v].producer = static_cast<int>(p.nodes.size());
+    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, 0});
+  };
+  const int x = value("x", 1, true), w0 = value("w0", 1, true), w1 = value("w1", 1, true), m1 = value("m1", 1, true);
+  const int va = value("a", 3, false), vb = value("b", 2, false), vl = value("l", 1, false);
+  const int vdb = value("db", 2, false), dw1 = value("dw1", 1, false), dw0 = value("dw0", 1, false);
+  node("f0", Stage::forward, {x, w0}, {va}, 2);
+  node("f1", Stage::forward, {va, w1}, {vb}, 2);
+  node("loss", Stage::loss, {vb}, {vl}, 1);
+  node("gb", Stage::backward, {vl, vb, w1}, {vdb, dw1}, 1);
+  node("update1", Stage::update, {w1, dw1, m1}, {}, 1);
+  node("ga", Stage::backward, {vdb, va}, {dw0}, 3);
+  node("update0", Stage::update, {w0, dw0}, {}, 1);
+  Schedule s;
+  s.mode = "checkpoint";
+  s.on_host = {m1};
+  // a out 2..5 (its offload at 4 waits 1); a back 6..9 on the activations' stream, m1 back 6..7 on the state's:
+  // update1 runs 7..8 without waiting (behind a's copy it would wait for 9..10), m1 out 8..9 (its offload waits
+  // 1); ga 9..12 finds a back; update0 12..13.
+  s.steps = {compute(0),
+             compute(1),
+             move(Step::Kind::offload, va),
+             compute(2),
+             move(Step::Kind::prefetch, va),
+             move(Step::Kind::prefetch, m1),
+             compute(3),
+             move(Step::Kind::free, vl),
+             move(Step::Kind::free, vb),
+             compute(4),
+             move(Step::Kind::offload, m1),
+             move(Step::Kind::free, dw1),
+             compute(5),
+             move(Step::Kind::free, vdb),
+             move(Step::Kind::free, va),
+             compute(6),
+             move(Step::Kind::free, dw0)};
+  REQUIRE(simulate(p, s).transfers == 4);
+  const StreamTimes t = time_streams(p, s, unit_per_ms());
+  CHECK(t.compute_ms == Approx(11));
+  CHECK(t.wait_to_device_ms == Approx(0));
+  CHECK(t.wait_to_host_ms == Approx(2));
+  CHECK(t.step_ms == Approx(13));
+}

@@ -212,11 +212,12 @@ class CudaBackend final : public Backend {
     const cudaError_t e = cudaFreeHost(block);  // from destructors: report, never throw
     if (e != cudaSuccess) std::fprintf(stderr, "cuda: cudaFreeHost of the host arena failed: %s\n", cudaGetErrorString(e));
   }
-  // A copy stream each way (non-blocking: the run's stream is the legacy default one), ordered after the run's
+  // A copy stream per lane (non-blocking: the run's stream is the legacy default one), ordered after the run's
   // stream by an event recorded there; each copy's ticket is an event recorded after it on its copy stream, which
   // copy_wait makes the run's stream wait for.
-  int copy_begin(void* dst, const void* src, int64_t bytes, bool to_host) override {
-    cudaStream_t& stream = copy_stream_[to_host ? 0 : 1];
+  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane) override {
+    const bool to_host = lane == CopyLane::to_host;
+    cudaStream_t& stream = copy_stream_[static_cast<int>(lane)];
     if (!stream) MONET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     if (!issued_) MONET_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
     flush_sgd(ctx_);  // the batched updates issued so far read blocks a copy to the device may overwrite
@@ -376,7 +377,7 @@ class CudaBackend final : public Backend {
   cudaDeviceProp prop_{};
   mutable CudaContext ctx_;  // workspace_bytes() caches convolution plans
   std::vector<cudaEvent_t> marks_;  // timer_mark's events, the first marks_used_ of them recorded this step
-  cudaStream_t copy_stream_[2] = {nullptr, nullptr};  // to the host, to the device (copy_begin)
+  cudaStream_t copy_stream_[3] = {nullptr, nullptr, nullptr};  // by CopyLane (copy_begin)
   cudaEvent_t issued_ = nullptr;                       // recorded on the run's stream before each copy
   std::vector<cudaEvent_t> tickets_;                   // copy_begin's tickets: an event after each copy
   std::vector<int> free_tickets_;
