@@ -6,6 +6,7 @@
 
 #include "schedule/schedule.h"
 #include "schedule/streams.h"
+#include "solve/tiny_plans.h"
 
 using namespace monet;
 
@@ -14,25 +15,17 @@ namespace {
 // x, w resident; f0: x -> a (3 units), f1: a -> b (2 units), loss: b -> l, gb: l, b -> db, ga: db, a -> da,
 // update: w, da. Node times 2, 2, 1, 1, 3, 1 ms; a unit is kAlignBytes, which the link below moves in 1 ms.
 PlanGraph chain() {
-  PlanGraph p;
-  auto value = [&](const char* name, int units, bool resident) {
-    p.values.push_back({name, units * kAlignBytes, resident, -1});
-    return static_cast<int>(p.values.size()) - 1;
-  };
-  auto node = [&](const char* name, Stage st, std::vector<int> in, std::vector<int> out, double ms) {
-    for (int v : out) p.values[v].producer = static_cast<int>(p.nodes.size());
-    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, 0});
-  };
-  const int x = value("x", 1, true), w = value("w", 1, true);
-  const int a = value("a", 3, false), b = value("b", 2, false), l = value("l", 1, false);
-  const int db = value("db", 2, false), da = value("da", 3, false);
-  node("f0", Stage::forward, {x}, {a}, 2);
-  node("f1", Stage::forward, {a}, {b}, 2);
-  node("loss", Stage::loss, {b}, {l}, 1);
-  node("gb", Stage::backward, {l, b}, {db}, 1);
-  node("ga", Stage::backward, {db, a}, {da}, 3);
-  node("update", Stage::update, {w, da}, {}, 1);
-  return p;
+  test::PlanBuilder pb;
+  const int x = pb.value("x", 1, true), w = pb.value("w", 1, true);
+  const int a = pb.value("a", 3, false), b = pb.value("b", 2, false), l = pb.value("l", 1, false);
+  const int db = pb.value("db", 2, false), da = pb.value("da", 3, false);
+  pb.node("f0", Stage::forward, {x}, {a}, 2);
+  pb.node("f1", Stage::forward, {a}, {b}, 2);
+  pb.node("loss", Stage::loss, {b}, {l}, 1);
+  pb.node("gb", Stage::backward, {l, b}, {db}, 1);
+  pb.node("ga", Stage::backward, {db, a}, {da}, 3);
+  pb.node("update", Stage::update, {w, da}, {}, 1);
+  return pb.plan;
 }
 
 Step compute(int node) { return {Step::Kind::compute, node}; }
@@ -99,25 +92,19 @@ TEST_CASE("without copies the streams' step is the simulator's time", "[streams]
 TEST_CASE("the optimizer state's copies to the device do not queue behind the activations'", "[streams]") {
   // f0: x, w0 -> a (3 units); f1: a, w1 -> b; loss; gb: l, b, w1 -> db, dw1; update1: w1, dw1, m1 (m1: momentum,
   // at home on the host); ga: db, a -> dw0; update0: w0, dw0. Times 2, 2, 1, 1, 1, 3, 1 ms.
-  PlanGraph p;
-  auto value = [&](const char* name, int units, bool resident) {
-    p.values.push_back({name, units * kAlignBytes, resident, -1});
-    return static_cast<int>(p.values.size()) - 1;
-  };
-  auto node = [&](const char* name, Stage st, std::vector<int> in, std::vector<int> out, double ms) {
-    for (int v : out) p.values[v].producer = static_cast<int>(p.nodes.size());
-    p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, 0});
-  };
-  const int x = value("x", 1, true), w0 = value("w0", 1, true), w1 = value("w1", 1, true), m1 = value("m1", 1, true);
-  const int va = value("a", 3, false), vb = value("b", 2, false), vl = value("l", 1, false);
-  const int vdb = value("db", 2, false), dw1 = value("dw1", 1, false), dw0 = value("dw0", 1, false);
-  node("f0", Stage::forward, {x, w0}, {va}, 2);
-  node("f1", Stage::forward, {va, w1}, {vb}, 2);
-  node("loss", Stage::loss, {vb}, {vl}, 1);
-  node("gb", Stage::backward, {vl, vb, w1}, {vdb, dw1}, 1);
-  node("update1", Stage::update, {w1, dw1, m1}, {}, 1);
-  node("ga", Stage::backward, {vdb, va}, {dw0}, 3);
-  node("update0", Stage::update, {w0, dw0}, {}, 1);
+  test::PlanBuilder pb;
+  const int x = pb.value("x", 1, true), w0 = pb.value("w0", 1, true), w1 = pb.value("w1", 1, true);
+  const int m1 = pb.value("m1", 1, true);
+  const int va = pb.value("a", 3, false), vb = pb.value("b", 2, false), vl = pb.value("l", 1, false);
+  const int vdb = pb.value("db", 2, false), dw1 = pb.value("dw1", 1, false), dw0 = pb.value("dw0", 1, false);
+  pb.node("f0", Stage::forward, {x, w0}, {va}, 2);
+  pb.node("f1", Stage::forward, {va, w1}, {vb}, 2);
+  pb.node("loss", Stage::loss, {vb}, {vl}, 1);
+  pb.node("gb", Stage::backward, {vl, vb, w1}, {vdb, dw1}, 1);
+  pb.node("update1", Stage::update, {w1, dw1, m1}, {}, 1);
+  pb.node("ga", Stage::backward, {vdb, va}, {dw0}, 3);
+  pb.node("update0", Stage::update, {w0, dw0}, {}, 1);
+  const PlanGraph& p = pb.plan;
   Schedule s;
   s.mode = "checkpoint";
   s.on_host = {m1};
