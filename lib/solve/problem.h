@@ -241,10 +241,12 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 //   [a, t] of begin_ms[a] + their copies' time, max over the states updated at t of begin_ms[first] + its copy's
 //   time), and step[t-1] is what that adds.
 // - An optimizer state's copy out overlaps steps u+1..last of its offer (state_out).
-// A lower bound on the engine's waits: its copies to the host queue in the order their values are produced, so a
-// copy may also wait behind one released later (counted in neither term); each copy from the host is issued at the
-// start of its first step, so one may wait behind a copy started earlier over a span not within its own; a state's
-// copies share their streams with the other states', which their rows do not count.
+// Not a bound on the engine's waits (time_streams) either way. Its copies to the host queue in the order their
+// values are produced, so a copy may also wait behind one released later (counted in neither term); each copy from
+// the host is issued at the start of its first step, so one may wait behind a copy started earlier over a span not
+// within its own; a state's copies share their streams with the other states', which their rows do not count. But a
+// value copied back counts as needed from the step it is first present in, where the engine waits only at its first
+// reader.
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.

@@ -79,7 +79,8 @@ struct SolveOutcome {
   double impls_bound_ms = 0;
   std::map<std::string, int> implementations;  // "op:implementation" -> compute steps running it (non-default only)
   // Offload: of objective_ms, the compute stream waiting for copies as the engine issues them (time_streams); and
-  // what the program counts of them (its rows bound the waits from below: they leave out the copies' issue order).
+  // what the program counts of them (no bound either way: its rows leave out that copies queue, and count a copy
+  // back as needed where its value is first present).
   double copy_wait_ms = 0;
   double program_wait_ms = 0;
 };

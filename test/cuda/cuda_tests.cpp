@@ -649,13 +649,13 @@ StepResult one_step(const SessionOptions& o) {
   return r;
 }
 
-// ||a - b|| / ||b|| over every state value together.
-double state_error(const StepResult& a, const StepResult& b) {
+// ||a - b|| / ||b|| over all the tensors together.
+double relative_difference(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
   double d2 = 0, n2 = 0;
-  for (size_t k = 0; k < a.state.size(); ++k)
-    for (size_t i = 0; i < a.state[k].size(); ++i) {
-      d2 += (a.state[k][i] - b.state[k][i]) * (a.state[k][i] - b.state[k][i]);
-      n2 += b.state[k][i] * b.state[k][i];
+  for (size_t k = 0; k < a.size(); ++k)
+    for (size_t i = 0; i < a[k].size(); ++i) {
+      d2 += (a[k][i] - b[k][i]) * (a[k][i] - b[k][i]);
+      n2 += b[k][i] * b[k][i];
     }
   return std::sqrt(d2 / std::max(n2, 1e-300));
 }
@@ -666,7 +666,7 @@ void check_model(const std::string& model, int64_t batch, std::optional<Shape> c
   INFO(model << ": loss cpu " << cpu.loss << " cuda " << gpu.loss);
   CHECK(std::abs(gpu.loss - cpu.loss) <= tolerance * std::max(1.0, std::abs(cpu.loss)));
   REQUIRE(gpu.state.size() == cpu.state.size());
-  const double err = state_error(gpu, cpu);
+  const double err = relative_difference(gpu.state, cpu.state);
   INFO("state after one step (params, momentum = gradients, BN statistics): relative error " << err);
   CHECK(err <= tolerance);
   CHECK(gpu.peak == gpu.predicted);  // the device arena counts exactly what the simulator predicts
@@ -772,16 +772,6 @@ AlgorithmRun run_algorithms(Session& s, const Schedule& sched) {
   for (int v : resident_values(g))
     if (g.values[v].role == Role::momentum) r.momentum.push_back(e.get_value(v));
   return r;
-}
-
-double relative_difference(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d2 = 0, n2 = 0;
-  for (size_t k = 0; k < a.size(); ++k)
-    for (size_t i = 0; i < a[k].size(); ++i) {
-      d2 += (a[k][i] - b[k][i]) * (a[k][i] - b[k][i]);
-      n2 += b[k][i] * b[k][i];
-    }
-  return std::sqrt(d2 / std::max(n2, 1e-300));
 }
 
 }  // namespace
