@@ -20,7 +20,7 @@ void* Backend::reserve_host(int64_t bytes) {
 
 void Backend::unreserve_host(void* block) { std::free(block); }
 
-int Backend::copy_begin(void* dst, const void* src, int64_t bytes, CopyLane) {
+int Backend::copy_begin(void* dst, const void* src, int64_t bytes, CopyLane, bool) {
   std::memcpy(dst, src, static_cast<size_t>(bytes));
   return -1;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "schedule/streams.h"
 
 namespace monet {
 
@@ -28,11 +29,6 @@ inline int64_t workspace_cap_bytes(int64_t free_bytes, int64_t budget_bytes, int
   return std::max<int64_t>(0, room - fixed_bytes);
 }
 
-// Where a copy between the host arena and the device arena runs (Backend::copy_begin): the optimizer state's copies
-// to the device (a few small copies that an update waits for) apart from the activations' (large ones issued ahead
-// of their use), so that they do not queue behind them.
-enum class CopyLane : uint8_t { to_host, to_device, state_to_device };
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -42,12 +38,13 @@ class Backend {
   virtual void unreserve(void* block) = 0;
   // The host arena of schedules that offload values (Step::Kind::offload and prefetch): host memory the device
   // copies to and from (CUDA: pinned). copy_begin issues one copy between it and the device arena after everything
-  // issued so far and returns a ticket; copy_wait(ticket) makes everything issued after it wait for that copy. So a
-  // copy may overlap the kernels issued between the two (CUDA: a copy stream per lane, each in issue order). The
-  // CPU's host memory is its device memory: aligned_alloc, and memcpy at once (ticket -1, nothing to wait for).
+  // issued so far and, where `ticket`, returns a ticket; copy_wait(ticket) makes everything issued after it wait for
+  // that copy (and the ones issued before it on its lane). So a copy may overlap the kernels issued between the two
+  // (CUDA: a copy stream per lane, each in issue order). The CPU's host memory is its device memory: aligned_alloc,
+  // and memcpy at once (ticket -1, nothing to wait for).
   virtual void* reserve_host(int64_t bytes);
   virtual void unreserve_host(void* block);
-  virtual int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane);
+  virtual int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane, bool ticket);
   virtual void copy_wait(int ticket);
   // Host values (as double) to and from a tensor in host memory the CPU reads and writes (the host arena; the CPU
   // backend's arena), converted to/from its dtype (DType::f32 as float_bytes() wide).

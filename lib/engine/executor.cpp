@@ -114,15 +114,27 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
     if (home_[v]) dry_host_offset[v] = dry_host.allocate(value_bytes(g, v, fb));
     else dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
   }
-  offload_host_.assign(schedule_.steps.size(), -1);
+  move_host_.assign(schedule_.steps.size(), -1);
   replay(g, schedule_, home_, dry, dry_offset, dry_host, dry_host_offset, backend, [](size_t, const Step&, int64_t) {},
          [&](size_t i, int v) {
-           if (schedule_.steps[i].kind == Step::Kind::offload) offload_host_[i] = dry_host_offset[v];
+           if (schedule_.steps[i].kind != Step::Kind::free) move_host_[i] = dry_host_offset[v];
          });
-  // Each offload's copy starts right after the compute step that last wrote its value (copies_out_after).
-  copy_after_ = copies_out_after(schedule_, home_, [&](int node, bool at_home) -> const std::vector<int>& {
-    return at_home ? g.nodes[node].inputs : g.nodes[node].outputs;
+  // When each copy (or piece of one) is issued: the schedule's copy plan (streams.h), checked against the steps.
+  step_reads_.assign(schedule_.steps.size(), {});
+  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
+    const Step& st = schedule_.steps[i];
+    if (st.kind != Step::Kind::compute) continue;
+    const Node& n = g.nodes[st.id];
+    const ImplDef impl = impls_of(n).at(st.impl);
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (impl.reads_input(static_cast<int>(k))) step_reads_[i].push_back(n.inputs[k]);
+  }
+  copies_ = scheduled_copies(schedule_, home_, [&](int step, bool outputs) -> const std::vector<int>& {
+    return outputs ? g.nodes[schedule_.steps[step].id].outputs : step_reads_[step];
   });
+  copy_index_.assign(schedule_.steps.size(), -1);
+  for (size_t k = 0; k < copies_.size(); ++k) copy_index_[copies_[k].step] = static_cast<int>(k);
+  copy_plan_ = copy_plan_of(schedule_, copies_);
 
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
   std::vector<char> read(g.values.size(), 0);
@@ -200,41 +212,59 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
   if (node_ms) backend_.timer_marks_ms();  // drops marks a step that threw left behind
   const uint64_t step_seed = mix_seed(seed_, static_cast<uint64_t>(step_index_++));
   const int fb = backend_.float_bytes();
-  // Copies in flight (Backend::copy_begin's tickets): to the host from right after the value's producer until its
-  // offload step, where its device block is released; to the device from the prefetch step until the value's
-  // first reader (or its free).
-  std::vector<int> out_ticket(schedule_.steps.size(), -2), in_ticket(g_.values.size(), -2);  // -2: none
-  auto begin_out = [&](size_t i) {
-    const int v = schedule_.steps[i].id;
-    const int64_t bytes = value_bytes(g_, v, fb);
-    out_ticket[i] =
-        bytes == 0 ? -1 : backend_.copy_begin(host_block_ + offload_host_[i], block_ + offset_[v], bytes, CopyLane::to_host);
+  // Copies in flight (Backend::copy_begin's tickets, each copy's last piece's): to the host from their first piece
+  // until the offload step, where the value's device block is released; to the device from their first piece until
+  // the value's first reader (or its free). Pieces are issued as the copy plan says, at the start of their step (a
+  // step replay does not call back for, the free of a value on the host, at the next one's: the same point).
+  std::vector<int> ticket(copies_.size(), -2);  // -2: not issued in full
+  std::vector<int> in_copy(g_.values.size(), -1);  // value -> its copy back, until waited for
+  size_t next_piece = 0;
+  auto issue = [&](size_t at) {
+    for (; next_piece < copy_plan_.size() && copy_plan_[next_piece].at <= static_cast<int>(at); ++next_piece) {
+      const CopyChunk& c = copy_plan_[next_piece];
+      const int k = copy_index_[c.copy];
+      const ScheduledCopy& sc = copies_[k];
+      const int v = sc.value;
+      const int64_t count = numel(g_.values[v].shape), size = element_bytes(g_.values[v].dtype, fb);
+      const int64_t begin = part_begin(count, c.part, c.parts) * size;
+      const int64_t bytes = part_begin(count, c.part + 1, c.parts) * size - begin;
+      char* device = block_ + offset_[v] + begin;
+      char* host = host_block_ + move_host_[c.copy] + begin;
+      const bool last = c.part == c.parts - 1;
+      const int t = bytes == 0 ? -1
+                    : sc.lane == CopyLane::to_host ? backend_.copy_begin(host, device, bytes, sc.lane, last)
+                                                   : backend_.copy_begin(device, host, bytes, sc.lane, last);
+      if (last) ticket[k] = t;
+    }
   };
   auto wait_in = [&](int v) {
-    if (in_ticket[v] == -2) return;
-    backend_.copy_wait(in_ticket[v]);
-    in_ticket[v] = -2;
+    if (in_copy[v] < 0) return;
+    MONET_CHECK(ticket[in_copy[v]] != -2, "copy of '", g_.values[v].name, "' to the device not issued in full");
+    backend_.copy_wait(ticket[in_copy[v]]);
+    in_copy[v] = -1;
   };
   auto move = [&](size_t i, int v) {
     const Step& st = schedule_.steps[i];
     if (st.kind == Step::Kind::offload) {
-      MONET_CHECK(host_offset_[v] == offload_host_[i], "offload of '", g_.values[v].name, "': host block moved");
+      MONET_CHECK(host_offset_[v] == move_host_[i], "offload of '", g_.values[v].name, "': host block moved");
+      issue(i);
       wait_in(v);  // prefetched before: its bytes have landed
-      if (out_ticket[i] == -2) begin_out(i);
-      backend_.copy_wait(out_ticket[i]);
-      out_ticket[i] = -2;
+      const int k = copy_index_[i];
+      MONET_CHECK(ticket[k] != -2, "copy of '", g_.values[v].name, "' to the host not issued in full");
+      backend_.copy_wait(ticket[k]);
     } else if (st.kind == Step::Kind::prefetch) {
-      const int64_t bytes = value_bytes(g_, v, fb);
-      const CopyLane lane = home_[v] ? CopyLane::state_to_device : CopyLane::to_device;
-      in_ticket[v] = bytes == 0 ? -1 : backend_.copy_begin(block_ + offset_[v], host_block_ + host_offset_[v], bytes, lane);
+      issue(i);
+      in_copy[v] = copy_index_[i];
     } else {
+      issue(i);
       wait_in(v);  // its block may be reused at once
     }
   };
   replay(g_, schedule_, home_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
+    issue(index);
     const int node = st.id;
     const Node& n = g_.nodes[node];
-    for (int v : n.inputs) wait_in(v);
+    for (int v : step_reads_[index]) wait_in(v);
     const ImplDef impl = impls_of(n).at(st.impl);
     std::vector<TensorRef> in, out;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -260,8 +290,8 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
         captured[v] = backend_.download(ref(v));
       }
     computed[node] = 1;
-    for (int i : copy_after_[index]) begin_out(static_cast<size_t>(i));
   }, move);
+  issue(schedule_.steps.size());
   if (node_ms && !timed.empty()) {
     backend_.timer_mark();
     const std::vector<double> at = backend_.timer_marks_ms();

@@ -9,6 +9,7 @@
 #include "engine/arena.h"
 #include "engine/backend.h"
 #include "schedule/schedule.h"
+#include "schedule/streams.h"
 
 namespace monet {
 
@@ -64,8 +65,12 @@ class Executor {
   char* host_block_ = nullptr;
   std::vector<int64_t> host_offset_;  // per value offloaded or with its home on the host, -1 otherwise
   std::vector<char> home_;            // per value: its home is the host (Schedule::on_host)
-  std::vector<int64_t> offload_host_;  // per offload step: its value's host block (from the dry run), -1 otherwise
-  std::vector<std::vector<int>> copy_after_;  // per compute step: the offload steps whose copies start after it
+  // per offload or prefetch step: its value's host block (from the dry run), -1 otherwise
+  std::vector<int64_t> move_host_;
+  std::vector<std::vector<int>> step_reads_;  // per compute step: the inputs its implementation reads
+  std::vector<ScheduledCopy> copies_;         // the schedule's copies (streams.h)
+  std::vector<int> copy_index_;               // per step: its copy in copies_, -1 otherwise
+  std::vector<CopyChunk> copy_plan_;          // when their pieces are issued (copy_plan_of)
   std::vector<char> unread_optional_;  // per value: an optional output no step reads (not written; see step())
 };
 

@@ -27,9 +27,24 @@ struct Step {
   bool operator==(const Step&) const = default;
 };
 
+// One piece of a copy between host and device, issued by itself (Schedule::copy_plan): part `part` of `parts`
+// equal pieces (by elements, the last taking the remainder) of the copy of offload or prefetch step `copy`, issued
+// on that copy's stream when the run reaches step `at` (before anything of that step: its allocation, its waits,
+// its node). Each copy's pieces in order, each once; the copy is complete when its last piece is.
+struct CopyChunk {
+  int at = 0;
+  int copy = -1;
+  int part = 0;
+  int parts = 1;
+  bool operator==(const CopyChunk&) const = default;
+};
+
 struct Schedule {
   std::string mode = "store-all";
   std::vector<Step> steps;
+  // When the copies of offload and prefetch steps are issued, in the order the run issues them (at non-decreasing).
+  // Empty: each copy whole at the earliest point the engine may start it (streams.h, copy_plan_of).
+  std::vector<CopyChunk> copy_plan = {};
   // Resident values whose home is the host arena (the optimizer state an offloading plan keeps there between its
   // updates): on the host when the training step starts and when it ends, each in a host block of its own for the
   // whole run. A prefetch brings one to the device, an offload takes it back to that block; never freed.

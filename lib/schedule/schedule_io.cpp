@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/json_io.h"
+#include "schedule/streams.h"
 
 namespace monet {
 
@@ -26,7 +27,8 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
     steps.push_back(std::move(step));
   }
   nlohmann::json j = {{"format", "monet-schedule"},
-          {"version", f.schedule.on_host.empty() ? 4 : kScheduleVersion},  // a file without on_host reads as before
+          // a file without a copy plan, or without on_host too, reads as before
+          {"version", !f.schedule.copy_plan.empty() ? kScheduleVersion : f.schedule.on_host.empty() ? 4 : 5},
           {"fingerprint", f.fingerprint},
           {"model", f.model},
           {"batch", f.batch},
@@ -41,6 +43,11 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
     nlohmann::json names = nlohmann::json::array();
     for (int v : f.schedule.on_host) names.push_back(p.values.at(v).name);
     j["on_host"] = std::move(names);
+  }
+  if (!f.schedule.copy_plan.empty()) {
+    nlohmann::json plan = nlohmann::json::array();
+    for (const CopyChunk& c : f.schedule.copy_plan) plan.push_back({c.at, c.copy, c.part, c.parts});
+    j["copy_plan"] = std::move(plan);
   }
   return j;
 }
@@ -151,6 +158,26 @@ ScheduleFile schedule_from_json(const nlohmann::json& j, const PlanGraph& p, con
         auto it = values.find(n.get<std::string>());
         if (it == values.end()) fail(path, ": on_host: unknown value '", n.get<std::string>(), "'");
         f.schedule.on_host.push_back(it->second);
+      }
+    }
+    if (j.contains("copy_plan")) {
+      if (j.at("version").get<int>() < 6)
+        fail(path, ": copy_plan needs schedule version 6, the file says ", j.at("version").get<int>());
+      const auto& plan = j["copy_plan"];
+      if (!plan.is_array()) fail(path, ": copy_plan is not an array of [at, copy, part, parts] entries");
+      for (size_t e = 0; e < plan.size(); ++e) {
+        const auto& c = plan[e];
+        if (!c.is_array() || c.size() != 4 ||
+            !std::all_of(c.begin(), c.end(), [](const nlohmann::json& x) {
+              return x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= 1000000000;
+            }))
+          fail(path, ": copy_plan entry ", e, " is not [at, copy, part, parts] (integers >= 0): ", c.dump());
+        f.schedule.copy_plan.push_back({c[0].get<int>(), c[1].get<int>(), c[2].get<int>(), c[3].get<int>()});
+      }
+      try {
+        copy_plan_of(p, f.schedule);  // each copy issued in full, in order, within its steps
+      } catch (const Error& e) {
+        fail(path, ": ", e.what());
       }
     }
     return f;

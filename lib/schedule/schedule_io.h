@@ -11,9 +11,11 @@ namespace monet {
 
 // 2: compute steps may name an implementation; 3: compute_in_place; 4: a compute step may end with
 // {"algorithm": k} (a cuDNN convolution algorithm); 5: "on_host", the resident values whose home is the host
-// (Schedule::on_host; a schedule without it is written as version 4).
-inline constexpr int kScheduleVersion = 5;
-inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 5 one)
+// (Schedule::on_host; a schedule without it is written as version 4); 6: "copy_plan", when each copy between host
+// and device is issued, as [at, copy, part, parts] entries (Schedule::copy_plan; a schedule without one is written
+// as version 5 or 4).
+inline constexpr int kScheduleVersion = 6;
+inline constexpr int kOldestScheduleVersion = 2;  // read as well (an older file is a version 6 one)
 
 struct ScheduleFile {
   std::string fingerprint;

@@ -692,7 +692,7 @@ TEST_CASE("two CUDA runs from one seed are bitwise equal (deterministic kernels 
   CHECK(a.state == b.state);
 }
 
-TEST_CASE("an offloading schedule on CUDA: copies on their streams, bits of store-all, peaks as predicted",
+TEST_CASE("an offloading schedule on CUDA: copies on their streams, whole or in pieces, bits of store-all, peaks as predicted",
           "[cuda][model][offload]") {
   // ResNet-50 at batch 2, 64x64: store-all with every value idle between the forward pass and its first use
   // offloaded, and the momentum at home on the host, copied in and out around its update (offload_idle_kept),
@@ -732,12 +732,24 @@ TEST_CASE("an offloading schedule on CUDA: copies on their streams, bits of stor
   CHECK(peak_offload == sim.peak_bytes);
   CHECK(peak_offload < peak_base);
   CHECK(sim.host_peak_bytes > 0);
-  int differ = 0;
+  // The same copies issued in pieces by deadline (plan_copies, on times of 0.05 ms a node): pieces without tickets
+  // of their own, the last one's waited for.
+  PlanGraph timed = s->plan;
+  for (PlanNode& n : timed.nodes) n.set_impl_ms(0, 0.05);
+  Schedule pieces = offloading;
+  pieces.copy_plan = plan_copies(timed, offloading, host_link_from_flag(10), 64 << 10);
+  CHECK(pieces.copy_plan.size() > 2 * static_cast<size_t>(sim.transfers));
+  int64_t peak_pieces = 0;
+  const auto in_pieces = run(pieces, &peak_pieces);
+  CHECK(peak_pieces == sim.peak_bytes);
+  int differ = 0, differ_pieces = 0;
   for (const auto& [v, w] : want) {
     INFO(g.values[v].name);
     differ += got.at(v) != w;
+    differ_pieces += in_pieces.at(v) != w;
   }
   CHECK(differ == 0);
+  CHECK(differ_pieces == 0);
 }
 
 int main(int argc, char** argv) {

@@ -339,29 +339,41 @@ TEST_CASE("a Sum of one input plans in place over that input only", "[schedule][
 
 namespace {
 // A CPU backend whose copies land late, as an asynchronous copy's may: copy_begin reads its source at once (what a
-// copy that starts then sees) and copy_wait writes the destination. A wait missing before a read, or before a
-// block is reused, gives other bits; a copy begun before its value was computed copies stale bits.
+// copy that starts then sees) and copy_wait writes the destination of that copy and of every one issued before it
+// on its lane (a copy stream runs in issue order), which is all a piece issued without a ticket gets. A wait missing
+// before a read, or before a block is reused, gives other bits; a copy begun before its value was computed copies
+// stale bits.
 class LateCopies : public OnCpu {
  public:
   struct Copy {
     void* dst;
     std::vector<char> bytes;
+    CopyLane lane;
   };
   std::map<int, Copy> pending;
-  int begun = 0, waited = 0, next = 0;
+  int begun = 0, waited = 0, next = 0, landed = 0;
 
-  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane) override {
+  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane, bool ticket) override {
     const char* from = static_cast<const char*>(src);
-    pending[next] = {dst, std::vector<char>(from, from + bytes)};
+    pending[next] = {dst, std::vector<char>(from, from + bytes), lane};
     ++begun;
-    return next++;
+    const int id = next++;
+    return ticket ? id : -1;
   }
   void copy_wait(int ticket) override {
-    auto it = pending.find(ticket);
-    REQUIRE(it != pending.end());
-    std::memcpy(it->second.dst, it->second.bytes.data(), it->second.bytes.size());
-    pending.erase(it);
+    REQUIRE((ticket >= 0 && ticket < next));
     ++waited;
+    if (!pending.count(ticket)) return;  // landed with a later one on its lane
+    const CopyLane lane = pending.at(ticket).lane;
+    for (auto it = pending.begin(); it != pending.end() && it->first <= ticket;) {
+      if (it->second.lane != lane) {
+        ++it;
+        continue;
+      }
+      std::memcpy(it->second.dst, it->second.bytes.data(), it->second.bytes.size());
+      it = pending.erase(it);
+      ++landed;
+    }
   }
 };
 }  // namespace
@@ -396,6 +408,16 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
     for (int v : resident_values(g)) got[v] = e.get_value(v);
     return got;
   };
+  // The same schedule with its copies issued in pieces by deadline (plan_copies), on a plan with times: several
+  // pieces each, issued over the steps from their copy's earliest to its deadline.
+  PlanGraph timed = s->plan;
+  for (PlanNode& n : timed.nodes) n.set_impl_ms(0, 1.0);
+  Schedule pieces = offloading;
+  pieces.copy_plan = plan_copies(timed, offloading, host_link_from_flag(0.1), 65536);
+  REQUIRE(pieces.copy_plan.size() > 2 * static_cast<size_t>(sim.transfers));
+  std::map<int, std::set<int>> issued_at;  // per copy: the steps its pieces are issued at
+  for (const CopyChunk& c : pieces.copy_plan) issued_at[c.copy].insert(c.at);
+  REQUIRE(std::count_if(issued_at.begin(), issued_at.end(), [](const auto& c) { return c.second.size() >= 2; }) >= 10);
   OnCpu at_once;
   const auto base = run(extract_schedule(p, store_all_assignment(p), "checkpoint"), at_once);
   const auto now = run(offloading, at_once);
@@ -404,11 +426,18 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
   CHECK(late.begun == 3 * sim.transfers);  // three steps
   CHECK(late.waited == late.begun);
   CHECK(late.pending.empty());
+  LateCopies late_pieces;
+  const auto in_pieces = run(pieces, late_pieces);
+  CHECK(late_pieces.begun == 3 * static_cast<int>(pieces.copy_plan.size()));
+  CHECK(late_pieces.waited == 3 * sim.transfers);  // one ticket per copy: its last piece's
+  CHECK(late_pieces.landed == late_pieces.begun);
+  CHECK(late_pieces.pending.empty());
   int moved = 0;
   for (const auto& [v, want] : base) {
     INFO(g.values[v].name);
     CHECK(now.at(v) == want);
     CHECK(later.at(v) == want);
+    CHECK(in_pieces.at(v) == want);
     const bool homed = std::find(offloading.on_host.begin(), offloading.on_host.end(), v) != offloading.on_host.end();
     moved += homed && std::any_of(want.begin(), want.end(), [](double x) { return x != 0; });
   }

@@ -546,6 +546,77 @@ TEST_CASE("offloaded values: the step gives store-all's bits in less device memo
   CHECK_THROWS_WITH(simulate(plan, bad), Contains("which is already freed"));
 }
 
+TEST_CASE("a copy plan in pieces: the file keeps it, the run gives store-all's bits, a plan that does not issue "
+          "every copy in full within its steps is refused with one line",
+          "[scheduled][offload]") {
+  const Case c{"tiny", 4, std::nullopt};
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  for (PlanNode& n : plan.nodes) n.set_impl_ms(0, 1.0);
+  Schedule s = offload_idle(plan, out_of_place(store_all_schedule(plan)));
+  s.mode = "checkpoint";
+  int64_t most = 0;  // the largest value copied: 2 ms on the link, in pieces of a third of it
+  for (const Step& st : s.steps)
+    if (st.kind == Step::Kind::offload) most = std::max(most, plan.values[st.id].bytes);
+  const HostLink link = host_link_from_flag(static_cast<double>(most) * 1e-6 / 2);
+  s.copy_plan = plan_copies(plan, s, link, std::max<int64_t>(1, most / 3));
+  int moves = 0;
+  for (const Step& st : s.steps) moves += st.kind == Step::Kind::offload || st.kind == Step::Kind::prefetch;
+  REQUIRE(moves >= 4);
+  REQUIRE(s.copy_plan.size() > static_cast<size_t>(moves));  // in pieces
+  CHECK(copy_plan_of(plan, s) == s.copy_plan);
+  // Every piece after its value is written (a copy to the host) or its device block allocated (a copy back), and
+  // no later than the step that waits for it.
+  for (const CopyChunk& chunk : s.copy_plan) {
+    INFO("piece " << chunk.part << " of the copy of step " << chunk.copy << " at step " << chunk.at);
+    const Step& move = s.steps[chunk.copy];
+    if (move.kind == Step::Kind::prefetch) {
+      CHECK(chunk.at > chunk.copy);
+      for (int i = chunk.copy + 1; i < chunk.at; ++i)
+        CHECK(!(s.steps[i].kind == Step::Kind::compute &&
+                std::count(plan.nodes[s.steps[i].id].inputs.begin(), plan.nodes[s.steps[i].id].inputs.end(), move.id)));
+    } else {
+      CHECK(chunk.at <= chunk.copy);
+      int writer = -1;
+      for (int i = 0; i < chunk.copy; ++i)
+        if (s.steps[i].kind == Step::Kind::compute &&
+            std::count(plan.nodes[s.steps[i].id].outputs.begin(), plan.nodes[s.steps[i].id].outputs.end(), move.id))
+          writer = i;
+      CHECK(chunk.at > writer);
+    }
+  }
+  // Issued in pieces by deadline, the step on the streams is no longer than with each copy whole.
+  Schedule whole = s;
+  whole.copy_plan.clear();
+  CHECK(time_streams(plan, s, link).step_ms <= time_streams(plan, whole, link).step_ms + 1e-9);
+
+  TempSchedule file("tiny_copy_plan");
+  write_file(file.path, tg, plan, s, 0);
+  const nlohmann::json j = read_schedule_json(file.path);
+  CHECK(j.at("version") == kScheduleVersion);
+  CHECK(j.at("copy_plan").size() == s.copy_plan.size());
+  const ScheduleFile back = read_schedule(file.path, plan);
+  CHECK(back.schedule.copy_plan == s.copy_plan);
+  CHECK(back.schedule.steps == s.steps);
+  check_against_store_all(c, file.path, 0);  // bitwise, on the CPU (copies at once, in their pieces)
+
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& why) {
+    nlohmann::json bad = j;
+    edit(bad);
+    CHECK_THROWS_WITH(schedule_from_json(bad, plan, "s.json"), Contains("s.json: ") && Contains(why));
+  };
+  const int last = static_cast<int>(j["copy_plan"].size()) - 1;
+  refused([](nlohmann::json& b) { b["version"] = 5; }, "copy_plan needs schedule version 6");
+  refused([](nlohmann::json& b) { b["copy_plan"][0] = {0, 1, 2}; }, "copy_plan entry 0 is not [at, copy, part, parts]");
+  refused([](nlohmann::json& b) { b["copy_plan"][0][0] = -1; }, "copy_plan entry 0 is not [at, copy, part, parts]");
+  refused([&](nlohmann::json& b) { b["copy_plan"].erase(static_cast<size_t>(last)); }, "parts");
+  refused([&](nlohmann::json& b) { std::swap(b["copy_plan"][0], b["copy_plan"][last]); }, "copy plan entry");
+  refused([](nlohmann::json& b) { b["copy_plan"][0][1] = 0; }, "step 0 is not an offload or prefetch step");
+  // A piece issued before its value is computed.
+  refused([](nlohmann::json& b) { b["copy_plan"][0][0] = 0; }, "outside steps");
+}
+
 // Store-all with each momentum at home on the host: prefetched right before the update that reads it, offloaded
 // right after.
 Schedule momentum_on_host(const PlanGraph& plan, const Graph& g, const Schedule& store_all) {
@@ -584,7 +655,7 @@ TEST_CASE("optimizer state at home on the host: store-all's bits, the device hol
   TempSchedule file("tiny_momentum_on_host");
   write_file(file.path, tg, plan, s, 0);
   const nlohmann::json j = read_schedule_json(file.path);
-  CHECK(j.at("version") == kScheduleVersion);
+  CHECK(j.at("version") == 5);  // on_host, no copy plan
   CHECK(j.at("on_host").size() == s.on_host.size());
   const ScheduleFile back = read_schedule(file.path, plan);
   CHECK(back.schedule.on_host == s.on_host);

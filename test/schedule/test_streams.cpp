@@ -9,6 +9,7 @@
 #include "solve/tiny_plans.h"
 
 using namespace monet;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -78,6 +79,56 @@ TEST_CASE("copies on one stream queue in the order they are issued", "[streams]"
   const StreamTimes u = time_streams(p, s, unit_per_ms());
   CHECK(u.wait_to_device_ms == Approx(4));
   CHECK(u.step_ms == Approx(16));
+}
+
+TEST_CASE("copies in pieces by deadline: a copy needed first waits behind one piece, not the whole copy before it",
+          "[streams]") {
+  const PlanGraph p = chain();
+  Schedule s;
+  s.mode = "checkpoint";
+  // The schedule of the test above (each copy whole: 17 ms), with pieces of one unit (1 ms). Out: a's pieces at
+  // steps 1 (two, 2..4: the stream busy to f1's end) and 2 (its offload waits 4 -> 5), b's at 3 (5..6: to the
+  // loss's end) and 4 (6..7, its offload waits 6 -> 7). In: one piece of a at step 6 (7..8: the stream idle), b's
+  // two at gb's step, which waits 7 -> 10, one more of a (10..11: to gb's end), a's last at ga's step (11..12, a
+  // wait 11 -> 12). 16 ms.
+  s.steps = {compute(0), compute(1), move(Step::Kind::offload, a), compute(2), move(Step::Kind::offload, b),
+             move(Step::Kind::prefetch, a), move(Step::Kind::prefetch, b), compute(3), move(Step::Kind::free, l),
+             move(Step::Kind::free, b), compute(4), move(Step::Kind::free, db), move(Step::Kind::free, a), compute(5),
+             move(Step::Kind::free, da)};
+  s.copy_plan = plan_copies(p, s, unit_per_ms(), kAlignBytes);
+  const std::vector<CopyChunk> want = {{1, 2, 0, 3}, {1, 2, 1, 3}, {2, 2, 2, 3}, {3, 4, 0, 2}, {4, 4, 1, 2},
+                                       {6, 5, 0, 3}, {7, 6, 0, 2}, {7, 6, 1, 2}, {7, 5, 1, 3}, {10, 5, 2, 3}};
+  CHECK(s.copy_plan == want);
+  const StreamTimes t = time_streams(p, s, unit_per_ms());
+  CHECK(t.wait_to_host_ms == Approx(2));
+  CHECK(t.wait_to_device_ms == Approx(4));
+  CHECK(t.step_ms == Approx(16));
+  CHECK(t.to_host_busy_ms == Approx(5));
+  CHECK(t.to_device_busy_ms == Approx(5));
+  // Pieces larger than every value: each copy whole, by deadline: b's copy back at gb's step behind a's (7..10,
+  // 10..12), as when issued at the prefetch steps.
+  Schedule whole = s;
+  whole.copy_plan = plan_copies(p, s, unit_per_ms(), 100 * kAlignBytes);
+  for (const CopyChunk& c : whole.copy_plan) CHECK(c.parts == 1);
+  CHECK(time_streams(p, whole, unit_per_ms()).step_ms == Approx(17));
+
+  // Plans the engine refuses: a piece before its value is written, one after the step that waits for it, a copy
+  // not issued in full, pieces out of order.
+  Schedule bad = s;
+  bad.copy_plan[0].at = 0;
+  CHECK_THROWS_WITH(time_streams(p, bad, unit_per_ms()), Contains("outside steps 1 to 2"));
+  bad = s;
+  bad.copy_plan.back().at = 11;
+  CHECK_THROWS_WITH(time_streams(p, bad, unit_per_ms()), Contains("outside steps 6 to 10"));
+  bad = s;
+  bad.copy_plan.pop_back();
+  CHECK_THROWS_WITH(time_streams(p, bad, unit_per_ms()), Contains("the copy of step 5 is issued in 2 of its 3 parts"));
+  bad = s;
+  std::swap(bad.copy_plan[0], bad.copy_plan[1]);
+  CHECK_THROWS_WITH(time_streams(p, bad, unit_per_ms()), Contains("part 1 of 3 of the copy of step 2, where part 0"));
+  bad = s;
+  std::swap(bad.copy_plan[2], bad.copy_plan[3]);
+  CHECK_THROWS_WITH(time_streams(p, bad, unit_per_ms()), Contains("issued at step 2, after an entry issued at step 3"));
 }
 
 TEST_CASE("without copies the streams' step is the simulator's time", "[streams]") {

@@ -215,7 +215,7 @@ class CudaBackend final : public Backend {
   // A copy stream per lane (non-blocking: the run's stream is the legacy default one), ordered after the run's
   // stream by an event recorded there; each copy's ticket is an event recorded after it on its copy stream, which
   // copy_wait makes the run's stream wait for.
-  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane) override {
+  int copy_begin(void* dst, const void* src, int64_t bytes, CopyLane lane, bool want_ticket) override {
     const bool to_host = lane == CopyLane::to_host;
     cudaStream_t& stream = copy_stream_[static_cast<int>(lane)];
     if (!stream) MONET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -225,6 +225,7 @@ class CudaBackend final : public Backend {
     MONET_CUDA_CHECK(cudaStreamWaitEvent(stream, issued_, 0));
     MONET_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
                                      to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream));
+    if (!want_ticket) return -1;  // a piece before a copy's last: its lane's order covers it
     int ticket;
     if (!free_tickets_.empty()) {
       ticket = free_tickets_.back();
