@@ -335,13 +335,27 @@ struct CheapestWithin {
   double best_ms = 0;
 
   // Whether `a` fits (then it is kept if it is the cheapest so far).
-  // Under offload, one that does not fit is tried again with its idle kept values offloaded (offload_idle_kept).
+  // Under offload, one that does not fit is tried again with its idle kept values offloaded (offload_idle_kept);
+  // where that fits and could be the cheapest without its waits, also with only the fewest of them that fit (a
+  // bisection of ~10 evaluations, so only where it may pay), and the cheaper of the two is taken.
   bool consider(std::optional<Assignment> a) {
     if (!a) return false;
     Evaluation e = evaluate(p, *a);
     if (e.feasible && e.peak_bytes > budget_bytes && p.offload()) {
-      a = offload_idle_kept(p, std::move(*a));
-      e = evaluate(p, *a);
+      Assignment every = offload_idle_kept(p, *a);
+      Evaluation every_e = evaluate(p, every);
+      if (every_e.feasible && every_e.peak_bytes <= budget_bytes &&
+          (!best || every_e.recompute_ms - every_e.copy_wait_ms < best_ms)) {
+        a = offload_idle_kept(p, std::move(*a), budget_bytes);
+        e = evaluate(p, *a);
+        if (!e.feasible || e.peak_bytes > budget_bytes || every_e.recompute_ms < e.recompute_ms) {
+          a = std::move(every);
+          e = std::move(every_e);
+        }
+      } else {
+        a = std::move(every);
+        e = std::move(every_e);
+      }
     }
     if (!e.feasible || e.peak_bytes > budget_bytes) return false;
     if (!best || e.recompute_ms < best_ms) {

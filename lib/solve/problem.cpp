@@ -585,15 +585,19 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   return w;
 }
 
-Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
+namespace {
+
+// The optimizer state to the host (each value's widest offer, within the host limit) and the idle kept values that
+// could follow, latest first use first: offload_idle_kept's two parts. Returns the candidates, each with its first
+// use; `host` is the host bytes so far.
+std::vector<std::pair<int, int>> home_state_and_idle(const CheckpointProblem& p, Assignment& a, int64_t& host) {
   const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
-  if (!p.offload() || T == 0) return a;
   if (a.H.empty()) {
     a.H.assign(nf, 0);
     a.G.assign(T, std::vector<char>(nf, 0));
     a.Q.assign(p.states.size(), 0);
   }
-  int64_t host = 0;
+  host = 0;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) host += p.bytes(f);
   std::set<int> homed;  // values with an offer taken
@@ -617,20 +621,64 @@ Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
       if (a.R[t][k])
         for (int f : p.fwd_inputs[k]) first[f] = t;
   }
+  std::vector<std::pair<int, int>> idle;  // (value, first use)
   for (int f = 0; f < nf; ++f) {
     if (!p.offloadable[f] || a.H[f] || !a.S[0][f]) continue;
-    if (p.host_limit_bytes > 0 && host + p.bytes(f) > p.host_limit_bytes) continue;
     const int u = first[f];
     if (u == 0 || u >= T || !p.has_g(u, f)) continue;
     bool held = true;  // kept from the forward pass into step u, never recomputed meanwhile
     for (int t = 0; t <= u && held; ++t) held = a.S[t][f] && !a.R[t][p.producer[f]];
-    if (!held) continue;
+    if (held) idle.push_back({f, u});
+  }
+  std::stable_sort(idle.begin(), idle.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  return idle;
+}
+
+// Offloads the first `count` of `idle` that the host limit lets in.
+void offload_first(const CheckpointProblem& p, Assignment& a, const std::vector<std::pair<int, int>>& idle,
+                   size_t count, int64_t host) {
+  for (size_t i = 0; i < count && i < idle.size(); ++i) {
+    const auto [f, u] = idle[i];
+    if (p.host_limit_bytes > 0 && host + p.bytes(f) > p.host_limit_bytes) continue;
     for (int t = 0; t <= u; ++t) a.S[t][f] = 0;
     a.G[u][f] = 1;
     a.H[f] = 1;
     host += p.bytes(f);
   }
+}
+
+}  // namespace
+
+Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a) {
+  if (!p.offload() || p.num_steps() == 0) return a;
+  int64_t host = 0;
+  const std::vector<std::pair<int, int>> idle = home_state_and_idle(p, a, host);
+  offload_first(p, a, idle, idle.size(), host);
   return a;
+}
+
+Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a, int64_t budget_bytes) {
+  if (!p.offload() || p.num_steps() == 0) return a;
+  int64_t host = 0;
+  const std::vector<std::pair<int, int>> idle = home_state_and_idle(p, a, host);
+  auto with = [&](size_t count) {
+    Assignment b = a;
+    offload_first(p, b, idle, count, host);
+    return b;
+  };
+  auto fits = [&](const Assignment& b) {
+    const Evaluation e = evaluate(p, b);
+    return e.feasible && e.peak_bytes <= budget_bytes;
+  };
+  if (fits(a)) return a;
+  Assignment all = with(idle.size());
+  if (!fits(all)) return all;
+  size_t lo = 0, hi = idle.size();  // with lo none fits; with hi they do
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (fits(with(mid)) ? hi : lo) = mid;
+  }
+  return with(hi);
 }
 
 void trim(const CheckpointProblem& p, Assignment& a) {

@@ -272,6 +272,10 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a);
 // (Q = 1 for each value's widest offer: it counts only in that span). Both within the host limit. For warm starts
 // under offload.
 Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a);
+// The same with only as many of those values offloaded as bring the peak within budget_bytes: the ones used last
+// first (those with the most time for their copies each way), the fewest that fit (a bisection: each offload never
+// raises memory). The optimizer state goes to the host as above. Where even all of them do not fit, all of them.
+Assignment offload_idle_kept(const CheckpointProblem& p, Assignment a, int64_t budget_bytes);
 
 struct Evaluation {
   bool feasible = false;

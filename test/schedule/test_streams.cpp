@@ -58,16 +58,26 @@ TEST_CASE("one value to the host and back: the compute stream waits where the co
   CHECK(t.to_device_busy_ms == Approx(3));
 }
 
-TEST_CASE("copies on one stream queue in the order they are issued", "[streams]") {
-  const PlanGraph p = chain();
+namespace {
+
+// a and b out after the forward pass, both back before gb (which reads b; ga reads a), a's copy back issued first.
+Schedule both_out_both_in() {
   Schedule s;
   s.mode = "checkpoint";
-  // Out: a 2..5, b queued behind it 5..7 (issued at 4). In: a 7..10, then b behind it 10..12, though gb reads b
-  // first: gb waits from 7 to 12.
   s.steps = {compute(0), compute(1), move(Step::Kind::offload, a), compute(2), move(Step::Kind::offload, b),
              move(Step::Kind::prefetch, a), move(Step::Kind::prefetch, b), compute(3), move(Step::Kind::free, l),
              move(Step::Kind::free, b), compute(4), move(Step::Kind::free, db), move(Step::Kind::free, a), compute(5),
              move(Step::Kind::free, da)};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("copies on one stream queue in the order they are issued", "[streams]") {
+  const PlanGraph p = chain();
+  Schedule s = both_out_both_in();
+  // Out: a 2..5, b queued behind it 5..7 (issued at 4). In: a 7..10, then b behind it 10..12, though gb reads b
+  // first: gb waits from 7 to 12.
   REQUIRE(simulate(p, s).transfers == 4);
   const StreamTimes t = time_streams(p, s, unit_per_ms());
   CHECK(t.compute_ms == Approx(10));
@@ -84,17 +94,12 @@ TEST_CASE("copies on one stream queue in the order they are issued", "[streams]"
 TEST_CASE("copies in pieces by deadline: a copy needed first waits behind one piece, not the whole copy before it",
           "[streams]") {
   const PlanGraph p = chain();
-  Schedule s;
-  s.mode = "checkpoint";
+  Schedule s = both_out_both_in();
   // The schedule of the test above (each copy whole: 17 ms), with pieces of one unit (1 ms). Out: a's pieces at
   // steps 1 (two, 2..4: the stream busy to f1's end) and 2 (its offload waits 4 -> 5), b's at 3 (5..6: to the
   // loss's end) and 4 (6..7, its offload waits 6 -> 7). In: one piece of a at step 6 (7..8: the stream idle), b's
   // two at gb's step, which waits 7 -> 10, one more of a (10..11: to gb's end), a's last at ga's step (11..12, a
   // wait 11 -> 12). 16 ms.
-  s.steps = {compute(0), compute(1), move(Step::Kind::offload, a), compute(2), move(Step::Kind::offload, b),
-             move(Step::Kind::prefetch, a), move(Step::Kind::prefetch, b), compute(3), move(Step::Kind::free, l),
-             move(Step::Kind::free, b), compute(4), move(Step::Kind::free, db), move(Step::Kind::free, a), compute(5),
-             move(Step::Kind::free, da)};
   s.copy_plan = plan_copies(p, s, unit_per_ms(), kAlignBytes);
   const std::vector<CopyChunk> want = {{1, 2, 0, 3}, {1, 2, 1, 3}, {2, 2, 2, 3}, {3, 4, 0, 2}, {4, 4, 1, 2},
                                        {6, 5, 0, 3}, {7, 6, 0, 2}, {7, 6, 1, 2}, {7, 5, 1, 3}, {10, 5, 2, 3}};

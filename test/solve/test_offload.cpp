@@ -340,6 +340,53 @@ TEST_CASE("offloading idle kept values never raises the peak", "[solve][offload]
   CHECK(lowered >= 6);
 }
 
+TEST_CASE("offloading idle kept values up to a budget: the fewest that fit, those used last first", "[solve][offload]") {
+  int fewer = 0, budgets = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    PlanGraph plan = random_plan(8, seed);
+    CheckpointProblem p = make_problem(plan, 0);
+    enable_offload(p, slow_link(), 0);
+    const Assignment all = store_all_assignment(p);
+    const Assignment every = offload_idle_kept(p, all);
+    const int64_t high = evaluate(p, all).peak_bytes, low = evaluate(p, every).peak_bytes;
+    const int every_count = static_cast<int>(std::count(every.H.begin(), every.H.end(), 1));
+    CHECK(offload_idle_kept(p, all, high).H == std::vector<char>(p.fvals.size(), 0));  // fits as it is
+    for (int64_t budget = low; budget < high; budget += kAlignBytes) {
+      INFO("seed " << seed << ", budget " << budget);
+      ++budgets;
+      const Assignment a = offload_idle_kept(p, all, budget);
+      const Evaluation e = evaluate(p, a);
+      REQUIRE(e.feasible);
+      CHECK(e.peak_bytes <= budget);
+      CHECK(a.Q == every.Q);  // the optimizer state goes home either way
+      const int count = static_cast<int>(std::count(a.H.begin(), a.H.end(), 1));
+      CHECK(count >= 1);
+      CHECK(count <= every_count);
+      fewer += count < every_count;
+      // Those used last first: no value left on the device is first used after one offloaded.
+      int earliest = p.num_steps(), last_added = -1;
+      for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+        for (int t = 0; t < p.num_steps(); ++t)
+          if (a.G[t][f] && t <= earliest) earliest = t, last_added = f;
+      for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
+        for (int t = earliest + 1; t < p.num_steps(); ++t)
+          if (every.G[t][f]) CHECK(a.G[t][f]);
+      // The fewest: without the one added last the peak is over the budget.
+      Assignment less = a;
+      for (int t = 0; t < p.num_steps(); ++t) {
+        less.S[t][last_added] = all.S[t][last_added] && t <= earliest ? 1 : less.S[t][last_added];
+        less.G[t][last_added] = 0;
+      }
+      less.H[last_added] = 0;
+      const Evaluation el = evaluate(p, less);
+      REQUIRE(el.feasible);
+      CHECK(el.peak_bytes > budget);
+    }
+  }
+  CHECK(budgets >= 10);
+  CHECK(fewer >= 5);
+}
+
 namespace {
 
 // x -> f0 -> a0 (2 units) -> f1 -> a1 (2) -> f2 -> a2 (1) -> f3 -> a3 (8) -> loss; b2, two steps after the loss's
