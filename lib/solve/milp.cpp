@@ -160,6 +160,7 @@ struct Builder {
   //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
   //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
   //                         >= - sum_{a <= t < b} time(step t's node)
+  //   (for the spans [copy_in_from, b], every copy needed by b: the same through a running slack, cfrom_b below)
   //   qin_s:      sum_{first_s <= t < u_s} D_t - c_in(s) Q[s] >= - sum_{first_s <= t < u_s} time(step t's node)
   void offload() {
     if (!p.offload()) return;
@@ -275,9 +276,32 @@ struct Builder {
       }
       lp.add_row(name, cols, coefs, -nodes_ms, kInf);
     };
+    // The spans from copy_in_from (every copy needed by `need`) through a running slack, one row per need, where
+    // rows of their own would repeat each D_t and G column in every later one:
+    //   cfrom_b:  Y_b - Y_prev - sum_{prev <= t < b} D_t + sum_{prev < u <= b} c_in(u's copies) G = sum_{prev <= t < b} time(t)
+    // with Y >= 0 (Y_b: the time from copy_in_from to b beyond the copies needed by b).
+    int prev = p.copy_in_from, y_prev = -1;
     for (auto [a, b] : p.copy_in_spans) {
       std::vector<int> cols;
       std::vector<double> coefs;
+      if (a == p.copy_in_from) {
+        const int y = lp.add_col("Y_" + std::to_string(b), 0, kInf, 0, false);
+        cols = {y};
+        coefs = {1};
+        if (y_prev >= 0) { cols.push_back(y_prev); coefs.push_back(-1); }
+        double nodes_ms = 0;
+        for (int t = prev; t < b; ++t) {
+          cols.push_back(m.D[t]);
+          coefs.push_back(-1);
+          nodes_ms += p.step_ms[t];
+        }
+        for (int u = prev + 1; u <= b; ++u)
+          for (auto [c, col] : into[u]) { cols.push_back(col); coefs.push_back(c->ms); }
+        lp.add_row("cfrom_" + std::to_string(b), cols, coefs, nodes_ms, nodes_ms);
+        prev = b;
+        y_prev = y;
+        continue;
+      }
       for (int u = a + 1; u <= b; ++u)
         for (auto [c, col] : into[u])
           if (c->first >= a) { cols.push_back(col); coefs.push_back(-c->ms); }
@@ -661,7 +685,8 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     }
     for (size_t s = 0; s < m.Wqout.size(); ++s) x[m.Wqout[s]] = w.state_out[s];
   }
-  // Continuous running sums follow from the binaries: evaluate the equality rows in order. A row defines the first
+  // Continuous running sums (and the copy-in rows' running slack, cfrom) follow from the binaries: evaluate the
+  // equality rows in order. A row defines the first
   // continuous column with coefficient +1 whose value is not known yet: neither set above (K, Y, U, Z, the waits:
   // a Y of a one-unit value has +1 in its Asum row, and a lower index than A) nor defined by an earlier row (Qtot,
   // in the rows that credit it). A row with none (zsum, once) holds by construction.
@@ -678,7 +703,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (int col : *cols)
       if (col >= 0) known[col] = 1;
   for (const LinearProgram::Row& r : lp.rows) {
-    if (r.lo != 0 || r.hi != 0) continue;
+    if (r.lo != r.hi) continue;
     int defined = -1;
     double rest = 0;
     for (size_t i = 0; i < r.cols.size(); ++i)
@@ -686,7 +711,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     if (defined < 0) continue;
     for (size_t i = 0; i < r.cols.size(); ++i)
       if (r.cols[i] != defined) rest += r.coefs[i] * x[r.cols[i]];
-    x[defined] = -rest;
+    x[defined] = r.lo - rest;
     known[defined] = 1;
   }
   return x;

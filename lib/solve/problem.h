@@ -119,9 +119,11 @@ struct CheckpointProblem {
   // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
   std::vector<StateOffer> states;
   // The spans [first, need] of every prefetch on offer (from the start of step `first`, ended by the start of step
-  // `need`), each pair once, by need: the copy-in rows. (The optimizer state's copies in run on a stream of their
-  // own, CopyLane: each over its offer's own span.)
+  // `need`), and [copy_in_from, need] for each such need (copy_in_from: the earliest first), each pair once, by
+  // need: the copy-in rows. (The optimizer state's copies in run on a stream of their own, CopyLane: each over its
+  // offer's own span.)
   std::vector<std::pair<int, int>> copy_in_spans;
+  int copy_in_from = -1;
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }

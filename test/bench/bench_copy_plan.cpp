@@ -3,6 +3,10 @@
 // piece sizes, and with copies that can be interrupted at any point, the stream always on the copy needed first
 // (a reference no plan of pieces beats by more than its pieces' latencies). Prints a markdown table.
 // Usage: monet_bench_copy_plan PROFILE.json SCHEDULE.json [PROFILE.json SCHEDULE.json ...]
+//        monet_bench_copy_plan --idle PROFILE.json GB/s
+// The second form: store-all with every idle kept value offloaded and the optimizer state at home on the host
+// (offload_idle_kept, window 10) on a link of GB/s, the program's count of its waits (copy_waits: stage 0's and the
+// steps') against the streams' (to the host, to the device), copies whole and in 32 MiB pieces.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,6 +16,8 @@
 #include "profile/profile.h"
 #include "schedule/schedule_io.h"
 #include "schedule/streams.h"
+#include "solve/heuristics.h"
+#include "solve/problem.h"
 
 using namespace monet;
 
@@ -106,9 +112,38 @@ double interruptible_step(const PlanGraph& p, const Schedule& s, const HostLink&
 
 }  // namespace
 
+int idle_offloaded(const std::string& profile_path, double gbs) {
+  const Profile profile = read_profile(profile_path);
+  const HostLink link = host_link_from_flag(gbs);
+  CheckpointProblem p = make_problem(profile.plan, 10);
+  enable_offload(p, link, 0);
+  const Assignment a = offload_idle_kept(p, store_all_assignment(p));
+  const CopyWaits w = copy_waits(p, a);
+  Schedule s = extract_schedule(p, a, "checkpoint");
+  const StreamTimes whole = time_streams(profile.plan, s, link);
+  s.copy_plan = plan_copies(profile.plan, s, link, kCopyPieceBytes);
+  const StreamTimes pieces = time_streams(profile.plan, s, link);
+  std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f (%.2f, %.2f) | %.2f (%.2f, %.2f) |\n", profile_path.c_str(),
+              simulate(profile.plan, s).transfers, pieces.compute_ms, w.fwd, w.total() - w.fwd, whole.wait_ms,
+              whole.wait_to_host_ms, whole.wait_to_device_ms, pieces.wait_ms, pieces.wait_to_host_ms,
+              pieces.wait_to_device_ms);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--idle") {
+    std::printf("| profile | copies | compute (ms) | program: stage 0's waits | program: the steps' | streams, whole: "
+                "waits (to host, to device) | streams, pieces |\n|---|---|---|---|---|---|---|\n");
+    try {
+      return idle_offloaded(argv[2], std::atof(argv[3]));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "monet_bench_copy_plan: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc < 3 || argc % 2 == 0) {
-    std::fprintf(stderr, "usage: monet_bench_copy_plan PROFILE.json SCHEDULE.json [PROFILE.json SCHEDULE.json ...]\n");
+    std::fprintf(stderr, "usage: monet_bench_copy_plan PROFILE.json SCHEDULE.json [PROFILE.json SCHEDULE.json ...]\n"
+                         "       monet_bench_copy_plan --idle PROFILE.json GB/s\n");
     return 2;
   }
   const std::vector<int64_t> sizes = {int64_t{8} << 20, kCopyPieceBytes, int64_t{128} << 20};
