@@ -162,8 +162,19 @@ int main(int argc, char** argv) {
     const double overhead = r.store_all.time_ms > 0 ? r.objective_ms / r.store_all.time_ms - 1 : 0;
     // Against the fastest step of any schedule: the fast store-all's.
     const double overhead_vs_fast = r.fast_store_all.time_ms > 0 ? r.objective_ms / r.fast_store_all.time_ms - 1 : 0;
-    int64_t state_bytes = 0;  // the optimizer state at home on the host (offload)
-    for (int v : r.schedule.on_host) state_bytes += plan.values[v].bytes;
+    // The resident values at home on the host (offload), and of them the parameters (read in the forward pass).
+    std::vector<char> forward_read(plan.values.size(), 0);
+    for (const PlanNode& n : plan.nodes)
+      if (n.stage == Stage::forward)
+        for (int v : n.inputs) forward_read[v] = 1;
+    int64_t state_bytes = 0, parameter_bytes = 0;
+    int parameters = 0;
+    for (int v : r.schedule.on_host) {
+      state_bytes += plan.values[v].bytes;
+      if (!forward_read[v]) continue;
+      ++parameters;
+      parameter_bytes += plan.values[v].bytes;
+    }
     // The bound for the schedule's implementations (full mode, when the fixed-implementations phase ran on them).
     const bool impls_bound = r.fits && r.impls_bound_ms > 0 && r.objective_ms > 0;
     const double impls_gap = impls_bound ? (r.objective_ms - r.impls_bound_ms) / r.objective_ms : 0;
@@ -232,7 +243,11 @@ int main(int argc, char** argv) {
                                                                {"copy_wait_ms", r.copy_wait_ms},
                                                                {"program_wait_ms", r.program_wait_ms},
                                                                {"states_on_host", r.schedule.on_host.size()},
-                                                               {"state_bytes_on_host", state_bytes}}
+                                                               {"state_bytes_on_host", state_bytes},
+                                                               {"copy_wait_to_host_ms", r.copy_wait_to_host_ms},
+                                                               {"copy_wait_to_device_ms", r.copy_wait_to_device_ms},
+                                                               {"parameters_on_host", parameters},
+                                                               {"parameter_bytes_on_host", parameter_bytes}}
                                               : nlohmann::json(nullptr)},
                         {"time_limit_s", solver.time_limit},
                         {"max_nodes", solver.max_nodes},
@@ -274,11 +289,13 @@ int main(int argc, char** argv) {
                 format_bytes(r.predicted.peak_bytes).c_str(), r.objective_ms, 100 * overhead, 100 * overhead_vs_fast,
                 r.predicted.recomputations, r.bound_ms, 100 * r.gap);
     if (o.offload)
-      std::printf("offload: %d copies (%s), host peak %s (%zu optimizer states at home there, %s), the step waiting "
-                  "%.3f ms for them on the engine's streams (%.3f ms in the program)\n",
+      std::printf("offload: %d copies (%s), host peak %s (%zu resident values at home there, %s, %d of them "
+                  "parameters, %s), the step waiting %.3f ms for them on the engine's streams (%.3f for copies to the "
+                  "host, %.3f for copies back; %.3f ms in the program)\n",
                   r.predicted.transfers, format_bytes(r.predicted.transfer_bytes).c_str(),
                   format_bytes(r.predicted.host_peak_bytes).c_str(), r.schedule.on_host.size(),
-                  format_bytes(state_bytes).c_str(), r.copy_wait_ms, r.program_wait_ms);
+                  format_bytes(state_bytes).c_str(), parameters, format_bytes(parameter_bytes).c_str(),
+                  r.copy_wait_ms, r.copy_wait_to_host_ms, r.copy_wait_to_device_ms, r.program_wait_ms);
     if (!r.implementations.empty()) {
       std::printf("implementations other than the default:");
       for (const auto& [name, count] : r.implementations) std::printf(" %s x%d", name.c_str(), count);

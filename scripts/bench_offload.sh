@@ -78,7 +78,7 @@ def cell(r):
 
 lines = ["Predicted steps, profile `%s`, %s s, %s thread(s), `--host-bandwidth %s --host-limit %s` with offload; "
          "overheads against the profile's lean store-all." % (profile, limit, threads, bandwidth, host_limit), "",
-         "| row | without offload | with `--offload` | copies (GB), momenta on the host, waits | never worse |",
+         "| row | without offload | with `--offload` | copies (GB), resident values at home on the host (parameters), waits | never worse |",
          "|---|---|---|---|---|"]
 held = 0
 for row in rows:
@@ -87,8 +87,8 @@ for row in rows:
     copies = "-"
     if off and off.get("offload"):
         o = off["offload"]
-        copies = "%d (%.2f), %d, %.2f ms" % (o["transfers"], o["transfer_bytes"] / 1e9, o.get("states_on_host", 0),
-                                            o["copy_wait_ms"])
+        copies = "%d (%.2f), %d (%d), %.2f ms" % (o["transfers"], o["transfer_bytes"] / 1e9, o.get("states_on_host", 0),
+                                                  o.get("parameters_on_host", 0), o["copy_wait_ms"])
     if off is None:
         ok = none is None
     else:

@@ -114,23 +114,49 @@ struct Builder {
     for (int s = 0; s < p.num_states(); ++s) {
       m.Q[s] = lp.add_col("Q_" + std::to_string(s), 0, 1, kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms),
                           true);
+      if (p.states[s].parameter()) continue;
       cols.push_back(m.Q[s]);
       coefs.push_back(-units(p.state_bytes(s)));
     }
     lp.add_row("qtot", cols, coefs, 0, 0);
+    // The parameters away from the device in step t, a running sum over the steps (their spans end at `last`):
+    //   pz_t:  Pz_t - Pz_{t-1} - sum_{parameter offers s: last_s = t-1} a_s Q[s] = 0
+    // (Pz[t] = -1 before the first step any can be away; a step where none leaves shares the column before it.)
+    m.Pz.assign(T, -1);
+    std::vector<std::vector<int>> leaving(T);  // [t]: the parameter offers whose last step is t-1
+    for (int s : p.parameter_offers)
+      if (p.states[s].last + 1 < T) leaving[p.states[s].last + 1].push_back(s);
+    for (int t = 0; t < T; ++t) {
+      const int prev = t > 0 ? m.Pz[t - 1] : -1;
+      if (leaving[t].empty()) {
+        m.Pz[t] = prev;
+        continue;
+      }
+      m.Pz[t] = lp.add_col("Pz_" + std::to_string(t), 0, kInf, 0, false);
+      std::vector<int> pc = {m.Pz[t]};
+      std::vector<double> pk = {1};
+      if (prev >= 0) { pc.push_back(prev); pk.push_back(-1); }
+      for (int q : leaving[t]) { pc.push_back(m.Q[q]); pk.push_back(-units(p.state_bytes(q))); }
+      lp.add_row("pz_" + std::to_string(t), pc, pk, 0, 0);
+    }
   }
 
-  // Appends the optimizer state's credit in step t (-1: stage 0) to a row defining a running sum's column
-  // (column - what is held = 0): + Qtot - sum_{s near t} a_s Q[s], i.e. the column less what is on the host.
+  // Appends the credit of the resident values on the host in step t (-1: stage 0) to a row defining a running
+  // sum's column (column - what is held = 0): + Qtot - sum_{optimizer state s near t} a_s Q[s] + Pz_t (the
+  // parameters away), i.e. the column less what is on the host.
   void add_state_credit(int t, std::vector<int>& cols, std::vector<double>& coefs) const {
     if (m.Qtot < 0) return;
     cols.push_back(m.Qtot);
     coefs.push_back(1);
     for (int s = 0; s < p.num_states(); ++s)
-      if (p.states[s].covers(t)) {
+      if (!p.states[s].parameter() && p.states[s].covers(t)) {
         cols.push_back(m.Q[s]);
         coefs.push_back(-units(p.state_bytes(s)));
       }
+    if (t >= 0 && m.Pz[t] >= 0) {
+      cols.push_back(m.Pz[t]);
+      coefs.push_back(1);
+    }
   }
   // The lower bound of a running sum's column: below 0 where a credit may take it there.
   double sum_lo() const { return m.Qtot < 0 ? 0 : -kInf; }
@@ -246,6 +272,27 @@ struct Builder {
         for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
       }
       lp.add_row("qout_" + std::to_string(s), cols, coefs, -kInf, rhs);
+    }
+    // The parameters' copies in, one after another from stage 0's start in the order of their first readers
+    // (parameter_offers), each ended when its reader k starts (W_pin: the wait before stage 0):
+    //   Psum_k:  P_k = P_{k'} + sum_{s: reader_s = k} c_in(s) Q[s]      (k': the reader before)
+    //   pin_k:   P_k - W_pin <= begin(k)
+    int pin_prev = -1;
+    for (size_t i = 0; i < p.parameter_offers.size();) {
+      const int k = p.states[p.parameter_offers[i]].reader;
+      if (m.W_pin < 0) m.W_pin = lp.add_col("Wpin", 0, kInf, 1, false);
+      const int C = lp.add_col("Pin_" + std::to_string(k), 0, kInf, 0, false);
+      std::vector<int> cols = {C};
+      std::vector<double> coefs = {1};
+      if (pin_prev >= 0) { cols.push_back(pin_prev); coefs.push_back(-1); }
+      for (; i < p.parameter_offers.size() && p.states[p.parameter_offers[i]].reader == k; ++i) {
+        const int q = p.parameter_offers[i];
+        cols.push_back(m.Q[q]);
+        coefs.push_back(-p.states[q].in_ms);
+      }
+      lp.add_row("Psum_" + std::to_string(k), cols, coefs, 0, 0);
+      lp.add_row("pin_" + std::to_string(k), {C, m.W_pin}, {1, -1}, -kInf, k > 0 ? p.fwd_end_ms[k - 1] : 0.0);
+      pin_prev = C;
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
@@ -679,6 +726,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (size_t s = 0; s < m.Q.size(); ++s) x[m.Q[s]] = !a.Q.empty() && a.Q[s];
     const CopyWaits w = copy_waits(p, a);
     x[m.W_fwd] = w.fwd;
+    if (m.W_pin >= 0) x[m.W_pin] = w.parameters_in;
     for (int t = 0; t < p.num_steps(); ++t) {
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
       if (m.D[t] >= 0) x[m.D[t]] = w.begin_ms[t + 1] - w.begin_ms[t] - p.step_ms[t];
@@ -699,6 +747,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       for (int col : cols) known[col] = 1;
   }
   if (m.W_fwd >= 0) known[m.W_fwd] = 1;
+  if (m.W_pin >= 0) known[m.W_pin] = 1;
   for (const std::vector<int>* cols : {&m.W, &m.D, &m.Wqout})
     for (int col : *cols)
       if (col >= 0) known[col] = 1;

@@ -44,7 +44,9 @@ struct MilpLayout {
   std::vector<int> W;
   // The optimizer state on the host: Q [state], and Qtot, their bytes (in units) on the host (-1 without states).
   std::vector<int> Q;
-  int Qtot = -1;
+  int Qtot = -1;            // the optimizer state's bytes on the host (parameters' offers not among them)
+  std::vector<int> Pz;      // [t]: the parameters' bytes away from the device in step t (-1: none can be)
+  int W_pin = -1;           // the wait for the parameters' copies in before stage 0 (-1: no parameter offers)
   std::vector<int> Wqout;  // [state offer]: the wait for its copy out
   std::vector<int> D;      // [t]: what step t takes beyond its node (its recomputations and its wait)
 };

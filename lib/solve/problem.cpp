@@ -431,6 +431,7 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.host_limit_bytes = 0;
   q.link = HostLink{};
   q.states.clear();
+  q.parameter_offers.clear();
   q.copy_in_spans.clear();
   q.copy_in_from = -1;
   return q;
@@ -495,6 +496,42 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       }
     }
   }
+  // The parameters: read in stage 0, last by their update u <= T-2 (which writes them in place), and by no
+  // recomputation candidate after u.
+  std::vector<int> stage0_pos(plan.nodes.size(), -1), step_of(plan.nodes.size(), -1);
+  for (int k = 0; k < F; ++k) stage0_pos[p.fwd_nodes[k]] = k;
+  if (p.loss_node >= 0) stage0_pos[p.loss_node] = F;
+  for (int t = 0; t < T; ++t) step_of[p.steps[t]] = t;
+  std::vector<int> reader(plan.values.size(), -1), last_step(plan.values.size(), -1);
+  std::vector<char> elsewhere(plan.values.size(), 0);  // read by a node that is neither in stage 0 nor a step
+  for (size_t n = 0; n < plan.nodes.size(); ++n)
+    for (int v : plan.nodes[n].inputs) {
+      if (stage0_pos[n] >= 0) reader[v] = reader[v] < 0 ? stage0_pos[n] : std::min(reader[v], stage0_pos[n]);
+      else if (step_of[n] >= 0) last_step[v] = std::max(last_step[v], step_of[n]);
+      else elsewhere[v] = 1;
+    }
+  for (int t = 0; t < T; ++t)  // a recomputation reads its node's parameters
+    for (int k : p.candidates[t])
+      for (int v : plan.nodes[p.fwd_nodes[k]].inputs) last_step[v] = std::max(last_step[v], t);
+  for (int u = 0; u + 1 < T; ++u) {
+    const PlanNode& n = plan.nodes[p.steps[u]];
+    if (n.stage != Stage::update) continue;
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
+      if (!plan.values[v].resident || plan.values[v].bytes == 0 || reader[v] < 0 || last_step[v] != u || elsewhere[v])
+        continue;
+      const double in = link.copy_ms(plan.values[v].bytes, false);
+      const double out = link.copy_ms(plan.values[v].bytes, true);
+      int last = u + 1;
+      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
+      p.states.push_back({v, u, -1, u + 1, in, out, reader[v]});
+      if (last > u + 1) p.states.push_back({v, u, -1, last, in, out, reader[v]});
+    }
+  }
+  p.parameter_offers.clear();
+  for (int s = 0; s < p.num_states(); ++s)
+    if (p.states[s].parameter()) p.parameter_offers.push_back(s);
+  std::stable_sort(p.parameter_offers.begin(), p.parameter_offers.end(),
+                   [&](int a, int b) { return p.states[a].reader < p.states[b].reader; });
   std::set<std::pair<int, int>> spans;  // (need, first)
   p.copy_in_from = -1;
   for (const CopyIn& c : copy_in_offers(p))
@@ -519,7 +556,7 @@ std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p) {
       if (p.has_g(t, f)) out.push_back({t, p.prefetch_first(t, f), f, -1, p.copy_in_ms[f]});
   for (int s = 0; s < p.num_states(); ++s) {
     const StateOffer& o = p.states[s];
-    out.push_back({o.step, o.first, -1, s, o.in_ms});
+    if (!o.parameter()) out.push_back({o.step, o.first, -1, s, o.in_ms});  // a parameter's: in stage 0
   }
   std::stable_sort(out.begin(), out.end(), [](const CopyIn& a, const CopyIn& b) { return a.need < b.need; });
   return out;
@@ -532,7 +569,7 @@ int CheckpointProblem::prefetch_first(int t, int f) const {
 }
 
 double CopyWaits::total() const {
-  double sum = fwd;
+  double sum = fwd + parameters_in;
   for (const std::vector<double>* v : {&step, &state_out})
     for (double w : *v) sum += w;
   return sum;
@@ -560,6 +597,13 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
     double after = 0;
     for (int t = o.step + 1; t <= o.last; ++t) after += overlap(t);
     w.state_out[s] = std::max(0.0, o.out_ms - after);
+  }
+  double queued_in = 0;  // the parameters' copies in, from stage 0's start
+  for (int s : p.parameter_offers) {
+    if (a.Q.empty() || !a.Q[s]) continue;
+    queued_in += p.states[s].in_ms;
+    const int k = p.states[s].reader;
+    w.parameters_in = std::max(w.parameters_in, queued_in - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0));
   }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
@@ -882,7 +926,10 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
   for (int t = 0; t < T; ++t)
     for (int v : plan.nodes[p.steps[t]].inputs) grad_last[v] = t;
 
-  // Stage 0; an offloaded value is copied to the host (and its device memory released) after its offload_at.
+  // Stage 0; an offloaded value is copied to the host (and its device memory released) after its offload_at. The
+  // parameters at home on the host come back from its start, in the order of their first readers.
+  for (int q : p.parameter_offers)
+    if (!a.Q.empty() && a.Q[q]) s.steps.push_back({Step::Kind::prefetch, p.states[q].value});
   for (int k = 0; k <= F; ++k) {
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     const int ip = k < F ? p.fwd_in_place[k] : -1;

@@ -27,15 +27,19 @@
 
 namespace monet {
 
-// One offer of an optimizer state's home on the host (CheckpointProblem::states).
+// One offer of a resident value's home on the host (CheckpointProblem::states): an optimizer state (read only by
+// its update), or a parameter (read in stage 0, last by its update, first = -1).
 struct StateOffer {
   int value = -1;                // plan value id
   int step = 0;                  // its update's step u
-  int first = 0, last = 0;       // its span: on the device in steps first..last
+  int first = 0, last = 0;       // its span: on the device in steps first..last (first = -1: from stage 0's start)
   double in_ms = 0, out_ms = 0;  // its copy from / to the host
-  // Whether the state is on the device in step t (-1: stage 0) when offloaded.
+  int reader = -1;               // a parameter's first stage-0 reader (its position; F: the loss), else -1
+  // Whether the value is on the device in step t (-1: stage 0) when offloaded.
   bool covers(int t) const { return t >= first && t <= last; }
-  bool narrow() const { return first == step - 1 && last == step + 1; }
+  bool parameter() const { return first < 0; }
+  // The offer with the least span: the steps around the update (a parameter: from stage 0 to the step after it).
+  bool narrow() const { return (parameter() || first == step - 1) && last == step + 1; }
 };
 
 struct CheckpointProblem {
@@ -117,7 +121,13 @@ struct CheckpointProblem {
   // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1],
   // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
   // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
+  // And the parameters: resident values that stage-0 nodes read and whose last reader is their update, step u <=
+  // T-2 (no recomputation candidate of a later step reads them). Home on the host, a parameter is copied in from
+  // stage 0's start (the copies one after another in the order of their first readers, `reader`) and out after
+  // its update, ended by the end of step `last` (u+1, or wider as above): on the device from stage 0 through step
+  // `last`, away in the steps after it. Offers of parameters have first = -1.
   std::vector<StateOffer> states;
+  std::vector<int> parameter_offers;  // the parameters' offers (indices into states), by reader
   // The spans [first, need] of every prefetch on offer (from the start of step `first`, ended by the start of step
   // `need`), and [copy_in_from, need] for each such need (copy_in_from: the earliest first), each pair once, by
   // need: the copy-in rows. (The optimizer state's copies in run on a stream of their own, CopyLane: each over its
@@ -263,6 +273,10 @@ struct CopyWaits {
   // [offer]: the optimizer state's copy out over its span: max(0, its time - the nodes' and recomputations' time of
   // the steps it overlaps)
   std::vector<double> state_out;
+  // Stage 0's start to the first reader of each parameter at home on the host, its copy in (after those of the
+  // parameters read before it, parameter_offers' order) not yet ended: max(0, max over them of the copies' sum -
+  // when the reader starts).
+  double parameters_in = 0;
   double preference = 0;     // kCopyPreference x the offloaded values' copy times
   double total() const;      // the waits (fwd + steps)
 };

@@ -49,6 +49,8 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
       st = in_pieces;
     }
     out.copy_wait_ms = st.wait_ms;
+    out.copy_wait_to_host_ms = st.wait_to_host_ms;
+    out.copy_wait_to_device_ms = st.wait_to_device_ms;
     out.objective_ms = st.step_ms;
   } else {
     out.copy_wait_ms = 0;
@@ -86,8 +88,9 @@ std::vector<std::vector<int>> layer_windows(const CheckpointProblem& p, const Mi
         }
       if (touches)
         for (int c : m.M[t]) if (c >= 0) cols.push_back(c);
-      for (int q = 0; q < static_cast<int>(m.Q.size()) && touches && copies; ++q)  // the optimizer state counted there
-        if (p.states[q].covers(t)) cols.push_back(m.Q[q]);
+      // The optimizer state counted there, the parameters away there.
+      for (int q = 0; q < static_cast<int>(m.Q.size()) && touches && copies; ++q)
+        if (p.states[q].covers(t) != p.states[q].parameter()) cols.push_back(m.Q[q]);
       for (auto [f, c] : m.K[t]) if (in(p.producer[f])) cols.push_back(c);
       for (auto [i, c] : m.Y[t]) if (in(p.candidates[t][i])) cols.push_back(c);
       for (size_t f = 0; f < p.fvals.size() && !m.G.empty() && copies; ++f)

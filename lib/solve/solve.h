@@ -82,6 +82,7 @@ struct SolveOutcome {
   // what the program counts of them (no bound either way: its rows leave out that copies queue, and count a copy
   // back as needed where its value is first present).
   double copy_wait_ms = 0;
+  double copy_wait_to_host_ms = 0, copy_wait_to_device_ms = 0;  // of copy_wait_ms: for copies each way
   double program_wait_ms = 0;
 };
 

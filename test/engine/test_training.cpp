@@ -382,7 +382,8 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
   auto s = open_session(small_resnet50_options());
   const Graph& g = s->tg.graph;
   // Store-all with every value idle between the forward pass and its first use offloaded, and the optimizer state
-  // (momentum) at home on the host, each copied in and out over the steps around its update (offload_idle_kept).
+  // (momentum) at home on the host, each copied in and out over the steps around its update, and the parameters,
+  // each on the device from stage 0 through the step after its update (offload_idle_kept).
   CheckpointProblem p = make_problem(s->plan, 0);
   enable_offload(p, host_link_from_flag(10), 0);
   const Assignment a = offload_idle_kept(p, store_all_assignment(p));
@@ -395,8 +396,13 @@ TEST_CASE("copies to and from the host in flight: every one waited for before it
     for (int f = 0; f < static_cast<int>(p.fvals.size()); ++f)
       wide += a.prefetched(t, f) && p.prefetch_first(t, f) < t - 1;
   REQUIRE(wide >= 20);
-  std::set<int> grads;
-  for (const ParamSlot& slot : s->tg.params) grads.insert(slot.grad);
+  std::set<int> grads, params;
+  for (const ParamSlot& slot : s->tg.params) {
+    grads.insert(slot.grad);
+    params.insert(slot.param);
+  }
+  // Parameters among them: copied in from stage 0's start, out after their update.
+  REQUIRE(std::count_if(offloading.on_host.begin(), offloading.on_host.end(), [&](int v) { return params.count(v); }) >= 20);
   // The gradients of the third step (they read the parameters the first two updated, with the momentum the first
   // update left), then every resident value: parameters and momentum after three updates.
   auto run = [&](const Schedule& schedule, Backend& backend) {

@@ -22,6 +22,7 @@ using monet::test::chain_plan;
 using monet::test::kNoClock;
 using monet::test::solve_exactly;
 using monet::test::momentum_chain_plan;
+using monet::test::parameter_chain_plan;
 using monet::test::random_plan;
 
 namespace {
@@ -45,6 +46,12 @@ std::vector<char*> offload_bits(const CheckpointProblem& p, Assignment& a) {
   }
   for (char& q : a.Q) vars.push_back(&q);
   return vars;
+}
+
+// p's offers of the optimizer state alone: brute force over a tiny graph's parameters too would pass its limit.
+void drop_parameter_offers(CheckpointProblem& p) {
+  std::erase_if(p.states, [](const StateOffer& o) { return o.parameter(); });
+  p.parameter_offers.clear();
 }
 
 bool offloads(const Assignment& a) {
@@ -202,6 +209,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
       // Half the link: a state's copy may outlast the step it overlaps, so the waits both ways count.
       CheckpointProblem p = make_problem(plan, 1);
       enable_offload(p, slow_link(2), host_units * kAlignBytes);
+      drop_parameter_offers(p);
       REQUIRE(p.num_states() >= 2);  // m2 and m1 (m0's update is the last step), some over two spans
       Assignment probe = empty_assignment(p);
       if (offload_bits(p, probe).size() > 18) continue;
@@ -232,6 +240,73 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
   CHECK(below >= 4);
 }
 
+// A parameter at home on the host is on the device from stage 0's start through the step after its update (or a
+// wider span) and away after it; its copy in runs from stage 0's start, after those of parameters read before it.
+TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pass the simulator",
+          "[solve][milp][offload]") {
+  Tally tally;
+  int below = 0, params = 0, waits_in = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const PlanGraph plan = parameter_chain_plan(3, seed);
+    for (int64_t host_units : {0, 5}) {
+      CheckpointProblem p = make_problem(plan, 1);
+      enable_offload(p, slow_link(2), host_units * kAlignBytes);
+      REQUIRE(p.num_states() >= 2);  // w2 and w1 (w0's update is the last step)
+      for (const StateOffer& o : p.states) {
+        CHECK(o.parameter());
+        CHECK(o.reader == (plan.values[o.value].name == "w1" ? 1 : 2));
+      }
+      Assignment probe = empty_assignment(p);
+      if (offload_bits(p, probe).size() > 18) continue;
+      const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+      const int64_t lb = p.lower_bound_bytes();
+      const int64_t without = least_peak_without(p);
+      below += lb < without;
+      std::vector<int64_t> budgets = {(without + store_all) / 2, lb - 2 * kAlignBytes};
+      for (int64_t b = lb; b <= without; b += kAlignBytes) budgets.push_back(b);
+      for (int64_t budget : budgets) {
+        INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
+                     << ", least without offload " << without << ", store-all " << store_all << ")");
+        const int before = tally.compared;
+        compare_with_brute_force(plan, p, budget, host_units, tally);
+        if (tally.compared == before) continue;
+        // The optimum again, for what it moves.
+        MilpLayout layout;
+        const CbcResult r = solve_exactly(checkpoint_milp(p, budget, &layout));
+        const Assignment a = from_columns(p, layout, r.x);
+        params += std::count(a.Q.begin(), a.Q.end(), 1) > 0;
+      }
+      // At points that wait for a parameter's copy in, the columns satisfy every row and a shorter wait breaks one.
+      MilpLayout layout;
+      const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
+      int sampled = 0;
+      for_each_offload_assignment(p, [&](const Assignment& a) {
+        if (sampled >= 20 || !evaluate(p, a).feasible || copy_waits(p, a).parameters_in < 1e-6) return;
+        ++sampled;
+        std::vector<double> x = to_columns(p, layout, lp, a);
+        for (const LinearProgram::Row& row : lp.rows) {
+          INFO("row " << row.name);
+          REQUIRE(activity(row, x) >= row.lo - 1e-6);
+          REQUIRE(activity(row, x) <= row.hi + 1e-6);
+        }
+        x[layout.W_pin] -= std::min(x[layout.W_pin], 1e-3);
+        bool broken = false;
+        for (const LinearProgram::Row& row : lp.rows)
+          broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
+        CHECK(broken);
+      });
+      waits_in += sampled;
+    }
+  }
+  INFO(tally.compared << " compared, " << params << " optima keep a parameter on the host, " << waits_in
+                      << " points waiting for a parameter's copy in checked, " << tally.wide << " over a wide span");
+  CHECK(tally.compared >= 60);
+  CHECK(params >= tally.compared / 4);
+  CHECK(waits_in >= 40);
+  CHECK(tally.wide >= 2);
+  CHECK(below >= 4);
+}
+
 // The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
 // a copy from the host, its columns satisfy every row, and shortening any wait (with its step's time) breaks one.
 // Catches a copy left out of the rows that optima over tiny graphs never need.
@@ -241,6 +316,7 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
     const PlanGraph plan = momentum_chain_plan(3, seed);
     CheckpointProblem p = make_problem(plan, 1);
     enable_offload(p, slow_link(1), 0);
+    drop_parameter_offers(p);
     Assignment probe = empty_assignment(p);
     if (offload_bits(p, probe).size() > 18) continue;
     MilpLayout layout;
@@ -292,6 +368,7 @@ TEST_CASE("no integer point takes two offers of one optimizer state", "[solve][m
     const PlanGraph plan = momentum_chain_plan(3, seed);
     CheckpointProblem p = make_problem(plan, 1);
     enable_offload(p, slow_link(2), 0);
+    drop_parameter_offers(p);
     MilpLayout layout;
     const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
     const Assignment all = store_all_assignment(p);

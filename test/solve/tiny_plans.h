@@ -183,6 +183,37 @@ inline PlanGraph momentum_chain_plan(int n, uint64_t seed) {
   return std::move(pb.plan);
 }
 
+// A chain of n layers with parameters w_i (1 to 6 units) and no optimizer state, whose first layer's backward
+// writes a large gradient (2 to 8 units) at the end of the backward pass, after the later layers' updates: the
+// step where a parameter away from the device (offload) lowers the peak, as VGG-16's first convolutions' data
+// gradients do.
+inline PlanGraph parameter_chain_plan(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  PlanBuilder pb;
+  const int x = pb.value("x", 1, true);
+  std::vector<int> a, w;
+  for (int i = 0; i < n; ++i) w.push_back(pb.value("w" + std::to_string(i), pick(1, 6), true));
+  for (int i = 0; i < n; ++i) {
+    a.push_back(pb.value("a" + std::to_string(i), pick(1, 4), false));
+    pb.node("f" + std::to_string(i), Stage::forward, {i == 0 ? x : a[i - 1], w[i]}, {a[i]}, pick(1, 9), 0);
+  }
+  const int loss = pb.value("loss", 1, false);
+  pb.node("loss", Stage::loss, {a.back()}, {loss});
+  int grad = pb.value("g", 1, false);
+  pb.node("loss_grad", Stage::backward, {a.back()}, {grad});
+  for (int i = n - 1; i >= 0; --i) {
+    const int g = pb.value("g" + std::to_string(i), i == 0 ? pick(2, 8) : 1, false);
+    const int gw = pb.value("gw" + std::to_string(i), static_cast<int>(pb.plan.values[w[i]].bytes / kAlignBytes), false);
+    std::vector<int> in = {grad, w[i]};
+    in.push_back(i > 0 ? a[i - 1] : x);
+    pb.node("b" + std::to_string(i), Stage::backward, in, {g, gw}, pick(1, 3));
+    pb.node("update" + std::to_string(i), Stage::update, {w[i], gw}, {}, 0.5, 0);
+    grad = g;
+  }
+  return std::move(pb.plan);
+}
+
 // A row's left-hand side at the point x (column values).
 inline double activity(const LinearProgram::Row& r, const std::vector<double>& x) {
   double sum = 0;
