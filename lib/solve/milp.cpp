@@ -101,7 +101,7 @@ struct Builder {
         if (p.has_g(t, f)) m.G[t][f] = lp.add_col(idx("G", t, f), 0, 1, 0, true);
     m.W_fwd = lp.add_col("Wfwd", 0, kInf, 1, false);
     m.W.assign(T, -1);
-    for (int t = 0; t + 1 < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
+    for (int t = 0; t < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
     // Q[s] in {0,1}: optimizer state s has its home on the host; Qtot = sum_s a_s Q[s] (qtot), what the memory rows
     // credit outside the steps around each update (docs/planner.md, "Offload").
     m.Q.assign(p.num_states(), -1);
@@ -174,20 +174,22 @@ struct Builder {
   //   ronhost_s_f: R[s][producer(f)] + H[f] - sum_{t <= s} G[t][f] <= 1   (not recomputed while on the host)
   //   host:       sum_f a_f H[f] + sum_s a_s Q[s] <= host limit
   //   qone_v:     sum of Q over value v's offers <= 1
-  //   qout_s:     c_out(s) Q[s] - sum_{u < t <= last} sum_k time(k) R[t][k] - Wqout_s <= sum_{u < t <= last} time(t)
   // (qtot, Qtot = sum_s a_s Q[s], is a row of variables(): the memory rows' credit, add_state_credit.)
   // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
   //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
   // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
-  // [a, b] (copy_in_spans) holds the copies chosen within it; each optimizer state's copy in (its own stream) its
-  // offer's span [first, u]:
+  // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each span of
+  // state_spans, the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
   //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
   //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
   //                         >= - sum_{a <= t < b} time(step t's node)
   //   (for the spans [copy_in_from, b], every copy needed by b: the same through a running slack, cfrom_b below)
-  //   qin_s:      sum_{first_s <= t < u_s} D_t - c_in(s) Q[s] >= - sum_{first_s <= t < u_s} time(step t's node)
+  //   qin_a_b:    sum_{a <= t < b} D_t - sum_{offers s within [a, b]} c_in(s) Q[s] >= - sum_{a <= t < b} time(t)
+  //               (s within: a <= first_s, u_s <= b)
+  //   qout_a_b:   sum_{a <= t < b} D_t - sum_{offers s within [a, b]} c_out(s) Q[s] >= - sum_{a <= t < b} time(t)
+  //               (s within: a <= u_s + 1, last_s + 1 <= b)
   void offload() {
     if (!p.offload()) return;
     const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
@@ -257,22 +259,9 @@ struct Builder {
       prev = C;
     }
     copy_in_rows();
-    // The optimizer state's copies out over their spans (qout_s), and one offer per value (qone_v).
-    m.Wqout.assign(p.num_states(), -1);
+    // One offer per value (qone_v).
     std::map<int, std::vector<int>> offers;
-    for (int s = 0; s < p.num_states(); ++s) {
-      const StateOffer& o = p.states[s];
-      offers[o.value].push_back(m.Q[s]);
-      const int W = m.Wqout[s] = lp.add_col("Wqout_" + std::to_string(s), 0, kInf, 1, false);
-      std::vector<int> cols = {W, m.Q[s]};
-      std::vector<double> coefs = {-1, o.out_ms};
-      double rhs = 0;
-      for (int t = o.step + 1; t <= o.last; ++t) {
-        rhs += p.step_ms[t];
-        for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-      }
-      lp.add_row("qout_" + std::to_string(s), cols, coefs, -kInf, rhs);
-    }
+    for (int s = 0; s < p.num_states(); ++s) offers[p.states[s].value].push_back(m.Q[s]);
     // The parameters' copies in, one after another from stage 0's start in the order of their first readers
     // (parameter_offers), each ended when its reader k starts (W_pin: the wait before stage 0):
     //   Psum_k:  P_k = P_{k'} + sum_{s: reader_s = k} c_in(s) Q[s]      (k': the reader before)
@@ -302,7 +291,7 @@ struct Builder {
   void copy_in_rows() {
     const int T = p.num_steps();
     m.D.assign(T, -1);
-    for (int t = 0; t + 1 < T; ++t) {
+    for (int t = 0; t < T; ++t) {
       m.D[t] = lp.add_col("D_" + std::to_string(t), 0, kInf, 0, false);
       std::vector<int> cols = {m.D[t], m.W[t]};
       std::vector<double> coefs = {1, -1};
@@ -354,8 +343,17 @@ struct Builder {
           if (c->first >= a) { cols.push_back(col); coefs.push_back(-c->ms); }
       span_row("cin_" + std::to_string(a) + "_" + std::to_string(b), a, b, cols, coefs);
     }
-    for (const CopyIn& c : offers)
-      if (c.state >= 0) span_row("qin_" + std::to_string(c.state), c.first, c.need, {m.Q[c.state]}, {-c.ms});
+    // The resident values' copies at home on the host, each over its span with those within (state_spans).
+    for (const CheckpointProblem::StateSpan& span : p.state_spans) {
+      std::vector<int> cols;
+      std::vector<double> coefs;
+      for (int s : span.offers) {
+        cols.push_back(m.Q[s]);
+        coefs.push_back(-(span.out ? p.states[s].out_ms : p.states[s].in_ms));
+      }
+      span_row((span.out ? "qout_" : "qin_") + std::to_string(span.first) + "_" + std::to_string(span.need),
+               span.first, span.need, cols, coefs);
+    }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)
@@ -731,7 +729,6 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
       if (m.D[t] >= 0) x[m.D[t]] = w.begin_ms[t + 1] - w.begin_ms[t] - p.step_ms[t];
     }
-    for (size_t s = 0; s < m.Wqout.size(); ++s) x[m.Wqout[s]] = w.state_out[s];
   }
   // Continuous running sums (and the copy-in rows' running slack, cfrom) follow from the binaries: evaluate the
   // equality rows in order. A row defines the first
@@ -748,7 +745,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
   }
   if (m.W_fwd >= 0) known[m.W_fwd] = 1;
   if (m.W_pin >= 0) known[m.W_pin] = 1;
-  for (const std::vector<int>* cols : {&m.W, &m.D, &m.Wqout})
+  for (const std::vector<int>* cols : {&m.W, &m.D})
     for (int col : *cols)
       if (col >= 0) known[col] = 1;
   for (const LinearProgram::Row& r : lp.rows) {

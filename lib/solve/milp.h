@@ -37,7 +37,8 @@ struct MilpLayout {
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
   std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
   std::vector<std::vector<std::pair<int, int>>> U;  // [t]: (fval, column) of "read by the node or kept on"
-  // Offload (empty without it): H [fval], G [t][fval], and the waits for copies: W_fwd (stage 0), W [t].
+  // Offload (empty without it): H [fval], G [t][fval], and the waits for copies: W_fwd (stage 0), W [t] (after
+  // step t).
   std::vector<int> H;
   std::vector<std::vector<int>> G;
   int W_fwd = -1;
@@ -47,7 +48,6 @@ struct MilpLayout {
   int Qtot = -1;            // the optimizer state's bytes on the host (parameters' offers not among them)
   std::vector<int> Pz;      // [t]: the parameters' bytes away from the device in step t (-1: none can be)
   int W_pin = -1;           // the wait for the parameters' copies in before stage 0 (-1: no parameter offers)
-  std::vector<int> Wqout;  // [state offer]: the wait for its copy out
   std::vector<int> D;      // [t]: what step t takes beyond its node (its recomputations and its wait)
 };
 

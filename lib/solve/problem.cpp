@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -432,6 +434,7 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.link = HostLink{};
   q.states.clear();
   q.parameter_offers.clear();
+  q.state_spans.clear();
   q.copy_in_spans.clear();
   q.copy_in_from = -1;
   return q;
@@ -442,6 +445,32 @@ int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
     if (a.Q[s] && !p.states[s].covers(t)) away += p.state_bytes(s);
   return away;
+}
+
+void index_state_offers(CheckpointProblem& p) {
+  p.parameter_offers.clear();
+  for (int s = 0; s < p.num_states(); ++s)
+    if (p.states[s].parameter()) p.parameter_offers.push_back(s);
+  std::stable_sort(p.parameter_offers.begin(), p.parameter_offers.end(),
+                   [&](int a, int b) { return p.states[a].reader < p.states[b].reader; });
+  // The spans of the resident values' copies: each offer's own (its copy in, on the optimizer state's stream, for a
+  // state; its copy out, on the stream to the host), with every offer whose own lies within.
+  std::map<std::tuple<int, int, bool>, std::vector<int>> state_spans;  // (need, first, out)
+  for (int s = 0; s < p.num_states(); ++s) {
+    const StateOffer& o = p.states[s];
+    if (!o.parameter()) state_spans[{o.step, o.first, false}];
+    state_spans[{o.last + 1, o.step + 1, true}];
+  }
+  p.state_spans.clear();
+  for (auto& [key, offers] : state_spans) {
+    const auto [need, first, out] = key;
+    for (int s = 0; s < p.num_states(); ++s) {
+      const StateOffer& o = p.states[s];
+      if (out ? o.step + 1 >= first && o.last + 1 <= need : !o.parameter() && o.first >= first && o.step <= need)
+        offers.push_back(s);
+    }
+    p.state_spans.push_back({first, need, out, offers});
+  }
 }
 
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes) {
@@ -527,11 +556,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       if (last > u + 1) p.states.push_back({v, u, -1, last, in, out, reader[v]});
     }
   }
-  p.parameter_offers.clear();
-  for (int s = 0; s < p.num_states(); ++s)
-    if (p.states[s].parameter()) p.parameter_offers.push_back(s);
-  std::stable_sort(p.parameter_offers.begin(), p.parameter_offers.end(),
-                   [&](int a, int b) { return p.states[a].reader < p.states[b].reader; });
+  index_state_offers(p);
   std::set<std::pair<int, int>> spans;  // (need, first)
   p.copy_in_from = -1;
   for (const CopyIn& c : copy_in_offers(p))
@@ -570,8 +595,7 @@ int CheckpointProblem::prefetch_first(int t, int f) const {
 
 double CopyWaits::total() const {
   double sum = fwd + parameters_in;
-  for (const std::vector<double>* v : {&step, &state_out})
-    for (double w : *v) sum += w;
+  for (double w : step) sum += w;
   return sum;
 }
 
@@ -579,8 +603,7 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   CopyWaits w;
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   w.step.assign(T, 0.0);
-  w.begin_ms.assign(T, 0.0);
-  w.state_out.assign(p.states.size(), 0.0);
+  w.begin_ms.assign(T + 1, 0.0);
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
@@ -590,14 +613,8 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       if (a.R[t][k]) ms += p.time_ms(k);
     return ms;
   };
-  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s) {
-    if (!a.Q[s]) continue;
-    const StateOffer& o = p.states[s];
-    w.preference += kCopyPreference * (o.in_ms + o.out_ms);
-    double after = 0;
-    for (int t = o.step + 1; t <= o.last; ++t) after += overlap(t);
-    w.state_out[s] = std::max(0.0, o.out_ms - after);
-  }
+  for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
+    if (a.Q[s]) w.preference += kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms);
   double queued_in = 0;  // the parameters' copies in, from stage 0's start
   for (int s : p.parameter_offers) {
     if (a.Q.empty() || !a.Q[s]) continue;
@@ -613,15 +630,12 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
                         p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
     }
-  // Each step starts as early as the spans let it (copy_in_spans, in the order of their `need`; each state's copy in
-  // over its own span).
-  std::vector<std::vector<std::pair<int, double>>> into(T), state_into(T);  // [need]: (first, ms) of a's copies
-  for (const CopyIn& c : copy_in_offers(p)) {
+  // Each step starts as early as the spans let it (copy_in_spans and state_spans, in the order of their `need`).
+  std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of a's copies
+  for (const CopyIn& c : copy_in_offers(p))
     if (c.state < 0 && !a.G.empty() && a.G[c.need][c.f]) into[c.need].push_back({c.first, c.ms});
-    if (c.state >= 0 && !a.Q.empty() && a.Q[c.state]) state_into[c.need].push_back({c.first, c.ms});
-  }
-  size_t next = 0;
-  for (int t = 1; t < T; ++t) {
+  size_t next = 0, next_state = 0;
+  for (int t = 1; t <= T; ++t) {
     const double ready = w.begin_ms[t - 1] + overlap(t - 1);
     double begin = ready;
     for (; next < p.copy_in_spans.size() && p.copy_in_spans[next].second <= t; ++next) {
@@ -632,7 +646,13 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
           if (from >= first) ms += copy_ms;
       if (ms > 0) begin = std::max(begin, w.begin_ms[first] + ms);
     }
-    for (auto [first, ms] : state_into[t]) begin = std::max(begin, w.begin_ms[first] + ms);
+    for (; next_state < p.state_spans.size() && p.state_spans[next_state].need <= t; ++next_state) {
+      const CheckpointProblem::StateSpan& span = p.state_spans[next_state];
+      double ms = 0;
+      for (int s : span.offers)
+        if (!a.Q.empty() && a.Q[s]) ms += span.out ? p.states[s].out_ms : p.states[s].in_ms;
+      if (ms > 0) begin = std::max(begin, w.begin_ms[span.first] + ms);
+    }
     w.begin_ms[t] = begin;
     w.step[t - 1] = begin - ready;
   }

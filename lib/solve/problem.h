@@ -134,6 +134,15 @@ struct CheckpointProblem {
   // offer's own span.)
   std::vector<std::pair<int, int>> copy_in_spans;
   int copy_in_from = -1;
+  // The rows of the resident values' copies (state_spans): over steps first..need-1, the copies of `offers` (those
+  // whose own span lies within) on one stream: their copies in (out = false: the optimizer state's stream, spans
+  // [first, u]) or out (the stream to the host, spans [u+1, last], need = last+1). Each span once, by need.
+  struct StateSpan {
+    int first = 0, need = 0;
+    bool out = false;
+    std::vector<int> offers;
+  };
+  std::vector<StateSpan> state_spans;
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
@@ -159,6 +168,8 @@ struct CheckpointProblem {
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
+// p.parameter_offers and p.state_spans from p.states (enable_offload calls it; call it again after changing them).
+void index_state_offers(CheckpointProblem& p);
 // A copy from the host on offer: fval f prefetched into step `need` (state = -1), or optimizer state offer `state`
 // copied in for its update at step `need` (f = -1); from the start of step `first`, taking `ms`.
 struct CopyIn {
@@ -248,17 +259,18 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 //   fwd_end_ms[producer f]))).
 // - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
 //   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
-//   and waits). An optimizer state's copy in (its own stream) takes no longer than steps first..u-1 of its offer.
+//   and waits). The resident values at home on the host share two more, each over the spans of state_spans: on
+//   the optimizer state's stream, the copies in whose offers lie within [first, u] take no longer than steps
+//   first..u-1; on the stream to the host, the copies out whose offers lie within [u+1, last] no longer than steps
+//   u+1..last.
 //   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans
-//   [a, t] of begin_ms[a] + their copies' time, max over the states updated at t of begin_ms[first] + its copy's
-//   time), and step[t-1] is what that adds.
-// - An optimizer state's copy out overlaps steps u+1..last of its offer (state_out).
+//   ending at t of begin_ms[a] + their copies' time), and step[t-1] is what that adds (begin_ms[T]: the end of the
+//   last step, step[T-1] the wait there for copies out).
 // Not a bound on the engine's waits (time_streams) either way. Its copies to the host queue in the order their
 // values are produced, so a copy may also wait behind one released later (counted in neither term); each copy from
 // the host is issued at the start of its first step, so one may wait behind a copy started earlier over a span not
-// within its own; a state's copies share their streams with the other states', which their rows do not count. But a
-// value copied back counts as needed from the step it is first present in, where the engine waits only at its first
-// reader.
+// within its own; and the spans of the resident values' copies add up only where they nest. But a value copied back
+// counts as needed from the step it is first present in, where the engine waits only at its first reader.
 // Hidden copies cost no step time, but they take the link and host memory: each offload costs this share of its
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.
@@ -269,10 +281,7 @@ constexpr int kCopySpanSteps = 16;
 struct CopyWaits {
   double fwd = 0;
   std::vector<double> step;      // [t]: after step t
-  std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0
-  // [offer]: the optimizer state's copy out over its span: max(0, its time - the nodes' and recomputations' time of
-  // the steps it overlaps)
-  std::vector<double> state_out;
+  std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0 ([T]: the last one ends)
   // Stage 0's start to the first reader of each parameter at home on the host, its copy in (after those of the
   // parameters read before it, parameter_offers' order) not yet ended: max(0, max over them of the copies' sum -
   // when the reader starts).

@@ -51,7 +51,7 @@ std::vector<char*> offload_bits(const CheckpointProblem& p, Assignment& a) {
 // p's offers of the optimizer state alone: brute force over a tiny graph's parameters too would pass its limit.
 void drop_parameter_offers(CheckpointProblem& p) {
   std::erase_if(p.states, [](const StateOffer& o) { return o.parameter(); });
-  p.parameter_offers.clear();
+  index_state_offers(p);
 }
 
 bool offloads(const Assignment& a) {
@@ -155,7 +155,7 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   const CopyWaits waits = copy_waits(p, a);
   bool state_wait = false;
   for (int q = 0; q < p.num_states(); ++q)  // a wait before its update, or for its copy out
-    state_wait |= a.Q[q] && (waits.step[p.states[q].step - 1] > 0 || waits.state_out[q] > 0);
+    for (int t = std::max(0, p.states[q].step - 1); t <= p.states[q].last; ++t) state_wait |= a.Q[q] && waits.step[t] > 0;
   tally.state_waits += state_wait;
   for (int q = 0; q < p.num_states(); ++q) tally.wide += a.Q[q] && !p.states[q].narrow();
   bool wide_prefetch = false;
@@ -305,6 +305,46 @@ TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pa
   CHECK(waits_in >= 40);
   CHECK(tally.wide >= 2);
   CHECK(below >= 4);
+}
+
+// A layer's parameter and its momentum, updated in the same step, are copied out over the same steps on one stream:
+// the program counts their copies together, as the engine's streams do.
+TEST_CASE("a parameter and its momentum copied out after one update add up on the stream to the host",
+          "[solve][milp][offload][streams]") {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const PlanGraph plan = momentum_chain_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(1), 0);
+    Assignment a = store_all_assignment(p);
+    a.H.assign(p.fvals.size(), 0);
+    a.G.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
+    a.Q.assign(p.num_states(), 0);
+    int u = -1, last = -1;
+    double out_ms = 0;
+    for (int s = 0; s < p.num_states(); ++s) {  // the narrow offers of the layer updated first: w2 and m2
+      const StateOffer& o = p.states[s];
+      if (!o.narrow() || (u >= 0 && o.step != u)) continue;
+      u = o.step;
+      last = o.last;
+      a.Q[s] = 1;
+      out_ms += o.out_ms;
+    }
+    REQUIRE(std::count(a.Q.begin(), a.Q.end(), 1) == 2);
+    REQUIRE(evaluate(p, a).feasible);
+    double between = 0;  // the steps the copies out overlap
+    for (int t = u + 1; t <= last; ++t) between += p.step_ms[t];
+    const CopyWaits w = copy_waits(p, a);
+    double after = 0;
+    for (int t = u + 1; t <= last; ++t) after += w.step[t];
+    INFO("seed " << seed);
+    CHECK(after == Approx(std::max(0.0, out_ms - between)));
+    // The engine's streams wait as much for them at the offload steps.
+    const StreamTimes st = time_streams(plan, extract_schedule(p, a, "checkpoint"), p.link);
+    CHECK(st.wait_to_host_ms == Approx(after).margin(1e-9));
+    checked += after > 0;
+  }
+  CHECK(checked >= 10);
 }
 
 // The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
