@@ -262,26 +262,20 @@ struct Builder {
     // One offer per value (qone_v).
     std::map<int, std::vector<int>> offers;
     for (int s = 0; s < p.num_states(); ++s) offers[p.states[s].value].push_back(m.Q[s]);
-    // The parameters' copies in, one after another from stage 0's start in the order of their first readers
-    // (parameter_offers), each ended when its reader k starts (W_pin: the wait before stage 0):
-    //   Psum_k:  P_k = P_{k'} + sum_{s: reader_s = k} c_in(s) Q[s]      (k': the reader before)
-    //   pin_k:   P_k - W_pin <= begin(k)
-    int pin_prev = -1;
-    for (size_t i = 0; i < p.parameter_offers.size();) {
-      const int k = p.states[p.parameter_offers[i]].reader;
+    // The parameters' copies in, each over its span [fetch, reader] of stage-0 positions with the copies whose
+    // spans lie within it (fetch_spans; W_pin: the wait before stage 0):
+    //   pin_a_b:  sum_{s: a <= fetch_s, reader_s <= b} c_in(s) Q[s] - W_pin <= begin(b) - begin(a)
+    auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };
+    for (const auto& [span, within] : p.fetch_spans) {
       if (m.W_pin < 0) m.W_pin = lp.add_col("Wpin", 0, kInf, 1, false);
-      const int C = lp.add_col("Pin_" + std::to_string(k), 0, kInf, 0, false);
-      std::vector<int> cols = {C};
-      std::vector<double> coefs = {1};
-      if (pin_prev >= 0) { cols.push_back(pin_prev); coefs.push_back(-1); }
-      for (; i < p.parameter_offers.size() && p.states[p.parameter_offers[i]].reader == k; ++i) {
-        const int q = p.parameter_offers[i];
+      std::vector<int> cols = {m.W_pin};
+      std::vector<double> coefs = {-1};
+      for (int q : within) {
         cols.push_back(m.Q[q]);
-        coefs.push_back(-p.states[q].in_ms);
+        coefs.push_back(p.states[q].in_ms);
       }
-      lp.add_row("Psum_" + std::to_string(k), cols, coefs, 0, 0);
-      lp.add_row("pin_" + std::to_string(k), {C, m.W_pin}, {1, -1}, -kInf, k > 0 ? p.fwd_end_ms[k - 1] : 0.0);
-      pin_prev = C;
+      lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.second), cols, coefs, -kInf,
+                 begin(span.second) - begin(span.first));
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
@@ -449,7 +443,8 @@ struct Builder {
       }
   }
 
-  // Stage 0, running sums: K_0 = 0 (- Qtot: the optimizer state on the host), K_{k+1} = K_k + sum_{f released at k} a_f S[0][f] (with offload:
+  // Stage 0, running sums: K_0 = 0 (- Qtot: the optimizer state on the host; - sum a_s Q[s] over the parameters
+  // fetched at a position k > 0, which add it back to K_k), K_{k+1} = K_k + sum_{f released at k} a_f S[0][f] (with offload:
   //   + sum_{f released at k} a_f H[f] - sum_{offload_at(f) = k} a_f H[f]);
   //   K_k <= budget - fwd_fixed[k]   (a column bound: the memory row of position k has O(1) terms)
   //   K_k + a_f S[0][f] (+ a_f H[f]) <= budget - fwd_fixed[k]   where k runs in place over f unless f is kept
@@ -467,6 +462,12 @@ struct Builder {
       std::vector<int> cols = {K};
       std::vector<double> coefs = {1};
       if (prev < 0) add_state_credit(-1, cols, coefs);  // stage 0: every offloaded state on the host
+      // A parameter at home on the host is on the device from position fetch: away before (K_0 less it), back there.
+      for (int q : p.parameter_offers)
+        if (p.states[q].fetch > 0 && (prev < 0 || p.states[q].fetch == k)) {
+          cols.push_back(m.Q[q]);
+          coefs.push_back(prev < 0 ? units(p.state_bytes(q)) : -units(p.state_bytes(q)));
+        }
       if (prev >= 0) {
         cols.push_back(prev);
         coefs.push_back(-1);

@@ -264,16 +264,16 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
 
 int64_t CheckpointProblem::lower_bound_bytes() const {
   // With every optimizer state on the host where it may be (the host limit aside).
-  auto away = [&](int t) {
+  auto away = [&](int t, int k = 0) {  // in step t (stage 0: at position k)
     int64_t b = 0;
     for (int s = 0; s < num_states(); ++s)
-      if (states[s].narrow() && !states[s].covers(t)) b += state_bytes(s);
+      if (states[s].narrow() && (!states[s].covers(t) || (t < 0 && states[s].fetch > k))) b += state_bytes(s);
     return b;
   };
   int64_t lb = 0;
   for (int k = 0; k < static_cast<int>(fwd_fixed.size()); ++k) {  // at the least-workspace implementation
     const int64_t least = k < num_fwd() ? *std::min_element(fwd_impl_ws[k].begin(), fwd_impl_ws[k].end()) : 0;
-    lb = std::max(lb, fwd_fixed[k] + least - away(-1));
+    lb = std::max(lb, fwd_fixed[k] + least - away(-1, k));
   }
   for (int t = 0; t < num_steps(); ++t) {
     int64_t m = bwd_fixed[t] - away(t);
@@ -443,16 +443,33 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
   int64_t away = 0;
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
-    if (a.Q[s] && !p.states[s].covers(t)) away += p.state_bytes(s);
+    if (a.Q[s] && (!p.states[s].covers(t) || (t < 0 && p.states[s].fetch > 0))) away += p.state_bytes(s);
   return away;
+}
+
+int64_t fetched_at(const CheckpointProblem& p, const Assignment& a, int k) {
+  int64_t bytes = 0;
+  for (int s : p.parameter_offers)
+    if (!a.Q.empty() && a.Q[s] && p.states[s].fetch == k && k > 0) bytes += p.state_bytes(s);
+  return bytes;
 }
 
 void index_state_offers(CheckpointProblem& p) {
   p.parameter_offers.clear();
   for (int s = 0; s < p.num_states(); ++s)
     if (p.states[s].parameter()) p.parameter_offers.push_back(s);
-  std::stable_sort(p.parameter_offers.begin(), p.parameter_offers.end(),
-                   [&](int a, int b) { return p.states[a].reader < p.states[b].reader; });
+  std::stable_sort(p.parameter_offers.begin(), p.parameter_offers.end(), [&](int a, int b) {
+    const StateOffer &x = p.states[a], &y = p.states[b];
+    return std::pair{x.fetch, x.reader} < std::pair{y.fetch, y.reader};
+  });
+  std::map<std::pair<int, int>, std::vector<int>> fetch_spans;  // (fetch, reader) -> the offers within
+  for (int s : p.parameter_offers) fetch_spans[{p.states[s].fetch, p.states[s].reader}];
+  p.fetch_spans.clear();
+  for (auto& [span, offers] : fetch_spans) {
+    for (int s : p.parameter_offers)
+      if (p.states[s].fetch >= span.first && p.states[s].reader <= span.second) offers.push_back(s);
+    p.fetch_spans.push_back({span, offers});
+  }
   // The spans of the resident values' copies: each offer's own (its copy in, on the optimizer state's stream, for a
   // state; its copy out, on the stream to the host), with every offer whose own lies within.
   std::map<std::tuple<int, int, bool>, std::vector<int>> state_spans;  // (need, first, out)
@@ -552,8 +569,14 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       const double out = link.copy_ms(plan.values[v].bytes, true);
       int last = u + 1;
       for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
-      p.states.push_back({v, u, -1, u + 1, in, out, reader[v]});
-      if (last > u + 1) p.states.push_back({v, u, -1, last, in, out, reader[v]});
+      // The fewest stage-0 positions before its reader whose times cover its copy in.
+      int fetch = reader[v];
+      for (double ms = 0; fetch > 0 && ms < in && reader[v] - fetch < kCopySpanSteps;) {
+        --fetch;
+        ms += p.fwd_end_ms[fetch] - (fetch > 0 ? p.fwd_end_ms[fetch - 1] : 0.0);
+      }
+      p.states.push_back({v, u, -1, u + 1, in, out, reader[v], fetch});
+      if (last > u + 1) p.states.push_back({v, u, -1, last, in, out, reader[v], fetch});
     }
   }
   index_state_offers(p);
@@ -615,12 +638,12 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   };
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
     if (a.Q[s]) w.preference += kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms);
-  double queued_in = 0;  // the parameters' copies in, from stage 0's start
-  for (int s : p.parameter_offers) {
-    if (a.Q.empty() || !a.Q[s]) continue;
-    queued_in += p.states[s].in_ms;
-    const int k = p.states[s].reader;
-    w.parameters_in = std::max(w.parameters_in, queued_in - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0));
+  auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };  // when stage-0 position k starts
+  for (const auto& [span, offers] : p.fetch_spans) {
+    double ms = 0;  // the parameters' copies in within [fetch, reader]
+    for (int s : offers)
+      if (!a.Q.empty() && a.Q[s]) ms += p.states[s].in_ms;
+    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (begin(span.second) - begin(span.first)));
   }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
@@ -875,6 +898,7 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   // The offloaded optimizer state is on the host throughout.
   int64_t kept = -states_away(p, a, -1);
   for (int k = 0; k <= F; ++k) {
+    kept += fetched_at(p, a, k);  // a parameter back from the host from here on
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     const int64_t ws = k < F ? p.fwd_impl_ws[k][a.P[k]] : 0;
     const bool over = ip >= 0 && T > 0 && (a.S[0][ip] || a.on_host(ip));
@@ -947,10 +971,10 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     for (int v : plan.nodes[p.steps[t]].inputs) grad_last[v] = t;
 
   // Stage 0; an offloaded value is copied to the host (and its device memory released) after its offload_at. The
-  // parameters at home on the host come back from its start, in the order of their first readers.
-  for (int q : p.parameter_offers)
-    if (!a.Q.empty() && a.Q[q]) s.steps.push_back({Step::Kind::prefetch, p.states[q].value});
+  // parameters at home on the host come back from the start of position `fetch`, in the order of their readers.
   for (int k = 0; k <= F; ++k) {
+    for (int q : p.parameter_offers)
+      if (!a.Q.empty() && a.Q[q] && p.states[q].fetch == k) s.steps.push_back({Step::Kind::prefetch, p.states[q].value});
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     if (node >= 0)

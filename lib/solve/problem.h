@@ -35,6 +35,9 @@ struct StateOffer {
   int first = 0, last = 0;       // its span: on the device in steps first..last (first = -1: from stage 0's start)
   double in_ms = 0, out_ms = 0;  // its copy from / to the host
   int reader = -1;               // a parameter's first stage-0 reader (its position; F: the loss), else -1
+  // A parameter's: the stage-0 position at whose start its copy in is issued (it counts on the device from there):
+  // the fewest positions before its reader whose times cover the copy (at most kCopySpanSteps), else -1.
+  int fetch = -1;
   // Whether the value is on the device in step t (-1: stage 0) when offloaded.
   bool covers(int t) const { return t >= first && t <= last; }
   bool parameter() const { return first < 0; }
@@ -123,11 +126,14 @@ struct CheckpointProblem {
   // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
   // And the parameters: resident values that stage-0 nodes read and whose last reader is their update, step u <=
   // T-2 (no recomputation candidate of a later step reads them). Home on the host, a parameter is copied in from
-  // stage 0's start (the copies one after another in the order of their first readers, `reader`) and out after
-  // its update, ended by the end of step `last` (u+1, or wider as above): on the device from stage 0 through step
-  // `last`, away in the steps after it. Offers of parameters have first = -1.
+  // the start of stage-0 position `fetch` (ended by the start of its first reader, `reader`) and out after its
+  // update, ended by the end of step `last` (u+1, or wider as above): on the device from position `fetch` through
+  // step `last`, away before and after. Offers of parameters have first = -1.
   std::vector<StateOffer> states;
-  std::vector<int> parameter_offers;  // the parameters' offers (indices into states), by reader
+  std::vector<int> parameter_offers;  // the parameters' offers (indices into states), by fetch, then reader
+  // The spans [fetch, reader] of the parameters' copies in (stage-0 positions), each with the offers whose own span
+  // lies within it: the copies of those must end within it (one stream, the optimizer state's).
+  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> fetch_spans;
   // The spans [first, need] of every prefetch on offer (from the start of step `first`, ended by the start of step
   // `need`), and [copy_in_from, need] for each such need (copy_in_from: the earliest first), each pair once, by
   // need: the copy-in rows. (The optimizer state's copies in run on a stream of their own, CopyLane: each over its
@@ -183,9 +189,11 @@ std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p);
 CheckpointProblem without_offload(const CheckpointProblem& p);
 
 struct Assignment;
-// Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0): a's Q, less the offers
-// whose span [first, last] holds t.
+// Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0, at its start): a's Q, less
+// the offers whose span [first, last] holds t (a parameter's holds stage 0 from position `fetch`).
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t);
+// Bytes of the parameters at home on the host (a's Q) whose copy in is issued at stage-0 position k (fetch = k).
+int64_t fetched_at(const CheckpointProblem& p, const Assignment& a, int k);
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
 // ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
@@ -282,9 +290,8 @@ struct CopyWaits {
   double fwd = 0;
   std::vector<double> step;      // [t]: after step t
   std::vector<double> begin_ms;  // [t]: when step t starts, from the start of step 0 ([T]: the last one ends)
-  // Stage 0's start to the first reader of each parameter at home on the host, its copy in (after those of the
-  // parameters read before it, parameter_offers' order) not yet ended: max(0, max over them of the copies' sum -
-  // when the reader starts).
+  // The parameters' copies in (fetch_spans): max(0, max over the spans [fetch, reader] of the copies within - the
+  // time from the start of position fetch to the start of the reader). A wait of stage 0 (before its start).
   double parameters_in = 0;
   double preference = 0;     // kCopyPreference x the offloaded values' copy times
   double total() const;      // the waits (fwd + steps)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The user's path through --offload: a profile with a host link (--host-bandwidth), a budget below the lower bound
-# without offload, solved with offload; the schedule keeps momentum on the host, copies values there and back, passes
-# monet-check --reference store-all bitwise and runs with the arena's peak equal to the prediction and the host arena
-# equal to the simulator's. ResNet-50 at batch 4, 64x64 (CPU).
+# without offload, solved with offload; the schedule keeps momentum (and parameters) on the host, copies values there
+# and back, passes monet-check --reference store-all bitwise and runs with the arena's peak equal to the prediction
+# and the host arena equal to the simulator's. ResNet-50 at batch 4, 64x64 (CPU).
 # Usage: offload.sh BUILD_DIR SOURCE_DIR
 set -u
 bin=$1/apps
@@ -40,7 +40,10 @@ assert 0 < o["host_peak_bytes"] <= o["host_limit_bytes"] == 10**9, o
 kinds = [step[0] for step in s["steps"]]
 assert kinds.count("offload") == kinds.count("prefetch") == o["transfers"] // 2, (kinds.count("offload"), o)
 assert o["states_on_host"] > 0 and len(s["on_host"]) == o["states_on_host"], (s.get("on_host"), o)
-assert all(name.endswith("/momentum") for name in s["on_host"]), s["on_host"]
+# momentum, and parameters (read in the forward pass, away after their update)
+params = [name for name in s["on_host"] if not name.endswith("/momentum")]
+assert len(params) == o["parameters_on_host"], (params, o)
+assert o["parameter_bytes_on_host"] <= o["state_bytes_on_host"], o
 assert o["state_bytes_on_host"] <= o["host_peak_bytes"], o
 PY
 "$bin/monet-check" "$model" --schedule "$tmp/s.json" --reference store-all >"$tmp/check.log" 2>&1 ||

@@ -245,7 +245,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
 TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pass the simulator",
           "[solve][milp][offload]") {
   Tally tally;
-  int below = 0, params = 0, waits_in = 0;
+  int below = 0, params = 0, waits_in = 0, late = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     const PlanGraph plan = parameter_chain_plan(3, seed);
     for (int64_t host_units : {0, 5}) {
@@ -255,6 +255,9 @@ TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pa
       for (const StateOffer& o : p.states) {
         CHECK(o.parameter());
         CHECK(o.reader == (plan.values[o.value].name == "w1" ? 1 : 2));
+        CHECK(o.fetch >= 0);
+        CHECK(o.fetch <= o.reader);
+        late += o.fetch > 0;  // away from the device at stage 0's start
       }
       Assignment probe = empty_assignment(p);
       if (offload_bits(p, probe).size() > 18) continue;
@@ -303,6 +306,7 @@ TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pa
   CHECK(tally.compared >= 60);
   CHECK(params >= tally.compared / 4);
   CHECK(waits_in >= 40);
+  CHECK(late >= 20);
   CHECK(tally.wide >= 2);
   CHECK(below >= 4);
 }
