@@ -132,8 +132,7 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   copies_ = scheduled_copies(schedule_, home_, [&](int step, bool outputs) -> const std::vector<int>& {
     return outputs ? g.nodes[schedule_.steps[step].id].outputs : step_reads_[step];
   });
-  copy_index_.assign(schedule_.steps.size(), -1);
-  for (size_t k = 0; k < copies_.size(); ++k) copy_index_[copies_[k].step] = static_cast<int>(k);
+  copy_index_ = copy_index(copies_, schedule_.steps.size());
   copy_plan_ = copy_plan_of(schedule_, copies_);
 
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.

@@ -12,12 +12,15 @@ namespace {
 
 bool contains(const std::vector<int>& values, int v) { return std::find(values.begin(), values.end(), v) != values.end(); }
 
+// The implementation a compute step runs of its node (its algorithm variant where it names one).
+int step_impl(const PlanNode& n, const Step& st) { return std::max(0, n.impl_for(st.impl, st.algo)); }
+
 // A plan's compute step reads what its implementation reads and writes the node's outputs.
 NodeValuesFn plan_values(const PlanGraph& p, const Schedule& s) {
   return [&p, &s](int step, bool outputs) -> const std::vector<int>& {
     const Step& st = s.steps[step];
     const PlanNode& n = p.nodes[st.id];
-    return outputs ? n.outputs : n.reads(std::max(0, n.impl_for(st.impl, st.algo)));
+    return outputs ? n.outputs : n.reads(step_impl(n, st));
   };
 }
 
@@ -32,6 +35,12 @@ int64_t piece_bytes(int64_t bytes, const CopyChunk& c) {
 }
 
 }  // namespace
+
+std::vector<int> copy_index(const std::vector<ScheduledCopy>& copies, size_t steps) {
+  std::vector<int> index(steps, -1);
+  for (size_t k = 0; k < copies.size(); ++k) index[copies[k].step] = static_cast<int>(k);
+  return index;
+}
 
 std::vector<ScheduledCopy> scheduled_copies(const Schedule& s, const std::vector<char>& home, const NodeValuesFn& io) {
   const int n = static_cast<int>(s.steps.size());
@@ -82,8 +91,7 @@ std::vector<CopyChunk> copy_plan_of(const Schedule& s, const std::vector<Schedul
     std::stable_sort(plan.begin(), plan.end(), [](const CopyChunk& a, const CopyChunk& b) { return a.at < b.at; });
     return plan;
   }
-  std::vector<int> index(s.steps.size(), -1);
-  for (size_t k = 0; k < copies.size(); ++k) index[copies[k].step] = static_cast<int>(k);
+  const std::vector<int> index = copy_index(copies, s.steps.size());
   std::vector<int> next(copies.size(), 0), parts(copies.size(), 0);
   int at = 0;
   for (size_t e = 0; e < s.copy_plan.size(); ++e) {
@@ -121,8 +129,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
   const std::vector<char> home = home_of(p.values.size(), s);
   const std::vector<ScheduledCopy> copies = scheduled_copies(s, home, plan_values(p, s));
   const std::vector<CopyChunk> plan = copy_plan_of(s, copies);
-  std::vector<int> index(s.steps.size(), -1);
-  for (size_t k = 0; k < copies.size(); ++k) index[copies[k].step] = static_cast<int>(k);
+  const std::vector<int> index = copy_index(copies, s.steps.size());
 
   StreamTimes r;
   double compute = 0;
@@ -153,7 +160,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
     switch (st.kind) {
       case Step::Kind::compute: {
         const PlanNode& n = p.nodes[st.id];
-        const int impl = std::max(0, n.impl_for(st.impl, st.algo));
+        const int impl = step_impl(n, st);
         for (int v : n.reads(impl)) wait_in(v);
         const double ms = n.impl_ms(impl);
         compute += ms;
@@ -222,7 +229,7 @@ std::vector<CopyChunk> plan_copies(const PlanGraph& p, const Schedule& s, const 
     double ms = 0;
     if (st.kind == Step::Kind::compute) {
       const PlanNode& node = p.nodes[st.id];
-      ms = node.impl_ms(std::max(0, node.impl_for(st.impl, st.algo)));
+      ms = node.impl_ms(step_impl(node, st));
     }
     for (int l = 0; l < 3; ++l)
       while (!ready[l].empty() && lane[l] < start + ms) push(a, ready[l].begin()->second);

@@ -39,6 +39,8 @@ struct ScheduledCopy {
 };
 // The copies of `s` in step order; home: per value, whether Schedule::on_host lists it.
 std::vector<ScheduledCopy> scheduled_copies(const Schedule& s, const std::vector<char>& home, const NodeValuesFn& io);
+// Per step of a schedule with `steps` steps: the index in `copies` of its copy (an offload or prefetch step's), or -1.
+std::vector<int> copy_index(const std::vector<ScheduledCopy>& copies, size_t steps);
 
 // The copy plan the engine runs for `s`: s.copy_plan where it has one, each copy whole at its earliest step
 // otherwise. Throws monet::Error naming the entry where s.copy_plan does not issue every copy of `copies` exactly
