@@ -166,6 +166,44 @@ void compare_with_brute_force(const PlanGraph& plan, const CheckpointProblem& p,
   ++tally.compared;
 }
 
+// compare_with_brute_force at every unit from p's lower bound to the least peak without offload, two units below
+// the bound and halfway to store-all (near the bound the resident values must go to the host; just above it, a
+// wide span may fit where the narrow one waits; below it nothing fits, which a credit counted twice would break).
+// `compared(budget)` runs after each comparison made. Returns whether the bound is below that least peak.
+bool compare_across_budgets(const PlanGraph& plan, const CheckpointProblem& p, int64_t host_units, uint64_t seed,
+                            Tally& tally, const std::function<void(int64_t)>& compared = {}) {
+  const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
+  const int64_t lb = p.lower_bound_bytes();
+  const int64_t without = least_peak_without(p);
+  std::vector<int64_t> budgets = {(without + store_all) / 2, lb - 2 * kAlignBytes};
+  for (int64_t b = lb; b <= without; b += kAlignBytes) budgets.push_back(b);
+  for (int64_t budget : budgets) {
+    INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
+                 << ", least without offload " << without << ", store-all " << store_all << ")");
+    const int before = tally.compared;
+    compare_with_brute_force(plan, p, budget, host_units, tally);
+    if (tally.compared > before && compared) compared(budget);
+  }
+  return lb < without;
+}
+
+// Every row of lp holds at x (REQUIRE, naming the row).
+void require_rows_hold(const LinearProgram& lp, const std::vector<double>& x) {
+  for (const LinearProgram::Row& row : lp.rows) {
+    INFO("row " << row.name);
+    REQUIRE(activity(row, x) >= row.lo - 1e-6);
+    REQUIRE(activity(row, x) <= row.hi + 1e-6);
+  }
+}
+
+// Some row of lp fails at x.
+bool some_row_broken(const LinearProgram& lp, const std::vector<double>& x) {
+  bool broken = false;
+  for (const LinearProgram::Row& row : lp.rows)
+    broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
+  return broken;
+}
+
 }  // namespace
 
 TEST_CASE("offload MILP optimum equals brute force on tiny graphs, and its schedules pass the simulator",
@@ -213,20 +251,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
       REQUIRE(p.num_states() >= 2);  // m2 and m1 (m0's update is the last step), some over two spans
       Assignment probe = empty_assignment(p);
       if (offload_bits(p, probe).size() > 18) continue;
-      const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
-      const int64_t lb = p.lower_bound_bytes();
-      const int64_t without = least_peak_without(p);
-      below += lb < without;
-      // Every unit from the lower bound to the least peak without offload: near the bound the state must go to
-      // the host; just above it, a wide span may fit where the narrow one waits. Below the bound, nothing fits (a
-      // state's credit counted twice would).
-      std::vector<int64_t> budgets = {(without + store_all) / 2, lb - 2 * kAlignBytes};
-      for (int64_t b = lb; b <= without; b += kAlignBytes) budgets.push_back(b);
-      for (int64_t budget : budgets) {
-        INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
-                     << ", least without offload " << without << ", store-all " << store_all << ")");
-        compare_with_brute_force(plan, p, budget, host_units, tally);
-      }
+      below += compare_across_budgets(plan, p, host_units, seed, tally);
     }
   }
   INFO(tally.compared << " compared, " << tally.states << " optima keep optimizer state on the host, "
@@ -240,8 +265,8 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
   CHECK(below >= 4);
 }
 
-// A parameter at home on the host is on the device from stage 0's start through the step after its update (or a
-// wider span) and away after it; its copy in runs from stage 0's start, after those of parameters read before it.
+// A parameter at home on the host is on the device from the stage-0 positions before its first reader that cover
+// its copy in through the step after its update (or a wider span), and away before and after.
 TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pass the simulator",
           "[solve][milp][offload]") {
   Tally tally;
@@ -261,24 +286,12 @@ TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pa
       }
       Assignment probe = empty_assignment(p);
       if (offload_bits(p, probe).size() > 18) continue;
-      const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
-      const int64_t lb = p.lower_bound_bytes();
-      const int64_t without = least_peak_without(p);
-      below += lb < without;
-      std::vector<int64_t> budgets = {(without + store_all) / 2, lb - 2 * kAlignBytes};
-      for (int64_t b = lb; b <= without; b += kAlignBytes) budgets.push_back(b);
-      for (int64_t budget : budgets) {
-        INFO("seed " << seed << " host limit " << host_units << " budget " << budget << " (lower bound " << lb
-                     << ", least without offload " << without << ", store-all " << store_all << ")");
-        const int before = tally.compared;
-        compare_with_brute_force(plan, p, budget, host_units, tally);
-        if (tally.compared == before) continue;
-        // The optimum again, for what it moves.
-        MilpLayout layout;
+      below += compare_across_budgets(plan, p, host_units, seed, tally, [&](int64_t budget) {
+        MilpLayout layout;  // the optimum again, for what it moves
         const CbcResult r = solve_exactly(checkpoint_milp(p, budget, &layout));
         const Assignment a = from_columns(p, layout, r.x);
         params += std::count(a.Q.begin(), a.Q.end(), 1) > 0;
-      }
+      });
       // At points that wait for a parameter's copy in, the columns satisfy every row and a shorter wait breaks one.
       MilpLayout layout;
       const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
@@ -287,16 +300,9 @@ TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pa
         if (sampled >= 20 || !evaluate(p, a).feasible || copy_waits(p, a).parameters_in < 1e-6) return;
         ++sampled;
         std::vector<double> x = to_columns(p, layout, lp, a);
-        for (const LinearProgram::Row& row : lp.rows) {
-          INFO("row " << row.name);
-          REQUIRE(activity(row, x) >= row.lo - 1e-6);
-          REQUIRE(activity(row, x) <= row.hi + 1e-6);
-        }
+        require_rows_hold(lp, x);
         x[layout.W_pin] -= std::min(x[layout.W_pin], 1e-3);
-        bool broken = false;
-        for (const LinearProgram::Row& row : lp.rows)
-          broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
-        CHECK(broken);
+        CHECK(some_row_broken(lp, x));
       });
       waits_in += sampled;
     }
@@ -382,18 +388,11 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
       ++here;
       wide_here += any;
       std::vector<double> x = to_columns(p, layout, lp, a);
-      for (const LinearProgram::Row& row : lp.rows) {
-        INFO("row " << row.name);
-        REQUIRE(activity(row, x) >= row.lo - 1e-6);
-        REQUIRE(activity(row, x) <= row.hi + 1e-6);
-      }
+      require_rows_hold(lp, x);
       const double d = std::min(x[layout.W[t]], 1e-3);
       x[layout.W[t]] -= d;
       x[layout.D[t]] -= d;
-      bool broken = false;
-      for (const LinearProgram::Row& row : lp.rows)
-        broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
-      CHECK(broken);
+      CHECK(some_row_broken(lp, x));
       wide += any;
     });
     checked += here;
@@ -422,19 +421,10 @@ TEST_CASE("no integer point takes two offers of one optimizer state", "[solve][m
       Assignment a = all;
       a.Q[s] = a.Q[s + 1] = 1;
       CHECK_FALSE(evaluate(p, a).feasible);
-      const std::vector<double> x = to_columns(p, layout, lp, a);
-      bool broken = false;
-      for (const LinearProgram::Row& row : lp.rows)
-        broken |= activity(row, x) < row.lo - 1e-9 || activity(row, x) > row.hi + 1e-9;
-      CHECK(broken);
+      CHECK(some_row_broken(lp, to_columns(p, layout, lp, a)));
       a.Q[s + 1] = 0;  // one offer alone is a feasible point of both
       REQUIRE(evaluate(p, a).feasible);
-      const std::vector<double> y = to_columns(p, layout, lp, a);
-      for (const LinearProgram::Row& row : lp.rows) {
-        INFO("row " << row.name);
-        CHECK(activity(row, y) >= row.lo - 1e-6);
-        CHECK(activity(row, y) <= row.hi + 1e-6);
-      }
+      require_rows_hold(lp, to_columns(p, layout, lp, a));
       ++tried;
     }
   }
