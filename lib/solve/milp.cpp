@@ -178,7 +178,8 @@ struct Builder {
   // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
   //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
   //   cout_k:     C_k - W_fwd <= end(k)
-  //   cone_f:     c_out(f) H[f] - W_fwd <= end(offload_at f) - end(producer f)      (where the copy outlasts that)
+  //   cspan_a_b:  sum_{f: a <= producer f, offload_at f <= b} c_out(f) H[f] - W_fwd <= end(b) - end(a)
+  //               (each span [producer f, offload_at f] of out_spans, with the copies whose spans lie within)
   // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
   // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each span of
   // state_spans, the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
@@ -250,13 +251,25 @@ struct Builder {
         if (m.H[f] < 0) continue;
         cols.push_back(m.H[f]);
         coefs.push_back(-p.copy_out_ms[f]);
-        const double window = p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]];
-        if (p.copy_out_ms[f] > window)
-          lp.add_row("cone_" + std::to_string(f), {m.H[f], m.W_fwd}, {p.copy_out_ms[f], -1}, -kInf, window);
       }
       lp.add_row("Csum_" + std::to_string(k), cols, coefs, 0, 0);
       lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
       prev = C;
+    }
+    for (const auto& [span, within] : p.out_spans) {
+      const double window = p.fwd_end_ms[span.second] - p.fwd_end_ms[span.first];
+      std::vector<int> cols = {m.W_fwd};
+      std::vector<double> coefs = {-1};
+      double ms = 0;  // all of them: a row that can never bind is left out
+      for (int f : within)
+        if (m.H[f] >= 0) {
+          cols.push_back(m.H[f]);
+          coefs.push_back(p.copy_out_ms[f]);
+          ms += p.copy_out_ms[f];
+        }
+      if (ms > window)
+        lp.add_row("cspan_" + std::to_string(span.first) + "_" + std::to_string(span.second), cols, coefs, -kInf,
+                   window);
     }
     copy_in_rows();
     // One offer per value (qone_v).

@@ -428,6 +428,7 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.copy_in_ms.clear();
   q.offload_at.clear();
   q.fwd_offloaded.clear();
+  q.out_spans.clear();
   q.fwd_end_ms.clear();
   q.step_ms.clear();
   q.host_limit_bytes = 0;
@@ -518,6 +519,15 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
+  }
+  std::map<std::pair<int, int>, std::vector<int>> out_spans;  // [producer, offload_at] -> the values within
+  for (int f = 0; f < nf; ++f)
+    if (p.offloadable[f]) out_spans[{p.producer[f], p.offload_at[f]}];
+  p.out_spans.clear();
+  for (auto& [span, within] : out_spans) {
+    for (int f = 0; f < nf; ++f)
+      if (p.offloadable[f] && p.producer[f] >= span.first && p.offload_at[f] <= span.second) within.push_back(f);
+    p.out_spans.push_back({span, within});
   }
   // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
   std::vector<int> readers(plan.values.size(), 0);
@@ -650,9 +660,14 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
     for (int f : p.fwd_offloaded[k]) {
       if (!a.H[f]) continue;
       queued += p.copy_out_ms[f];
-      w.fwd = std::max({w.fwd, queued - p.fwd_end_ms[k],
-                        p.copy_out_ms[f] - (p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]])});
+      w.fwd = std::max(w.fwd, queued - p.fwd_end_ms[k]);
     }
+  for (const auto& [span, within] : p.out_spans) {
+    double ms = 0;  // the copies within [a, b], after position a ends
+    for (int f : within)
+      if (a.H[f]) ms += p.copy_out_ms[f];
+    if (ms > 0) w.fwd = std::max(w.fwd, ms - (p.fwd_end_ms[span.second] - p.fwd_end_ms[span.first]));
+  }
   // Each step starts as early as the spans let it (copy_in_spans and state_spans, in the order of their `need`).
   std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of a's copies
   for (const CopyIn& c : copy_in_offers(p))

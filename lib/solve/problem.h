@@ -114,6 +114,10 @@ struct CheckpointProblem {
   // the loss, F). Until then it counts as a kept value does.
   std::vector<int> offload_at;
   std::vector<std::vector<int>> fwd_offloaded;  // position k -> fvals whose offload_at is k
+  // The spans [producer f, offload_at f] of stage 0's copies to the host (positions), each with the offloadable
+  // values whose own span lies within it: their copies must end within it, after the span's first position ends
+  // (one stream; spans from position 0 are the running sums' rows instead).
+  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> out_spans;
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
@@ -262,9 +266,9 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 
 // The time the compute stream waits for copies, as the MILP prices them (its W columns):
 // - Stage 0's copies to the host run one after another from the forward pass's start, each value's device memory
-//   released at its offload_at, so by the end of each position k the copies released there must have ended:
-//   fwd = max(0, max_k (sum of their times - fwd_end_ms[k]), max_f (copy_out_ms[f] - (fwd_end_ms[offload_at f] -
-//   fwd_end_ms[producer f]))).
+//   released at its offload_at, so by the end of each position k the copies released there must have ended, and
+//   those over each span of out_spans within it: fwd = max(0, max_k (sum of their times - fwd_end_ms[k]), max over
+//   the spans [a, b] (the copies within - (fwd_end_ms[b] - fwd_end_ms[a]))).
 // - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
 //   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
 //   and waits). The resident values at home on the host share two more, each over the spans of state_spans: on

@@ -196,6 +196,15 @@ void require_rows_hold(const LinearProgram& lp, const std::vector<double>& x) {
   }
 }
 
+// Turns offload on over `link` (no host limit) with the optimizer state's offers alone; whether every assignment of
+// the result can be enumerated (for_each_offload_assignment).
+bool brute_forceable_offload(CheckpointProblem& p, const HostLink& link) {
+  enable_offload(p, link, 0);
+  drop_parameter_offers(p);
+  Assignment probe = empty_assignment(p);
+  return offload_bits(p, probe).size() <= 18;
+}
+
 // Some row of lp fails at x.
 bool some_row_broken(const LinearProgram& lp, const std::vector<double>& x) {
   bool broken = false;
@@ -365,10 +374,7 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     const PlanGraph plan = momentum_chain_plan(3, seed);
     CheckpointProblem p = make_problem(plan, 1);
-    enable_offload(p, slow_link(1), 0);
-    drop_parameter_offers(p);
-    Assignment probe = empty_assignment(p);
-    if (offload_bits(p, probe).size() > 18) continue;
+    if (!brute_forceable_offload(p, slow_link(1))) continue;
     MilpLayout layout;
     const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
     int here = 0, waiting = 0, wide_here = 0;
@@ -400,6 +406,40 @@ TEST_CASE("copy-in rows hold every wait the evaluator counts", "[solve][milp][of
   INFO(checked << " assignments waiting for a copy, " << wide << " prefetching over a wide span among them");
   CHECK(checked >= 100);
   CHECK(wide >= 10);
+}
+
+// The same for stage 0's copies to the host: at every feasible point that waits for them, the columns satisfy
+// every row and a shorter W_fwd breaks one. Among them points whose wait is set by copies nested within one value's
+// span, not from stage 0's start (the cspan rows).
+TEST_CASE("stage-0 copy rows hold every wait the evaluator counts", "[solve][milp][offload]") {
+  int checked = 0, nested = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const PlanGraph plan = seed % 2 == 0 ? chain_plan(3, seed) : random_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, seed % 2 == 0 ? 1 : 0);
+    if (!brute_forceable_offload(p, slow_link(0.5))) continue;
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
+    int here = 0;
+    for_each_offload_assignment(p, [&](const Assignment& a) {
+      if (here >= 20 || !evaluate(p, a).feasible) return;
+      const double fwd = copy_waits(p, a).fwd;
+      if (fwd < 1e-6) return;
+      double from_start = 0, queued = 0;  // the wait the running sums from stage 0's start alone ask for
+      for (int k = 0; k <= p.num_fwd(); ++k)
+        for (int f : p.fwd_offloaded[k])
+          if (a.H[f]) from_start = std::max(from_start, (queued += p.copy_out_ms[f]) - p.fwd_end_ms[k]);
+      ++here;
+      nested += fwd > from_start + 1e-6;
+      std::vector<double> x = to_columns(p, layout, lp, a);
+      require_rows_hold(lp, x);
+      x[layout.W_fwd] -= std::min(x[layout.W_fwd], 1e-3);
+      CHECK(some_row_broken(lp, x));
+    });
+    checked += here;
+  }
+  INFO(checked << " points waiting for stage 0's copies, " << nested << " by copies within a value's span");
+  CHECK(checked >= 100);
+  CHECK(nested >= 10);
 }
 
 // A value with two offers (the steps around its update, and a wider span) takes at most one: with both, every
@@ -638,6 +678,8 @@ TEST_CASE("solve under offload reports the step on the engine's streams and is n
       const StreamTimes t = time_streams(plan, with.schedule, p.link);
       CHECK(with.objective_ms == Approx(t.step_ms));
       CHECK(with.copy_wait_ms == Approx(t.wait_ms).margin(1e-9));
+      CHECK(with.copy_wait_to_host_ms == Approx(t.wait_to_host_ms).margin(1e-9));
+      CHECK(with.copy_wait_to_device_ms == Approx(t.wait_to_device_ms).margin(1e-9));
       CHECK(t.compute_ms == Approx(with.predicted.time_ms));
       if (without.fits) CHECK(with.objective_ms <= without.objective_ms + 1e-9);
       copying += with.predicted.transfers > 0;
