@@ -181,8 +181,8 @@ struct Builder {
   //   cspan_a_b:  sum_{f: a <= producer f, offload_at f <= b} c_out(f) H[f] - W_fwd <= end(b) - end(a)
   //               (each span [producer f, offload_at f] of out_spans, with the copies whose spans lie within)
   // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
-  // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each span of
-  // state_spans, the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
+  // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each of their
+  // spans (state_in_spans, state_out_spans), the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
   //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
   //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
   //                         >= - sum_{a <= t < b} time(step t's node)
@@ -256,19 +256,19 @@ struct Builder {
       lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
       prev = C;
     }
-    for (const auto& [span, within] : p.out_spans) {
-      const double window = p.fwd_end_ms[span.second] - p.fwd_end_ms[span.first];
+    for (const NestedSpan& span : p.out_spans) {
+      const double window = p.fwd_end_ms[span.last] - p.fwd_end_ms[span.first];
       std::vector<int> cols = {m.W_fwd};
       std::vector<double> coefs = {-1};
       double ms = 0;  // all of them: a row that can never bind is left out
-      for (int f : within)
+      for (int f : span.within)
         if (m.H[f] >= 0) {
           cols.push_back(m.H[f]);
           coefs.push_back(p.copy_out_ms[f]);
           ms += p.copy_out_ms[f];
         }
       if (ms > window)
-        lp.add_row("cspan_" + std::to_string(span.first) + "_" + std::to_string(span.second), cols, coefs, -kInf,
+        lp.add_row("cspan_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
                    window);
     }
     copy_in_rows();
@@ -279,16 +279,16 @@ struct Builder {
     // spans lie within it (fetch_spans; W_pin: the wait before stage 0):
     //   pin_a_b:  sum_{s: a <= fetch_s, reader_s <= b} c_in(s) Q[s] - W_pin <= begin(b) - begin(a)
     auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };
-    for (const auto& [span, within] : p.fetch_spans) {
+    for (const NestedSpan& span : p.fetch_spans) {
       if (m.W_pin < 0) m.W_pin = lp.add_col("Wpin", 0, kInf, 1, false);
       std::vector<int> cols = {m.W_pin};
       std::vector<double> coefs = {-1};
-      for (int q : within) {
+      for (int q : span.within) {
         cols.push_back(m.Q[q]);
         coefs.push_back(p.states[q].in_ms);
       }
-      lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.second), cols, coefs, -kInf,
-                 begin(span.second) - begin(span.first));
+      lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
+                 begin(span.last) - begin(span.first));
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
@@ -307,8 +307,7 @@ struct Builder {
     }
     std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each prefetch and its column
     const std::vector<CopyIn> offers = copy_in_offers(p);
-    for (const CopyIn& c : offers)
-      if (c.state < 0) into[c.need].push_back({&c, m.G[c.need][c.f]});
+    for (const CopyIn& c : offers) into[c.need].push_back({&c, m.G[c.need][c.f]});
     // sum_{a <= t < b} D_t - the copies' time >= - the nodes' time of steps a..b-1
     auto span_row = [&](const std::string& name, int a, int b, std::vector<int> cols, std::vector<double> coefs) {
       double nodes_ms = 0;
@@ -350,17 +349,18 @@ struct Builder {
           if (c->first >= a) { cols.push_back(col); coefs.push_back(-c->ms); }
       span_row("cin_" + std::to_string(a) + "_" + std::to_string(b), a, b, cols, coefs);
     }
-    // The resident values' copies at home on the host, each over its span with those within (state_spans).
-    for (const CheckpointProblem::StateSpan& span : p.state_spans) {
-      std::vector<int> cols;
-      std::vector<double> coefs;
-      for (int s : span.offers) {
-        cols.push_back(m.Q[s]);
-        coefs.push_back(-(span.out ? p.states[s].out_ms : p.states[s].in_ms));
+    // The resident values' copies at home on the host, each over its span with those within (the state spans).
+    for (const bool out : {false, true})
+      for (const NestedSpan& span : out ? p.state_out_spans : p.state_in_spans) {
+        std::vector<int> cols;
+        std::vector<double> coefs;
+        for (int s : span.within) {
+          cols.push_back(m.Q[s]);
+          coefs.push_back(-(out ? p.states[s].out_ms : p.states[s].in_ms));
+        }
+        span_row((out ? "qout_" : "qin_") + std::to_string(span.first) + "_" + std::to_string(span.last), span.first,
+                 span.last, cols, coefs);
       }
-      span_row((span.out ? "qout_" : "qin_") + std::to_string(span.first) + "_" + std::to_string(span.need),
-               span.first, span.need, cols, coefs);
-    }
   }
 
   // impl_t:       sum_i M[t][i] = 1                      (one implementation per step)

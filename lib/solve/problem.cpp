@@ -4,7 +4,6 @@
 #include <iterator>
 #include <map>
 #include <set>
-#include <tuple>
 
 #include "core/error.h"
 
@@ -435,7 +434,9 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.link = HostLink{};
   q.states.clear();
   q.parameter_offers.clear();
-  q.state_spans.clear();
+  q.fetch_spans.clear();
+  q.state_in_spans.clear();
+  q.state_out_spans.clear();
   q.copy_in_spans.clear();
   q.copy_in_from = -1;
   return q;
@@ -448,11 +449,16 @@ int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t) {
   return away;
 }
 
-int64_t fetched_at(const CheckpointProblem& p, const Assignment& a, int k) {
-  int64_t bytes = 0;
-  for (int s : p.parameter_offers)
-    if (!a.Q.empty() && a.Q[s] && p.states[s].fetch == k && k > 0) bytes += p.state_bytes(s);
-  return bytes;
+std::vector<NestedSpan> nested_spans(int n, const std::function<std::optional<std::pair<int, int>>(int)>& span) {
+  std::map<std::pair<int, int>, std::vector<int>> spans;
+  for (int i = 0; i < n; ++i)
+    if (const auto s = span(i)) spans[*s];
+  for (auto& [outer, within] : spans)
+    for (int i = 0; i < n; ++i)
+      if (const auto s = span(i); s && s->first >= outer.first && s->second <= outer.second) within.push_back(i);
+  std::vector<NestedSpan> out;
+  for (auto& [outer, within] : spans) out.push_back({outer.first, outer.second, std::move(within)});
+  return out;
 }
 
 void index_state_offers(CheckpointProblem& p) {
@@ -463,32 +469,20 @@ void index_state_offers(CheckpointProblem& p) {
     const StateOffer &x = p.states[a], &y = p.states[b];
     return std::pair{x.fetch, x.reader} < std::pair{y.fetch, y.reader};
   });
-  std::map<std::pair<int, int>, std::vector<int>> fetch_spans;  // (fetch, reader) -> the offers within
-  for (int s : p.parameter_offers) fetch_spans[{p.states[s].fetch, p.states[s].reader}];
-  p.fetch_spans.clear();
-  for (auto& [span, offers] : fetch_spans) {
-    for (int s : p.parameter_offers)
-      if (p.states[s].fetch >= span.first && p.states[s].reader <= span.second) offers.push_back(s);
-    p.fetch_spans.push_back({span, offers});
-  }
-  // The spans of the resident values' copies: each offer's own (its copy in, on the optimizer state's stream, for a
-  // state; its copy out, on the stream to the host), with every offer whose own lies within.
-  std::map<std::tuple<int, int, bool>, std::vector<int>> state_spans;  // (need, first, out)
-  for (int s = 0; s < p.num_states(); ++s) {
+  // The spans of the resident values' copies, each offer's own with every offer whose own lies within: a
+  // parameter's copy in over stage-0 positions [fetch, reader], an optimizer state's over steps [first, u], and
+  // every copy out over steps [u+1, last+1].
+  using Span = std::optional<std::pair<int, int>>;
+  const int n = p.num_states();
+  p.fetch_spans = nested_spans(n, [&](int s) -> Span {
     const StateOffer& o = p.states[s];
-    if (!o.parameter()) state_spans[{o.step, o.first, false}];
-    state_spans[{o.last + 1, o.step + 1, true}];
-  }
-  p.state_spans.clear();
-  for (auto& [key, offers] : state_spans) {
-    const auto [need, first, out] = key;
-    for (int s = 0; s < p.num_states(); ++s) {
-      const StateOffer& o = p.states[s];
-      if (out ? o.step + 1 >= first && o.last + 1 <= need : !o.parameter() && o.first >= first && o.step <= need)
-        offers.push_back(s);
-    }
-    p.state_spans.push_back({first, need, out, offers});
-  }
+    return o.parameter() ? Span{{o.fetch, o.reader}} : std::nullopt;
+  });
+  p.state_in_spans = nested_spans(n, [&](int s) -> Span {
+    const StateOffer& o = p.states[s];
+    return o.parameter() ? std::nullopt : Span{{o.first, o.step}};
+  });
+  p.state_out_spans = nested_spans(n, [&](int s) -> Span { return Span{{p.states[s].step + 1, p.states[s].last + 1}}; });
 }
 
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes) {
@@ -520,15 +514,10 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
   }
-  std::map<std::pair<int, int>, std::vector<int>> out_spans;  // [producer, offload_at] -> the values within
-  for (int f = 0; f < nf; ++f)
-    if (p.offloadable[f]) out_spans[{p.producer[f], p.offload_at[f]}];
-  p.out_spans.clear();
-  for (auto& [span, within] : out_spans) {
-    for (int f = 0; f < nf; ++f)
-      if (p.offloadable[f] && p.producer[f] >= span.first && p.offload_at[f] <= span.second) within.push_back(f);
-    p.out_spans.push_back({span, within});
-  }
+  p.out_spans = nested_spans(nf, [&](int f) -> std::optional<std::pair<int, int>> {
+    if (!p.offloadable[f]) return std::nullopt;
+    return std::pair{p.producer[f], p.offload_at[f]};
+  });
   // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
   std::vector<int> readers(plan.values.size(), 0);
   for (const PlanNode& n : plan.nodes)
@@ -592,11 +581,10 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   index_state_offers(p);
   std::set<std::pair<int, int>> spans;  // (need, first)
   p.copy_in_from = -1;
-  for (const CopyIn& c : copy_in_offers(p))
-    if (c.state < 0) {
-      spans.insert({c.need, c.first});
-      p.copy_in_from = p.copy_in_from < 0 ? c.first : std::min(p.copy_in_from, c.first);
-    }
+  for (const CopyIn& c : copy_in_offers(p)) {
+    spans.insert({c.need, c.first});
+    p.copy_in_from = p.copy_in_from < 0 ? c.first : std::min(p.copy_in_from, c.first);
+  }
   // And from the earliest first step to each need: every copy needed by then, whatever its own span, in the time
   // from there. Spans that overlap without nesting leave that total out: with every idle value of ResNet-50 b184
   // offloaded (H200 profile, 50 GB/s) the own spans counted 78.8 ms of waits for copies back and the engine's
@@ -611,12 +599,7 @@ std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p) {
   std::vector<CopyIn> out;
   for (int t = 1; t < T; ++t)
     for (int f = 0; f < nf; ++f)
-      if (p.has_g(t, f)) out.push_back({t, p.prefetch_first(t, f), f, -1, p.copy_in_ms[f]});
-  for (int s = 0; s < p.num_states(); ++s) {
-    const StateOffer& o = p.states[s];
-    if (!o.parameter()) out.push_back({o.step, o.first, -1, s, o.in_ms});  // a parameter's: in stage 0
-  }
-  std::stable_sort(out.begin(), out.end(), [](const CopyIn& a, const CopyIn& b) { return a.need < b.need; });
+      if (p.has_g(t, f)) out.push_back({t, p.prefetch_first(t, f), f, p.copy_in_ms[f]});
   return out;
 }
 
@@ -649,11 +632,11 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
     if (a.Q[s]) w.preference += kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms);
   auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };  // when stage-0 position k starts
-  for (const auto& [span, offers] : p.fetch_spans) {
+  for (const NestedSpan& span : p.fetch_spans) {
     double ms = 0;  // the parameters' copies in within [fetch, reader]
-    for (int s : offers)
+    for (int s : span.within)
       if (!a.Q.empty() && a.Q[s]) ms += p.states[s].in_ms;
-    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (begin(span.second) - begin(span.first)));
+    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (begin(span.last) - begin(span.first)));
   }
   double queued = 0;  // copies to the host released by the end of position k
   for (int k = 0; k <= F; ++k)
@@ -662,17 +645,26 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       queued += p.copy_out_ms[f];
       w.fwd = std::max(w.fwd, queued - p.fwd_end_ms[k]);
     }
-  for (const auto& [span, within] : p.out_spans) {
+  for (const NestedSpan& span : p.out_spans) {
     double ms = 0;  // the copies within [a, b], after position a ends
-    for (int f : within)
+    for (int f : span.within)
       if (a.H[f]) ms += p.copy_out_ms[f];
-    if (ms > 0) w.fwd = std::max(w.fwd, ms - (p.fwd_end_ms[span.second] - p.fwd_end_ms[span.first]));
+    if (ms > 0) w.fwd = std::max(w.fwd, ms - (p.fwd_end_ms[span.last] - p.fwd_end_ms[span.first]));
   }
-  // Each step starts as early as the spans let it (copy_in_spans and state_spans, in the order of their `need`).
+  // Each step starts as early as the spans let it (copy_in_spans and the state spans, in the order of their `need`).
   std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of a's copies
   for (const CopyIn& c : copy_in_offers(p))
-    if (c.state < 0 && !a.G.empty() && a.G[c.need][c.f]) into[c.need].push_back({c.first, c.ms});
-  size_t next = 0, next_state = 0;
+    if (!a.G.empty() && a.G[c.need][c.f]) into[c.need].push_back({c.first, c.ms});
+  // need -> the resident values' copies ending there (the state spans, last = need): their start and time.
+  std::vector<std::vector<std::pair<int, double>>> state_into(T + 1);
+  for (const std::vector<NestedSpan>* spans : {&p.state_in_spans, &p.state_out_spans})
+    for (const NestedSpan& span : *spans) {
+      double ms = 0;
+      for (int s : span.within)
+        if (!a.Q.empty() && a.Q[s]) ms += spans == &p.state_out_spans ? p.states[s].out_ms : p.states[s].in_ms;
+      if (ms > 0) state_into[span.last].push_back({span.first, ms});
+    }
+  size_t next = 0;
   for (int t = 1; t <= T; ++t) {
     const double ready = w.begin_ms[t - 1] + overlap(t - 1);
     double begin = ready;
@@ -684,13 +676,7 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
           if (from >= first) ms += copy_ms;
       if (ms > 0) begin = std::max(begin, w.begin_ms[first] + ms);
     }
-    for (; next_state < p.state_spans.size() && p.state_spans[next_state].need <= t; ++next_state) {
-      const CheckpointProblem::StateSpan& span = p.state_spans[next_state];
-      double ms = 0;
-      for (int s : span.offers)
-        if (!a.Q.empty() && a.Q[s]) ms += span.out ? p.states[s].out_ms : p.states[s].in_ms;
-      if (ms > 0) begin = std::max(begin, w.begin_ms[span.first] + ms);
-    }
+    for (auto [first, ms] : state_into[t]) begin = std::max(begin, w.begin_ms[first] + ms);
     w.begin_ms[t] = begin;
     w.step[t - 1] = begin - ready;
   }
@@ -912,8 +898,11 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   // Stage 0: values kept into step 0 stay live after their last stage-0 reader; offloaded ones until offload_at.
   // The offloaded optimizer state is on the host throughout.
   int64_t kept = -states_away(p, a, -1);
+  std::vector<int64_t> fetched(F + 1, 0);  // [k]: the parameters on the host back from stage-0 position k > 0
+  for (int s : p.parameter_offers)
+    if (!a.Q.empty() && a.Q[s] && p.states[s].fetch > 0) fetched[p.states[s].fetch] += p.state_bytes(s);
   for (int k = 0; k <= F; ++k) {
-    kept += fetched_at(p, a, k);  // a parameter back from the host from here on
+    kept += fetched[k];
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     const int64_t ws = k < F ? p.fwd_impl_ws[k][a.P[k]] : 0;
     const bool over = ip >= 0 && T > 0 && (a.S[0][ip] || a.on_host(ip));

@@ -19,6 +19,8 @@
 // for the forward pass and every recomputation of k alike.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,14 @@ struct StateOffer {
   bool parameter() const { return first < 0; }
   // The offer with the least span: the steps around the update (a parameter: from stage 0 to the step after it).
   bool narrow() const { return (parameter() || first == step - 1) && last == step + 1; }
+};
+
+// A span [first, last] of a copy's window (its start, its end) and the copies whose own windows lie within it:
+// a stream that carries them all must do so within the span (CheckpointProblem's out_spans, fetch_spans,
+// state_in_spans, state_out_spans).
+struct NestedSpan {
+  int first = 0, last = 0;
+  std::vector<int> within;
 };
 
 struct CheckpointProblem {
@@ -117,7 +127,7 @@ struct CheckpointProblem {
   // The spans [producer f, offload_at f] of stage 0's copies to the host (positions), each with the offloadable
   // values whose own span lies within it: their copies must end within it, after the span's first position ends
   // (one stream; spans from position 0 are the running sums' rows instead).
-  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> out_spans;
+  std::vector<NestedSpan> out_spans;
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
@@ -137,22 +147,17 @@ struct CheckpointProblem {
   std::vector<int> parameter_offers;  // the parameters' offers (indices into states), by fetch, then reader
   // The spans [fetch, reader] of the parameters' copies in (stage-0 positions), each with the offers whose own span
   // lies within it: the copies of those must end within it (one stream, the optimizer state's).
-  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> fetch_spans;
+  std::vector<NestedSpan> fetch_spans;
   // The spans [first, need] of every prefetch on offer (from the start of step `first`, ended by the start of step
   // `need`), and [copy_in_from, need] for each such need (copy_in_from: the earliest first), each pair once, by
   // need: the copy-in rows. (The optimizer state's copies in run on a stream of their own, CopyLane: each over its
   // offer's own span.)
   std::vector<std::pair<int, int>> copy_in_spans;
   int copy_in_from = -1;
-  // The rows of the resident values' copies (state_spans): over steps first..need-1, the copies of `offers` (those
-  // whose own span lies within) on one stream: their copies in (out = false: the optimizer state's stream, spans
-  // [first, u]) or out (the stream to the host, spans [u+1, last], need = last+1). Each span once, by need.
-  struct StateSpan {
-    int first = 0, need = 0;
-    bool out = false;
-    std::vector<int> offers;
-  };
-  std::vector<StateSpan> state_spans;
+  // The rows of the resident values' copies: over steps first..last-1 (`last`: the step that needs them), the
+  // copies of the offers within on one stream: their copies in (the optimizer state's stream, spans [first, u]:
+  // state_in_spans) and out (the stream to the host, spans [u+1, last+1]: state_out_spans).
+  std::vector<NestedSpan> state_in_spans, state_out_spans;
 
   int num_fwd() const { return static_cast<int>(fwd_nodes.size()); }
   int num_steps() const { return static_cast<int>(steps.size()); }
@@ -178,15 +183,18 @@ struct CheckpointProblem {
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
-// p.parameter_offers and p.state_spans from p.states (enable_offload calls it; call it again after changing them).
+// p.parameter_offers, p.fetch_spans and the state spans from p.states (enable_offload calls it; call it again after
+// changing them).
 void index_state_offers(CheckpointProblem& p);
-// A copy from the host on offer: fval f prefetched into step `need` (state = -1), or optimizer state offer `state`
-// copied in for its update at step `need` (f = -1); from the start of step `first`, taking `ms`.
+// The distinct spans of n items (span(i): {first, last}, or nullopt where item i has none), each with the items
+// whose spans lie within it, by span.
+std::vector<NestedSpan> nested_spans(int n, const std::function<std::optional<std::pair<int, int>>(int)>& span);
+// A copy from the host on offer: fval f prefetched into step `need`, from the start of step `first`, taking `ms`.
 struct CopyIn {
-  int need = 0, first = 0, f = -1, state = -1;
+  int need = 0, first = 0, f = -1;
   double ms = 0;
 };
-// Every copy from the host p offers (prefetch_first for the prefetches, each offer's span for the states), by need.
+// Every prefetch p offers (from prefetch_first), by need. (The resident values' copies: state_in_spans.)
 std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p);
 // p without offload: the same steps, values and window, no copies to offer. Its assignments are p's without copies
 // (lift_to with p gives them p's form).
@@ -196,8 +204,6 @@ struct Assignment;
 // Bytes of the offloaded optimizer state away from the device in step t (t = -1: stage 0, at its start): a's Q, less
 // the offers whose span [first, last] holds t (a parameter's holds stage 0 from position `fetch`).
 int64_t states_away(const CheckpointProblem& p, const Assignment& a, int t);
-// Bytes of the parameters at home on the host (a's Q) whose copy in is issued at stage-0 position k (fetch = k).
-int64_t fetched_at(const CheckpointProblem& p, const Assignment& a, int k);
 
 // The auto window's limit on recomputation candidates (R variables), fitted on the zoo's estimated profiles:
 // ResNet-50 b184 gets 10 levels, GoogLeNet b320 5, MobileNetV2 b272 11, UNet b11 52, VGG-16 b176 none (what that
@@ -271,10 +277,10 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 //   the spans [a, b] (the copies within - (fwd_end_ms[b] - fwd_end_ms[a]))).
 // - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
 //   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
-//   and waits). The resident values at home on the host share two more, each over the spans of state_spans: on
+//   and waits). The resident values at home on the host share two more, each over its spans: on
 //   the optimizer state's stream, the copies in whose offers lie within [first, u] take no longer than steps
-//   first..u-1; on the stream to the host, the copies out whose offers lie within [u+1, last] no longer than steps
-//   u+1..last.
+//   first..u-1 (state_in_spans); on the stream to the host, the copies out whose offers lie within [u+1, last] no
+//   longer than steps u+1..last (state_out_spans).
 //   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans
 //   ending at t of begin_ms[a] + their copies' time), and step[t-1] is what that adds (begin_ms[T]: the end of the
 //   last step, step[T-1] the wait there for copies out).
