@@ -99,7 +99,6 @@ struct Builder {
     for (int t = 1; t < T; ++t)
       for (int f = 0; f < nf; ++f)
         if (p.has_g(t, f)) m.G[t][f] = lp.add_col(idx("G", t, f), 0, 1, 0, true);
-    m.W_fwd = lp.add_col("Wfwd", 0, kInf, 1, false);
     m.W.assign(T, -1);
     for (int t = 0; t < T; ++t) m.W[t] = lp.add_col("W_" + std::to_string(t), 0, kInf, 1, false);
     // Q[s] in {0,1}: optimizer state s has its home on the host; Qtot = sum_s a_s Q[s] (qtot), what the memory rows
@@ -175,11 +174,12 @@ struct Builder {
   //   host:       sum_f a_f H[f] + sum_s a_s Q[s] <= host limit
   //   qone_v:     sum of Q over value v's offers <= 1
   // (qtot, Qtot = sum_s a_s Q[s], is a row of variables(): the memory rows' credit, add_state_credit.)
-  // Waits: stage 0's copies out, one after another from its start, each released at offload_at(f) = position k:
-  //   Csum_k:     C_k = C_{k-1} + sum_{offload_at(f) = k} c_out(f) H[f]
-  //   cout_k:     C_k - W_fwd <= end(k)
-  //   cspan_a_b:  sum_{f: a <= producer f, offload_at f <= b} c_out(f) H[f] - W_fwd <= end(b) - end(a)
-  //               (each span [producer f, offload_at f] of out_spans, with the copies whose spans lie within)
+  // Waits: stage 0's copies out share one stream, each running in the node times of its out_slots [r_f, d_f]
+  // (X[f][k] >= 0: how long in position k) and, where they do not fit, in a wait Wout_k after a position k at which
+  // some are due:
+  //   oflow_f:    sum_{r_f <= k <= d_f} X[f][k] - c_out(f) H[f] = 0     (a copy of one slot: c_out(f) H[f] in its row)
+  //   ocap_k:     sum_f X[f][k] - Wout_k <= time(k)
+  // This is exact for a stream that may split its copies anywhere (stage0_copies: the earliest deadline first).
   // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
   // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each of their
   // spans (state_in_spans, state_out_spans), the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
@@ -193,7 +193,7 @@ struct Builder {
   //               (s within: a <= u_s + 1, last_s + 1 <= b)
   void offload() {
     if (!p.offload()) return;
-    const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+    const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
     std::vector<int> hc;
     std::vector<double> hk;
     for (int f = 0; f < nf; ++f) {
@@ -238,39 +238,7 @@ struct Builder {
         lp.add_row(idx("ronhost", t, f), rc, rk, -kInf, 1);
       }
     }
-    int prev = -1;
-    for (int k = 0; k <= F; ++k) {
-      bool any = false;
-      for (int f : p.fwd_offloaded[k]) any |= m.H[f] >= 0;
-      if (!any) continue;
-      const int C = lp.add_col("C_" + std::to_string(k), 0, kInf, 0, false);
-      std::vector<int> cols = {C};
-      std::vector<double> coefs = {1};
-      if (prev >= 0) { cols.push_back(prev); coefs.push_back(-1); }
-      for (int f : p.fwd_offloaded[k]) {
-        if (m.H[f] < 0) continue;
-        cols.push_back(m.H[f]);
-        coefs.push_back(-p.copy_out_ms[f]);
-      }
-      lp.add_row("Csum_" + std::to_string(k), cols, coefs, 0, 0);
-      lp.add_row("cout_" + std::to_string(k), {C, m.W_fwd}, {1, -1}, -kInf, p.fwd_end_ms[k]);
-      prev = C;
-    }
-    for (const NestedSpan& span : p.out_spans) {
-      const double window = p.fwd_end_ms[span.last] - p.fwd_end_ms[span.first];
-      std::vector<int> cols = {m.W_fwd};
-      std::vector<double> coefs = {-1};
-      double ms = 0;  // all of them: a row that can never bind is left out
-      for (int f : span.within)
-        if (m.H[f] >= 0) {
-          cols.push_back(m.H[f]);
-          coefs.push_back(p.copy_out_ms[f]);
-          ms += p.copy_out_ms[f];
-        }
-      if (ms > window)
-        lp.add_row("cspan_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
-                   window);
-    }
+    stage0_copy_rows();
     copy_in_rows();
     // One offer per value (qone_v).
     std::map<int, std::vector<int>> offers;
@@ -292,6 +260,46 @@ struct Builder {
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
+  }
+
+  // oflow_f and ocap_k (above, offload()).
+  void stage0_copy_rows() {
+    const int F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
+    std::vector<std::vector<int>> cap_cols(F + 1);
+    std::vector<std::vector<double>> cap_coefs(F + 1);
+    std::vector<double> most(F + 1, 0.0);  // the copies that may run in position k, all of them
+    m.Wout.assign(F + 1, -1);
+    for (int f = 0; f < nf; ++f) {
+      if (m.H[f] < 0 || p.copy_out_ms[f] <= 0) continue;
+      const auto [r, d] = p.out_slots(f);
+      if (m.Wout[d] < 0) m.Wout[d] = lp.add_col("Wout_" + std::to_string(d), 0, kInf, 1, false);
+      for (int k = r; k <= d; ++k) most[k] += p.copy_out_ms[f];
+      if (r == d) {
+        cap_cols[d].push_back(m.H[f]);
+        cap_coefs[d].push_back(p.copy_out_ms[f]);
+        continue;
+      }
+      std::vector<int> cols = {m.H[f]};
+      std::vector<double> coefs = {-p.copy_out_ms[f]};
+      for (int k = r; k <= d; ++k) {
+        const int x = lp.add_col("X_" + std::to_string(f) + "_" + std::to_string(k), 0, kInf, 0, false);
+        m.X.push_back({f, k, x});
+        cols.push_back(x);
+        coefs.push_back(1);
+        cap_cols[k].push_back(x);
+        cap_coefs[k].push_back(1);
+      }
+      lp.add_row("oflow_" + std::to_string(f), cols, coefs, 0, 0);
+    }
+    for (int k = 0; k <= F; ++k) {
+      const double ms = p.fwd_end_ms[k] - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0);
+      if (most[k] <= ms) continue;  // a row that can never bind (and no wait at k: all of them fit)
+      if (m.Wout[k] >= 0) {
+        cap_cols[k].push_back(m.Wout[k]);
+        cap_coefs[k].push_back(-1);
+      }
+      lp.add_row("ocap_" + std::to_string(k), cap_cols[k], cap_coefs[k], -kInf, ms);
+    }
   }
 
   // ddef_t and cin_a_b (above, offload()).
@@ -737,7 +745,14 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
         if (m.G[t][f] >= 0) x[m.G[t][f]] = a.prefetched(t, static_cast<int>(f));
     for (size_t s = 0; s < m.Q.size(); ++s) x[m.Q[s]] = !a.Q.empty() && a.Q[s];
     const CopyWaits w = copy_waits(p, a);
-    x[m.W_fwd] = w.fwd;
+    const Stage0Copies out = stage0_copies(p, a.H);
+    for (size_t k = 0; k < m.Wout.size(); ++k)
+      if (m.Wout[k] >= 0) x[m.Wout[k]] = out.wait[k];
+    std::map<std::pair<int, int>, int> xcol;  // (fval, position) -> X column
+    for (const auto& [f, k, col] : m.X) xcol[{f, k}] = col;
+    for (size_t k = 0; k < out.run.size(); ++k)
+      for (auto [f, ms] : out.run[k])
+        if (auto it = xcol.find({f, static_cast<int>(k)}); it != xcol.end()) x[it->second] += ms;
     if (m.W_pin >= 0) x[m.W_pin] = w.parameters_in;
     for (int t = 0; t < p.num_steps(); ++t) {
       if (m.W[t] >= 0) x[m.W[t]] = w.step[t];
@@ -757,7 +772,9 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
     for (const auto& [c, cols] : m.Z[t])
       for (int col : cols) known[col] = 1;
   }
-  if (m.W_fwd >= 0) known[m.W_fwd] = 1;
+  for (int col : m.Wout)
+    if (col >= 0) known[col] = 1;
+  for (const auto& [f, k, col] : m.X) known[col] = 1;
   if (m.W_pin >= 0) known[m.W_pin] = 1;
   for (const std::vector<int>* cols : {&m.W, &m.D})
     for (int col : *cols)

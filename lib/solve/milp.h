@@ -37,11 +37,16 @@ struct MilpLayout {
   std::vector<std::vector<std::pair<int, int>>> K;  // [t]: (fval, column) of "recomputed in step t and kept on"
   std::vector<std::vector<std::pair<int, int>>> Y;  // [t]: (candidate index, column) of "recomputed in place"
   std::vector<std::vector<std::pair<int, int>>> U;  // [t]: (fval, column) of "read by the node or kept on"
-  // Offload (empty without it): H [fval], G [t][fval], and the waits for copies: W_fwd (stage 0), W [t] (after
-  // step t).
+  // Offload (empty without it): H [fval], G [t][fval], and the waits for copies: Wout [k] (after stage-0 position
+  // k, -1 where no copy is due), W [t] (after step t); X: (fval, position, column) of "copy f runs for X ms in
+  // position k" (copies with more than one slot).
   std::vector<int> H;
   std::vector<std::vector<int>> G;
-  int W_fwd = -1;
+  std::vector<int> Wout;
+  struct CopySlot {
+    int f, k, col;
+  };
+  std::vector<CopySlot> X;
   std::vector<int> W;
   // The optimizer state on the host: Q [state], and Qtot, their bytes (in units) on the host (-1 without states).
   std::vector<int> Q;

@@ -427,7 +427,6 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.copy_in_ms.clear();
   q.offload_at.clear();
   q.fwd_offloaded.clear();
-  q.out_spans.clear();
   q.fwd_end_ms.clear();
   q.step_ms.clear();
   q.host_limit_bytes = 0;
@@ -514,10 +513,6 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
   }
-  p.out_spans = nested_spans(nf, [&](int f) -> std::optional<std::pair<int, int>> {
-    if (!p.offloadable[f]) return std::nullopt;
-    return std::pair{p.producer[f], p.offload_at[f]};
-  });
   // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
   std::vector<int> readers(plan.values.size(), 0);
   for (const PlanNode& n : plan.nodes)
@@ -615,9 +610,42 @@ double CopyWaits::total() const {
   return sum;
 }
 
+Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H) {
+  const int F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
+  Stage0Copies c;
+  c.wait.assign(F + 1, 0.0);
+  c.run.assign(F + 1, {});
+  if (!p.offload() || H.empty()) return c;
+  std::vector<std::vector<int>> released(F + 1);  // [k]: the copies that may run from position k on
+  for (int f = 0; f < nf; ++f)
+    if (H[f] && p.copy_out_ms[f] > 0) released[p.out_slots(f).first].push_back(f);
+  std::set<std::pair<int, int>> ready;  // (the position it is due at, fval)
+  std::vector<double> left(nf, 0.0);
+  for (int k = 0; k <= F; ++k) {
+    for (int f : released[k]) {
+      ready.insert({p.offload_at[f], f});
+      left[f] = p.copy_out_ms[f];
+    }
+    double free = p.fwd_end_ms[k] - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0);  // the node's time
+    // The copies due first run first, in the node's time and then, those due at k, in the wait after it.
+    while (!ready.empty() && (free > 0 || ready.begin()->first == k)) {
+      const int f = ready.begin()->second;
+      const bool due = ready.begin()->first == k;
+      const double ms = due ? left[f] : std::min(free, left[f]);
+      c.run[k].push_back({f, ms});
+      if (ms > free) c.wait[k] += ms - std::max(free, 0.0);
+      free -= ms;
+      left[f] -= ms;
+      if (due || left[f] <= 0) ready.erase(ready.begin());
+    }
+    c.total += c.wait[k];
+  }
+  return c;
+}
+
 CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   CopyWaits w;
-  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   w.step.assign(T, 0.0);
   w.begin_ms.assign(T + 1, 0.0);
   if (!p.offload() || a.H.empty()) return w;
@@ -638,19 +666,7 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
       if (!a.Q.empty() && a.Q[s]) ms += p.states[s].in_ms;
     if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (begin(span.last) - begin(span.first)));
   }
-  double queued = 0;  // copies to the host released by the end of position k
-  for (int k = 0; k <= F; ++k)
-    for (int f : p.fwd_offloaded[k]) {
-      if (!a.H[f]) continue;
-      queued += p.copy_out_ms[f];
-      w.fwd = std::max(w.fwd, queued - p.fwd_end_ms[k]);
-    }
-  for (const NestedSpan& span : p.out_spans) {
-    double ms = 0;  // the copies within [a, b], after position a ends
-    for (int f : span.within)
-      if (a.H[f]) ms += p.copy_out_ms[f];
-    if (ms > 0) w.fwd = std::max(w.fwd, ms - (p.fwd_end_ms[span.last] - p.fwd_end_ms[span.first]));
-  }
+  w.fwd = stage0_copies(p, a.H).total;
   // Each step starts as early as the spans let it (copy_in_spans and the state spans, in the order of their `need`).
   std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of a's copies
   for (const CopyIn& c : copy_in_offers(p))

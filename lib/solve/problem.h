@@ -48,8 +48,8 @@ struct StateOffer {
 };
 
 // A span [first, last] of a copy's window (its start, its end) and the copies whose own windows lie within it:
-// a stream that carries them all must do so within the span (CheckpointProblem's out_spans, fetch_spans,
-// state_in_spans, state_out_spans).
+// a stream that carries them all must do so within the span (CheckpointProblem's fetch_spans, state_in_spans,
+// state_out_spans).
 struct NestedSpan {
   int first = 0, last = 0;
   std::vector<int> within;
@@ -124,10 +124,6 @@ struct CheckpointProblem {
   // the loss, F). Until then it counts as a kept value does.
   std::vector<int> offload_at;
   std::vector<std::vector<int>> fwd_offloaded;  // position k -> fvals whose offload_at is k
-  // The spans [producer f, offload_at f] of stage 0's copies to the host (positions), each with the offloadable
-  // values whose own span lies within it: their copies must end within it, after the span's first position ends
-  // (one stream; spans from position 0 are the running sums' rows instead).
-  std::vector<NestedSpan> out_spans;
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
@@ -175,6 +171,10 @@ struct CheckpointProblem {
   // The step from whose start f's copy back into step t runs (has_g(t, f)): t-1, or where the node of step t-1 is
   // shorter than the copy, the fewest steps before t whose nodes' times cover it (at most kCopySpanSteps).
   int prefetch_first(int t, int f) const;
+  // The stage-0 positions whose node times an offloaded f's copy to the host may run in (out_slots): from the one
+  // after its producer, where the copy is released, through offload_at f, where it must have ended (that position
+  // alone where the two coincide).
+  std::pair<int, int> out_slots(int f) const { return {std::min(producer[f] + 1, offload_at[f]), offload_at[f]}; }
   int num_states() const { return static_cast<int>(states.size()); }
   int64_t state_bytes(int s) const { return plan->values[states[s].value].bytes; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
@@ -270,11 +270,22 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
                   const std::vector<char>* next, int impl, const std::vector<int>* fwd = nullptr,
                   int64_t incoming = 0);
 
+// Stage 0's copies to the host on their stream, in pieces, the earliest deadline first (as plan_copies issues
+// them, a piece at a time): each copy runs in the node times of its out_slots, and where the copies due at
+// position k have not ended by its end, the compute stream waits for them there (wait[k]; the stream runs them
+// meanwhile). run[k]: how long each copy (fval, ms) runs in position k, its wait included. This schedule waits
+// the least of any that splits the copies anywhere: the earliest deadline first ends every copy due by a
+// position as early as any order can.
+struct Stage0Copies {
+  std::vector<double> wait;                               // [k], k = 0..F
+  std::vector<std::vector<std::pair<int, double>>> run;   // [k]: (fval, ms)
+  double total = 0;                                       // sum of wait
+};
+// H: fval -> offloaded.
+Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H);
+
 // The time the compute stream waits for copies, as the MILP prices them (its W columns):
-// - Stage 0's copies to the host run one after another from the forward pass's start, each value's device memory
-//   released at its offload_at, so by the end of each position k the copies released there must have ended, and
-//   those over each span of out_spans within it: fwd = max(0, max_k (sum of their times - fwd_end_ms[k]), max over
-//   the spans [a, b] (the copies within - (fwd_end_ms[b] - fwd_end_ms[a]))).
+// - Stage 0's copies to the host: fwd = stage0_copies(p, a.H).total (its waits, position by position).
 // - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
 //   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
 //   and waits). The resident values at home on the host share two more, each over its spans: on
@@ -284,8 +295,8 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 //   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans
 //   ending at t of begin_ms[a] + their copies' time), and step[t-1] is what that adds (begin_ms[T]: the end of the
 //   last step, step[T-1] the wait there for copies out).
-// Not a bound on the engine's waits (time_streams) either way. Its copies to the host queue in the order their
-// values are produced, so a copy may also wait behind one released later (counted in neither term); each copy from
+// Not a bound on the engine's waits (time_streams) either way. A copy to the host may wait behind a piece of one
+// due later that is already on the stream (at most one piece; pieces are not split); each copy from
 // the host is issued at the start of its first step, so one may wait behind a copy started earlier over a span not
 // within its own; and the spans of the resident values' copies add up only where they nest. But a value copied back
 // counts as needed from the step it is first present in, where the engine waits only at its first reader.
