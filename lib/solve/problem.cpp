@@ -513,31 +513,13 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
   }
-  // The optimizer state: resident values whose only reader is one update step u in [1, T-2].
+  // Which resident values may have their home on the host (docs/planner.md, "Offload"):
+  // - the optimizer state: resident values whose only reader is one update step u in [1, T-2];
+  // - the parameters: read in stage 0, last by their update u <= T-2 (which writes them in place), and by no
+  //   recomputation candidate after u.
   std::vector<int> readers(plan.values.size(), 0);
   for (const PlanNode& n : plan.nodes)
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) ++readers[v];
-  p.states.clear();
-  for (int u = 1; u + 1 < T; ++u) {
-    const PlanNode& n = plan.nodes[p.steps[u]];
-    if (n.stage != Stage::update) continue;
-    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
-      if (!plan.values[v].resident || readers[v] != 1 || plan.values[v].bytes == 0) continue;
-      const double in = link.copy_ms(plan.values[v].bytes, false);
-      const double out = link.copy_ms(plan.values[v].bytes, true);
-      // The fewest steps before (after) u whose nodes take the copy's time.
-      int first = u - 1, last = u + 1;
-      for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];
-      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
-      for (const auto& [a, b] : {std::pair{u - 1, u + 1}, std::pair{first, last}}) {
-        if (!p.states.empty() && p.states.back().value == v && p.states.back().first == a && p.states.back().last == b)
-          continue;  // the narrow span covers the copies already
-        p.states.push_back({v, u, a, b, in, out});
-      }
-    }
-  }
-  // The parameters: read in stage 0, last by their update u <= T-2 (which writes them in place), and by no
-  // recomputation candidate after u.
   std::vector<int> stage0_pos(plan.nodes.size(), -1), step_of(plan.nodes.size(), -1);
   for (int k = 0; k < F; ++k) stage0_pos[p.fwd_nodes[k]] = k;
   if (p.loss_node >= 0) stage0_pos[p.loss_node] = F;
@@ -553,24 +535,68 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   for (int t = 0; t < T; ++t)  // a recomputation reads its node's parameters
     for (int k : p.candidates[t])
       for (int v : plan.nodes[p.fwd_nodes[k]].inputs) last_step[v] = std::max(last_step[v], t);
+  auto is_state = [&](int v, int u) { return u >= 1 && plan.values[v].resident && readers[v] == 1 && plan.values[v].bytes > 0; };
+  auto is_parameter = [&](int v, int u) {
+    return plan.values[v].resident && plan.values[v].bytes > 0 && reader[v] >= 0 && last_step[v] == u && !elsewhere[v];
+  };
+  // The fewest steps before (after) u whose nodes take `ms` (at most kCopySpanSteps).
+  auto first_covering = [&](int u, double in) {
+    int first = u - 1;
+    for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];
+    return first;
+  };
+  auto last_covering = [&](int u, double out) {
+    int last = u + 1;
+    for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
+    return last;
+  };
+  // An update's resident values come in and go out together (a layer's parameter and its momentum): each value is
+  // also offered the span that covers all their copies each way, where that is wider than its own.
+  std::vector<double> in_together(T, 0.0), out_together(T, 0.0);
   for (int u = 0; u + 1 < T; ++u) {
     const PlanNode& n = plan.nodes[p.steps[u]];
     if (n.stage != Stage::update) continue;
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
-      if (!plan.values[v].resident || plan.values[v].bytes == 0 || reader[v] < 0 || last_step[v] != u || elsewhere[v])
-        continue;
+      const bool state = is_state(v, u), parameter = !state && is_parameter(v, u);
+      if (state) in_together[u] += link.copy_ms(plan.values[v].bytes, false);
+      if (state || parameter) out_together[u] += link.copy_ms(plan.values[v].bytes, true);
+    }
+  }
+  // Appends v's offers: the narrowest first, the widest last, each span once.
+  auto offer = [&](StateOffer o) {
+    const StateOffer* back = p.states.empty() ? nullptr : &p.states.back();
+    if (back && back->value == o.value && back->first == o.first && back->last == o.last) return;
+    p.states.push_back(o);
+  };
+  p.states.clear();
+  for (int u = 1; u + 1 < T; ++u) {
+    const PlanNode& n = plan.nodes[p.steps[u]];
+    if (n.stage != Stage::update) continue;
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
+      if (!is_state(v, u)) continue;
       const double in = link.copy_ms(plan.values[v].bytes, false);
       const double out = link.copy_ms(plan.values[v].bytes, true);
-      int last = u + 1;
-      for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
+      offer({v, u, u - 1, u + 1, in, out});
+      offer({v, u, first_covering(u, in), last_covering(u, out), in, out});
+      offer({v, u, first_covering(u, in_together[u]), last_covering(u, out_together[u]), in, out});
+    }
+  }
+  for (int u = 0; u + 1 < T; ++u) {
+    const PlanNode& n = plan.nodes[p.steps[u]];
+    if (n.stage != Stage::update) continue;
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
+      if (is_state(v, u) || !is_parameter(v, u)) continue;
+      const double in = link.copy_ms(plan.values[v].bytes, false);
+      const double out = link.copy_ms(plan.values[v].bytes, true);
       // The fewest stage-0 positions before its reader whose times cover its copy in.
       int fetch = reader[v];
       for (double ms = 0; fetch > 0 && ms < in && reader[v] - fetch < kCopySpanSteps;) {
         --fetch;
         ms += p.fwd_end_ms[fetch] - (fetch > 0 ? p.fwd_end_ms[fetch - 1] : 0.0);
       }
-      p.states.push_back({v, u, -1, u + 1, in, out, reader[v], fetch});
-      if (last > u + 1) p.states.push_back({v, u, -1, last, in, out, reader[v], fetch});
+      offer({v, u, -1, u + 1, in, out, reader[v], fetch});
+      offer({v, u, -1, last_covering(u, out), in, out, reader[v], fetch});
+      offer({v, u, -1, last_covering(u, out_together[u]), in, out, reader[v], fetch});
     }
   }
   index_state_offers(p);

@@ -129,11 +129,13 @@ struct CheckpointProblem {
   int64_t host_limit_bytes = 0;                 // the most bytes offloaded at once (0: no limit)
   HostLink link;                                // what the copies are priced with
   // The optimizer state on the host: resident values that only one node reads, an update (which writes them in
-  // place: SGD's momentum), run as step u with 1 <= u <= T-2. Each is offered as one or two spans [first, last]
+  // place: SGD's momentum), run as step u with 1 <= u <= T-2. Each is offered as one to three spans [first, last]
   // around u (Q[s] = 1 for offer s: the value's home is the host, copied in from the start of step `first` and
-  // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1],
-  // and, where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
-  // cover each copy (at most kCopySpanSteps each side). At most one offer per value.
+  // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1];
+  // where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
+  // cover each copy (at most kCopySpanSteps each side); and the fewest that cover the copies of all the resident
+  // values u reads that have offers (a layer's parameter and its momentum go out together), where wider still.
+  // Narrowest first, widest last. At most one offer per value.
   // And the parameters: resident values that stage-0 nodes read and whose last reader is their update, step u <=
   // T-2 (no recomputation candidate of a later step reads them). Home on the host, a parameter is copied in from
   // the start of stage-0 position `fetch` (ended by the start of its first reader, `reader`) and out after its

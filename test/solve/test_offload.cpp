@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <map>
+#include <set>
 #include <random>
 
 #include "schedule/schedule.h"
@@ -250,7 +252,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
           "[solve][milp][offload]") {
   Tally tally;
   int below = 0;  // problems whose least peak with offload is below the least without
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
     const PlanGraph plan = momentum_chain_plan(3, seed);
     for (int64_t host_units : {0, 4}) {
       // Half the link: a state's copy may outlast the step it overlaps, so the waits both ways count.
@@ -364,6 +366,40 @@ TEST_CASE("a parameter and its momentum copied out after one update add up on th
     checked += after > 0;
   }
   CHECK(checked >= 10);
+}
+
+// An update's resident values go out together (a layer's parameter and its momentum): each has an offer whose
+// span after the update covers all their copies out, and the momentum one whose span before it covers the copies
+// in of the update's optimizer state; it is the value's widest offer (the last).
+TEST_CASE("a parameter and its momentum are offered a span that covers both copies", "[solve][offload]") {
+  int wider = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const PlanGraph plan = momentum_chain_plan(3, seed);
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(1), 0);
+    std::map<int, double> out_at;  // update step -> its resident values' copies out
+    std::map<int, std::set<int>> values_at;
+    for (const StateOffer& o : p.states)
+      if (values_at[o.step].insert(o.value).second) out_at[o.step] += o.out_ms;
+    for (const auto& [u, values] : values_at) {
+      REQUIRE(values.size() >= 2);  // the layer's weight and its momentum
+      for (int v : values) {
+        const StateOffer* widest = nullptr;
+        double own = 0;  // the steps after u its own copy needs
+        for (const StateOffer& o : p.states)
+          if (o.value == v) widest = &o, own = o.out_ms;
+        double after = 0;
+        for (int t = u + 1; t <= widest->last; ++t) after += p.step_ms[t];
+        INFO("seed " << seed << " update " << u << " value " << v);
+        CHECK((after >= out_at[u] || widest->last == p.num_steps() - 1 || widest->last - u == kCopySpanSteps));
+        double before_last = 0;  // the same span one step shorter does not
+        for (int t = u + 1; t < widest->last; ++t) before_last += p.step_ms[t];
+        CHECK((widest->last == u + 1 || before_last < out_at[u]));
+        wider += before_last >= own;  // wider than its own copy alone needs
+      }
+    }
+  }
+  CHECK(wider >= 10);
 }
 
 // The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
