@@ -323,10 +323,11 @@ double fastest_impls_floor_ms(const CheckpointProblem& p) {
 }
 
 // Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
-// `chosen_out`, when given, receives the schedule's assignment.
+// `chosen_out`, when given, receives the schedule's assignment. need_start: give up (out.why_none "no_start") when
+// the heuristics plan no schedule within the budget, before the LP relaxation and CBC.
 void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
                 std::optional<Assignment> widened_start, SolveOutcome& out,
-                std::optional<Assignment>* chosen_out = nullptr) {
+                std::optional<Assignment>* chosen_out = nullptr, bool need_start = false) {
   auto seconds = [&] { return clock.seconds(); };
   MilpLayout layout;
   LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
@@ -338,6 +339,11 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   // 3. Heuristic warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s
   // on resnet50 b184), the bracket's (the one that reached the budget or the window was widened for) among them.
   std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, clock.share(0.5), widened_start);
+  if (!warm && need_start) {
+    out.status = "not_found";
+    out.why_none = "no_start";
+    return;
+  }
   double warm_at = warm ? seconds() : -1;
   // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
   auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
@@ -435,7 +441,10 @@ constexpr double kWithoutCopiesShare = 0.5;
 // for the rest. The program with copies is larger and its LPs slower (its root rounds took 23-30 s of 60 where the
 // same rows without copies took 2.5-9.5 s, schedules/cpu-runs/2026-11-27_wide_prefetch): this way its search starts
 // where a solve without offload would be, and what it returns is never worse than that start. Skipped where the
-// budget is below what any schedule without copies reaches.
+// budget is below what any schedule without copies reaches, and cut short where the heuristics plan none without
+// copies within it: CBC then has to find a first schedule without copies in its share (UNet b11 at 5.01 GB: none
+// in 30 s, nor in 60 s without offload), while the program with copies, a superset, starts from the heuristics'
+// schedules that copy.
 void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
                    std::optional<Assignment> widened_start, SolveOutcome& out) {
   const CheckpointProblem p0 = without_offload(p);
@@ -451,7 +460,10 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
     first.fast_store_all = out.fast_store_all;
     std::optional<Assignment> a0;
     spdlog::info("offload: the program without copies first, until {:.0f} s", o0.time_limit_s);
-    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0);
+    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0, true);
+    if (first.why_none == "no_start")
+      spdlog::info("offload: the heuristics plan no schedule without copies within the budget; the program with "
+                   "copies gets the rest of the time limit");
     if (a0) {
       const Assignment lifted = lift_to(p, std::move(*a0));
       const Evaluation e = evaluate(p, lifted);
