@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
                                       {"root_cuts", r.root_cuts.seconds}, {"cbc", r.cbc_s}}},
                         {"without_copies_step_ms", r.without_copies_ms > 0 ? nlohmann::json(r.without_copies_ms)
                                                                            : nlohmann::json()},
+                        {"without_copies_status", r.without_copies_status.empty()
+                                                      ? nlohmann::json()
+                                                      : nlohmann::json(r.without_copies_status)},
                         {"root_cuts", {{"rounds", r.root_cuts.rounds},
                                        {"cuts", r.root_cuts.cuts},
                                        {"kept", r.root_cuts.kept},

@@ -451,7 +451,8 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
   SolveOutcome first;  // the program without copies' schedule, if it found one
   const double began_s = clock.seconds();
   double first_feasible_s = -1;  // the program without copies' first schedule
-  if (o.budget_bytes >= p0.lower_bound_bytes()) {
+  const bool skipped = o.budget_bytes < p0.lower_bound_bytes();
+  if (!skipped) {
     SolveOptions o0 = o;
     o0.offload.reset();
     o0.time_limit_s = kWithoutCopiesShare * o.time_limit_s;
@@ -476,7 +477,9 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
     }
   }
   const double first_s = clock.seconds() - began_s;
+  const std::string first_status = skipped ? "skipped" : first.why_none == "no_start" ? "no_start" : first.status;
   solve_milp(plan, p, o, clock, std::move(widened_start), out);
+  out.without_copies_status = first_status;
   out.without_copies_s = first_s;
   out.setup_s -= first_s;  // timed from the solve's start
   if (first_feasible_s >= 0 && (out.first_feasible_s < 0 || first_feasible_s < out.first_feasible_s))

@@ -687,6 +687,8 @@ TEST_CASE("offload reaches a budget that recomputation cannot: brute force, MILP
   o.offload = slow_link();
   const SolveOutcome off = solve(plan, o);
   REQUIRE(off.fits);
+  // No schedule without copies fits, so the heuristics plan none: the program without copies stops there.
+  CHECK(off.without_copies_status == "no_start");
   CHECK(off.predicted.peak_bytes == with);
   CHECK(off.predicted.transfers == 2);
   CHECK(off.predicted.host_peak_bytes == kAlignBytes);
