@@ -368,9 +368,8 @@ TEST_CASE("a parameter and its momentum copied out after one update add up on th
   CHECK(checked >= 10);
 }
 
-// An update's resident values go out together (a layer's parameter and its momentum): each has an offer whose
-// span after the update covers all their copies out, and the momentum one whose span before it covers the copies
-// in of the update's optimizer state; it is the value's widest offer (the last).
+// An update's resident values go out together (a layer's parameter and its momentum): each value's widest offer
+// (its last) has a span after the update that covers all their copies out, and a step less would not.
 TEST_CASE("a parameter and its momentum are offered a span that covers both copies", "[solve][offload]") {
   int wider = 0;
   for (uint64_t seed = 1; seed <= 20; ++seed) {
