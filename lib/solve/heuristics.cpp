@@ -527,6 +527,55 @@ void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const I
 
 }  // namespace
 
+Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, int64_t budget_bytes, Deadline deadline) {
+  if (!p.offload() || a.H.empty()) return a;
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  std::vector<std::vector<int>> outputs(p.num_fwd());  // forward position -> the fvals it produces
+  for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
+  Evaluation now = evaluate(p, a);
+  if (!now.feasible || now.peak_bytes > budget_bytes) return a;
+  auto better = [&](const Assignment& b) {
+    Evaluation e = evaluate(p, b);
+    if (!e.feasible || e.peak_bytes > budget_bytes || e.recompute_ms >= now.recompute_ms - 1e-9) return false;
+    now = std::move(e);
+    return true;
+  };
+  // Each node's first recomputation in the backward pass (the step that needs its outputs first), the costliest
+  // first.
+  std::vector<std::pair<int, int>> first;  // (step, forward position)
+  for (int k = 0; k < p.num_fwd(); ++k)
+    for (int t = 1; t < T; ++t)
+      if (a.R[t][k]) {
+        first.push_back({t, k});
+        break;
+      }
+  std::stable_sort(first.begin(), first.end(),
+                   [&](const auto& x, const auto& y) { return p.time_ms(x.second) > p.time_ms(y.second); });
+  for (const auto& [t, k] : first) {
+    if (past(deadline)) break;
+    bool copyable = !outputs[k].empty();
+    for (int f : outputs[k]) copyable &= p.has_g(t, f) && !a.H[f] && !a.S[0][f];
+    if (!copyable) continue;
+    Assignment b = a;
+    b.R[t][k] = 0;
+    for (int f : outputs[k]) {
+      b.H[f] = 1;
+      b.G[t][f] = 1;
+      for (int s = 0; s <= t; ++s) b.S[s][f] = 0;
+    }
+    if (!better(b)) continue;
+    a = std::move(b);
+    // The recomputations of step t that only fed this one may go too.
+    for (int j : p.candidates[t]) {
+      if (!a.R[t][j] || past(deadline)) continue;
+      Assignment c = a;
+      c.R[t][j] = 0;
+      if (better(c)) a = std::move(c);
+    }
+  }
+  return a;
+}
+
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes, Deadline deadline,
                                          const std::optional<Assignment>& known) {
   CheapestWithin best{p, budget_bytes};
@@ -538,6 +587,7 @@ std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t bud
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     consider_pressure(best, q, m, budget_bytes, deadline);
   });
+  if (best.best && p.offload()) best.consider(copies_for_recomputations(p, *best.best, budget_bytes, deadline));
   return std::move(best.best);
 }
 

@@ -91,11 +91,21 @@ struct ImplPolicy {
 std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vector<std::vector<double>>& lp_impl = {},
                                       const std::vector<std::vector<double>>& lp_fwd = {});
 
+// Under offload: a's recomputations in the backward pass replaced by copies, one node at a time (the costliest
+// first): a node's first recomputation, in step t, where each of its outputs may be prefetched into t, is dropped,
+// its outputs kept from the forward pass, offloaded when their stage-0 life ends and prefetched into t; then each
+// other recomputation of step t is dropped where it only fed it. Each change is kept where the schedule stays
+// within the budget and gets faster, its copies' waits counted (evaluate). a must fit the budget (else it is
+// returned as it is); the deadline stops the search where it is.
+Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, int64_t budget_bytes,
+                                     Deadline deadline = kNoDeadline);
+
 // The cheapest of store-all, every segment length, the rankings and pressure_search under each eviction rule
 // that fits the budget (conservative peak), if any, under each implementation policy: every policy's quick ones
 // (store-all, segments, rankings) first, then the pressure searches. Past the deadline the quick ones run only until
 // something fits and the pressure searches stop where they are. `known` (a schedule found before, such as the budget
 // bracket's) is a candidate too: with it, past the deadline everything stops.
+// Under offload, the cheapest is then tried with copies in place of recomputations (copies_for_recomputations).
 std::optional<Assignment> best_heuristic(const CheckpointProblem& p, int64_t budget_bytes,
                                          Deadline deadline = kNoDeadline,
                                          const std::optional<Assignment>& known = std::nullopt);

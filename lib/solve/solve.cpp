@@ -433,8 +433,9 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   }
 }
 
-// The share of the time limit the program without copies gets first under --offload (solve_offload).
-constexpr double kWithoutCopiesShare = 0.5;
+// The share of the time limit the program without copies gets first under --offload (solve_offload), and the
+// most its schedule's recomputations may take to be traded for copies after it (copies_for_recomputations).
+constexpr double kWithoutCopiesShare = 0.5, kCopiesForRecomputationsShare = 0.05;
 
 // Phases 3-9 under --offload: the program without copies (without_offload, the same window) for
 // kWithoutCopiesShare of the time limit, then the program with them, from that schedule when it is the better start,
@@ -466,9 +467,18 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
       spdlog::info("offload: the heuristics plan no schedule without copies within the budget; the program with "
                    "copies gets the rest of the time limit");
     if (a0) {
-      const Assignment lifted = lift_to(p, std::move(*a0));
+      const Assignment without = lift_to(p, std::move(*a0));
+      MONET_CHECK(evaluate(p, without).feasible, "a schedule without copies violates the program with them: ",
+                  evaluate(p, without).violation);
+      // Its recomputations traded for copies where that is faster (the heuristics' deadline has passed by now).
+      const Assignment lifted = copies_for_recomputations(
+          p, without, o.budget_bytes, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(kCopiesForRecomputationsShare *
+                                                                                      o.time_limit_s)));
       const Evaluation e = evaluate(p, lifted);
-      MONET_CHECK(e.feasible, "a schedule without copies violates the program with them: ", e.violation);
+      if (e.recompute_ms < evaluate(p, without).recompute_ms - 1e-9)
+        spdlog::info("offload: copies in place of recomputations in it: {:.3f} ms in the program with copies",
+                     p.base_ms + e.recompute_ms);
       spdlog::info("offload: without copies {:.3f} ms; the program with copies starts from the better of it and the "
                    "heuristics' schedules", first.objective_ms);
       out.without_copies_ms = first.objective_ms;
