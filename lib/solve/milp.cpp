@@ -246,7 +246,6 @@ struct Builder {
     // The parameters' copies in, each over its span [fetch, reader] of stage-0 positions with the copies whose
     // spans lie within it (fetch_spans; W_pin: the wait before stage 0):
     //   pin_a_b:  sum_{s: a <= fetch_s, reader_s <= b} c_in(s) Q[s] - W_pin <= begin(b) - begin(a)
-    auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };
     for (const NestedSpan& span : p.fetch_spans) {
       if (m.W_pin < 0) m.W_pin = lp.add_col("Wpin", 0, kInf, 1, false);
       std::vector<int> cols = {m.W_pin};
@@ -256,7 +255,7 @@ struct Builder {
         coefs.push_back(p.states[q].in_ms);
       }
       lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
-                 begin(span.last) - begin(span.first));
+                 p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first));
     }
     for (const auto& [v, cols] : offers)
       if (cols.size() > 1) lp.add_row("qone_" + std::to_string(v), cols, std::vector<double>(cols.size(), 1.0), -kInf, 1);
@@ -292,7 +291,7 @@ struct Builder {
       lp.add_row("oflow_" + std::to_string(f), cols, coefs, 0, 0);
     }
     for (int k = 0; k <= F; ++k) {
-      const double ms = p.fwd_end_ms[k] - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0);
+      const double ms = p.fwd_position_ms(k);
       if (most[k] <= ms) continue;  // a row that can never bind (and no wait at k: all of them fit)
       if (m.Wout[k] >= 0) {
         cap_cols[k].push_back(m.Wout[k]);

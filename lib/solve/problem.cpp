@@ -592,7 +592,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       int fetch = reader[v];
       for (double ms = 0; fetch > 0 && ms < in && reader[v] - fetch < kCopySpanSteps;) {
         --fetch;
-        ms += p.fwd_end_ms[fetch] - (fetch > 0 ? p.fwd_end_ms[fetch - 1] : 0.0);
+        ms += p.fwd_position_ms(fetch);
       }
       offer({v, u, -1, u + 1, in, out, reader[v], fetch});
       offer({v, u, -1, last_covering(u, out), in, out, reader[v], fetch});
@@ -652,7 +652,7 @@ Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& 
       ready.insert({p.offload_at[f], f});
       left[f] = p.copy_out_ms[f];
     }
-    double free = p.fwd_end_ms[k] - (k > 0 ? p.fwd_end_ms[k - 1] : 0.0);  // the node's time
+    double free = p.fwd_position_ms(k);  // the node's time
     // The copies due first run first, in the node's time and then, those due at k, in the wait after it.
     while (!ready.empty() && (free > 0 || ready.begin()->first == k)) {
       const int f = ready.begin()->second;
@@ -685,12 +685,11 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   };
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
     if (a.Q[s]) w.preference += kCopyPreference * (p.states[s].in_ms + p.states[s].out_ms);
-  auto begin = [&](int k) { return k > 0 ? p.fwd_end_ms[k - 1] : 0.0; };  // when stage-0 position k starts
   for (const NestedSpan& span : p.fetch_spans) {
     double ms = 0;  // the parameters' copies in within [fetch, reader]
     for (int s : span.within)
       if (!a.Q.empty() && a.Q[s]) ms += p.states[s].in_ms;
-    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (begin(span.last) - begin(span.first)));
+    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first)));
   }
   w.fwd = stage0_copies(p, a.H).total;
   // Each step starts as early as the spans let it (copy_in_spans and the state spans, in the order of their `need`).

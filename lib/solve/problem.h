@@ -177,6 +177,9 @@ struct CheckpointProblem {
   // after its producer, where the copy is released, through offload_at f, where it must have ended (that position
   // alone where the two coincide).
   std::pair<int, int> out_slots(int f) const { return {std::min(producer[f] + 1, offload_at[f]), offload_at[f]}; }
+  // When stage-0 position k starts, and its node's time (fwd_end_ms, defaults).
+  double fwd_begin_ms(int k) const { return k > 0 ? fwd_end_ms[k - 1] : 0.0; }
+  double fwd_position_ms(int k) const { return fwd_end_ms[k] - fwd_begin_ms(k); }
   int num_states() const { return static_cast<int>(states.size()); }
   int64_t state_bytes(int s) const { return plan->values[states[s].value].bytes; }
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).

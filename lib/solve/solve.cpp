@@ -468,15 +468,15 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
                    "copies gets the rest of the time limit");
     if (a0) {
       const Assignment without = lift_to(p, std::move(*a0));
-      MONET_CHECK(evaluate(p, without).feasible, "a schedule without copies violates the program with them: ",
-                  evaluate(p, without).violation);
+      const Evaluation e0 = evaluate(p, without);
+      MONET_CHECK(e0.feasible, "a schedule without copies violates the program with them: ", e0.violation);
       // Its recomputations traded for copies where that is faster (the heuristics' deadline has passed by now).
       const Assignment lifted = copies_for_recomputations(
           p, without, o.budget_bytes, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                         std::chrono::duration<double>(kCopiesForRecomputationsShare *
                                                                                       o.time_limit_s)));
       const Evaluation e = evaluate(p, lifted);
-      if (e.recompute_ms < evaluate(p, without).recompute_ms - 1e-9)
+      if (e.recompute_ms < e0.recompute_ms - 1e-9)
         spdlog::info("offload: copies in place of recomputations in it: {:.3f} ms in the program with copies",
                      p.base_ms + e.recompute_ms);
       spdlog::info("offload: without copies {:.3f} ms; the program with copies starts from the better of it and the "
