@@ -26,7 +26,12 @@ void load(const LinearProgram& lp, OsiClpSolverInterface& solver) {
   }
   const CoinPackedMatrix matrix(false, n, static_cast<int>(lp.rows.size()), static_cast<CoinBigIndex>(index.size()),
                                 value.data(), index.data(), start.data(), length.data());
-  solver.loadProblem(matrix, lp.col_lo.data(), lp.col_hi.data(), lp.objective.data(), row_lo.data(), row_hi.data());
+  std::vector<double> col_lo(lp.col_lo), col_hi(lp.col_hi);
+  for (double& lo : col_lo)
+    if (lo <= -1e29) lo = -COIN_DBL_MAX;
+  for (double& hi : col_hi)
+    if (hi >= 1e29) hi = COIN_DBL_MAX;
+  solver.loadProblem(matrix, col_lo.data(), col_hi.data(), lp.objective.data(), row_lo.data(), row_hi.data());
   solver.messageHandler()->setLogLevel(0);
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 namespace monet {
 
@@ -534,43 +535,77 @@ Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, i
   for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
   Evaluation now = evaluate(p, a);
   if (!now.feasible || now.peak_bytes > budget_bytes) return a;
-  auto better = [&](const Assignment& b) {
-    Evaluation e = evaluate(p, b);
-    if (!e.feasible || e.peak_bytes > budget_bytes || e.recompute_ms >= now.recompute_ms - 1e-9) return false;
-    now = std::move(e);
-    return true;
+  // b's time where it is feasible and within the budget, else infinity.
+  auto time_of = [&](const Assignment& b, Evaluation& e) {
+    e = evaluate(p, b);
+    return e.feasible && e.peak_bytes <= budget_bytes ? e.recompute_ms : std::numeric_limits<double>::infinity();
   };
-  // Each node's first recomputation in the backward pass (the step that needs its outputs first), the costliest
-  // first.
-  std::vector<std::pair<int, int>> first;  // (step, forward position)
-  for (int k = 0; k < p.num_fwd(); ++k)
-    for (int t = 1; t < T; ++t)
-      if (a.R[t][k]) {
-        first.push_back({t, k});
-        break;
-      }
-  std::stable_sort(first.begin(), first.end(),
-                   [&](const auto& x, const auto& y) { return p.time_ms(x.second) > p.time_ms(y.second); });
-  for (const auto& [t, k] : first) {
-    if (past(deadline)) break;
-    bool copyable = !outputs[k].empty();
-    for (int f : outputs[k]) copyable &= p.has_g(t, f) && !a.H[f] && !a.S[0][f];
-    if (!copyable) continue;
-    Assignment b = a;
-    b.R[t][k] = 0;
-    for (int f : outputs[k]) {
-      b.H[f] = 1;
-      b.G[t][f] = 1;
-      for (int s = 0; s <= t; ++s) b.S[s][f] = 0;
-    }
-    if (!better(b)) continue;
-    a = std::move(b);
-    // The recomputations of step t that only fed this one may go too.
+  // Drops the recomputations of step t that nothing needs any more (what only fed the dropped one), then the keeps
+  // past their last use: neither raises time or memory.
+  auto tidy = [&](Assignment& b, int t) {
     for (int j : p.candidates[t]) {
-      if (!a.R[t][j] || past(deadline)) continue;
-      Assignment c = a;
-      c.R[t][j] = 0;
-      if (better(c)) a = std::move(c);
+      if (!b.R[t][j]) continue;
+      b.R[t][j] = 0;
+      if (!evaluate(p, b).feasible) b.R[t][j] = 1;
+    }
+    trim(p, b);
+  };
+  for (bool improved = true; improved && !past(deadline);) {
+    improved = false;
+    // Each node's first recomputation in the backward pass (the step that needs its outputs first), the costliest
+    // first.
+    std::vector<std::pair<int, int>> first;  // (step, forward position)
+    for (int k = 0; k < p.num_fwd(); ++k)
+      for (int t = 1; t < T; ++t)
+        if (a.R[t][k]) {
+          first.push_back({t, k});
+          break;
+        }
+    std::stable_sort(first.begin(), first.end(),
+                     [&](const auto& x, const auto& y) { return p.time_ms(x.second) > p.time_ms(y.second); });
+    for (const auto& [t, k] : first) {
+      if (past(deadline)) break;
+      bool free = !outputs[k].empty();  // none of its outputs on the host already
+      for (int f : outputs[k]) free &= !a.H[f];
+      if (!free) continue;
+      Evaluation e_copy, e_keep;
+      // Its outputs offloaded after the forward pass and prefetched into step t.
+      double copy_ms = std::numeric_limits<double>::infinity();
+      Assignment copy = a;
+      bool copyable = true;
+      for (int f : outputs[k]) copyable &= p.has_g(t, f) && !a.S[0][f];
+      if (copyable) {
+        copy.R[t][k] = 0;
+        for (int f : outputs[k]) {
+          copy.H[f] = 1;
+          copy.G[t][f] = 1;
+          for (int s = 0; s <= t; ++s) copy.S[s][f] = 0;
+        }
+        tidy(copy, t);
+        copy_ms = time_of(copy, e_copy);
+      }
+      // Its outputs kept on the device from the forward pass into step t, and where that is over the budget, the
+      // fewest idle kept values offloaded that bring it within (offload_idle_kept).
+      Assignment keep = a;
+      keep.R[t][k] = 0;
+      for (int f : outputs[k])
+        for (int s = 0; s <= t; ++s)
+          if (p.has_s(s, f)) keep.S[s][f] = 1;
+      tidy(keep, t);
+      double keep_ms = time_of(keep, e_keep);
+      if (e_keep.feasible && e_keep.peak_bytes > budget_bytes) {
+        keep = offload_idle_kept(p, std::move(keep), budget_bytes);
+        keep_ms = time_of(keep, e_keep);
+      }
+      if (std::min(copy_ms, keep_ms) >= now.recompute_ms - 1e-9) continue;
+      if (copy_ms <= keep_ms) {
+        a = std::move(copy);
+        now = std::move(e_copy);
+      } else {
+        a = std::move(keep);
+        now = std::move(e_keep);
+      }
+      improved = true;
     }
   }
   return a;

@@ -92,11 +92,13 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
                                       const std::vector<std::vector<double>>& lp_fwd = {});
 
 // Under offload: a's recomputations in the backward pass replaced by copies, one node at a time (the costliest
-// first): a node's first recomputation, in step t, where each of its outputs may be prefetched into t, is dropped,
-// its outputs kept from the forward pass, offloaded when their stage-0 life ends and prefetched into t; then each
-// other recomputation of step t is dropped where it only fed it. Each change is kept where the schedule stays
-// within the budget and gets faster, its copies' waits counted (evaluate). a must fit the budget (else it is
-// returned as it is); the deadline stops the search where it is.
+// first): a node's first recomputation, in step t, is dropped and its outputs are kept from the forward pass, either
+// offloaded when their stage-0 life ends and prefetched into t (where each may be), or held on the device, with the
+// fewest idle kept values offloaded that bring the schedule within the budget where it is over (offload_idle_kept);
+// either way each other recomputation of step t that only fed it is dropped. The faster of the two is kept where
+// the schedule stays within the budget and gets faster, its copies' waits counted (evaluate); passes over the
+// nodes repeat until none changes. a must fit the budget (else it is returned as it is); the deadline stops the
+// search where it is.
 Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, int64_t budget_bytes,
                                      Deadline deadline = kNoDeadline);
 

@@ -178,12 +178,14 @@ struct Builder {
   // (X[f][k] >= 0: how long in position k) and, where they do not fit, in a wait Wout_k after a position k at which
   // some are due:
   //   oflow_f:    sum_{r_f <= k <= d_f} X[f][k] - c_out(f) H[f] = 0     (a copy of one slot: c_out(f) H[f] in its row)
-  //   ocap_k:     sum_f X[f][k] - Wout_k <= time(k)
+  //   ocap_k:     sum_f X[f][k] - Wout_k - sum_i dtime(k, i) P[k][i] <= time(k)
+  //               (time: the default implementation's; dtime(k, i): implementation i's time beyond it)
   // This is exact for a stream that may split its copies anywhere (stage0_copies: the earliest deadline first).
   // and the prefetches on their stream: D_t (continuous) is what step t takes beyond its node, and each copy-in span
   // [a, b] (copy_in_spans) holds the copies chosen within it; the resident values' copies, over each of their
   // spans (state_in_spans, state_out_spans), the copies of the offers within it: in on the optimizer state's stream, out on the stream to the host:
-  //   ddef_t:     D_t - sum_k time(k) R[t][k] - W[t] = 0
+  //   ddef_t:     D_t - sum_k time(k) R[t][k] - sum_{k, i} dtime(k, i) Z[t][k][i] - sum_i dtime(t, i) M[t][i] - W[t] = 0
+  //               (D_t is free: a faster implementation than the default makes it negative)
   //   cin_a_b:    sum_{a <= t < b} D_t - sum_{G[u][f]: a <= prefetch_first(u, f), u <= b} c_in(f) G[u][f]
   //                         >= - sum_{a <= t < b} time(step t's node)
   //   (for the spans [copy_in_from, b], every copy needed by b: the same through a running slack, cfrom_b below)
@@ -245,7 +247,8 @@ struct Builder {
     for (int s = 0; s < p.num_states(); ++s) offers[p.states[s].value].push_back(m.Q[s]);
     // The parameters' copies in, each over its span [fetch, reader] of stage-0 positions with the copies whose
     // spans lie within it (fetch_spans; W_pin: the wait before stage 0):
-    //   pin_a_b:  sum_{s: a <= fetch_s, reader_s <= b} c_in(s) Q[s] - W_pin <= begin(b) - begin(a)
+    //   pin_a_b:  sum_{s: a <= fetch_s, reader_s <= b} c_in(s) Q[s] - W_pin - sum_{a <= k < b, i} dtime(k, i) P[k][i]
+    //                 <= begin(b) - begin(a)
     for (const NestedSpan& span : p.fetch_spans) {
       if (m.W_pin < 0) m.W_pin = lp.add_col("Wpin", 0, kInf, 1, false);
       std::vector<int> cols = {m.W_pin};
@@ -254,6 +257,12 @@ struct Builder {
         cols.push_back(m.Q[q]);
         coefs.push_back(p.states[q].in_ms);
       }
+      for (int k = span.first; k < span.last && k < p.num_fwd(); ++k)  // the positions' implementations
+        for (size_t i = 0; m.P[k].size() > 1 && i < m.P[k].size(); ++i)
+          if (p.fwd_impl_ms[k][i] != 0) {
+            cols.push_back(m.P[k][i]);
+            coefs.push_back(-p.fwd_impl_ms[k][i]);
+          }
       lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
                  p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first));
     }
@@ -292,11 +301,18 @@ struct Builder {
     }
     for (int k = 0; k <= F; ++k) {
       const double ms = p.fwd_position_ms(k);
-      if (most[k] <= ms) continue;  // a row that can never bind (and no wait at k: all of them fit)
+      const bool choices = k < F && m.P[k].size() > 1;
+      const double fastest = choices ? *std::min_element(p.fwd_impl_ms[k].begin(), p.fwd_impl_ms[k].end()) : 0.0;
+      if (most[k] <= ms + std::min(fastest, 0.0)) continue;  // a row that can never bind (no wait at k: all fit)
       if (m.Wout[k] >= 0) {
         cap_cols[k].push_back(m.Wout[k]);
         cap_coefs[k].push_back(-1);
       }
+      for (int i = 0; choices && i < p.num_fwd_impls(k); ++i)
+        if (p.fwd_impl_ms[k][i] != 0) {
+          cap_cols[k].push_back(m.P[k][i]);
+          cap_coefs[k].push_back(-p.fwd_impl_ms[k][i]);
+        }
       lp.add_row("ocap_" + std::to_string(k), cap_cols[k], cap_coefs[k], -kInf, ms);
     }
   }
@@ -306,10 +322,15 @@ struct Builder {
     const int T = p.num_steps();
     m.D.assign(T, -1);
     for (int t = 0; t < T; ++t) {
-      m.D[t] = lp.add_col("D_" + std::to_string(t), 0, kInf, 0, false);
+      m.D[t] = lp.add_col("D_" + std::to_string(t), -kInf, kInf, 0, false);
       std::vector<int> cols = {m.D[t], m.W[t]};
       std::vector<double> coefs = {1, -1};
       for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
+      for (const auto& [c, zs] : m.Z[t])
+        for (size_t i = 0; i < zs.size(); ++i)
+          if (const double d = p.fwd_impl_ms[p.candidates[t][c]][i]; d != 0) { cols.push_back(zs[i]); coefs.push_back(-d); }
+      for (size_t i = 0; i < m.M[t].size(); ++i)
+        if (const double d = p.impl_ms[t][i]; d != 0) { cols.push_back(m.M[t][i]); coefs.push_back(-d); }
       lp.add_row("ddef_" + std::to_string(t), cols, coefs, 0, 0);
     }
     std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each prefetch and its column
@@ -744,7 +765,7 @@ std::vector<double> to_columns(const CheckpointProblem& p, const MilpLayout& m, 
         if (m.G[t][f] >= 0) x[m.G[t][f]] = a.prefetched(t, static_cast<int>(f));
     for (size_t s = 0; s < m.Q.size(); ++s) x[m.Q[s]] = !a.Q.empty() && a.Q[s];
     const CopyWaits w = copy_waits(p, a);
-    const Stage0Copies out = stage0_copies(p, a.H);
+    const Stage0Copies out = stage0_copies(p, a.H, &a.P);
     for (size_t k = 0; k < m.Wout.size(); ++k)
       if (m.Wout[k] >= 0) x[m.Wout[k]] = out.wait[k];
     std::map<std::pair<int, int>, int> xcol;  // (fval, position) -> X column

@@ -636,7 +636,7 @@ double CopyWaits::total() const {
   return sum;
 }
 
-Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H) {
+Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H, const std::vector<int>* P) {
   const int F = p.num_fwd(), nf = static_cast<int>(p.fvals.size());
   Stage0Copies c;
   c.wait.assign(F + 1, 0.0);
@@ -652,7 +652,7 @@ Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& 
       ready.insert({p.offload_at[f], f});
       left[f] = p.copy_out_ms[f];
     }
-    double free = p.fwd_position_ms(k);  // the node's time
+    double free = p.fwd_position_ms(k) + (P && k < F ? p.fwd_impl_ms[k][(*P)[k]] : 0.0);  // the node's time
     // The copies due first run first, in the node's time and then, those due at k, in the wait after it.
     while (!ready.empty() && (free > 0 || ready.begin()->first == k)) {
       const int f = ready.begin()->second;
@@ -677,10 +677,15 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
   if (!p.offload() || a.H.empty()) return w;
   for (int f = 0; f < nf; ++f)
     if (a.H[f]) w.preference += kCopyPreference * (p.copy_out_ms[f] + p.copy_in_ms[f]);
-  auto overlap = [&](int t) {
-    double ms = p.step_ms[t];
+  auto overlap = [&](int t) {  // step t's node and recomputations, each under its implementation
+    double ms = p.step_ms[t] + p.impl_ms[t][a.M[t]];
     for (int k : p.candidates[t])
-      if (a.R[t][k]) ms += p.time_ms(k);
+      if (a.R[t][k]) ms += p.time_ms(k) + p.fwd_impl_ms[k][a.P[k]];
+    return ms;
+  };
+  auto fwd_delta_ms = [&](int from, int to) {  // stage-0 positions from..to-1: their implementations' deltas
+    double ms = 0;
+    for (int k = from; k < to && k < p.num_fwd(); ++k) ms += p.fwd_impl_ms[k][a.P[k]];
     return ms;
   };
   for (int s = 0; s < p.num_states() && !a.Q.empty(); ++s)
@@ -689,9 +694,11 @@ CopyWaits copy_waits(const CheckpointProblem& p, const Assignment& a) {
     double ms = 0;  // the parameters' copies in within [fetch, reader]
     for (int s : span.within)
       if (!a.Q.empty() && a.Q[s]) ms += p.states[s].in_ms;
-    if (ms > 0) w.parameters_in = std::max(w.parameters_in, ms - (p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first)));
+    if (ms > 0)
+      w.parameters_in = std::max(w.parameters_in, ms - (p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first) +
+                                                        fwd_delta_ms(span.first, span.last)));
   }
-  w.fwd = stage0_copies(p, a.H).total;
+  w.fwd = stage0_copies(p, a.H, &a.P).total;
   // Each step starts as early as the spans let it (copy_in_spans and the state spans, in the order of their `need`).
   std::vector<std::vector<std::pair<int, double>>> into(T);  // [need]: (first, ms) of a's copies
   for (const CopyIn& c : copy_in_offers(p))

@@ -280,24 +280,27 @@ int64_t step_peak(const CheckpointProblem& p, int t, const std::vector<char>& S,
 // position k have not ended by its end, the compute stream waits for them there (wait[k]; the stream runs them
 // meanwhile). run[k]: how long each copy (fval, ms) runs in position k, its wait included. This schedule waits
 // the least of any that splits the copies anywhere: the earliest deadline first ends every copy due by a
-// position as early as any order can.
+// position as early as any order can. A position's time is its node's under the implementation P gives it (null:
+// the defaults).
 struct Stage0Copies {
   std::vector<double> wait;                               // [k], k = 0..F
   std::vector<std::vector<std::pair<int, double>>> run;   // [k]: (fval, ms)
   double total = 0;                                       // sum of wait
 };
-// H: fval -> offloaded.
-Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H);
+// H: fval -> offloaded; P: forward position -> implementation.
+Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& H,
+                           const std::vector<int>* P = nullptr);
 
 // The time the compute stream waits for copies, as the MILP prices them (its W columns):
-// - Stage 0's copies to the host: fwd = stage0_copies(p, a.H).total (its waits, position by position).
+// Every node's time is its chosen implementation's (a step's M, a forward node's P, also where it is recomputed).
+// - Stage 0's copies to the host: fwd = stage0_copies(p, a.H, &a.P).total (its waits, position by position).
 // - The prefetches share one stream: for each span [a, b] of copy_in_spans, the copies chosen within it (from a
 //   start at or after a, into a step at or before b) take no longer than steps a..b-1 (their nodes, recomputations
 //   and waits). The resident values at home on the host share two more, each over its spans: on
 //   the optimizer state's stream, the copies in whose offers lie within [first, u] take no longer than steps
 //   first..u-1 (state_in_spans); on the stream to the host, the copies out whose offers lie within [u+1, last] no
 //   longer than steps u+1..last (state_out_spans).
-//   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its nodes' and recomputations' time, max over the spans
+//   Step t starts at begin_ms[t] = max(begin_ms[t-1] + its node's and recomputations' time, max over the spans
 //   ending at t of begin_ms[a] + their copies' time), and step[t-1] is what that adds (begin_ms[T]: the end of the
 //   last step, step[T-1] the wait there for copies out).
 // Not a bound on the engine's waits (time_streams) either way. A copy to the host may wait behind a piece of one

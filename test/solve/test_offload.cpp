@@ -403,10 +403,11 @@ TEST_CASE("a parameter and its momentum are offered a span that covers both copi
 
 // copies_for_recomputations trades a schedule's recomputations for copies where that is faster: on tiny graphs with
 // a fast link, from every segment schedule at its own peak, what it returns is feasible, within that peak (also in
-// the simulator), never slower, and faster with copies on some.
+// the simulator), never slower, and faster with copies on some; on some a recomputation gives way to its outputs
+// kept on the device (the room made by copies of other values, or already there).
 TEST_CASE("copies in place of recomputations: within the budget, never slower, faster on some",
           "[solve][offload][heuristics]") {
-  int tried = 0, faster = 0;
+  int tried = 0, faster = 0, kept = 0;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     const PlanGraph plan = seed % 2 == 0 ? chain_plan(4, seed) : random_plan(3, seed);
     CheckpointProblem p = make_problem(plan, seed % 2 == 0 ? 1 : 0);
@@ -426,11 +427,22 @@ TEST_CASE("copies in place of recomputations: within the budget, never slower, f
       CHECK(simulate(plan, extract_schedule(p, b, "checkpoint")).peak_bytes <= before.peak_bytes);
       ++tried;
       faster += after.recompute_ms < before.recompute_ms - 1e-9 && std::count(b.H.begin(), b.H.end(), 1) > 0;
+      bool keeps = false;  // a node recomputed before whose outputs its step now holds from the forward pass
+      for (int t = 1; t < p.num_steps(); ++t)
+        for (int k = 0; k < p.num_fwd(); ++k) {
+          if (!from.R[t][k] || b.R[t][k]) continue;
+          bool held = false;
+          for (size_t f = 0; f < p.fvals.size(); ++f)
+            if (p.producer[f] == k) held |= b.S[t][f] && b.S[0][f] && !b.H[f];
+          keeps |= held;
+        }
+      kept += keeps;
     }
   }
-  INFO(tried << " schedules, " << faster << " faster with copies");
+  INFO(tried << " schedules, " << faster << " faster with copies, " << kept << " keeping what they recomputed");
   CHECK(tried >= 40);
   CHECK(faster >= 5);
+  CHECK(kept >= 5);
 }
 
 // The waits copy_waits() counts are the least the program's rows allow: at every feasible assignment that waits for
@@ -555,6 +567,61 @@ TEST_CASE("stage 0's copies to the host wait as the program counts on a stream t
   INFO(checked << " points waiting for stage 0's copies, " << overlapping << " by copies that overlap");
   CHECK(checked >= 100);
   CHECK(overlapping >= 10);
+}
+
+// With implementation choices, the copies run in the chosen implementations' times: a faster algorithm shortens
+// the node times a copy overlaps. Stage 0's waits (the program's count) against time_streams with fine pieces, which
+// times each node under its chosen implementation; and the program's rows hold at every such point with its waits,
+// a shorter wait breaking one.
+TEST_CASE("copies are priced in the chosen implementations' node times", "[solve][milp][offload][streams]") {
+  int checked = 0, faster = 0, prefetching = 0;
+  for (uint64_t seed = 1; seed <= 60 && checked < 150; ++seed) {
+    const PlanGraph plan = random_plan(3, seed, true, false, true, true);
+    CheckpointProblem p = make_problem(plan, 0, true);
+    const HostLink link = host_link_from_flag(0.5 * kAlignBytes * 1e-6);  // no latency: pieces cost nothing extra
+    if (!p.has_choices() || !brute_forceable_offload(p, link)) continue;
+    MilpLayout layout;
+    const LinearProgram lp = checkpoint_milp(p, int64_t{1} << 40, &layout);
+    const double piece_ms = link.copy_ms(kAlignBytes / 64, true);
+    std::mt19937_64 rng(seed);
+    int here = 0;
+    for_each_offload_assignment(p, [&](const Assignment& plain) {
+      if (here >= 15 || !offloads(plain) || rng() % 7 != 0) return;
+      Assignment a = plain;
+      for (int t = 0; t < p.num_steps(); ++t) a.M[t] = static_cast<int>(rng() % p.num_impls(t));
+      for (int k = 0; k < p.num_fwd(); ++k) a.P[k] = static_cast<int>(rng() % p.num_fwd_impls(k));
+      if (!evaluate(p, a).feasible) return;
+      ++here;
+      bool quicker = false;  // a chosen implementation faster than the default
+      for (int t = 0; t < p.num_steps(); ++t) quicker |= p.impl_ms[t][a.M[t]] < 0;
+      for (int k = 0; k < p.num_fwd(); ++k) quicker |= p.fwd_impl_ms[k][a.P[k]] < 0;
+      faster += quicker;
+      const CopyWaits w = copy_waits(p, a);
+      Schedule s = extract_schedule(p, a, "full");
+      s.copy_plan = plan_copies(plan, s, link, kAlignBytes / 64);
+      const StreamTimes st = time_streams(plan, s, link);
+      INFO("seed " << seed << ": program " << w.fwd << " ms, streams " << st.wait_to_host_ms << " ms");
+      CHECK(st.wait_to_host_ms >= w.fwd - 1e-9);
+      CHECK(st.wait_to_host_ms <= w.fwd + piece_ms * (p.num_fwd() + 1) + 1e-9);
+      std::vector<double> x = to_columns(p, layout, lp, a);
+      require_rows_hold(lp, x);
+      for (size_t t = 0; t < layout.W.size(); ++t) {
+        if (layout.W[t] < 0 || x[layout.W[t]] < 1e-6) continue;
+        ++prefetching;
+        std::vector<double> shorter = x;
+        const double d = std::min(x[layout.W[t]], 1e-3);
+        shorter[layout.W[t]] -= d;
+        shorter[layout.D[t]] -= d;
+        CHECK(some_row_broken(lp, shorter));
+      }
+    });
+    checked += here;
+  }
+  INFO(checked << " points, " << faster << " with an implementation faster than the default, " << prefetching
+               << " waits for copies in steps");
+  CHECK(checked >= 100);
+  CHECK(faster >= checked / 2);
+  CHECK(prefetching >= 20);
 }
 
 // A value with two offers (the steps around its update, and a wider span) takes at most one: with both, every
