@@ -114,7 +114,7 @@ Root solve_root(OsiClpSolverInterface& solver, const LinearProgram& lp, const Cb
   const double reserve =
       std::min(std::max(kCbcReserveS, kCbcReserveShare * options.time_limit_s), 0.5 * options.time_limit_s);
   root.cuts = add_root_cuts(solver, objective, root.start.empty() ? 1e30 : shared.incumbent.load(),
-                            options.time_limit_s - reserve,
+                            std::min(options.time_limit_s - reserve, options.root_cuts_share * options.time_limit_s),
                             options.test_presolve_resolves ? 0 : kResolveStallFactor * std::max(root.relaxation_s, 1.0),
                             since_began, [&](double bound) { shared.bound = bound; }, options.separate);
   if (solver.isProvenOptimal()) root.x.assign(solver.getColSolution(), solver.getColSolution() + n);

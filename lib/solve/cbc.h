@@ -41,6 +41,8 @@ struct CbcOptions {
   // violates, at most the given number): the program's own valid inequalities (solve(): chain_cuts, milp.h).
   using Separator = std::function<std::vector<LinearProgram::Row>(const double* x, size_t max_cuts)>;
   Separator separate;
+  // The root rounds end by this share of time_limit_s (and in any case early enough to leave CBC its reserve).
+  double root_cuts_share = 1.0;
   // Large-neighbourhood search before CBC's search, from the warm start: each entry lists the columns a sub-MIP may
   // change (every other integer column stays at the incumbent's value); it runs until neighborhood_share of the
   // time CBC is given (after the relaxation and the root cuts) and CBC's search starts from what it found. Up to

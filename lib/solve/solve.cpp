@@ -322,12 +322,20 @@ double fastest_impls_floor_ms(const CheckpointProblem& p) {
   return floor_ms;
 }
 
+// The share of the time limit the program without copies gets first under --offload (solve_offload), and the
+// most its schedule's recomputations may take to be traded for copies after it (copies_for_recomputations).
+constexpr double kWithoutCopiesShare = 0.5, kCopiesForRecomputationsShare = 0.05;
+// The program with copies' root cut rounds end by this share of its time: its LPs are slow (on UNet b11 at
+// 5.01 GB its rounds took 45.6 s of 60, and the neighbourhood search improved the schedule only in the rest).
+constexpr double kCopiesRootCutsShare = 0.4;
+
 // Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
 // `chosen_out`, when given, receives the schedule's assignment. need_start: give up (out.why_none "no_start") when
-// the heuristics plan no schedule within the budget, before the LP relaxation and CBC.
+// the heuristics plan no schedule within the budget, before the LP relaxation and CBC. lp_heuristics = false: what
+// the relaxation adds to the warm start (improve_with_lp) stops once something fits, the start handed in included.
 void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
                 std::optional<Assignment> widened_start, SolveOutcome& out,
-                std::optional<Assignment>* chosen_out = nullptr, bool need_start = false) {
+                std::optional<Assignment>* chosen_out = nullptr, bool need_start = false, bool lp_heuristics = true) {
   auto seconds = [&] { return clock.seconds(); };
   MilpLayout layout;
   LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
@@ -364,7 +372,8 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
       out.lp_bound_ms = p.base_ms + lp_obj;
       const LpGuide g = lp_guide(p, layout, relaxed);
       const bool had = warm.has_value();
-      warm = improve_with_lp(p, o.budget_bytes, warm, g.scores, g.impl, g.fwd, clock.share(0.8));
+      warm = improve_with_lp(p, o.budget_bytes, warm, g.scores, g.impl, g.fwd,
+                             lp_heuristics ? clock.share(0.8) : clock.start);
       if (!had && warm) warm_at = seconds();
     }
     out.warm_start_s = seconds() - out.setup_s - out.lp_s;
@@ -385,6 +394,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
     };
   // 5. Root cut rounds, with the chain cuts.
   cbc.separate = [&](const double* x, size_t max_cuts) { return chain_cuts(p, layout, x, max_cuts); };
+  if (p.offload()) cbc.root_cuts_share = kCopiesRootCutsShare;
   // 7. The neighbourhood search's windows, skipped when the warm start is that close to the bound.
   cbc.neighborhoods = search_windows(p, layout);
   cbc.neighborhood_min_gap = kSearchMinGapShare * out.store_all.time_ms;
@@ -433,9 +443,6 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   }
 }
 
-// The share of the time limit the program without copies gets first under --offload (solve_offload), and the
-// most its schedule's recomputations may take to be traded for copies after it (copies_for_recomputations).
-constexpr double kWithoutCopiesShare = 0.5, kCopiesForRecomputationsShare = 0.05;
 
 // Phases 3-9 under --offload: the program without copies (without_offload, the same window) for
 // kWithoutCopiesShare of the time limit, then the program with them, from that schedule when it is the better start,
@@ -488,7 +495,10 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
   }
   const double first_s = clock.seconds() - began_s;
   const std::string first_status = skipped ? "skipped" : first.why_none == "no_start" ? "no_start" : first.status;
-  solve_milp(plan, p, o, clock, std::move(widened_start), out);
+  // Where the program without copies handed over its schedule, the relaxation's rounding (8 s of the 30 left on
+  // ResNet-50 b184) never bettered it: the neighbourhood search gets that time.
+  const bool handed = first.fits;
+  solve_milp(plan, p, o, clock, std::move(widened_start), out, nullptr, false, !handed);
   out.without_copies_status = first_status;
   out.without_copies_s = first_s;
   out.setup_s -= first_s;  // timed from the solve's start
