@@ -443,7 +443,6 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   }
 }
 
-
 // Phases 3-9 under --offload: the program without copies (without_offload, the same window) for
 // kWithoutCopiesShare of the time limit, then the program with them, from that schedule when it is the better start,
 // for the rest. The program with copies is larger and its LPs slower (its root rounds took 23-30 s of 60 where the
