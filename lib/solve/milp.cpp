@@ -162,6 +162,17 @@ struct Builder {
   // Its upper bound: cap, or -1 (infeasible at once) where cap < 0 and no credit can help.
   double sum_hi(double cap) const { return cap < 0 && m.Qtot < 0 ? -1 : cap; }
 
+  // - each implementation's time beyond the default's (delta_ms[i]) on its column (impl_cols[i]: an M[t], P[k] or
+  // Z[t][k] column; none where the node has one implementation): the chosen implementation's time off the row.
+  static void subtract_impl_deltas(const std::vector<int>& impl_cols, const std::vector<double>& delta_ms,
+                                   std::vector<int>& cols, std::vector<double>& coefs) {
+    for (size_t i = 0; i < impl_cols.size(); ++i)
+      if (delta_ms[i] != 0) {
+        cols.push_back(impl_cols[i]);
+        coefs.push_back(-delta_ms[i]);
+      }
+  }
+
   int h_col(int f) const { return m.H.empty() ? -1 : m.H[f]; }
   int g_col(int t, int f) const { return m.G.empty() || t >= static_cast<int>(m.G.size()) ? -1 : m.G[t][f]; }
 
@@ -258,11 +269,7 @@ struct Builder {
         coefs.push_back(p.states[q].in_ms);
       }
       for (int k = span.first; k < span.last && k < p.num_fwd(); ++k)  // the positions' implementations
-        for (size_t i = 0; m.P[k].size() > 1 && i < m.P[k].size(); ++i)
-          if (p.fwd_impl_ms[k][i] != 0) {
-            cols.push_back(m.P[k][i]);
-            coefs.push_back(-p.fwd_impl_ms[k][i]);
-          }
+        subtract_impl_deltas(m.P[k], p.fwd_impl_ms[k], cols, coefs);
       lp.add_row("pin_" + std::to_string(span.first) + "_" + std::to_string(span.last), cols, coefs, -kInf,
                  p.fwd_begin_ms(span.last) - p.fwd_begin_ms(span.first));
     }
@@ -301,18 +308,13 @@ struct Builder {
     }
     for (int k = 0; k <= F; ++k) {
       const double ms = p.fwd_position_ms(k);
-      const bool choices = k < F && m.P[k].size() > 1;
-      const double fastest = choices ? *std::min_element(p.fwd_impl_ms[k].begin(), p.fwd_impl_ms[k].end()) : 0.0;
+      const double fastest = k < F ? *std::min_element(p.fwd_impl_ms[k].begin(), p.fwd_impl_ms[k].end()) : 0.0;
       if (most[k] <= ms + std::min(fastest, 0.0)) continue;  // a row that can never bind (no wait at k: all fit)
       if (m.Wout[k] >= 0) {
         cap_cols[k].push_back(m.Wout[k]);
         cap_coefs[k].push_back(-1);
       }
-      for (int i = 0; choices && i < p.num_fwd_impls(k); ++i)
-        if (p.fwd_impl_ms[k][i] != 0) {
-          cap_cols[k].push_back(m.P[k][i]);
-          cap_coefs[k].push_back(-p.fwd_impl_ms[k][i]);
-        }
+      if (k < F) subtract_impl_deltas(m.P[k], p.fwd_impl_ms[k], cap_cols[k], cap_coefs[k]);
       lp.add_row("ocap_" + std::to_string(k), cap_cols[k], cap_coefs[k], -kInf, ms);
     }
   }
@@ -326,11 +328,8 @@ struct Builder {
       std::vector<int> cols = {m.D[t], m.W[t]};
       std::vector<double> coefs = {1, -1};
       for (int k : p.candidates[t]) { cols.push_back(m.R[t][k]); coefs.push_back(-p.time_ms(k)); }
-      for (const auto& [c, zs] : m.Z[t])
-        for (size_t i = 0; i < zs.size(); ++i)
-          if (const double d = p.fwd_impl_ms[p.candidates[t][c]][i]; d != 0) { cols.push_back(zs[i]); coefs.push_back(-d); }
-      for (size_t i = 0; i < m.M[t].size(); ++i)
-        if (const double d = p.impl_ms[t][i]; d != 0) { cols.push_back(m.M[t][i]); coefs.push_back(-d); }
+      for (const auto& [c, zs] : m.Z[t]) subtract_impl_deltas(zs, p.fwd_impl_ms[p.candidates[t][c]], cols, coefs);
+      subtract_impl_deltas(m.M[t], p.impl_ms[t], cols, coefs);
       lp.add_row("ddef_" + std::to_string(t), cols, coefs, 0, 0);
     }
     std::vector<std::vector<std::pair<const CopyIn*, int>>> into(T);  // [need]: each prefetch and its column
