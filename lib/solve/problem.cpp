@@ -539,15 +539,15 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   auto is_parameter = [&](int v, int u) {
     return plan.values[v].resident && plan.values[v].bytes > 0 && reader[v] >= 0 && last_step[v] == u && !elsewhere[v];
   };
-  // The fewest steps before (after) u whose nodes take `ms` (at most kCopySpanSteps).
+  // The fewest steps before (after) u whose nodes take `ms`.
   auto first_covering = [&](int u, double in) {
     int first = u - 1;
-    for (double ms = p.step_ms[first]; ms < in && first > 0 && u - first < kCopySpanSteps;) ms += p.step_ms[--first];
+    for (double ms = p.step_ms[first]; ms < in && first > 0;) ms += p.step_ms[--first];
     return first;
   };
   auto last_covering = [&](int u, double out) {
     int last = u + 1;
-    for (double ms = p.step_ms[last]; ms < out && last + 1 < T && last - u < kCopySpanSteps;) ms += p.step_ms[++last];
+    for (double ms = p.step_ms[last]; ms < out && last + 1 < T;) ms += p.step_ms[++last];
     return last;
   };
   // An update's resident values come in and go out together (a layer's parameter and its momentum): each value is
@@ -562,10 +562,54 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       if (state || parameter) out_together[u] += link.copy_ms(plan.values[v].bytes, true);
     }
   }
+  // Every resident value on offer at home on the host at once: the copies in of all the updates, latest update
+  // first, each as late as it can start and end before its update or before the next update's copies start (the
+  // optimizer state's stream; the parameters' over stage-0 positions), and the copies out, earliest update first,
+  // each as early as it can start after its update and the previous update's copies (the stream to the host). Where
+  // the own or together spans of neighbouring updates overlap, these are wider: each value is also offered them.
+  std::vector<double> begin(T + 1, 0.0);  // when step t starts on the nodes' times
+  for (int t = 0; t < T; ++t) begin[t + 1] = begin[t] + p.step_ms[t];
+  std::vector<int> all_first(T, -1), all_last(T, -1);
+  double next = begin[T];  // when the copies in of the next update start
+  for (int u = T - 2; u >= 1; --u) {
+    if (in_together[u] <= 0) continue;
+    const double start = std::min(begin[u], next) - in_together[u];
+    next = start;
+    int first = u - 1;
+    while (first > 0 && begin[first] > start) --first;
+    all_first[u] = first;
+  }
+  double end = 0;  // when the copies out of the previous update end
+  for (int u = 0; u + 1 < T; ++u) {
+    if (out_together[u] <= 0) continue;
+    end = std::max(begin[u + 1], end) + out_together[u];
+    int last = u + 1;
+    while (last + 1 < T && begin[last + 1] < end) ++last;
+    all_last[u] = last;
+  }
+  // The parameters' copies in, by their first stage-0 reader (position F: the loss).
+  std::vector<double> in_at_reader(F + 1, 0.0);
+  for (int u = 0; u + 1 < T; ++u) {
+    const PlanNode& n = plan.nodes[p.steps[u]];
+    if (n.stage != Stage::update) continue;
+    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end()))
+      if (!is_state(v, u) && is_parameter(v, u)) in_at_reader[reader[v]] += link.copy_ms(plan.values[v].bytes, false);
+  }
+  std::vector<int> all_fetch(F + 1, -1);
+  next = p.fwd_end_ms[F];
+  for (int r = F; r >= 0; --r) {
+    if (in_at_reader[r] <= 0) continue;
+    const double start = std::min(p.fwd_begin_ms(r), next) - in_at_reader[r];
+    next = start;
+    int fetch = r;
+    while (fetch > 0 && p.fwd_begin_ms(fetch) > start) --fetch;
+    all_fetch[r] = fetch;
+  }
   // Appends v's offers: the narrowest first, the widest last, each span once.
   auto offer = [&](StateOffer o) {
     const StateOffer* back = p.states.empty() ? nullptr : &p.states.back();
-    if (back && back->value == o.value && back->first == o.first && back->last == o.last) return;
+    if (back && back->value == o.value && back->first == o.first && back->last == o.last && back->fetch == o.fetch)
+      return;
     p.states.push_back(o);
   };
   p.states.clear();
@@ -578,7 +622,9 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       const double out = link.copy_ms(plan.values[v].bytes, true);
       offer({v, u, u - 1, u + 1, in, out});
       offer({v, u, first_covering(u, in), last_covering(u, out), in, out});
-      offer({v, u, first_covering(u, in_together[u]), last_covering(u, out_together[u]), in, out});
+      const int first = first_covering(u, in_together[u]), last = last_covering(u, out_together[u]);
+      offer({v, u, first, last, in, out});
+      offer({v, u, all_first[u] >= 0 ? std::min(first, all_first[u]) : first, std::max(last, all_last[u]), in, out});
     }
   }
   for (int u = 0; u + 1 < T; ++u) {
@@ -590,13 +636,16 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
       const double out = link.copy_ms(plan.values[v].bytes, true);
       // The fewest stage-0 positions before its reader whose times cover its copy in.
       int fetch = reader[v];
-      for (double ms = 0; fetch > 0 && ms < in && reader[v] - fetch < kCopySpanSteps;) {
+      for (double ms = 0; fetch > 0 && ms < in;) {
         --fetch;
         ms += p.fwd_position_ms(fetch);
       }
       offer({v, u, -1, u + 1, in, out, reader[v], fetch});
       offer({v, u, -1, last_covering(u, out), in, out, reader[v], fetch});
-      offer({v, u, -1, last_covering(u, out_together[u]), in, out, reader[v], fetch});
+      const int last = last_covering(u, out_together[u]);
+      offer({v, u, -1, last, in, out, reader[v], fetch});
+      offer({v, u, -1, std::max(last, all_last[u]), in, out, reader[v],
+             all_fetch[reader[v]] >= 0 ? std::min(fetch, all_fetch[reader[v]]) : fetch});
     }
   }
   index_state_offers(p);

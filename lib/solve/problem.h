@@ -38,7 +38,7 @@ struct StateOffer {
   double in_ms = 0, out_ms = 0;  // its copy from / to the host
   int reader = -1;               // a parameter's first stage-0 reader (its position; F: the loss), else -1
   // A parameter's: the stage-0 position at whose start its copy in is issued (it counts on the device from there):
-  // the fewest positions before its reader whose times cover the copy (at most kCopySpanSteps), else -1.
+  // the fewest positions before its reader whose times cover the copy, or earlier in its widest offer; else -1.
   int fetch = -1;
   // Whether the value is on the device in step t (-1: stage 0) when offloaded.
   bool covers(int t) const { return t >= first && t <= last; }
@@ -133,14 +133,17 @@ struct CheckpointProblem {
   // around u (Q[s] = 1 for offer s: the value's home is the host, copied in from the start of step `first` and
   // out after its update, ended by the end of step `last`; on the device only in steps first..last): [u-1, u+1];
   // where a copy outlasts the step beside the update, the fewest steps before and after u whose nodes' times
-  // cover each copy (at most kCopySpanSteps each side); and the fewest that cover the copies of all the resident
-  // values u reads that have offers (a layer's parameter and its momentum go out together), where wider still.
-  // Narrowest first, widest last. At most one offer per value.
+  // cover each copy; and the span of its copies with every value on offer copied (the widest, where wider still):
+  // the copies of all the updates queued on their stream in update order, in as late as they can end before their
+  // update and the later updates' copies, out as early as they can start after their update and the earlier
+  // updates' copies (which covers the copies of all the resident values u reads: a layer's parameter and its
+  // momentum go out together). Narrowest first, widest last. At most one offer per value.
   // And the parameters: resident values that stage-0 nodes read and whose last reader is their update, step u <=
   // T-2 (no recomputation candidate of a later step reads them). Home on the host, a parameter is copied in from
   // the start of stage-0 position `fetch` (ended by the start of its first reader, `reader`) and out after its
   // update, ended by the end of step `last` (u+1, or wider as above): on the device from position `fetch` through
-  // step `last`, away before and after. Offers of parameters have first = -1.
+  // step `last`, away before and after. Its widest offer's `fetch` is its copy in's with every parameter copied,
+  // queued by first reader, each as late as it can end. Offers of parameters have first = -1.
   std::vector<StateOffer> states;
   std::vector<int> parameter_offers;  // the parameters' offers (indices into states), by fetch, then reader
   // The spans [fetch, reader] of the parameters' copies in (stage-0 positions), each with the offers whose own span
@@ -312,8 +315,9 @@ Stage0Copies stage0_copies(const CheckpointProblem& p, const std::vector<char>& 
 // copies' time in the objective (`preference`, not a wait), so that of two schedules equal in time the one with
 // fewer copies is the optimum.
 constexpr double kCopyPreference = 1e-3;
-// The longest span of a copy, in steps: a prefetch's before its use, an optimizer state's on either side of its
-// update.
+// The longest span of a prefetch before its use, in steps. (The resident values' spans follow their copies' times
+// alone: each of a few hundred values adds a term to the rows of the steps its span holds, where a copy back adds
+// one to each step's rows for every step of its span.)
 constexpr int kCopySpanSteps = 16;
 struct CopyWaits {
   double fwd = 0;
