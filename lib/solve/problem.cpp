@@ -552,13 +552,15 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
   };
   // An update's resident values come in and go out together (a layer's parameter and its momentum): each value is
   // also offered the span that covers all their copies each way, where that is wider than its own.
-  std::vector<double> in_together(T, 0.0), out_together(T, 0.0);
+  // And the parameters' copies in, by their first stage-0 reader (position F: the loss).
+  std::vector<double> in_together(T, 0.0), out_together(T, 0.0), in_at_reader(F + 1, 0.0);
   for (int u = 0; u + 1 < T; ++u) {
     const PlanNode& n = plan.nodes[p.steps[u]];
     if (n.stage != Stage::update) continue;
     for (int v : std::set<int>(n.inputs.begin(), n.inputs.end())) {
       const bool state = is_state(v, u), parameter = !state && is_parameter(v, u);
       if (state) in_together[u] += link.copy_ms(plan.values[v].bytes, false);
+      if (parameter) in_at_reader[reader[v]] += link.copy_ms(plan.values[v].bytes, false);
       if (state || parameter) out_together[u] += link.copy_ms(plan.values[v].bytes, true);
     }
   }
@@ -586,14 +588,6 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     int last = u + 1;
     while (last + 1 < T && begin[last + 1] < end) ++last;
     all_last[u] = last;
-  }
-  // The parameters' copies in, by their first stage-0 reader (position F: the loss).
-  std::vector<double> in_at_reader(F + 1, 0.0);
-  for (int u = 0; u + 1 < T; ++u) {
-    const PlanNode& n = plan.nodes[p.steps[u]];
-    if (n.stage != Stage::update) continue;
-    for (int v : std::set<int>(n.inputs.begin(), n.inputs.end()))
-      if (!is_state(v, u) && is_parameter(v, u)) in_at_reader[reader[v]] += link.copy_ms(plan.values[v].bytes, false);
   }
   std::vector<int> all_fetch(F + 1, -1);
   next = p.fwd_end_ms[F];

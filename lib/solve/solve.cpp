@@ -335,12 +335,14 @@ constexpr double kWithoutCopiesNoStartShare = 0.15;
 constexpr double kCopiesRootCutsShare = 0.4;
 
 // Phases 3-9 for checkpoint and full mode, a budget at or above the lower bound.
-// `chosen_out`, when given, receives the schedule's assignment. need_start: give up (out.why_none "no_start") when
-// the heuristics plan no schedule within the budget, before the LP relaxation and CBC. lp_heuristics = false: what
+// `chosen_out`, when given, receives the schedule's assignment. no_start_limit_s >= 0: where the heuristics plan no
+// schedule within the budget, the rest (the LP relaxation, what it adds, CBC) ends by then (seconds from the
+// clock's start) instead of by the clock's limit. lp_heuristics = false: what
 // the relaxation adds to the warm start (improve_with_lp) stops once something fits, the start handed in included.
 void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOptions& o, const SolveClock& clock,
                 std::optional<Assignment> widened_start, SolveOutcome& out,
-                std::optional<Assignment>* chosen_out = nullptr, bool need_start = false, bool lp_heuristics = true) {
+                std::optional<Assignment>* chosen_out = nullptr, double no_start_limit_s = -1,
+                bool lp_heuristics = true) {
   auto seconds = [&] { return clock.seconds(); };
   MilpLayout layout;
   LinearProgram lp = checkpoint_milp(p, o.budget_bytes, &layout);
@@ -352,11 +354,10 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   // 3. Heuristic warm start: a first schedule from the heuristics alone before the LP relaxation (which takes ~15 s
   // on resnet50 b184), the bracket's (the one that reached the budget or the window was widened for) among them.
   std::optional<Assignment> warm = best_heuristic(p, o.budget_bytes, clock.share(0.5), widened_start);
-  if (!warm && need_start) {
-    out.status = "not_found";
-    out.why_none = "no_start";
-    return;
-  }
+  const SolveClock run{clock.start, !warm && no_start_limit_s >= 0 ? std::min(clock.limit_s, no_start_limit_s)
+                                                                    : clock.limit_s};
+  if (run.limit_s < clock.limit_s)
+    spdlog::info("the heuristics plan no schedule within the budget; CBC looks for one until {:.0f} s", run.limit_s);
   double warm_at = warm ? seconds() : -1;
   // Progress before CBC's own: the warm start, then the relaxation's bound (step times, as CBC's).
   auto warm_ms = [&] { return warm ? p.base_ms + evaluate(p, *warm).recompute_ms : -1.0; };
@@ -365,7 +366,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   const double early_s = seconds() - out.setup_s;
 
   CbcOptions cbc;
-  cbc.time_limit_s = std::max(0.5, o.time_limit_s - seconds());
+  cbc.time_limit_s = std::max(0.5, run.limit_s - seconds());
   cbc.max_nodes = o.max_nodes;
   cbc.max_sub_mips = o.max_sub_mips;
   cbc.threads = o.threads;
@@ -378,7 +379,7 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
       const LpGuide g = lp_guide(p, layout, relaxed);
       const bool had = warm.has_value();
       warm = improve_with_lp(p, o.budget_bytes, warm, g.scores, g.impl, g.fwd,
-                             lp_heuristics ? clock.share(0.8) : clock.start);
+                             lp_heuristics ? run.share(0.8) : run.start);
       if (!had && warm) warm_at = seconds();
     }
     out.warm_start_s = seconds() - out.setup_s - out.lp_s;
@@ -473,21 +474,10 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
     first.fast_store_all = out.fast_store_all;
     std::optional<Assignment> a0;
     spdlog::info("offload: the program without copies first, until {:.0f} s", o0.time_limit_s);
-    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0, true);
-    if (first.why_none == "no_start") {
-      o0.time_limit_s = kWithoutCopiesNoStartShare * o.time_limit_s;
-      spdlog::info("offload: the heuristics plan no schedule without copies within the budget; CBC looks for one "
-                   "until {:.0f} s", o0.time_limit_s);
-      const SolveClock clock1{clock.start, o0.time_limit_s};
-      SolveOutcome again;
-      again.store_all = out.store_all;
-      again.fast_store_all = out.fast_store_all;
-      solve_milp(plan, p0, o0, clock1, std::nullopt, again, &a0, false);
-      first = std::move(again);
-      if (!a0) {
-        first.why_none = "no_start";
-        spdlog::info("offload: none found; the program with copies gets the rest of the time limit");
-      }
+    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0, kWithoutCopiesNoStartShare * o.time_limit_s);
+    if (!a0) {  // the heuristics planned none (else their schedule would be there), nor did CBC find one
+      first.why_none = "no_start";
+      spdlog::info("offload: no schedule without copies; the program with copies gets the rest of the time limit");
     }
     if (a0) {
       const Assignment without = lift_to(p, std::move(*a0));
@@ -514,7 +504,7 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
   // Where the program without copies handed over its schedule, the relaxation's rounding (8 s of the 30 left on
   // ResNet-50 b184) never bettered it: the neighbourhood search gets that time.
   const bool handed = first.fits;
-  solve_milp(plan, p, o, clock, std::move(widened_start), out, nullptr, false, !handed);
+  solve_milp(plan, p, o, clock, std::move(widened_start), out, nullptr, -1, !handed);
   out.without_copies_status = first_status;
   out.without_copies_s = first_s;
   out.setup_s -= first_s;  // timed from the solve's start

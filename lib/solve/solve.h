@@ -54,8 +54,8 @@ struct SolveOutcome {
   // it was skipped), and its schedule's step (0 where it found none).
   double without_copies_s = 0, without_copies_ms = 0;
   // How that solve ended: "skipped" (the budget is below what any schedule without copies reaches), "no_start"
-  // (the heuristics planned none within the budget, so it stopped there), else its status ("optimal",
-  // "feasible", "infeasible", "not_found"); empty without --offload.
+  // (the heuristics planned none within the budget, nor did CBC find one in the share it then gets), else its
+  // status ("optimal", "feasible", "infeasible", "not_found"); empty without --offload.
   std::string without_copies_status;
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
