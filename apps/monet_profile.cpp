@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   auto* repeats_opt =
       app.add_option("--repeats", repeats, "cpu, cuda: timed steps; each node's time is the median (default 3)");
   bool no_algorithms = false;
-  app.add_flag("--no-conv-algorithms", no_algorithms, "cuda: do not time every cuDNN algorithm of each convolution");
+  app.add_flag("--no-conv-algorithms", no_algorithms, "cuda: do not time the algorithms of each convolution (every cuDNN one) and batch norm (cuDNN's and ours)");
   std::optional<double> host_bandwidth;
   app.add_option("--host-bandwidth", host_bandwidth,
                  "GB/s between host and device memory, each direction (an offloading plan's copies): recorded as the "
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       }
       const int added = rederive_algorithm_variants(p, nondeterministic, rederive);
       if (given_link) p.host_link = given_link;
-      std::printf("conv algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
+      std::printf("algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
                   added, rederive.c_str(), nondeterministic ? "deterministic or not" : "deterministic");
       write_profile(output, p);
       std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
@@ -127,24 +127,25 @@ int main(int argc, char** argv) {
     p.model_path = o.model_path;
 #ifdef MONET_HAVE_CUDA
     if (device == "cuda" && !no_algorithms) {
-      // Every algorithm cuDNN offers for each convolution node, with its workspace and time; failures recorded.
+      // Every algorithm cuDNN offers for each convolution node, and cuDNN's and ours for each batch norm node, with
+      // its workspace and time; failures recorded.
       nlohmann::json algos = nlohmann::json::object();
-      int done = 0, convs = 0, variants = 0;
-      for (const Node& n : g.nodes) convs += cuda::is_cudnn_conv(n.op);
+      int done = 0, offering = 0, variants = 0;
+      for (const Node& n : g.nodes) offering += cuda::offers_algorithms(n.op);
       for (const Node& n : g.nodes) {
-        nlohmann::json list = cuda::time_conv_algorithms(*backend, g, n, warmup, repeats);
+        nlohmann::json list = cuda::time_algorithms(*backend, g, n, warmup, repeats);
         if (list.empty()) continue;
         algos[n.name] = {{"op", n.op}, {"algorithms", list}};
-        // A backward convolution's algorithms become implementations the solver may pick.
+        // A node's algorithms become implementations the solver may pick.
         const int added = add_algorithm_variants(p.plan.nodes.at(static_cast<size_t>(p.plan.find_node(n.name))), list,
                                                  nondeterministic);
         variants += added;
-        spdlog::info("conv algorithms: node {}/{} {} ({}): {} algorithms, {} as implementations", ++done, convs, n.name,
+        spdlog::info("algorithms: node {}/{} {} ({}): {} algorithms, {} as implementations", ++done, offering, n.name,
                      n.op, list.size(), added);
       }
       p.device_info["conv_algorithms"] = algos;
       p.device_info["nondeterministic_algorithms_offered"] = nondeterministic;
-      std::printf("conv algorithms: %d implementations added (%s, not beaten in both time and workspace)\n", variants,
+      std::printf("algorithms: %d implementations added (%s, not beaten in both time and workspace)\n", variants,
                   nondeterministic ? "deterministic or not" : "deterministic");
     }
 #endif

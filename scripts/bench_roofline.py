@@ -36,7 +36,7 @@ CUDNN_CONV = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTr
               "ConvTransposeGradWeight"}
 CUBLAS = {"Gemm", "GemmGradA", "GemmGradB", "MatMul", "MatMulGradA", "MatMulGradB"}
 # BatchNormalization on cuDNN; BatchNormGrad's input-activated implementation (its default) on cuDNN, the
-# output-activated one ours.
+# output-activated one ours; their algorithm variant "ours" (our kernels) is ours.
 CUDNN_OTHER = {("BatchNormalization", None), ("BatchNormGrad", "input"), ("BatchNormGrad", None)}
 
 # Inputs a node writes in place besides its outputs (counted once more, as written).

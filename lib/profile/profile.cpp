@@ -297,7 +297,7 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
   }
   for (const Option& o : ran)
     if (o.algo == default_algo) def = &o;
-  if (!def || def->time_ms <= 0 || n.impls.size() > 1) return 0;
+  if (!def || def->time_ms <= 0) return 0;
   // Dominated: another option no slower and with no more workspace (on a tie, the default, then the earlier).
   auto beats = [&](size_t d, size_t c) {
     const Option &a = ran[d], &b = ran[c];
@@ -431,7 +431,7 @@ Profile rescale_profile(const TrainingGraph& tg, const Profile& measured, const 
 int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path) {
   auto it = p.device_info.find("conv_algorithms");
   if (it == p.device_info.end() || !it->is_object())
-    fail(path, ": no cuDNN algorithm timings recorded (device_info.conv_algorithms: a --device cuda profile made "
+    fail(path, ": no algorithm timings recorded (device_info.conv_algorithms: a --device cuda profile made "
          "without --no-conv-algorithms has them)");
   for (PlanNode& n : p.plan.nodes) {
     std::erase_if(n.impls, [](const PlanImpl& im) { return im.algo >= 0; });

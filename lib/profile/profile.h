@@ -86,10 +86,12 @@ struct ProfileTotals {
 };
 ProfileTotals profile_totals(const Profile& p);
 
-// Makes a convolution's cuDNN algorithms (forward or backward) implementations the planner can pick (MONeT's
-// workspace-for-time choice): `algorithms` is cuda::time_conv_algorithms' list for the node (algo, status, deterministic,
-// chosen_by_default, time_ms, workspace_bytes, in the heuristics' order). Each algorithm's first entry that ran
-// ("ok") and is deterministic becomes a variant of the default implementation ("cudnn<k>", PlanImpl::algo = k), with
+// Makes a node's backend algorithms implementations the planner can pick (MONeT's workspace-for-time choice): a
+// convolution's cuDNN algorithms (forward or backward), batch norm's cuDNN and ours. `algorithms` is
+// cuda::time_algorithms' list for the node (algo, status, deterministic, chosen_by_default, time_ms,
+// workspace_bytes, in the heuristics' order). Each algorithm's first entry that ran ("ok") and is deterministic
+// becomes a variant of the default implementation ("cudnn<k>" or "ours", PlanImpl::algo = k), after the op's other
+// implementations, with
 // the node's measured time scaled by the algorithm's benchmark time over the default algorithm's, and its
 // workspace - unless another entry, the default included, is at least as fast with at most its workspace.
 // Nothing for a node that is neither a forward nor a backward one or whose default algorithm did not run. Returns

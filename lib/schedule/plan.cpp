@@ -8,6 +8,7 @@
 namespace monet {
 
 std::string algorithm_name(int algo) {
+  if (algo == kOwnAlgorithm) return "ours";
   if (algo < kBatchSlices) return "cudnn" + std::to_string(algo);
   return "cudnn" + std::to_string(algo % kBatchSlices) + "/" + std::to_string(algo / kBatchSlices);
 }

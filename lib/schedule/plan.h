@@ -32,6 +32,9 @@ Stage parse_stage(const std::string& s);
 // another, each adding into the gradient (a fixed order: deterministic where the algorithm is), in the workspace of
 // one slice. Its name in a plan: "cudnn<algorithm>/<slices>".
 inline constexpr int kBatchSlices = 1000;
+// The backend algorithm kOwnAlgorithm runs monet's own CUDA kernels where a node's default runs a library's:
+// BatchNormalization and the input-activated BatchNormGrad (cuDNN's is their algorithm 0). Its name: "ours".
+inline constexpr int kOwnAlgorithm = 999;
 std::string algorithm_name(int algo);
 
 struct PlanImpl {

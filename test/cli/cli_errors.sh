@@ -143,7 +143,7 @@ edit "$s" "$tmp/s_unknown.json" "j['steps'][next(i for i, st in enumerate(j['ste
 edit "$s" "$tmp/s_bad_impl.json" "next(st for st in j['steps'] if st[0] in ('compute', 'compute_in_place') and 'ReluGrad' in st[1]).append('bogus')"
 # Re-deriving a profile's algorithm choices: only from a profile with recorded cuDNN timings, of this model.
 edit "$tmp/p.json" "$tmp/p_algos.json" "j['device_info']['conv_algorithms'] = {'/nope': {'op': 'Conv', 'algorithms': []}}"
-expect 1 "p.json: no cuDNN algorithm timings recorded" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" $o
+expect 1 "p.json: no algorithm timings recorded" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" $o
 expect 1 "p.json: a profile of another model, batch or input shape" -- $profile "$tiny" --batch 4 --rederive "$tmp/p.json" $o
 expect 1 "conv_algorithms names node '/nope', which the profile does not have" -- $profile "$tiny" --batch 2 --rederive "$tmp/p_algos.json" $o
 expect 1 "rederive takes neither --device nor" -- $profile "$tiny" --batch 2 --rederive "$tmp/p.json" --device cuda $o

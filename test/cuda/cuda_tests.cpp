@@ -344,8 +344,12 @@ Built build(const Case& k, uint64_t seed) {
 // runs implementation min(pass, its last) (pass 1: input-activated ReluGrad, output-activated BatchNormGrad,
 // MaxPoolGrad from the packed argmax; pass 2: ReluGrad from the mask), unread inputs passed without data as the
 // executor does.
+// bn_algo: the backend algorithm of every BatchNormalization and BatchNormGrad node (-1: the default, cuDNN's).
+bool is_batch_norm(const Node& n) { return n.op == "BatchNormalization" || n.op == "BatchNormGrad"; }
+
 std::vector<std::vector<double>> run_all(const Graph& g, const std::map<int, std::vector<double>>& inputs,
-                                         Backend& be, int pass = 0) {
+                                         Backend& be, int pass = 0, int bn_algo = -1) {
+  const auto algo_of = [&](const Node& n) { return is_batch_norm(n) ? bn_algo : -1; };
   std::vector<int64_t> offset(g.values.size(), -1);
   int64_t total = 0;
   for (size_t v = 0; v < g.values.size(); ++v) {
@@ -353,7 +357,7 @@ std::vector<std::vector<double>> run_all(const Graph& g, const std::map<int, std
     total += tensor_bytes(g.values[v].shape, g.values[v].dtype, 4);
   }
   int64_t ws_max = 0;
-  for (const Node& n : g.nodes) ws_max = std::max(ws_max, be.workspace_bytes(g, n));
+  for (const Node& n : g.nodes) ws_max = std::max(ws_max, be.workspace_bytes(g, n, algo_of(n)));
   char* block = static_cast<char*>(be.reserve(total + align_up(ws_max)));
   auto ref = [&](int v) { return TensorRef{block + offset[v], &g.values[v].shape, g.values[v].dtype}; };
   for (const auto& [v, data] : inputs) be.upload(ref(v), data);
@@ -367,8 +371,8 @@ std::vector<std::vector<double>> run_all(const Graph& g, const std::map<int, std
       in.push_back(r);
     }
     for (int v : n.outputs) out.push_back(ref(v));
-    const int64_t ws = be.workspace_bytes(g, n);
-    be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, impl);
+    const int64_t ws = be.workspace_bytes(g, n, algo_of(n));
+    be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, impl, algo_of(n));
   }
   be.synchronize();
   std::vector<std::vector<double>> values(g.values.size());
@@ -487,14 +491,14 @@ namespace {
 // skip_optional: the op's optional outputs are passed without data (what the executor does where nothing reads
 // them) and come back empty. impl: the op implementation that runs.
 std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place, bool skip_optional = false,
-                                             int impl = 0) {
+                                             int impl = 0, int algo = -1) {
   const Graph& g = b.g;
   const Node& n = g.nodes[0];
   std::vector<int64_t> offset(g.values.size(), -1);
   int64_t total = 0;
   for (int v : n.inputs) offset[v] = std::exchange(total, total + tensor_bytes(g.values[v].shape, g.values[v].dtype, 4));
   for (int v : n.outputs) offset[v] = std::exchange(total, total + tensor_bytes(g.values[v].shape, g.values[v].dtype, 4));
-  const int64_t ws = be.workspace_bytes(g, n);
+  const int64_t ws = be.workspace_bytes(g, n, algo);
   char* block = static_cast<char*>(be.reserve(total + align_up(ws)));
   auto ref = [&](int v) { return TensorRef{block + offset[v], &g.values[v].shape, g.values[v].dtype}; };
   std::vector<TensorRef> in, out;
@@ -507,7 +511,7 @@ std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool i
   if (in_place) out[0].data = in[static_cast<size_t>(over)].data;
   if (skip_optional)
     for (int k : op_def(n.op).optional_outputs) out[static_cast<size_t>(k)].data = nullptr;
-  be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, impl);
+  be.run(g, n, in, out, ws > 0 ? block + total : nullptr, 12345, false, impl, algo);
   be.synchronize();
   std::vector<std::vector<double>> r;
   for (const TensorRef& t : out) r.push_back(t.data ? be.download(t) : std::vector<double>{});
@@ -590,6 +594,59 @@ TEST_CASE("gradient ops in place over dY give on CUDA the bits they give out of 
       CHECK(plain[i] == over[i]);
     }
   }
+}
+
+TEST_CASE("batch norm on our kernels matches the CPU and cuDNN's: both passes, in place, deterministic",
+          "[cuda][ops][batch_norm]") {
+  // BatchNormalization and the input-activated BatchNormGrad on algorithm kOwnAlgorithm (the output-activated
+  // gradient is ours on every algorithm): channel sums over float4 units (S = 64, 900, 3136) and floats (S = 49, 5,
+  // 1), parts that cross images, a channel whose mean is far from 0 (the shifted sums).
+  auto cpu = make_cpu_backend(4);
+  auto gpu = cuda::make_cuda_backend("fp32");
+  const Attrs bn = attrs({{"epsilon", 1e-3}, {"momentum", 0.8}});
+  const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive};
+  const std::vector<bool> bn_grad = {true, true, true, false, false};
+  std::vector<Case> cs;
+  for (const Shape& x : std::vector<Shape>{{4, 3, 8, 8}, {8, 2, 30, 30}, {5, 3, 7, 7}, {3, 4, 5}, {64, 16},
+                                           {16, 8, 56, 56}})
+    cs.push_back({"BatchNormalization", bn, {x, {x[1]}, {x[1]}, {x[1]}, {x[1]}}, bn_fill, {}, bn_grad, 3});
+  uint64_t seed = 4001;
+  for (const Case& k : cs) {
+    Built b = build(k, seed++);
+    // shifted: X's mean moved to 40 (spread 1), checked against the CPU's two-pass statistics only (cuDNN's own
+    // rounding is not this test's subject).
+    for (bool shifted : {false, true}) {
+      if (shifted)
+        for (double& v : b.inputs.at(b.g.nodes[0].inputs[0])) v += 40.0;
+      for (int pass = 0; pass < 2; ++pass) {
+        INFO(shape_str(k.shapes[0]) << (shifted ? ", mean 40" : "") << ", implementation pass " << pass);
+        const auto want = run_all(b.g, b.inputs, *cpu, pass);
+        const auto lib = shifted ? want : run_all(b.g, b.inputs, *gpu, pass);
+        const auto got = run_all(b.g, b.inputs, *gpu, pass, kOwnAlgorithm);
+        CHECK(run_all(b.g, b.inputs, *gpu, pass, kOwnAlgorithm) == got);  // fixed-order sums
+        for (size_t v = 0; v < b.g.values.size(); ++v) {
+          if (want[v].empty() || b.g.values[v].dtype != DType::f32) continue;
+          double scale = 0, worst = 0, worst_lib = 0;
+          for (size_t i = 0; i < want[v].size(); ++i) {
+            scale = std::max(scale, std::abs(want[v][i]));
+            worst = std::max(worst, std::abs(got[v][i] - want[v][i]));
+            worst_lib = std::max(worst_lib, std::abs(got[v][i] - lib[v][i]));
+          }
+          INFO("value " << b.g.values[v].name << ": max abs diff " << worst << " against the CPU, " << worst_lib
+                        << " against cuDNN's, scale " << scale);
+          CHECK(worst <= kAtol + kRtol * scale);
+          CHECK(worst_lib <= kAtol + 2 * kRtol * scale);
+        }
+      }
+    }
+    INFO(shape_str(k.shapes[0]) << " in place");
+    const auto plain = run_forward(b, *gpu, false, false, 0, kOwnAlgorithm);
+    const auto over = run_forward(b, *gpu, true, false, 0, kOwnAlgorithm);
+    CHECK(plain == over);
+  }
+  // Any other algorithm is refused naming the node.
+  const Built b = build(cs[0], 1);
+  CHECK_THROWS_WITH(gpu->workspace_bytes(b.g, b.g.nodes[0], 5), Catch::Matchers::Contains("no algorithm 5"));
 }
 
 TEST_CASE("optional outputs left without data change no other output on CUDA", "[cuda][ops]") {
@@ -827,6 +884,30 @@ TEST_CASE("a schedule's cuDNN algorithms run: arena peak = predicted, gradients 
   CHECK(b.peak == b.predicted);
   INFO("gradients: relative difference " << relative_difference(a.momentum, b.momentum));
   CHECK(relative_difference(a.momentum, b.momentum) <= 1e-3);
+}
+
+TEST_CASE("a schedule with batch norm on our kernels: arena peak = predicted, gradients as cuDNN's",
+          "[cuda][model][algorithms][batch_norm]") {
+  // ResNet-50 at batch 2, 64x64 in fp32 math: every BatchNormalization and input-activated BatchNormGrad on
+  // kOwnAlgorithm (their workspace planned in), against store-all on cuDNN's; and two such runs bitwise equal.
+  auto s = open_session(model_options("resnet50", 2, Shape{3, 64, 64}, "cuda"));
+  const Graph& g = s->tg.graph;
+  Schedule ours = store_all_schedule(s->plan);
+  int changed = 0;
+  for (Step& st : ours.steps)
+    if (st.kind == Step::Kind::compute && is_batch_norm(g.nodes[st.id]) && st.impl == 0) {
+      st.algo = kOwnAlgorithm;
+      ++changed;
+    }
+  INFO(changed << " batch norm nodes on our kernels");
+  REQUIRE(changed >= 100);
+  const AlgorithmRun a = run_algorithms(*s, ours), again = run_algorithms(*s, ours);
+  const AlgorithmRun b = run_algorithms(*s, store_all_schedule(s->plan));
+  CHECK(a.peak == a.predicted);
+  CHECK(b.peak == b.predicted);
+  CHECK(a.momentum == again.momentum);
+  INFO("gradients: relative difference " << relative_difference(a.momentum, b.momentum));
+  CHECK(relative_difference(a.momentum, b.momentum) <= 1e-2);
 }
 
 TEST_CASE("a weight gradient over slices of the batch: the whole batch's gradient, deterministic, less workspace",

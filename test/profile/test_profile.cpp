@@ -456,6 +456,63 @@ TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in
              Contains("an implementation after an algorithm variant"));
 }
 
+TEST_CASE("batch norm's own kernels become implementations beside cuDNN's, after the output-activated gradient",
+          "[profile][algorithms]") {
+  CHECK(algorithm_name(kOwnAlgorithm) == "ours");
+  Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
+  int fwd = -1, grad = -1;
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    if (p.plan.nodes[i].op == "BatchNormalization" && fwd < 0) fwd = static_cast<int>(i);
+    if (p.plan.nodes[i].op == "BatchNormGrad" && grad < 0) grad = static_cast<int>(i);
+  }
+  REQUIRE(fwd >= 0);
+  REQUIRE(grad >= 0);
+  auto entry = [](int algo, double ms, int64_t ws, bool def) {
+    return nlohmann::json{{"algo", algo}, {"status", "ok"}, {"deterministic", true}, {"workspace_bytes", ws},
+                          {"chosen_by_default", def}, {"time_ms", ms}};
+  };
+  PlanNode& f = p.plan.nodes[static_cast<size_t>(fwd)];
+  PlanNode& g = p.plan.nodes[static_cast<size_t>(grad)];
+  REQUIRE(f.impls.empty());
+  REQUIRE(g.impls.size() == 2);  // input- and output-activated
+  const std::vector<int> g_input_reads = g.impls[0].inputs, g_output_reads = g.impls[1].inputs;
+  f.time_ms = 1.0;
+  g.time_ms = g.impls[0].time_ms = 2.0;
+  const nlohmann::json list = nlohmann::json::array({entry(0, 0.5, 0, true), entry(kOwnAlgorithm, 0.125, 4096, false)});
+  REQUIRE(add_algorithm_variants(f, list) == 1);
+  REQUIRE(f.impls.size() == 2);
+  CHECK(f.impls[1].name == "ours");
+  CHECK(f.impls[1].algo == kOwnAlgorithm);
+  CHECK(f.impls[1].time_ms == Approx(0.25));  // the node's time scaled by ours over cuDNN's
+  CHECK(f.impls[1].workspace_bytes == 4096);
+  // The gradient's variant runs the input-activated implementation, listed after the output-activated one.
+  REQUIRE(add_algorithm_variants(g, list) == 1);
+  REQUIRE(g.impls.size() == 3);
+  CHECK(g.impls[1].inputs == g_output_reads);
+  CHECK(g.impls[2].op_impl == 0);
+  CHECK(g.impls[2].inputs == g_input_reads);
+  CHECK(g.impls[2].time_ms == Approx(0.5));
+  CHECK(g.impl_for(0, kOwnAlgorithm) == 2);
+  CHECK(g.impl_for(1, -1) == 1);
+  CHECK(g.impl_for(0, -1) == 0);
+  CHECK_FALSE(g.impl_in_place(2));  // as the input-activated implementation it runs
+
+  // Round trip; a schedule on both takes their times; the full-mode problem offers both choices.
+  TempFile file("bn_algorithms.json");
+  write_profile(file.path, p);
+  const Profile q = read_profile(file.path);
+  CHECK(profile_to_json(q) == profile_to_json(p));
+  const Schedule s = store_all_schedule(q.plan);
+  Schedule ours = s;
+  for (Step& st : ours.steps)
+    if (st.kind == Step::Kind::compute && (st.id == fwd || st.id == grad)) st.algo = kOwnAlgorithm;
+  CHECK(simulate(q.plan, ours).time_ms == Approx(simulate(q.plan, s).time_ms - 0.75 - 1.5));
+  const CheckpointProblem cp = make_problem(q.plan, 0, true);
+  int fwd_choices = 0;
+  for (int k = 0; k < cp.num_fwd(); ++k) fwd_choices += cp.num_fwd_impls(k) > 1;
+  CHECK(fwd_choices == 1);
+}
+
 TEST_CASE("re-deriving algorithm choices from recorded timings: stale variants go, every recorded conv gets its own",
           "[profile][algorithms]") {
   Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
@@ -471,7 +528,7 @@ TEST_CASE("re-deriving algorithm choices from recorded timings: stale variants g
   REQUIRE(relu_grad >= 0);
   const size_t relu_impls = p.plan.nodes[static_cast<size_t>(relu_grad)].impls.size();
   REQUIRE(relu_impls > 1);  // op implementations (saved-tensor choices) are not algorithm variants: they stay
-  CHECK_THROWS_WITH(rederive_algorithm_variants(p, false, "p.json"), Contains("p.json: no cuDNN algorithm timings"));
+  CHECK_THROWS_WITH(rederive_algorithm_variants(p, false, "p.json"), Contains("p.json: no algorithm timings"));
 
   auto entry = [](int algo, bool det, double ms, int64_t ws, bool def = false) {
     return nlohmann::json{{"algo", algo}, {"status", "ok"}, {"deterministic", det}, {"workspace_bytes", ws},

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/units.h"
+#include "schedule/plan.h"
 #include "engine/cuda/cuda_ops.h"
 
 namespace monet::cuda {
@@ -351,7 +352,8 @@ class CudaBackend final : public Backend {
   static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
   int64_t workspace_of(const CudaKernelDef& def, const Graph& g, const Node& n, int algo) const {
-    if (algo >= 0) return conv_workspace_with(ctx_, g, n, algo);  // refuses other ops
+    if (algo >= 0)  // conv_workspace_with refuses ops without algorithms
+      return def.algorithm_workspace ? def.algorithm_workspace(g, n, ctx_, algo) : conv_workspace_with(ctx_, g, n, algo);
     return def.workspace ? def.workspace(g, n, ctx_) : 0;
   }
 
@@ -403,6 +405,82 @@ CudaContext& context_of(Backend& backend) {
   auto* b = dynamic_cast<CudaBackend*>(&backend);
   if (!b) fail("not a CUDA backend: ", backend.name());
   return b->context();
+}
+
+namespace {
+
+// Batch norm's algorithms, each run through the backend on inputs of the node's shapes (a fixed pattern in
+// [0.5, 1.5]: positive variances and invstd) in one reservation made and freed here: cuDNN's (algorithm 0, the
+// default) and ours.
+nlohmann::json time_batch_norm_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
+  CudaContext& ctx = context_of(backend);
+  std::vector<int64_t> offset;
+  int64_t total = 0;
+  std::vector<int> values = n.inputs;
+  values.insert(values.end(), n.outputs.begin(), n.outputs.end());
+  for (int v : values) {
+    offset.push_back(total);
+    total += align_up(tensor_bytes(g.values[v].shape, g.values[v].dtype, 4));
+  }
+  const std::vector<int> algos = {0, kOwnAlgorithm};
+  int64_t ws = 0;
+  for (int a : algos) ws = std::max(ws, backend.workspace_bytes(g, n, a));
+  char* block = static_cast<char*>(backend.reserve(total + align_up(ws)));
+  auto ref = [&](size_t k) { return TensorRef{block + offset[k], &g.values[values[k]].shape, g.values[values[k]].dtype}; };
+  std::vector<TensorRef> in, out;
+  for (size_t k = 0; k < values.size(); ++k) (k < n.inputs.size() ? in : out).push_back(ref(k));
+  nlohmann::json list = nlohmann::json::array();
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  try {
+    for (const TensorRef& t : in) {
+      std::vector<double> pattern(static_cast<size_t>(numel(*t.shape)));
+      for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = 0.5 + static_cast<double>((i * 2654435761u) % 1000) / 1000;
+      backend.upload(t, pattern);
+    }
+    MONET_CUDA_CHECK(cudaEventCreate(&e0));
+    MONET_CUDA_CHECK(cudaEventCreate(&e1));
+    for (int a : algos) {
+      std::vector<float> ms;
+      for (int i = 0; i < warmup + repeats; ++i) {
+        MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+        backend.run(g, n, in, out, ws > 0 ? block + total : nullptr, 1, false, 0, a);
+        MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+        MONET_CUDA_CHECK(cudaEventSynchronize(e1));
+        float t = 0;
+        MONET_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+        if (i >= warmup) ms.push_back(t);
+      }
+      std::sort(ms.begin(), ms.end());
+      list.push_back({{"algo", a},
+                      {"workspace_bytes", backend.workspace_bytes(g, n, a)},
+                      {"deterministic", true},
+                      {"chosen_by_default", a == 0},
+                      {"status", "ok"},
+                      {"time_ms", ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2])}});
+    }
+  } catch (...) {
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    backend.unreserve(block);
+    throw;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  backend.unreserve(block);
+  return list;
+}
+
+}  // namespace
+
+bool offers_algorithms(const std::string& op) {
+  return is_cudnn_conv(op) || op == "BatchNormalization" || op == "BatchNormGrad";
+}
+
+nlohmann::json time_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
+  if (is_cudnn_conv(n.op)) return time_conv_algorithms(backend, g, n, warmup, repeats);
+  if (n.op == "BatchNormalization" || n.op == "BatchNormGrad")
+    return time_batch_norm_algorithms(backend, g, n, warmup, repeats);
+  return nlohmann::json::array();
 }
 
 }  // namespace monet::cuda

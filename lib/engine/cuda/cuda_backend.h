@@ -1,5 +1,5 @@
 // The CUDA backend's public face (host code only): its construction, the op names its kernel table covers (a
-// question that needs no GPU), the device probe, and per-algorithm timing of convolutions for profiles.
+// question that needs no GPU), the device probe, and per-algorithm timing of convolutions and batch norm for profiles.
 #pragma once
 
 #include <memory>
@@ -30,6 +30,15 @@ bool is_cudnn_conv(const std::string& op);
 // runs outside training steps); an algorithm whose workspace does not fit is recorded as failed, not fatal.
 // Returns [] for other ops. backend must be a CUDA backend.
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats);
+
+// Whether an op's nodes have backend algorithms to time: the convolutions' cuDNN algorithms; BatchNormalization's
+// and BatchNormGrad's cuDNN (0, the default) and our kernels (kOwnAlgorithm, schedule/plan.h).
+bool offers_algorithms(const std::string& op);
+
+// For a node of an op that offers_algorithms: each algorithm with its workspace, status, determinism and, where it
+// runs, its time, as time_conv_algorithms lists them (batch norm: both run through the backend on inputs of the
+// node's shapes in one reservation made and freed here; both deterministic). [] for other ops.
+nlohmann::json time_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats);
 
 // The host link of GPU 0 (cuda_host_link.cpp): `bytes`-byte copies between pinned host memory and the device on a
 // stream of their own, the median of `repeats` after two warm-ups, each direction alone and while a kernel streams

@@ -1,5 +1,5 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
-// BatchNormGrad on cuDNN (spatial mode: per-channel statistics over N and every spatial position, the running
+// BatchNormGrad on cuDNN or, as backend algorithm kOwnAlgorithm, on our kernels (spatial mode: per-channel statistics over N and every spatial position, the running
 // statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
 // (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceMax, Softmax (each with
 // its gradient), CumSum, TileGrad (a sum over the copies), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
@@ -9,6 +9,7 @@
 #include "ops/common/pool.h"
 #include "ops/cum_sum/cum_sum.h"
 #include "ops/tile/tile.h"
+#include "schedule/plan.h"
 
 namespace monet::cuda {
 namespace {
@@ -41,30 +42,62 @@ class BnDescriptors {
   cudnnTensorDescriptor_t x_ = nullptr, p_ = nullptr;
 };
 
-// BatchNormalization(X, scale, B, running_mean, running_var) -> Y, saved_mean, saved_invstd. cuDNN's running
-// update is running = running * (1 - factor) + stat * factor with the unbiased variance: factor = 1 - momentum.
-// Y may be X's buffer (in place): cuDNN does not document it, but the statistics need all of X before any Y is
-// written and Y is then X normalised element by element. monet_cuda_tests compares in place with out of place bit
-// for bit (a 32x8x56x56 case for the multi-block kernels); it passed on the H100 (schedules/GPU.md, "Correctness", series C, 2026-11-23).
+// X as (N, C, S).
+struct Ncs {
+  int64_t N, C, S;
+};
+Ncs ncs_of(const Shape& x) { return {x[0], x[1], numel(x) / (x[0] * x[1])}; }
+
+// Batch norm's backend algorithms: 0 (cuDNN's, the default) and kOwnAlgorithm (our kernels); anything else is
+// refused naming the node.
+bool own_algorithm(const CudaCall& c) {
+  if (c.algo == kOwnAlgorithm) return true;
+  if (c.algo > 0) fail("node '", c.node.name, "' (", c.node.op, "): no algorithm ", c.algo, " (0: cuDNN's, ",
+                       kOwnAlgorithm, ": ours)");
+  return false;
+}
+
+// BatchNormalization(X, scale, B, running_mean, running_var) -> Y, saved_mean, saved_invstd.
+// cuDNN (the default, algorithm 0): its running update is running = running * (1 - factor) + stat * factor with the
+// unbiased variance: factor = 1 - momentum. Y may be X's buffer (in place): cuDNN does not document it, but the
+// statistics need all of X before any Y is written and Y is then X normalised element by element. monet_cuda_tests
+// compares in place with out of place bit for bit (a 32x8x56x56 case for the multi-block kernels); it passed on the
+// H100 (schedules/GPU.md, "Correctness", series C, 2026-11-23).
+// Ours (kOwnAlgorithm): kernels.h batch_norm, the CPU kernel's rule; in place likewise.
 void run_batch_norm(const CudaCall& c) {
   const double eps = c.node.attrs.f("epsilon", 1e-5);
   const double momentum = c.node.attrs.f("momentum", 0.9);
-  const BnDescriptors d(c.in_shape(0));
-  const float one = 1.f, zero = 0.f;
   float* running_mean = c.recompute ? nullptr : c.fin_mut(3);  // both null: no update (a recomputation)
   float* running_var = c.recompute ? nullptr : c.fin_mut(4);
+  if (own_algorithm(c)) {
+    const auto [N, C, S] = ncs_of(c.in_shape(0));
+    MONET_CHECK(c.workspace_bytes >= batch_norm_workspace(N, C), "BatchNormalization workspace too small");
+    MONET_CUDA_CHECK(batch_norm(N, C, S, c.fin(0), c.fin(1), c.fin(2), eps, momentum, running_mean, running_var,
+                                c.fout(0), c.fout(1), c.fout(2), c.workspace, c.ctx.stream));
+    return;
+  }
+  const BnDescriptors d(c.in_shape(0));
+  const float one = 1.f, zero = 0.f;
   MONET_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x(), c.fin(0), d.x(), c.fout(0), d.p(), c.fin(1), c.fin(2),
       1.0 - momentum, running_mean, running_var, eps, c.fout(1), c.fout(2)));
 }
 
+int64_t batch_norm_algorithm_workspace(const Graph& g, const Node& n, CudaContext&, int algo) {
+  const Shape& x = g.values[n.inputs[0]].shape;
+  if (algo == 0) return 0;
+  if (algo == kOwnAlgorithm) return batch_norm_workspace(x[0], x[1]);
+  fail("node '", n.name, "' (BatchNormalization): no algorithm ", algo, " (0: cuDNN's, ", kOwnAlgorithm, ": ours)");
+}
+
 // BatchNormGrad(dY, X, scale, saved_mean, saved_invstd, Y, B) -> dX, dScale, dBias. Input-activated (impl 0) on
-// cuDNN: with the saved statistics given, cuDNN does not recompute them; epsilon (not an attribute of
-// BatchNormGrad) is then unused. Output-activated (impl 1, reads dY, scale, saved_invstd, Y, B): our kernels.
+// cuDNN (algorithm 0, the default): with the saved statistics given, cuDNN does not recompute them; epsilon (not an
+// attribute of BatchNormGrad) is then unused. Input-activated on our kernels (kOwnAlgorithm) and output-activated
+// (impl 1, reads dY, scale, saved_invstd, Y, B): kernels.h.
 void run_batch_norm_grad(const CudaCall& c) {
+  const bool ours = own_algorithm(c);
   if (c.impl == 1) {
-    const Shape& y = c.in_shape(5);
-    const int64_t N = y[0], C = y[1], S = numel(y) / (N * C);
+    const auto [N, C, S] = ncs_of(c.in_shape(5));
     // A zero scale makes X unrecoverable from Y: refused as on the CPU (a small device-to-host copy per call).
     std::vector<float> scale(static_cast<size_t>(C));
     MONET_CUDA_CHECK(cudaMemcpyAsync(scale.data(), c.fin(2), C * sizeof(float), cudaMemcpyDeviceToHost, c.ctx.stream));
@@ -79,6 +112,14 @@ void run_batch_norm_grad(const CudaCall& c) {
                                                  c.ctx.stream));
     return;
   }
+  if (ours) {
+    const auto [N, C, S] = ncs_of(c.in_shape(1));
+    MONET_CHECK(c.workspace_bytes >= 2 * C * channel_parts(N, C) * 8, "BatchNormGrad workspace too small");
+    MONET_CUDA_CHECK(batch_norm_grad_from_input(N, C, S, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4), c.fout(0),
+                                                c.fout(1), c.fout(2), static_cast<double*>(c.workspace),
+                                                c.ctx.stream));
+    return;
+  }
   const BnDescriptors d(c.in_shape(1));
   const float one = 1.f, zero = 0.f;
   MONET_CUDNN_CHECK(cudnnBatchNormalizationBackward(c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
@@ -86,11 +127,17 @@ void run_batch_norm_grad(const CudaCall& c) {
                                                     c.fin(2), c.fout(1), c.fout(2), 1e-5, c.fin(3), c.fin(4)));
 }
 
-// The output-activated implementation's per-part channel sums (two doubles per part); cuDNN's needs none, but a
-// node has one workspace for all its implementations.
+// Our implementations' per-part channel sums (two doubles per part); cuDNN's needs none, but a node has one
+// workspace for all its implementations and algorithms.
 int64_t batch_norm_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
   const Shape& y = g.values[n.inputs[0]].shape;
   return 2 * y[1] * channel_parts(y[0], y[1]) * static_cast<int64_t>(sizeof(double));
+}
+
+int64_t batch_norm_grad_algorithm_workspace(const Graph& g, const Node& n, CudaContext& ctx, int algo) {
+  if (algo != 0 && algo != kOwnAlgorithm)
+    fail("node '", n.name, "' (BatchNormGrad): no algorithm ", algo, " (0: cuDNN's, ", kOwnAlgorithm, ": ours)");
+  return batch_norm_grad_workspace(g, n, ctx);
 }
 
 // BatchNormStatGrad(dStat, X, saved_mean, saved_invstd) -> dX.
@@ -355,8 +402,8 @@ void run_tile_grad(const CudaCall& c) {
 }  // namespace
 
 void add_norm_pool_kernels(CudaKernelTable& t) {
-  t["BatchNormalization"] = {run_batch_norm};
-  t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace};
+  t["BatchNormalization"] = {run_batch_norm, nullptr, batch_norm_algorithm_workspace};
+  t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace, batch_norm_grad_algorithm_workspace};
   t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
   t["LayerNorm"] = {run_layer_norm};
   t["LayerNormGrad"] = {run_layer_norm_grad, layer_norm_grad_workspace};

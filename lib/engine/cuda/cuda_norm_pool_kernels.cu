@@ -675,23 +675,25 @@ __device__ __forceinline__ void for_channel_range(int64_t C, int64_t Su, int64_t
   }
 }
 
-// First pass of the output-activated BatchNormGrad: block b sums range b % P of channel b / P into partial[b]
-// (sum dy) and partial[C * P + b] (sum dy * (y - bias)), per-thread double, block_allsum's fixed tree.
+// BatchNormGrad's sums in either form: xhat = (v - center) * inv, with v, center, inv = y, bias, 1 / scale
+// (output-activated) or x, saved_mean, saved_invstd (input-activated, from_input).
+// First pass: block b sums range b % P of channel b / P into partial[b] (sum dy) and partial[C * P + b]
+// (sum dy * (v - center)), per-thread double, block_allsum's fixed tree.
 template <int W>
-__global__ void bn_grad_from_output_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* dy,
-                                                   const float* y, const float* bias, double* __restrict__ partial) {
+__global__ void bn_grad_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* dy, const float* v_,
+                                       const float* center, double* __restrict__ partial) {
   for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {  // block-uniform
     const int64_t ch = b / P, part = b - ch * P, M = N * Su;
-    const double bi = bias[ch];
+    const double ce = center[ch];
     double sum_dy = 0, dot = 0;
     for_channel_range(C, Su, ch, M * part / P, M * (part + 1) / P, [&](int64_t u) {
       float g[W], v[W];
       load_units<W>(dy, u, g);
-      load_units<W>(y, u, v);
+      load_units<W>(v_, u, v);
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         sum_dy += g[j];
-        dot += static_cast<double>(g[j]) * (static_cast<double>(v[j]) - bi);
+        dot += static_cast<double>(g[j]) * (static_cast<double>(v[j]) - ce);
       }
     });
     sum_dy = block_allsum(sum_dy);
@@ -703,9 +705,14 @@ __global__ void bn_grad_from_output_partial_kernel(int64_t N, int64_t C, int64_t
   }
 }
 
+// The factor that turns v - center into xhat: 1 / scale (output-activated) or invstd (input-activated).
+__device__ __forceinline__ double bn_inv(bool from_input, const float* scale, const float* invstd, int64_t ch) {
+  return from_input ? static_cast<double>(invstd[ch]) : 1.0 / static_cast<double>(scale[ch]);
+}
+
 // One warp per channel adds its P partials in order (lanes take every 32nd, then the butterfly).
-__global__ void bn_grad_from_output_sums_kernel(int64_t C, int64_t P, const double* partial, const float* scale,
-                                                float* dscale, float* dbias) {
+__global__ void bn_grad_sums_kernel(int64_t C, int64_t P, const double* partial, bool from_input, const float* scale,
+                                    const float* invstd, float* dscale, float* dbias) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
     double sum_dy = 0, dot = 0;
@@ -717,29 +724,106 @@ __global__ void bn_grad_from_output_sums_kernel(int64_t C, int64_t P, const doub
     dot = warp_sum(dot);
     if (lane == 0) {
       dbias[ch] = static_cast<float>(sum_dy);
-      dscale[ch] = static_cast<float>(dot / static_cast<double>(scale[ch]));
+      dscale[ch] = static_cast<float>(from_input ? dot * bn_inv(true, scale, invstd, ch)
+                                                 : dot / static_cast<double>(scale[ch]));
     }
   }
 }
 
 // dx over units of W floats (S % W == 0, Su = S / W); I: int32_t when N * C * S < 2^31.
 template <class I, int W>
-__global__ void bn_grad_from_output_dx_kernel(I C, I Su, const float* dy, const float* y, const float* scale,
-                                              const float* bias, const float* invstd, const float* dscale,
-                                              const float* dbias, float* dx, int64_t units, double M) {
+__global__ void bn_grad_dx_kernel(I C, I Su, const float* dy, const float* v_, const float* center, bool from_input,
+                                  const float* scale, const float* invstd, const float* dscale, const float* dbias,
+                                  float* dx, int64_t units, double M) {
   MONET_GRID_LOOP(ul, units) {
     const I u = static_cast<I>(ul);
     const I ch = (u / Su) % C;
-    const double mul = 1.0 / static_cast<double>(scale[ch]);
-    const double k = static_cast<double>(dscale[ch]) * mul / M;
+    const double k = static_cast<double>(dscale[ch]) * bn_inv(from_input, scale, invstd, ch) / M;
     const double w = static_cast<double>(invstd[ch]) * scale[ch];
-    const double bi = bias[ch], mean_dy = dbias[ch] / M;
+    const double ce = center[ch], mean_dy = dbias[ch] / M;
     float g[W], v[W];
     load_units<W>(dy, u, g);
-    load_units<W>(y, u, v);
+    load_units<W>(v_, u, v);
 #pragma unroll
-    for (int j = 0; j < W; ++j) g[j] = static_cast<float>((g[j] - mean_dy - (static_cast<double>(v[j]) - bi) * k) * w);
+    for (int j = 0; j < W; ++j) g[j] = static_cast<float>((g[j] - mean_dy - (static_cast<double>(v[j]) - ce) * k) * w);
     store_units<W>(dx, u, g);
+  }
+}
+
+// BatchNormalization's statistics in one pass over x: block b sums range b % P of channel b / P of d = x - K and
+// d * d (K: the channel's first element, a shift that keeps E[d^2] - E[d]^2 free of cancellation) into partial[b]
+// and partial[C * P + b], per-thread double, block_allsum's fixed tree.
+template <int W>
+__global__ void bn_stats_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* x,
+                                        double* __restrict__ partial) {
+  for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {  // block-uniform
+    const int64_t ch = b / P, part = b - ch * P, M = N * Su;
+    const double K = x[ch * Su * W];
+    double sum = 0, sq = 0;
+    for_channel_range(C, Su, ch, M * part / P, M * (part + 1) / P, [&](int64_t u) {
+      float v[W];
+      load_units<W>(x, u, v);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const double d = static_cast<double>(v[j]) - K;
+        sum += d;
+        sq += d * d;
+      }
+    });
+    sum = block_allsum(sum);
+    sq = block_allsum(sq);
+    if (threadIdx.x == 0) {
+      partial[b] = sum;
+      partial[C * P + b] = sq;
+    }
+  }
+}
+
+// One warp per channel adds its P partials in order, then lane 0 writes the saved statistics, the running ones
+// (unless null: a recomputation) and the channel's y = x * alpha + beta coefficients (coef[ch], coef[C + ch]) as
+// the CPU kernel folds them.
+__global__ void bn_stats_finish_kernel(int64_t C, int64_t P, const double* partial, const float* x, int64_t S, double M,
+                                       double eps, double momentum, const float* scale, const float* bias,
+                                       float* saved_mean, float* saved_invstd, float* running_mean,
+                                       float* running_var, float* coef) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
+    double sum = 0, sq = 0;
+    for (int64_t k = lane; k < P; k += 32) {
+      sum += partial[ch * P + k];
+      sq += partial[C * P + ch * P + k];
+    }
+    sum = warp_sum(sum);
+    sq = warp_sum(sq);
+    if (lane == 0) {
+      const double shift = sum / M;
+      const double mean = static_cast<double>(x[ch * S]) + shift;
+      const double var = fmax(sq / M - shift * shift, 0.0);
+      const double invstd = 1.0 / sqrt(var + eps);
+      saved_mean[ch] = static_cast<float>(mean);
+      saved_invstd[ch] = static_cast<float>(invstd);
+      coef[ch] = static_cast<float>(invstd * scale[ch]);
+      coef[C + ch] = static_cast<float>(bias[ch] - mean * invstd * scale[ch]);
+      if (running_mean) {
+        running_mean[ch] = static_cast<float>(running_mean[ch] * momentum + mean * (1 - momentum));
+        running_var[ch] = static_cast<float>(running_var[ch] * momentum + var * M / (M - 1) * (1 - momentum));
+      }
+    }
+  }
+}
+
+// y = x * alpha + beta over units of W floats; y may be x (each unit read before it is written).
+template <class I, int W>
+__global__ void bn_apply_kernel(I C, I Su, const float* x, const float* coef, float* y, int64_t units) {
+  MONET_GRID_LOOP(ul, units) {
+    const I u = static_cast<I>(ul);
+    const I ch = (u / Su) % C;
+    const float a = coef[ch], b = coef[C + ch];
+    float v[W];
+    load_units<W>(x, u, v);
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[j] = v[j] * a + b;
+    store_units<W>(y, u, v);
   }
 }
 
@@ -1203,35 +1287,92 @@ unsigned blocks_of_parts(int64_t C, int64_t P) {
 }
 }  // namespace
 
-cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
-                                        const float* scale, const float* bias, const float* invstd, float* dx,
-                                        float* dscale, float* dbias, double* partial, cudaStream_t stream) {
+namespace {
+
+// Both forms of BatchNormGrad: v, center = y, bias (output-activated) or x, saved_mean (from_input).
+cudaError_t bn_grad(int64_t N, int64_t C, int64_t S, const float* dy, const float* v, const float* center,
+                    bool from_input, const float* scale, const float* invstd, float* dx, float* dscale, float* dbias,
+                    double* partial, cudaStream_t stream) {
   if (C == 0) return cudaSuccess;
   const int64_t P = channel_parts(N, C);
   const unsigned pb = blocks_of_parts(C, P);
-  if (S % 4 == 0 && aligned16(dy) && aligned16(y))
-    bn_grad_from_output_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, dy, y, bias, partial);
+  if (S % 4 == 0 && aligned16(dy) && aligned16(v))
+    bn_grad_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, dy, v, center, partial);
   else
-    bn_grad_from_output_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, dy, y, bias, partial);
-  bn_grad_from_output_sums_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, scale, dscale, dbias);
+    bn_grad_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, dy, v, center, partial);
+  bn_grad_sums_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, from_input, scale, invstd, dscale,
+                                                                   dbias);
   const int64_t n = N * C * S;
   if (n == 0) return cudaGetLastError();
   const double M = static_cast<double>(N * S);
-  const bool w4 = S % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx);
+  const bool w4 = S % 4 == 0 && aligned16(dy) && aligned16(v) && aligned16(dx);
   const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
   const unsigned b = blocks_for(units);
   if (fits32(n) && w4)
-    bn_grad_from_output_dx_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(
-        static_cast<int32_t>(C), static_cast<int32_t>(Su), dy, y, scale, bias, invstd, dscale, dbias, dx, units, M);
+    bn_grad_dx_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), dy,
+                                                               v, center, from_input, scale, invstd, dscale, dbias,
+                                                               dx, units, M);
   else if (fits32(n))
-    bn_grad_from_output_dx_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(
-        static_cast<int32_t>(C), static_cast<int32_t>(Su), dy, y, scale, bias, invstd, dscale, dbias, dx, units, M);
+    bn_grad_dx_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), dy,
+                                                               v, center, from_input, scale, invstd, dscale, dbias,
+                                                               dx, units, M);
   else if (w4)
-    bn_grad_from_output_dx_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, dy, y, scale, bias, invstd, dscale,
-                                                                           dbias, dx, units, M);
+    bn_grad_dx_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, dy, v, center, from_input, scale, invstd, dscale,
+                                                               dbias, dx, units, M);
   else
-    bn_grad_from_output_dx_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, dy, y, scale, bias, invstd, dscale,
-                                                                           dbias, dx, units, M);
+    bn_grad_dx_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, dy, v, center, from_input, scale, invstd, dscale,
+                                                               dbias, dx, units, M);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
+                                        const float* scale, const float* bias, const float* invstd, float* dx,
+                                        float* dscale, float* dbias, double* partial, cudaStream_t stream) {
+  return bn_grad(N, C, S, dy, y, bias, false, scale, invstd, dx, dscale, dbias, partial, stream);
+}
+
+cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const float* dy, const float* x,
+                                       const float* scale, const float* mean, const float* invstd, float* dx,
+                                       float* dscale, float* dbias, double* partial, cudaStream_t stream) {
+  return bn_grad(N, C, S, dy, x, mean, true, scale, invstd, dx, dscale, dbias, partial, stream);
+}
+
+int64_t batch_norm_workspace(int64_t N, int64_t C) {
+  return 2 * C * channel_parts(N, C) * static_cast<int64_t>(sizeof(double)) + 2 * C * static_cast<int64_t>(sizeof(float));
+}
+
+cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const float* scale, const float* bias,
+                       double eps, double momentum, float* running_mean, float* running_var, float* y,
+                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream) {
+  if (C == 0) return cudaSuccess;
+  const int64_t P = channel_parts(N, C);
+  double* partial = static_cast<double*>(workspace);
+  float* coef = reinterpret_cast<float*>(partial + 2 * C * P);
+  const unsigned pb = blocks_of_parts(C, P);
+  if (S % 4 == 0 && aligned16(x))
+    bn_stats_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, x, partial);
+  else
+    bn_stats_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, x, partial);
+  const double M = static_cast<double>(N * S);
+  bn_stats_finish_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, x, S, M, eps, momentum, scale,
+                                                                      bias, saved_mean, saved_invstd, running_mean,
+                                                                      running_var, coef);
+  const int64_t n = N * C * S;
+  const bool w4 = S % 4 == 0 && aligned16(x) && aligned16(y);
+  const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
+  const unsigned b = blocks_for(units);
+  if (fits32(n) && w4)
+    bn_apply_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), x,
+                                                             coef, y, units);
+  else if (fits32(n))
+    bn_apply_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), x,
+                                                             coef, y, units);
+  else if (w4)
+    bn_apply_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, x, coef, y, units);
+  else
+    bn_apply_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, x, coef, y, units);
   return cudaGetLastError();
 }
 

@@ -74,7 +74,8 @@ struct CudaCall {
   bool recompute;
   CudaContext& ctx;
   int impl = 0;             // the node's implementation (ops/op.h ImplDef); unread inputs have data null
-  int algo = -1;            // the cuDNN algorithm of a convolution (-1: the heuristics' choice)
+  int algo = -1;            // the backend algorithm: a convolution's cuDNN algorithm (-1: the heuristics' choice),
+                            // kOwnAlgorithm for our kernels where the default is cuDNN's (batch norm)
 
   const float* fin(int i) const { return static_cast<const float*>(in[i].data); }
   float* fin_mut(int i) const { return static_cast<float*>(in[i].data); }  // in-place updates (BN stats, SGD)
@@ -87,6 +88,9 @@ struct CudaKernelDef {
   void (*run)(const CudaCall&) = nullptr;
   // Scratch bytes (0 when null). May consult the context (cuDNN's workspace for the chosen algorithm).
   int64_t (*workspace)(const Graph&, const Node&, CudaContext&) = nullptr;
+  // Scratch bytes of backend algorithm algo >= 0 of an op that offers algorithms other than convolutions' (which
+  // conv_workspace_with answers); throws naming the node for an algorithm the op does not offer.
+  int64_t (*algorithm_workspace)(const Graph&, const Node&, CudaContext&, int algo) = nullptr;
 };
 
 using CudaKernelTable = std::unordered_map<std::string, CudaKernelDef>;

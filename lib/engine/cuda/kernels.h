@@ -220,6 +220,26 @@ cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const f
                                         const float* scale, const float* bias, const float* invstd, float* dx,
                                         float* dscale, float* dbias, double* partial, cudaStream_t stream);
 
+// Input-activated BatchNormGrad on our kernels (the planner's algorithm kOwnAlgorithm; cuDNN's is the default):
+// the output-activated form's passes with xhat = (x - mean) * invstd, so dscale = sum(dy * (x - mean)) * invstd and
+// dx = (dy - dbias / M - (x - mean) * dscale * invstd / M) * invstd * scale. partial as there. dx may be dy.
+cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const float* dy, const float* x,
+                                       const float* scale, const float* mean, const float* invstd, float* dx,
+                                       float* dscale, float* dbias, double* partial, cudaStream_t stream);
+
+// BatchNormalization in training mode on our kernels (algorithm kOwnAlgorithm; cuDNN's is the default), the CPU
+// kernel's rule: one pass over x for each channel's sums of d = x - K and d^2 (K: the channel's first element; in
+// double, split over channel_parts(N, C) ranges and added in a fixed order), then per channel mean, the biased
+// variance, invstd = 1 / sqrt(var + eps), the saved statistics, the running ones with momentum (PyTorch's rule,
+// unbiased variance; skipped where running_mean is null: a recomputation) and y = x * alpha + beta with
+// alpha = invstd * scale, beta = bias - mean * alpha folded in double and rounded to float; then one elementwise
+// pass (float4 where S % 4 == 0 and aligned). y may be x (in place): the statistics are complete before any y is
+// written. workspace: batch_norm_workspace(N, C) bytes.
+cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const float* scale, const float* bias,
+                       double eps, double momentum, float* running_mean, float* running_var, float* y,
+                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream);
+int64_t batch_norm_workspace(int64_t N, int64_t C);
+
 // out[c] = sum of x (N, C, S) over n and s, in double in a fixed order (ConvGradBias; partial: C *
 // channel_parts(N, C) doubles, as cuda_conv.cpp's workspace declares).
 cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* out, double* partial,
