@@ -134,6 +134,10 @@ struct OpDef {
   // writing it, on every backend. Its bytes stay placed (the arena and the planner count them), and a profiling
   // step writes it anyway (a node's profiled time covers all its outputs, whatever a schedule picks downstream).
   std::vector<int> optional_outputs = {};
+  // Output 0 is input 0's bytes unchanged under another shape (Reshape, Flatten, Squeeze, Unsqueeze, ReshapeGrad,
+  // Identity): with in_place = {0} the planner may run it in place over an input of equal bytes whatever its shape,
+  // and in place the kernels do nothing, on every backend.
+  bool view = false;
 };
 
 // The implementations of a node's op (at least one: the default).

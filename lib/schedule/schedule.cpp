@@ -41,12 +41,17 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
       pn.impls.push_back(std::move(impl));
     }
     if (!pn.impls.empty()) pn.inputs = pn.impls[0].inputs;
-    for (int i : op_def(n.op).in_place) {
+    const OpDef& def = op_def(n.op);
+    for (int i : def.in_place) {
       if (i >= static_cast<int>(n.inputs.size())) continue;  // Sum of one input: no second addend
       const int v = n.inputs.at(static_cast<size_t>(i));
-      // Same shape and dtype (equal bytes are not enough: a broadcast operand may round up to the same block).
-      if (!resident[v] && g.values[v].producer >= 0 && !n.outputs.empty() &&
-          g.values[v].shape == g.values[n.outputs[0]].shape && g.values[v].dtype == g.values[n.outputs[0]].dtype &&
+      // Same shape and dtype (equal bytes are not enough: a broadcast operand may round up to the same block); a
+      // view's input has its output's elements under another shape.
+      const Value& x = g.values[v];
+      const bool same = !n.outputs.empty() && x.dtype == g.values[n.outputs[0]].dtype &&
+                        (def.view ? numel(x.shape) == numel(g.values[n.outputs[0]].shape)
+                                  : x.shape == g.values[n.outputs[0]].shape);
+      if (!resident[v] && x.producer >= 0 && same &&
           std::find(pn.in_place.begin(), pn.in_place.end(), v) == pn.in_place.end())
         pn.in_place.push_back(v);
     }

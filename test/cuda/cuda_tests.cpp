@@ -534,6 +534,7 @@ TEST_CASE("ops that may run in place give on CUDA the bits they give out of plac
   cs.push_back({"Relu", {}, {{3, 5, 7}}, {}, {}, {}, 2});
   cs.push_back({"Clip", attrs({{"min", D{-0.5}}, {"max", D{0.4}}}), {{2, 3, 4, 5}}});
   cs.push_back({"Add", {}, {{2, 3, 40}, {2, 3, 40}}});
+  cs.push_back({"Reshape", attrs({{"shape", I{8, 36}}}), {{2, 4, 36}}});  // a view: nothing to do in place
   cs.push_back({"BatchNormalization", bn, {{4, 3, 5, 5}, {3}, {3}, {3}, {3}}, bn_fill, {}, bn_grad, 3});
   // Large enough for cuDNN's multi-block kernels (statistics over 100K values per channel).
   cs.push_back({"BatchNormalization", bn, {{32, 8, 56, 56}, {8}, {8}, {8}, {8}}, bn_fill, {}, bn_grad, 3});

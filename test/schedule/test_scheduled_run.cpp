@@ -274,6 +274,47 @@ TEST_CASE("in place: Relu, Clip, Add, BatchNormalization and the gradients over 
   in_place_with_output_grads({"resnet50", 2, Shape{3, 32, 32}}, "BatchNormalization", "BatchNormGrad");
 }
 
+TEST_CASE("views in place: Reshape and ReshapeGrad over an input that ends there copy nothing, bits of out of place",
+          "[scheduled][in_place]") {
+  // gpt2_tiny's heads are split and merged by Reshapes whose inputs end there, and their gradients by ReshapeGrads
+  // over dY: store-all runs them in place (OpDef::view: the output takes the input's bytes under its own shape).
+  // The same schedule run out of place gives the same bits at a peak at least as high.
+  const Case c{"../test/data/gpt2_tiny", 2, std::nullopt};
+  const TrainingGraph tg = training_graph_of(c);
+  auto backend = make_cpu_backend(4);
+  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const Schedule in_place = store_all_schedule(plan);
+  std::map<std::string, int> ops;
+  for (const Step& st : in_place.steps)
+    if (st.kind == Step::Kind::compute && st.in_place >= 0) {
+      ++ops[plan.nodes[st.id].op];
+      if (plan.nodes[st.id].op == "Reshape") {  // another shape, the same bytes
+        const int out = plan.nodes[st.id].outputs[0];
+        CHECK(tg.graph.values[out].shape != tg.graph.values[st.in_place].shape);
+        CHECK(plan.values[out].bytes == plan.values[st.in_place].bytes);
+      }
+    }
+  CHECK(ops["Reshape"] >= 4);
+  CHECK(ops["ReshapeGrad"] >= 4);
+  const Schedule plain = out_of_place(in_place);
+  CHECK(simulate(plan, plain).peak_bytes >= simulate(plan, in_place).peak_bytes);
+  TempSchedule in_file("gpt2_views_in_place"), out_file("gpt2_views_out_of_place");
+  write_file(in_file.path, tg, plan, in_place, 0);
+  write_file(out_file.path, tg, plan, plain, 0);
+  SessionOptions a = options_of(c), b = options_of(c);
+  a.schedule_path = in_file.path;
+  b.schedule_path = out_file.path;
+  auto sa = open_session(a);
+  auto sb = open_session(b);
+  const auto [got, ref] = step_both(*sa, *sb);
+  CHECK(same_bits(got.at(sa->tg.loss), ref.at(sa->tg.loss)));
+  for (const ParamSlot& p : sa->tg.params) {
+    INFO("gradient of " << sa->tg.graph.values[p.param].name);
+    CHECK(same_bits(got.at(p.grad), ref.at(p.grad)));
+  }
+  CHECK(sa->executor->arena().peak_bytes() == sa->predicted.peak_bytes);
+}
+
 TEST_CASE("full-mode schedules: gradients as store-all's, bitwise as store-all on their implementations, arena peak = "
           "simulator peak <= budget",
           "[scheduled][impl]") {

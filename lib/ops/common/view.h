@@ -1,6 +1,6 @@
 // What the ops that only change a tensor's shape (Reshape, Flatten, Squeeze, Unsqueeze) share: their data is
-// copied unchanged (aliasing comes with in-place planning), and their gradient is the output gradient given the
-// input's shape back (ReshapeGrad).
+// copied unchanged, or left where it is when the planner runs them in place (OpDef::view), and their gradient is
+// the output gradient given the input's shape back (ReshapeGrad).
 #pragma once
 
 #include <cstring>
@@ -17,10 +17,11 @@ inline void backward_as_reshape(GradBuilder& b) {
   b.set_grad(0, b.emit1("ReshapeGrad", {b.grad_out(0)}, a));
 }
 
-// y = x, byte for byte (any dtype).
+// y = x, byte for byte (any dtype); nothing to do in place.
 template <class T>
 void copy_cpu(const CpuCall& c) {
-  std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
+  if (c.out[0].data != c.in[0].data)
+    std::memcpy(c.out[0].data, c.in[0].data, c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T)));
 }
 
 }  // namespace monet::ops

@@ -21,7 +21,7 @@ void infer_flatten(InferCtx& c) {
 }
 
 const OpDef flatten = {.name = "Flatten", .infer = infer_flatten, .backward = backward_as_reshape,
-                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>};
+                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .in_place = {0}, .view = true};
 
 }  // namespace
 

@@ -20,11 +20,12 @@ void backward_identity(GradBuilder& b) {
 template <class T>
 void identity_cpu(const CpuCall& c) {
   const int64_t bytes = c.in[0].numel() * element_bytes(c.in[0].dtype, sizeof(T));
-  std::memcpy(c.out[0].data, c.in[0].data, static_cast<size_t>(bytes));
+  if (c.out[0].data != c.in[0].data) std::memcpy(c.out[0].data, c.in[0].data, static_cast<size_t>(bytes));
 }
 
 const OpDef identity = {.name = "Identity", .infer = infer_identity, .backward = backward_identity,
-                        .cpu_f32 = identity_cpu<float>, .cpu_f64 = identity_cpu<double>};
+                        .cpu_f32 = identity_cpu<float>, .cpu_f64 = identity_cpu<double>, .in_place = {0},
+                        .view = true};
 
 }  // namespace
 

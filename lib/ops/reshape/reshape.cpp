@@ -1,7 +1,7 @@
 // Reshape(x) with the opset 13 static input shape (attribute "shape") and allowzero: same elements, new shape.
 // In shape, 0 copies x's dim at that position (unless allowzero = 1) and one -1 is inferred from the element count.
 // ReshapeGrad(x) with a plain, fully specified attribute shape is the backward of Reshape and Flatten (and of itself).
-// Both copy the data for now (aliasing comes later); the copy moves bytes, so every dtype works.
+// Both copy the data, or do nothing in place (OpDef::view); the copy moves bytes, so every dtype works.
 #include <cstring>
 
 #include "ops/common/view.h"
@@ -52,9 +52,10 @@ void infer_reshape_grad(InferCtx& c) {
 }
 
 const OpDef reshape = {.name = "Reshape", .infer = infer_reshape, .backward = backward_as_reshape,
-                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "shape"}};
+                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "shape"},
+                       .in_place = {0}, .view = true};
 const OpDef reshape_grad = {.name = "ReshapeGrad", .infer = infer_reshape_grad, .backward = backward_as_reshape,
-                          .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>};
+                          .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .in_place = {0}, .view = true};
 
 }  // namespace
 

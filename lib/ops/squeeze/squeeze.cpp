@@ -29,7 +29,8 @@ void infer_squeeze(InferCtx& c) {
 }
 
 const OpDef squeeze = {.name = "Squeeze", .infer = infer_squeeze, .backward = backward_as_reshape,
-                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"}};
+                       .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"},
+                       .in_place = {0}, .view = true};
 
 }  // namespace
 

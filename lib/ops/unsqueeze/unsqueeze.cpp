@@ -30,7 +30,8 @@ void infer_unsqueeze(InferCtx& c) {
 }
 
 const OpDef unsqueeze = {.name = "Unsqueeze", .infer = infer_unsqueeze, .backward = backward_as_reshape,
-                         .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"}};
+                         .cpu_f32 = copy_cpu<float>, .cpu_f64 = copy_cpu<double>, .static_inputs = {"", "axes"},
+                         .in_place = {0}, .view = true};
 
 }  // namespace
 
