@@ -198,7 +198,10 @@ std::vector<Case> cases() {
                {true, false, false}});
   c.push_back({"Attention", attrs({{"scale", 2.5}, {"scale_divides", int64_t{1}}}), {{4, 9, 16}, {4, 16, 70},
                {4, 70, 16}}, {}, {}, {}, 3, 0, {true, false, false}});
+  // Dropout: float4 units with 4-byte mask words (200 elements) and single elements (105); the mask must be the
+  // CPU's bit for bit (its dtype is u8: checked exactly).
   c.push_back({"Dropout", attrs({{"ratio", D{0.3}}, {"training_mode", I{1}}}), {{4, 50}}, {}, {}, {}, 2});
+  c.push_back({"Dropout", attrs({{"ratio", D{0.5}}, {"training_mode", I{1}}}), {{3, 5, 7}}, {}, {}, {}, 2});
   c.push_back({"Concat", attrs({{"axis", int64_t{1}}}), {{2, 3, 4}, {2, 5, 4}}});
   c.push_back({"Split", attrs({{"axis", int64_t{1}}, {"split", I{2, 3}}}), {{2, 5, 4}}, {}, {}, {}, 2});
   // Rows whose byte lengths and offsets allow only 4-byte units.

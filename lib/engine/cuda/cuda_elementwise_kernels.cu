@@ -777,19 +777,49 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void dropout_kernel(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio,
-                               float scale) {
-  MONET_GRID_LOOP(i, n) {
-    const uint64_t h = splitmix64(key + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
-    const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-    const bool keep = ratio == 0 || u >= ratio;
-    mask[i] = keep ? 1 : 0;
-    y[i] = keep ? x[i] * scale : 0.f;
+// Element i is kept iff the top 53 bits of its hash, h >> 11, are at least `threshold` = ceil(ratio * 2^53): the
+// same test as u = (h >> 11) / 2^53 >= ratio (both sides exact in double), without a double per element.
+__device__ __forceinline__ bool dropout_keep(uint64_t key, int64_t i, uint64_t threshold) {
+  const uint64_t h = splitmix64(key + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
+  return (h >> 11) >= threshold;
+}
+
+// W elements per thread (float4 and a 4-byte mask word where W = 4).
+template <int W>
+__global__ void dropout_kernel(int64_t units, const float* x, float* y, uint8_t* mask, uint64_t key,
+                               uint64_t threshold, float scale) {
+  MONET_GRID_LOOP(u, units) {
+    float v[W];
+    load_units<W>(x, u, v);
+    uint8_t m[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      const bool keep = dropout_keep(key, u * W + j, threshold);
+      m[j] = keep ? 1 : 0;
+      v[j] = keep ? v[j] * scale : 0.f;
+    }
+    store_units<W>(y, u, v);
+    if constexpr (W == 4) reinterpret_cast<uchar4*>(mask)[u] = make_uchar4(m[0], m[1], m[2], m[3]);
+    else mask[u] = m[0];
   }
 }
 
-__global__ void dropout_grad_kernel(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale) {
-  MONET_GRID_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
+template <int W>
+__global__ void dropout_grad_kernel(int64_t units, const float* dy, const uint8_t* mask, float* dx, float scale) {
+  MONET_GRID_LOOP(u, units) {
+    float g[W];
+    load_units<W>(dy, u, g);
+    uint8_t m[W];
+    if constexpr (W == 4) {
+      const uchar4 t = reinterpret_cast<const uchar4*>(mask)[u];
+      m[0] = t.x, m[1] = t.y, m[2] = t.z, m[3] = t.w;
+    } else {
+      m[0] = mask[u];
+    }
+#pragma unroll
+    for (int j = 0; j < W; ++j) g[j] = m[j] ? g[j] * scale : 0.f;
+    store_units<W>(dx, u, g);
+  }
 }
 
 // The multi-tensor SGD table, a kernel argument read in place (__grid_constant__: indexing it with a runtime
@@ -1084,13 +1114,23 @@ cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const floa
 
 cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t key, double ratio, float scale,
                     cudaStream_t stream) {
-  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, y, mask, key, ratio, scale);
+  if (n == 0) return cudaSuccess;
+  // ratio in [0, 1): ratio * 2^53 is exact and below 2^53, so is its ceiling; ratio 0 keeps every element.
+  const uint64_t threshold = static_cast<uint64_t>(std::ceil(ratio * 0x1.0p53));
+  if (n % 4 == 0 && aligned16(x) && aligned16(y) && reinterpret_cast<uintptr_t>(mask) % 4 == 0)
+    dropout_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(n / 4, x, y, mask, key, threshold, scale);
+  else
+    dropout_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(n, x, y, mask, key, threshold, scale);
   return cudaGetLastError();
 }
 
 cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float* dx, float scale,
                          cudaStream_t stream) {
-  dropout_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx, scale);
+  if (n == 0) return cudaSuccess;
+  if (n % 4 == 0 && aligned16(dy) && aligned16(dx) && reinterpret_cast<uintptr_t>(mask) % 4 == 0)
+    dropout_grad_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(n / 4, dy, mask, dx, scale);
+  else
+    dropout_grad_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx, scale);
   return cudaGetLastError();
 }
 
