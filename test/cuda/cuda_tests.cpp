@@ -213,6 +213,11 @@ std::vector<Case> cases() {
   c.push_back({"Flatten", attrs({{"axis", int64_t{2}}}), {s4}});
   c.push_back({"Reshape", attrs({{"shape", I{6, -1}}}), {s4}});
   c.push_back({"Transpose", attrs({{"perm", I{2, 0, 1}}}), {{2, 3, 4}}});
+  // The innermost dim moved (transpose_tiles_kernel): attention's K^T over merged batch dims and a weight's two
+  // dims, neither a multiple of the 32 x 32 tile, and 8-byte elements.
+  c.push_back({"Transpose", attrs({{"perm", I{0, 1, 3, 2}}}), {{2, 3, 40, 33}}});
+  c.push_back({"Transpose", attrs({{"perm", I{1, 0}}}), {{70, 45}}});
+  c.push_back({"Transpose", attrs({{"perm", I{1, 0}}}), {{37, 65}}, {Fill::labels}, {DType::i64}, {}, 1, 1000});
   // The innermost dim kept, the rows' starts over three outer dims (copy_strided_rows_kernel): 32-byte rows in
   // 16-byte units (BERT's heads split), 20-byte rows in 4-byte units, and a strided Slice of whole rows.
   c.push_back({"Transpose", attrs({{"perm", I{0, 2, 1, 3}}}), {{2, 3, 4, 8}}});

@@ -227,6 +227,58 @@ __global__ void copy_strided_rows_kernel(Dims outer, Strides ss, Strides ds, Ind
   }
 }
 
+// A copy whose innermost destination dim L is not the source's contiguous dim Q (a transpose: K^T of attention, a
+// weight's two dims swapped): 32 x 32 tiles of (Q, L) staged in shared memory, read along Q (contiguous in the
+// source) and written along L (contiguous in the destination), so both sides are coalesced. Blocks of 32 x 8
+// threads; block t (grid-stride) takes tile t % tiles_l of L, (t / tiles_l) % tiles_q of Q and batch entry
+// t / (tiles_l * tiles_q) of the other dims (batch, at strides bs and bd).
+template <class E>
+__global__ void transpose_tiles_kernel(Dims batch, Strides bs, Strides bd, int64_t Q, int64_t L, int64_t sL,
+                                       int64_t dQ, int64_t tiles_q, int64_t tiles_l, int64_t tiles, const E* src,
+                                       E* dst) {
+  __shared__ E tile[32][33];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // block-uniform
+    const int64_t tl = t % tiles_l, tq = (t / tiles_l) % tiles_q, b = t / (tiles_l * tiles_q);
+    int64_t a = 0, c = 0;
+    offsets_of(batch, bs, bd, b, a, c);
+    const int64_t q0 = tq * 32, l0 = tl * 32;
+    __syncthreads();  // the previous tile's reads are done
+    for (int j = ty; j < 32; j += 8)
+      if (q0 + tx < Q && l0 + j < L) tile[j][tx] = src[a + q0 + tx + (l0 + j) * sL];
+    __syncthreads();
+    for (int j = ty; j < 32; j += 8)
+      if (l0 + tx < L && q0 + j < Q) dst[c + (q0 + j) * dQ + l0 + tx] = tile[tx][j];
+  }
+}
+
+template <class E>
+void launch_transpose_tiles(const Dims& m, const Strides& ms, const Strides& md, int q, const void* src, void* dst,
+                            cudaStream_t stream) {
+  const int last = m.rank - 1;
+  Dims batch;
+  Strides bs, bd;
+  for (int k = 0; k < last; ++k) {
+    if (k == q) continue;
+    batch.size[batch.rank] = m.size[k];
+    bs.s[batch.rank] = ms.s[k];
+    bd.s[batch.rank] = md.s[k];
+    ++batch.rank;
+  }
+  int64_t entries = 1;
+  for (int k = 0; k < batch.rank; ++k) entries *= batch.size[k];
+  if (batch.rank == 0) {
+    batch.rank = 1;
+    batch.size[0] = 1;
+  }
+  const int64_t Q = m.size[q], L = m.size[last];
+  const int64_t tiles_q = (Q + 31) / 32, tiles_l = (L + 31) / 32, tiles = entries * tiles_q * tiles_l;
+  const unsigned grid = static_cast<unsigned>(tiles < (int64_t{1} << 30) ? tiles : int64_t{1} << 30);
+  transpose_tiles_kernel<E><<<grid, dim3(32, 8), 0, stream>>>(batch, bs, bd, Q, L, ms.s[last], md.s[q], tiles_q,
+                                                              tiles_l, tiles, static_cast<const E*>(src),
+                                                              static_cast<E*>(dst));
+}
+
 template <class V>
 void launch_strided_rows(const Dims& outer, const Strides& ss, const Strides& ds, int64_t len, int64_t reach,
                          const void* src, void* dst, cudaStream_t stream) {
@@ -347,6 +399,21 @@ cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_s
       default: launch_strided_rows<uint8_t>(outer, os, od, units, reach, s, d, stream); break;
     }
     return cudaGetLastError();
+  }
+  if (m.rank >= 2 && md.s[m.rank - 1] == 1 && ms.s[m.rank - 1] != 1) {
+    // The destination's innermost dim is strided in the source: a transpose, in tiles, if the source has a
+    // contiguous dim.
+    int q = -1;
+    for (int k = 0; k < m.rank - 1; ++k)
+      if (ms.s[k] == 1 && m.size[k] > 1) q = k;
+    if (q >= 0) {
+      switch (elem_bytes) {
+        case 1: launch_transpose_tiles<uint8_t>(m, ms, md, q, s, d, stream); break;
+        case 4: launch_transpose_tiles<uint32_t>(m, ms, md, q, s, d, stream); break;
+        default: launch_transpose_tiles<uint64_t>(m, ms, md, q, s, d, stream); break;
+      }
+      return cudaGetLastError();
+    }
   }
   const bool narrow = n < limit && max_offset(m, ms) < limit && max_offset(m, md) < limit;
   switch (elem_bytes) {
