@@ -178,6 +178,8 @@ std::vector<Case> cases() {
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
                {{2, 3, 12, 16}}, {Fill::relu}, {}, {}, 2});
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{1, 2, 8, 8}}, {}, {}, {}, 2});
+  // A window of 2 x 3: the kernels for a known width of 3 with the height read at run time (the taps' unpacking)
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{2, 3}}}), {{1, 2, 6, 7}}, {Fill::relu}, {}, {}, 2});
   // 8-bit taps (5x4 window) and 16-bit taps (17x16), odd output counts
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{5, 4}}, {"strides", I{2, 1}}}), {{1, 3, 9, 6}}, {Fill::relu}, {},
                {}, 2});

@@ -875,36 +875,44 @@ bool fits32(const Pool& p) {
          (p.OH + 1) * p.sH + p.kH * p.dH < limit && (p.OW + 1) * p.sW + p.kW * p.dW < limit;
 }
 
-// The tap (kh * kW + kw) of window (oh, ow)'s first maximum in one plane; the CPU's window_tap.
-template <class I>
-__device__ I window_tap(const PoolI<I>& p, const float* xp, I oh, I ow) {
+// The tap (kh * kW + kw) of window (oh, ow)'s first maximum in one plane, the CPU's window_tap, and its value in
+// `best`. KH, KW: the window when known at compile time (0: p's), which unrolls the loops and turns the division by
+// kW in tap_index into a constant's.
+template <class I, int KH, int KW>
+__device__ __forceinline__ I window_tap(const PoolI<I>& p, const float* xp, I oh, I ow, float& best) {
+  const I kH = KH ? KH : p.kH, kW = KW ? KW : p.kW;
   const I ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
   float maxval = -INFINITY;
   I tap = -1;
-  for (I kh = 0; kh < p.kH; ++kh) {
+#pragma unroll
+  for (I kh = 0; kh < kH; ++kh) {
     const I ih = ih0 + kh * p.dH;
     if (ih < 0 || ih >= p.H) continue;
-    for (I kw = 0; kw < p.kW; ++kw) {
+#pragma unroll
+    for (I kw = 0; kw < kW; ++kw) {
       const I iw = iw0 + kw * p.dW;
       if (iw < 0 || iw >= p.W) continue;
       const float v = xp[ih * p.W + iw];
       if (tap < 0 || v > maxval || isnan(v)) {
         maxval = v;
-        tap = kh * p.kW + kw;
+        tap = kh * kW + kw;
       }
     }
   }
+  best = maxval;
   return tap;
 }
 
 // Index (ih * W + iw) in the plane of tap `tap` of window (oh, ow).
-template <class I>
+template <class I, int KW>
 __device__ __forceinline__ I tap_index(const PoolI<I>& p, I oh, I ow, I tap) {
-  return (oh * p.sH - p.padT + (tap / p.kW) * p.dH) * p.W + (ow * p.sW - p.padL + (tap % p.kW) * p.dW);
+  const I kW = KW ? KW : p.kW;
+  return (oh * p.sH - p.padT + (tap / kW) * p.dH) * p.W + (ow * p.sW - p.padL + (tap % kW) * p.dW);
 }
 
-// One thread per byte of 4-bit taps (two outputs), else per output: no two threads write one byte.
-template <class I>
+// One thread per byte of 4-bit taps (two outputs), else per output: no two threads write one byte. y is the
+// window's maximum as window_tap read it (the element at its tap).
+template <class I, int KH, int KW>
 __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* taps, int bits) {
   const I n = p.planes * p.OH * p.OW;
   const I per = bits == 4 ? 2 : 1;
@@ -916,8 +924,10 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
       if (i >= n) break;
       const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
       const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
-      const I oh = o / p.OW, ow = o - oh * p.OW, tap = window_tap(p, xp, oh, ow);
-      y[i] = xp[tap_index(p, oh, ow, tap)];
+      const I oh = o / p.OW, ow = o - oh * p.OW;
+      float best;
+      const I tap = window_tap<I, KH, KW>(p, xp, oh, ow, best);
+      y[i] = best;
       if (!taps) {
         continue;  // nothing reads them (OpDef::optional_outputs)
       } else if (bits == 4) {
@@ -933,7 +943,7 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
   }
 }
 
-template <class I>
+template <class I, int KW>
 __global__ void max_pool_unpack_kernel(PoolI<I> p, const uint8_t* taps, int bits, int32_t* argmax) {
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
     const I i = static_cast<I>(il);
@@ -941,18 +951,20 @@ __global__ void max_pool_unpack_kernel(PoolI<I> p, const uint8_t* taps, int bits
     const I tap = bits == 4   ? (taps[i / 2] >> (4 * (i % 2))) & 0xf
                   : bits == 8 ? taps[i]
                               : taps[2 * static_cast<int64_t>(i)] | (static_cast<I>(taps[2 * static_cast<int64_t>(i) + 1]) << 8);
-    argmax[i] = static_cast<int32_t>(tap_index(p, o / p.OW, o % p.OW, tap));
+    const I oh = o / p.OW;
+    argmax[i] = static_cast<int32_t>(tap_index<I, KW>(p, oh, o - oh * p.OW, tap));
   }
 }
 
-template <class I>
+template <class I, int KH, int KW>
 __global__ void max_pool_argmax_kernel(PoolI<I> p, const float* x, int32_t* argmax) {
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
     const I i = static_cast<I>(il);
     const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
     const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
     const I oh = o / p.OW, ow = o - oh * p.OW;
-    argmax[i] = static_cast<int32_t>(tap_index(p, oh, ow, window_tap(p, xp, oh, ow)));
+    float best;
+    argmax[i] = static_cast<int32_t>(tap_index<I, KW>(p, oh, ow, window_tap<I, KH, KW>(p, xp, oh, ow, best)));
   }
 }
 
@@ -1394,18 +1406,26 @@ namespace {
 template <class I>
 void launch_max_pool(const Pool& p, const float* x, float* y, uint8_t* taps, int tap_bits, cudaStream_t stream) {
   const int64_t n = p.planes * p.OH * p.OW;
-  max_pool_kernel<I><<<blocks_for(tap_bits == 4 ? (n + 1) / 2 : n), kThreads, 0, stream>>>(narrow<I>(p), x, y, taps,
-                                                                                           tap_bits);
+  const unsigned b = blocks_for(tap_bits == 4 ? (n + 1) / 2 : n);
+  const PoolI<I> q = narrow<I>(p);
+  if (p.kH == 3 && p.kW == 3) max_pool_kernel<I, 3, 3><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
+  else if (p.kH == 2 && p.kW == 2) max_pool_kernel<I, 2, 2><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
+  else max_pool_kernel<I, 0, 0><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
 }
 
 template <class I>
 void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, const uint8_t* taps, int tap_bits,
                           int32_t* argmax, float* dx, cudaStream_t stream) {
   const unsigned b = blocks_for(p.planes * p.OH * p.OW);
-  if (taps) max_pool_unpack_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), taps, tap_bits, argmax);
-  else max_pool_argmax_kernel<I><<<b, kThreads, 0, stream>>>(narrow<I>(p), x, argmax);
-  const unsigned g = blocks_for(p.planes * p.H * p.W);
   const PoolI<I> q = narrow<I>(p);
+  const bool k3 = p.kH == 3 && p.kW == 3, k2 = p.kH == 2 && p.kW == 2;
+  if (taps && p.kW == 3) max_pool_unpack_kernel<I, 3><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
+  else if (taps && p.kW == 2) max_pool_unpack_kernel<I, 2><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
+  else if (taps) max_pool_unpack_kernel<I, 0><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
+  else if (k3) max_pool_argmax_kernel<I, 3, 3><<<b, kThreads, 0, stream>>>(q, x, argmax);
+  else if (k2) max_pool_argmax_kernel<I, 2, 2><<<b, kThreads, 0, stream>>>(q, x, argmax);
+  else max_pool_argmax_kernel<I, 0, 0><<<b, kThreads, 0, stream>>>(q, x, argmax);
+  const unsigned g = blocks_for(p.planes * p.H * p.W);
   const bool wide = p.W % 4 == 0 && aligned16(dx);
   float4* dx4 = reinterpret_cast<float4*>(dx);
   const unsigned g4 = blocks_for(p.planes * p.H * p.W / 4);

@@ -252,7 +252,9 @@ struct Pool {
 };
 // Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel; its tap
 // (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h);
-// argmax null: y alone.
+// argmax null: y alone. One thread per output (per two with 4-bit taps); 3 x 3 and 2 x 2 windows on kernels with
+// the window's size compiled in (the loops unrolled, the tap's split by kW a constant's), so are MaxPoolGrad's
+// argmax passes for those windows (and for a width of 3 or 2 when unpacking taps).
 cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream);
 // Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
 // `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,
