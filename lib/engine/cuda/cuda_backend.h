@@ -37,7 +37,7 @@ bool offers_algorithms(const std::string& op);
 
 // For a node of an op that offers_algorithms: each algorithm with its workspace, status, determinism and, where it
 // runs, its time, as time_conv_algorithms lists them (batch norm: both run through the backend on inputs of the
-// node's shapes in one reservation made and freed here; both deterministic). [] for other ops.
+// node's shapes in one cudaMalloc made and freed here; both deterministic). [] for other ops.
 nlohmann::json time_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats);
 
 // The host link of GPU 0 (cuda_host_link.cpp): `bytes`-byte copies between pinned host memory and the device on a
