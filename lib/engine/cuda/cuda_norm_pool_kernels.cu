@@ -798,7 +798,8 @@ __global__ void bn_stats_finish_kernel(int64_t C, int64_t P, const double* parti
     if (lane == 0) {
       const double shift = sum / M;
       const double mean = static_cast<double>(x[ch * S]) + shift;
-      const double var = fmax(sq / M - shift * shift, 0.0);
+      double var = sq / M - shift * shift;
+      if (var < 0) var = 0;  // rounding; a NaN stays NaN (fmax would make it 0), as on the CPU
       const double invstd = 1.0 / sqrt(var + eps);
       saved_mean[ch] = static_cast<float>(mean);
       saved_invstd[ch] = static_cast<float>(invstd);

@@ -406,7 +406,8 @@ cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_s
     int q = -1;
     for (int k = 0; k < m.rank - 1; ++k)
       if (ms.s[k] == 1 && m.size[k] > 1) q = k;
-    if (q >= 0) {
+    // Tiles that both dims fill at least a quarter of (a dim of 2 or 3, such as channels moved, stays general).
+    if (q >= 0 && m.size[q] >= 8 && m.size[m.rank - 1] >= 8) {
       switch (elem_bytes) {
         case 1: launch_transpose_tiles<uint8_t>(m, ms, md, q, s, d, stream); break;
         case 4: launch_transpose_tiles<uint32_t>(m, ms, md, q, s, d, stream); break;
