@@ -275,8 +275,8 @@ cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float
 // `shape`; elements of elem_bytes (1, 4 or 8). Strides may be negative (Slice with negative steps). Dims of size
 // 1 dropped and mergeable dims merged, then: rows where the innermost dim is contiguous on both sides (in the
 // widest unit that divides them); 32 x 32 tiles through shared memory where the destination's innermost dim is
-// contiguous and another dim is the source's contiguous one (a transpose: both sides coalesced); else one element
-// per thread, its coordinates divided out.
+// contiguous and another dim is the source's contiguous one, both of 8 or more (a transpose: both sides
+// coalesced); else one element per thread, its coordinates divided out.
 cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_stride, int64_t src_base,
                          const void* src, const Strides& dst_stride, int64_t dst_base, void* dst,
                          cudaStream_t stream);
