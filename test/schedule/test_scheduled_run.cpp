@@ -47,6 +47,12 @@ TrainingGraph training_graph_of(const Case& c) {
   return build_training_graph(import_onnx(model_path(c.model), io), TrainOptions{});
 }
 
+// The plan of a training graph with the CPU backend's workspaces, in fp32.
+PlanGraph cpu_plan(const TrainingGraph& tg) {
+  auto backend = make_cpu_backend(4);
+  return make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+}
+
 // A schedule file under the build tree, removed when the test ends.
 struct TempSchedule {
   std::string path;
@@ -164,8 +170,7 @@ TEST_CASE("every implementation runs: gradients as store-all's (ReluGrad and Max
   // implementation (BatchNormGrad output-activated too: rounding differences only).
   for (const Case& c : {Case{"tiny", 4, std::nullopt}, Case{"resnet50", 2, Shape{3, 32, 32}}}) {
     const TrainingGraph tg = training_graph_of(c);
-    auto backend = make_cpu_backend(4);
-    const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+    const PlanGraph plan = cpu_plan(tg);
     const std::vector<std::map<std::string, int>> bitwise = {{{"ReluGrad", 1}, {"MaxPoolGrad", 1}}, {{"ReluGrad", 2}}};
     std::vector<int> all(plan.nodes.size(), 0);
     std::map<std::string, int> switched;
@@ -203,8 +208,7 @@ namespace {
 void in_place_with_output_grads(const Case& c, const std::string& op, const std::string& grad_op) {
   INFO(c.model << ": " << op << " in place");
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const PlanGraph plan = cpu_plan(tg);
   std::vector<int> impl(plan.nodes.size(), 0);
   for (size_t n = 0; n < plan.nodes.size(); ++n)
     if (plan.nodes[n].op == grad_op) impl[n] = 1;
@@ -251,8 +255,7 @@ TEST_CASE("in place: Relu, Clip, Add, BatchNormalization and the gradients over 
   for (const Case& c : {Case{"resnet50", 2, Shape{3, 32, 32}}, Case{"mobilenet_v2", 2, Shape{3, 32, 32}}}) {
     INFO(c.model);
     const TrainingGraph tg = training_graph_of(c);
-    auto backend = make_cpu_backend(4);
-    const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+    const PlanGraph plan = cpu_plan(tg);
     const Schedule in_place = store_all_schedule(plan);
     std::map<std::string, int> ops;
     for (const Step& st : in_place.steps)
@@ -281,8 +284,7 @@ TEST_CASE("views in place: Reshape and ReshapeGrad over an input that ends there
   // The same schedule run out of place gives the same bits at a peak at least as high.
   const Case c{"../test/data/gpt2_tiny", 2, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const PlanGraph plan = cpu_plan(tg);
   const Schedule in_place = store_all_schedule(plan);
   std::map<std::string, int> ops;
   for (const Step& st : in_place.steps)
@@ -519,8 +521,7 @@ TEST_CASE("offloaded values: the step gives store-all's bits in less device memo
           "[scheduled][offload]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const PlanGraph plan = cpu_plan(tg);
   const Schedule store_all = out_of_place(store_all_schedule(plan));
   Schedule s = offload_idle(plan, store_all);
   s.mode = "checkpoint";
@@ -592,8 +593,7 @@ TEST_CASE("a copy plan in pieces: the file keeps it, the run gives store-all's b
           "[scheduled][offload]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  PlanGraph plan = cpu_plan(tg);
   for (PlanNode& n : plan.nodes) n.set_impl_ms(0, 1.0);
   Schedule s = offload_idle(plan, out_of_place(store_all_schedule(plan)));
   s.mode = "checkpoint";
@@ -680,8 +680,7 @@ TEST_CASE("optimizer state at home on the host: store-all's bits, the device hol
           "[scheduled][offload]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const PlanGraph plan = cpu_plan(tg);
   const Schedule store_all = store_all_schedule(plan);
   const Schedule s = momentum_on_host(plan, tg.graph, store_all);
   REQUIRE(s.on_host.size() == tg.params.size());
@@ -743,9 +742,8 @@ TEST_CASE("optimizer state at home on the host: store-all's bits, the device hol
 TEST_CASE("schedule files: fingerprint, batch and step errors are refused with one line", "[scheduled][errors]") {
   const Case c{"tiny", 4, std::nullopt};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
   const PlanGraph plan =
-      make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+      cpu_plan(tg);
   TempSchedule file("tiny_errors");
   auto open_with = [&](const Schedule& s, const std::function<void(SessionOptions&)>& edit = nullptr) {
     write_file(file.path, tg, plan, s, 0);
@@ -868,8 +866,7 @@ TEST_CASE("lean store-all: mobilenet_v2's ReLU6s run in place with output-activa
           "[scheduled][store_all]") {
   const Case c{"mobilenet_v2", 2, Shape{3, 64, 64}};
   const TrainingGraph tg = training_graph_of(c);
-  auto backend = make_cpu_backend(4);
-  const PlanGraph plan = make_plan_graph(tg, [&](const Node& n) { return backend->workspace_bytes(tg.graph, n); }, 4);
+  const PlanGraph plan = cpu_plan(tg);
   const std::vector<int> impl = lean_store_all_impls(plan);
   int output_clip_grads = 0, clips_in_place = 0;  // with times unknown, BatchNormGrads keep their default
   for (size_t n = 0; n < plan.nodes.size(); ++n) output_clip_grads += plan.nodes[n].op == "ClipGrad" && impl[n] == 1;

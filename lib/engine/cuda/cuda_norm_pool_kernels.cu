@@ -710,18 +710,26 @@ __device__ __forceinline__ double bn_inv(bool from_input, const float* scale, co
   return from_input ? static_cast<double>(invstd[ch]) : 1.0 / static_cast<double>(scale[ch]);
 }
 
-// One warp per channel adds its P partials in order (lanes take every 32nd, then the butterfly).
+// Channel ch's two sums of its P partials (partial[ch * P + k], then partial[C * P + ch * P + k]), added by a warp
+// in order (lanes take every 32nd, then the butterfly); every lane gets them.
+__device__ __forceinline__ void channel_sum_pair(int64_t C, int64_t P, const double* partial, int64_t ch, int lane,
+                                                 double& a, double& b) {
+  a = 0, b = 0;
+  for (int64_t k = lane; k < P; k += 32) {
+    a += partial[ch * P + k];
+    b += partial[C * P + ch * P + k];
+  }
+  a = warp_sum(a);
+  b = warp_sum(b);
+}
+
+// One warp per channel adds its P partials (channel_sum_pair).
 __global__ void bn_grad_sums_kernel(int64_t C, int64_t P, const double* partial, bool from_input, const float* scale,
                                     const float* invstd, float* dscale, float* dbias) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
-    double sum_dy = 0, dot = 0;
-    for (int64_t k = lane; k < P; k += 32) {
-      sum_dy += partial[ch * P + k];
-      dot += partial[C * P + ch * P + k];
-    }
-    sum_dy = warp_sum(sum_dy);
-    dot = warp_sum(dot);
+    double sum_dy, dot;
+    channel_sum_pair(C, P, partial, ch, lane, sum_dy, dot);
     if (lane == 0) {
       dbias[ch] = static_cast<float>(sum_dy);
       dscale[ch] = static_cast<float>(from_input ? dot * bn_inv(true, scale, invstd, ch)
@@ -788,13 +796,8 @@ __global__ void bn_stats_finish_kernel(int64_t C, int64_t P, const double* parti
                                        float* running_var, float* coef) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t ch = warp_index(); ch < C; ch += warp_count()) {
-    double sum = 0, sq = 0;
-    for (int64_t k = lane; k < P; k += 32) {
-      sum += partial[ch * P + k];
-      sq += partial[C * P + ch * P + k];
-    }
-    sum = warp_sum(sum);
-    sq = warp_sum(sq);
+    double sum, sq;
+    channel_sum_pair(C, P, partial, ch, lane, sum, sq);
     if (lane == 0) {
       const double shift = sum / M;
       const double mean = static_cast<double>(x[ch * S]) + shift;
