@@ -73,7 +73,12 @@ int main(int argc, char** argv) {
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
-    if (!measured_path.empty()) measured = read_profile(measured_path);
+    if (!measured_path.empty()) {
+      measured = read_profile(measured_path);
+      // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
+      import.fuse_attention = measured->attention == "fused";
+      import.split_slices = measured->slices == "split";
+    }
     offload.require_link(measured ? &*measured : nullptr,
                          measured ? measured_path : std::string("the estimated profiles (no --profile)"));
     const double max_overhead = max_overhead_pct ? *max_overhead_pct / 100 : 1e300;

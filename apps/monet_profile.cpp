@@ -56,9 +56,10 @@ int main(int argc, char** argv) {
       for (auto* o : {tflops, bandwidth, overhead, gpu_name, warmup_opt, repeats_opt})
         if (o->count()) fail(o->get_name(), " does not apply to --rederive (nothing is measured)");
       if (!device.empty() || no_algorithms) fail("--rederive takes neither --device nor --no-conv-algorithms");
-      const SessionOptions o = flags.session_options();
-      const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
+      SessionOptions o = flags.session_options();
       Profile p = read_profile(rederive);
+      o.import.split_slices = p.slices == "split";  // a Split has no measured twin among Slices, nor they among it
+      const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
       if (p.plan.fingerprint != fingerprint(tg)) {
         // Same model on an earlier training graph: carry the measurements over to this one.
         p = derive_profile(tg, p, rederive, nondeterministic);

@@ -98,6 +98,7 @@ CheckResult check_against_store_all(const CheckOptions& options, std::FILE* out)
     lean.import.batch = s->schedule.batch;
     lean.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
     lean.import.fuse_attention = s->schedule.attention == "fused";
+    lean.import.split_slices = s->schedule.slices == "split";
     auto l = open_session(lean);
     // Both are store-all: every node computed once. Each node's (implementation, algorithm) in either.
     auto choices = [&](const Schedule& sc) {

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "ir/fuse_attention.h"
+#include "ir/split_slices.h"
 #include "profile/profile.h"
 
 namespace monet {
@@ -104,6 +105,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     m.file.model = g.model_name;
     m.file.input_shape = g.values[g.data_input].shape;
     m.file.attention = attention_mode(g);
+    m.file.slices = slices_mode(g);
     m.file.batch = m.file.input_shape[0];
     m.file.schedule = store_all_of(o, m, b);
     m.predicted = simulate(m.plan, m.file.schedule);
@@ -129,6 +131,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     fail("--attention ", import.fuse_attention ? "fused" : "materialized", " differs from the schedule's ",
          header.attention, " (", path, "); omit --attention to use the schedule's");
   import.fuse_attention = fused;
+  import.split_slices = header.slices == "split";
 
   Graph forward;
   try {

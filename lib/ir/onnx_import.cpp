@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "ir/fuse_attention.h"
+#include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
 
@@ -55,6 +56,7 @@ class Importer {
     translator_.decide_param_roles();
     g.verify();
     if (options_.fuse_attention) fuse_attention(g);
+    if (options_.split_slices) split_slices(g);
     return std::move(g);
   }
 

@@ -15,6 +15,7 @@ struct ImportOptions {
   std::optional<int64_t> batch;          // replaces the data input's first dimension
   std::optional<Shape> input_shape;      // replaces the remaining dimensions (C,H,W)
   bool fuse_attention = true;            // one Attention node per scaled dot-product attention (fuse_attention.h)
+  bool split_slices = true;              // one Split for Slices that cut an axis into pieces (split_slices.h)
   // --input NAME=FILE.npy: graph input NAME takes FILE's values (shape and dtype class must match): a data input
   // keeps them for every step, an integer buffer (an input of static shape) becomes a constant at import.
   std::map<std::string, std::string> input_files;

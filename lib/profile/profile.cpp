@@ -11,6 +11,7 @@
 #include "core/json_io.h"
 #include "engine/executor.h"
 #include "ir/fuse_attention.h"
+#include "ir/split_slices.h"
 #include "ir/onnx_import.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
@@ -62,6 +63,7 @@ void fill_metadata(Profile& p, const TrainingGraph& tg) {
   p.batch = p.input_shape.empty() ? 0 : p.input_shape[0];
   p.loss = loss_name(tg.options.loss);
   p.attention = attention_mode(g);
+  p.slices = slices_mode(g);
 }
 
 std::string cpu_model_name() {
@@ -264,6 +266,7 @@ nlohmann::json profile_to_json(const Profile& p) {
           {"input_shape", p.input_shape},
           {"loss", p.loss},
           {"attention", p.attention},
+          {"slices", p.slices},
           {"device", p.device},
           {"device_info", p.device_info.is_null() ? json::object() : p.device_info},
           {"totals",
@@ -557,6 +560,8 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
   p.attention = j.contains("attention") ? r.str(j, "", "attention") : "materialized";
   if (p.attention != "fused" && p.attention != "materialized")
     r.bad("attention", "expected fused or materialized, got '", p.attention, "'");
+  p.slices = j.contains("slices") ? r.str(j, "", "slices") : "sliced";
+  if (p.slices != "split" && p.slices != "sliced") r.bad("slices", "expected split or sliced, got '", p.slices, "'");
   p.device = r.str(j, "", "device");
   p.device_info = r.field(j, "", "device_info");
   if (!p.device_info.is_object()) r.bad("device_info", "expected an object");

@@ -35,6 +35,7 @@ struct Profile {
   Shape input_shape;        // the data input's full shape (batch first)
   std::string loss;         // "cross_entropy" | "sum" (loss_name)
   std::string attention = "fused";  // how the model imported: "fused" or "materialized" (ScheduleFile::attention)
+  std::string slices = "split";     // and "split" or "sliced" (ScheduleFile::slices)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
   std::optional<HostLink> host_link;  // host <-> device copies (host_link.h); absent when neither measured nor given

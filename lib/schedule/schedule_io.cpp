@@ -34,6 +34,7 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
           {"batch", f.batch},
           {"input_shape", f.input_shape},
           {"attention", f.attention},
+          {"slices", f.slices},
           {"mode", f.schedule.mode},
           {"budget_bytes", f.budget_bytes},
           {"solver", f.solver.is_null() ? nlohmann::json::object() : f.solver},
@@ -67,6 +68,8 @@ ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::strin
     f.attention = j.value("attention", std::string("materialized"));
     if (f.attention != "fused" && f.attention != "materialized")
       fail(path, ": attention '", f.attention, "': expected fused or materialized");
+    f.slices = j.value("slices", std::string("sliced"));
+    if (f.slices != "split" && f.slices != "sliced") fail(path, ": slices '", f.slices, "': expected split or sliced");
     f.budget_bytes = j.at("budget_bytes").get<int64_t>();
     f.solver = j.value("solver", nlohmann::json::object());
     f.predicted = j.value("predicted", nlohmann::json::object());

@@ -25,6 +25,9 @@ struct ScheduleFile {
   // How the model imports: "fused" (one Attention node per attention, lib/ir/fuse_attention.h) or "materialized"
   // (the exported nodes as they are; a file without the field was written before the fusion existed).
   std::string attention = "fused";
+  // "split" (Slices that cut an axis into pieces imported as one Split, lib/ir/split_slices.h) or "sliced" (as
+  // written; a file without the field).
+  std::string slices = "split";
   int64_t budget_bytes = 0;      // 0: none (store-all without a budget)
   nlohmann::json solver;         // status, gap, bound, times, sizes (free-form; what monet-solve reports)
   nlohmann::json predicted;      // peak_bytes, step_ms, store-all figures, overhead

@@ -69,6 +69,7 @@ TEST_CASE("a LLaMA-style decoder: its bool mask sliced at import, masked_fill fu
   // the attention's mask Where(mask, -inf, scores).
   ImportOptions o = at(2);
   o.fuse_attention = false;
+  o.split_slices = false;
   const Graph m = import_onnx(data_path("llama_tiny.onnx"), o);
   std::map<std::string, int> ops = op_counts(m);
   CHECK(ops["Where"] == 2);
@@ -85,9 +86,12 @@ TEST_CASE("a LLaMA-style decoder: its bool mask sliced at import, masked_fill fu
       CHECK(cond.data[64] == 0);  // below
     }
   o.fuse_attention = true;
+  o.split_slices = true;
   const Graph g = import_onnx(data_path("llama_tiny.onnx"), o);
   ops = op_counts(g);
   CHECK(ops["Attention"] == 2);
+  CHECK(ops["Split"] == 4);  // each rotate_half's two halves (split_slices.h)
+  CHECK(ops["Slice"] == 4);  // cos[:t] and sin[:t] of each layer
   CHECK(ops.count("Where") == 0);
   CHECK(ops.count("Softmax") == 0);
   for (const Node& n : g.nodes)
