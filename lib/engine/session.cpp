@@ -97,7 +97,10 @@ Schedule store_all_of(const SessionOptions& o, ScheduledModel& m, const Backend&
 ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
   ScheduledModel m;
   if (o.schedule_path.empty()) {
-    m.tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
+    // A profile that chooses the store-all's implementations names the graph: import as it was imported.
+    ImportOptions import = o.import;
+    if (!o.profile_path.empty()) import.split_slices = read_profile(o.profile_path).slices == "split";
+    m.tg = build_training_graph(import_onnx(o.model_path, import), o.train);
     b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
     m.plan = plan_on(m.tg, b);
     const Graph& g = m.tg.graph;
