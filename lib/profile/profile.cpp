@@ -11,8 +11,8 @@
 #include "core/json_io.h"
 #include "engine/executor.h"
 #include "ir/fuse_attention.h"
-#include "ir/split_slices.h"
 #include "ir/onnx_import.h"
+#include "ir/split_slices.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
 
