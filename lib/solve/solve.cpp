@@ -478,8 +478,7 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
     if (!a0) {  // the heuristics planned none (else their schedule would be there), nor did CBC find one
       first.why_none = "no_start";
       spdlog::info("offload: no schedule without copies; the program with copies gets the rest of the time limit");
-    }
-    if (a0) {
+    } else {
       const Assignment without = lift_to(p, std::move(*a0));
       const Evaluation e0 = evaluate(p, without);
       MONET_CHECK(e0.feasible, "a schedule without copies violates the program with them: ", e0.violation);

@@ -7,8 +7,8 @@
 #include <cstdio>
 
 #include "core/units.h"
-#include "schedule/plan.h"
 #include "engine/cuda/cuda_ops.h"
+#include "schedule/plan.h"
 
 namespace monet::cuda {
 
@@ -407,7 +407,39 @@ CudaContext& context_of(Backend& backend) {
   return b->context();
 }
 
+std::optional<double> median_run_ms(CudaContext& ctx, int warmup, int repeats, const std::function<bool()>& run) {
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  auto destroy = [&] {
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+  };
+  std::vector<float> ms;
+  bool ran = true;
+  try {
+    MONET_CUDA_CHECK(cudaEventCreate(&e0));
+    MONET_CUDA_CHECK(cudaEventCreate(&e1));
+    for (int i = 0; i < warmup + repeats && ran; ++i) {
+      MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+      ran = run();
+      MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+      MONET_CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      MONET_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (i >= warmup) ms.push_back(t);
+    }
+  } catch (...) {
+    destroy();
+    throw;
+  }
+  destroy();
+  if (!ran || ms.empty()) return std::nullopt;
+  std::sort(ms.begin(), ms.end());
+  return ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+}
+
 namespace {
+
+bool is_batch_norm(const std::string& op) { return op == "BatchNormalization" || op == "BatchNormGrad"; }
 
 // Batch norm's algorithms, each run through the backend on inputs of the node's shapes (a fixed pattern in
 // [0.5, 1.5]: positive variances and invstd) in one cudaMalloc made and freed here: cuDNN's (algorithm 0, the
@@ -431,56 +463,39 @@ nlohmann::json time_batch_norm_algorithms(Backend& backend, const Graph& g, cons
   std::vector<TensorRef> in, out;
   for (size_t k = 0; k < values.size(); ++k) (k < n.inputs.size() ? in : out).push_back(ref(k));
   nlohmann::json list = nlohmann::json::array();
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
   try {
     for (const TensorRef& t : in) {
       std::vector<double> pattern(static_cast<size_t>(numel(*t.shape)));
       for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = 0.5 + static_cast<double>((i * 2654435761u) % 1000) / 1000;
       backend.upload(t, pattern);
     }
-    MONET_CUDA_CHECK(cudaEventCreate(&e0));
-    MONET_CUDA_CHECK(cudaEventCreate(&e1));
     for (int a : algos) {
-      std::vector<float> ms;
-      for (int i = 0; i < warmup + repeats; ++i) {
-        MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+      const std::optional<double> ms = median_run_ms(ctx, warmup, repeats, [&] {
         backend.run(g, n, in, out, ws > 0 ? block + total : nullptr, 1, false, 0, a);
-        MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
-        MONET_CUDA_CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        MONET_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= warmup) ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
+        return true;
+      });
       list.push_back({{"algo", a},
                       {"workspace_bytes", backend.workspace_bytes(g, n, a)},
                       {"deterministic", true},
                       {"chosen_by_default", a == 0},
                       {"status", "ok"},
-                      {"time_ms", ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2])}});
+                      {"time_ms", ms.value()}});
     }
   } catch (...) {
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
     cudaFree(block);
     throw;
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   MONET_CUDA_CHECK(cudaFree(block));
   return list;
 }
 
 }  // namespace
 
-bool offers_algorithms(const std::string& op) {
-  return is_cudnn_conv(op) || op == "BatchNormalization" || op == "BatchNormGrad";
-}
+bool offers_algorithms(const std::string& op) { return is_cudnn_conv(op) || is_batch_norm(op); }
 
 nlohmann::json time_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
   if (is_cudnn_conv(n.op)) return time_conv_algorithms(backend, g, n, warmup, repeats);
-  if (n.op == "BatchNormalization" || n.op == "BatchNormGrad")
-    return time_batch_norm_algorithms(backend, g, n, warmup, repeats);
+  if (is_batch_norm(n.op)) return time_batch_norm_algorithms(backend, g, n, warmup, repeats);
   return nlohmann::json::array();
 }
 

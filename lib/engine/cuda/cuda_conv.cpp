@@ -408,30 +408,20 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
   try {
     MONET_CUDA_CHECK(fill_pattern(a_elems, a, 1, ctx.stream));
     MONET_CUDA_CHECK(fill_pattern(b_elems, b, 2, ctx.stream));
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    MONET_CUDA_CHECK(cudaEventCreate(&e0));
-    MONET_CUDA_CHECK(cudaEventCreate(&e1));
     // Runs algorithm c of plan q warmup + repeats times: r gets its status and, where it ran, its median time.
     auto time_one = [&](const ConvPlan& q, const Candidate& c, nlohmann::json& r) {
       r["math"] = math_name(c.math);
-      std::vector<float> ms;
       cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-      for (int i = 0; i < warmup + repeats && st == CUDNN_STATUS_SUCCESS; ++i) {
-        MONET_CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+      const std::optional<double> ms = median_run_ms(ctx, warmup, repeats, [&] {
         st = execute(ctx, q, c, a, b, out, ws, c.workspace);
-        MONET_CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
-        MONET_CUDA_CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        MONET_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= warmup) ms.push_back(t);
-      }
+        return st == CUDNN_STATUS_SUCCESS;
+      });
       if (st != CUDNN_STATUS_SUCCESS) {
         r["status"] = status_name(st);
         return;
       }
-      std::sort(ms.begin(), ms.end());
       r["status"] = "ok";
-      r["time_ms"] = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+      r["time_ms"] = ms.value();
     };
     for (const Candidate& c : p->candidates) {
       nlohmann::json r = {{"algo", c.algo},
@@ -469,8 +459,6 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       list.push_back(r);
       if (c.workspace <= kSliceWorkspaceEnough) break;
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
   } catch (...) {
     cudaFree(block);
     throw;

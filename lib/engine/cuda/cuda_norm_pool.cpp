@@ -48,12 +48,11 @@ struct Ncs {
 };
 Ncs ncs_of(const Shape& x) { return {x[0], x[1], numel(x) / (x[0] * x[1])}; }
 
-// Batch norm's backend algorithms: 0 (cuDNN's, the default) and kOwnAlgorithm (our kernels); anything else is
-// refused naming the node.
-bool own_algorithm(const CudaCall& c) {
-  if (c.algo == kOwnAlgorithm) return true;
-  if (c.algo > 0) fail("node '", c.node.name, "' (", c.node.op, "): no algorithm ", c.algo, " (0: cuDNN's, ",
-                       kOwnAlgorithm, ": ours)");
+// Batch norm's backend algorithms: 0 (cuDNN's, the default; -1 too) and kOwnAlgorithm (our kernels); anything else
+// is refused naming the node.
+bool own_algorithm(const Node& n, int algo) {
+  if (algo == kOwnAlgorithm) return true;
+  if (algo > 0) fail("node '", n.name, "' (", n.op, "): no algorithm ", algo, " (0: cuDNN's, ", kOwnAlgorithm, ": ours)");
   return false;
 }
 
@@ -69,7 +68,7 @@ void run_batch_norm(const CudaCall& c) {
   const double momentum = c.node.attrs.f("momentum", 0.9);
   float* running_mean = c.recompute ? nullptr : c.fin_mut(3);  // both null: no update (a recomputation)
   float* running_var = c.recompute ? nullptr : c.fin_mut(4);
-  if (own_algorithm(c)) {
+  if (own_algorithm(c.node, c.algo)) {
     const auto [N, C, S] = ncs_of(c.in_shape(0));
     MONET_CHECK(c.workspace_bytes >= batch_norm_workspace(N, C), "BatchNormalization workspace too small");
     MONET_CUDA_CHECK(batch_norm(N, C, S, c.fin(0), c.fin(1), c.fin(2), eps, momentum, running_mean, running_var,
@@ -85,9 +84,7 @@ void run_batch_norm(const CudaCall& c) {
 
 int64_t batch_norm_algorithm_workspace(const Graph& g, const Node& n, CudaContext&, int algo) {
   const Shape& x = g.values[n.inputs[0]].shape;
-  if (algo == 0) return 0;
-  if (algo == kOwnAlgorithm) return batch_norm_workspace(x[0], x[1]);
-  fail("node '", n.name, "' (BatchNormalization): no algorithm ", algo, " (0: cuDNN's, ", kOwnAlgorithm, ": ours)");
+  return own_algorithm(n, algo) ? batch_norm_workspace(x[0], x[1]) : 0;
 }
 
 // BatchNormGrad(dY, X, scale, saved_mean, saved_invstd, Y, B) -> dX, dScale, dBias. Input-activated (impl 0) on
@@ -95,7 +92,7 @@ int64_t batch_norm_algorithm_workspace(const Graph& g, const Node& n, CudaContex
 // attribute of BatchNormGrad) is then unused. Input-activated on our kernels (kOwnAlgorithm) and output-activated
 // (impl 1, reads dY, scale, saved_invstd, Y, B): kernels.h.
 void run_batch_norm_grad(const CudaCall& c) {
-  const bool ours = own_algorithm(c);
+  const bool ours = own_algorithm(c.node, c.algo);
   if (c.impl == 1) {
     const auto [N, C, S] = ncs_of(c.in_shape(5));
     // A zero scale makes X unrecoverable from Y: refused as on the CPU (a small device-to-host copy per call).
@@ -135,8 +132,7 @@ int64_t batch_norm_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
 }
 
 int64_t batch_norm_grad_algorithm_workspace(const Graph& g, const Node& n, CudaContext& ctx, int algo) {
-  if (algo != 0 && algo != kOwnAlgorithm)
-    fail("node '", n.name, "' (BatchNormGrad): no algorithm ", algo, " (0: cuDNN's, ", kOwnAlgorithm, ": ours)");
+  own_algorithm(n, algo);  // refuses any other algorithm; both take the same workspace
   return batch_norm_grad_workspace(g, n, ctx);
 }
 

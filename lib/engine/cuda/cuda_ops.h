@@ -13,8 +13,10 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -107,6 +109,11 @@ const CudaKernelTable& kernel_table();
 
 // The context of a backend made by make_cuda_backend (throws for any other backend).
 CudaContext& context_of(Backend& backend);
+
+// Runs `run` on ctx's stream warmup + repeats times, each between two CUDA events, and returns the median time of
+// the repeats in ms (the mean of the middle two for an even count); nothing where `run` returns false (it stops
+// there: an algorithm the library refused). For the profiles' algorithm timings (time_algorithms).
+std::optional<double> median_run_ms(CudaContext& ctx, int warmup, int repeats, const std::function<bool()>& run);
 
 // ------------------------------------------------------------------------------------------ shape helpers
 
