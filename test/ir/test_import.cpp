@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ir/onnx_import.h"
+#include "ir/op_counts.h"
 #include "test_paths.h"
 
 using namespace monet;
@@ -59,8 +60,7 @@ TEST_CASE("import classifies params, buffers and folds shape subgraphs", "[impor
 TEST_CASE("transformer export: shape subgraphs fold, plain-operand params get roles from their readers", "[import]") {
   Graph g = import_onnx(data_path("tiny_transformer.onnx"), at(3));
   CHECK(g.values[g.outputs[0]].shape == Shape{3, 5});
-  std::map<std::string, int> ops;
-  for (const Node& n : g.nodes) ++ops[n.op];
+  std::map<std::string, int> ops = op_counts(g);
   // class_token.expand(n, -1, -1): Reshape/Equal/Where fold to the target [3, 1, 1]; only the Expand runs.
   for (const char* folded : {"Shape", "Equal", "Where", "ConstantOfShape", "Constant"}) CHECK(ops[folded] == 0);
   CHECK(ops["Expand"] == 1);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ir/onnx_import.h"
+#include "ir/op_counts.h"
 #include "test_paths.h"
 #include "train/training_graph.h"
 
@@ -20,12 +21,6 @@ ImportOptions at(int64_t batch, Shape chw = {}) {
   o.batch = batch;
   if (!chw.empty()) o.input_shape = chw;
   return o;
-}
-
-std::map<std::string, int> op_counts(const Graph& g) {
-  std::map<std::string, int> ops;
-  for (const Node& n : g.nodes) ++ops[n.op];
-  return ops;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "engine/session.h"
 #include "ir/onnx_import.h"
+#include "ir/op_counts.h"
 #include "ir/split_slices.h"
 #include "ops/op.h"
 #include "profile/profile.h"
@@ -50,12 +51,6 @@ Graph sliced(const std::vector<Piece>& pieces) {
   g.outputs.push_back(relu.outputs[0]);
   g.verify();
   return g;
-}
-
-std::map<std::string, int> op_counts(const Graph& g) {
-  std::map<std::string, int> ops;
-  for (const Node& n : g.nodes) ++ops[n.op];
-  return ops;
 }
 
 }  // namespace
