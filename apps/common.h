@@ -50,7 +50,7 @@ struct ModelFlags {
   uint64_t seed = 0;
   std::string loss = "ce";
   std::string math = "default";
-  std::string attention = "fused";
+  std::string attention = "strided";
   CLI::Option* attention_option = nullptr;
 
   void add_to(CLI::App& app) {
@@ -62,9 +62,10 @@ struct ModelFlags {
     app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
     attention_option = app.add_option(
         "--attention", attention,
-        "fused (one Attention node per scaled dot-product attention: the planner chooses per layer between keeping "
-        "its probabilities and recomputing them, default) or materialized (the exported nodes as they are); a "
-        "schedule's applies");
+        "strided (one Attention node per scaled dot-product attention, reading its operands where the export "
+        "stored them: their Transposes and scalar scales taken in; the planner chooses per layer between keeping "
+        "its probabilities and recomputing them; default), fused (the same with the operands' Transposes and "
+        "scales left as nodes) or materialized (the exported nodes as they are); a schedule's or profile's applies");
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -81,9 +82,9 @@ struct ModelFlags {
     o.seed = seed;
     if (math != "default" && math != "fp32") fail("--math '", math, "': expected default or fp32");
     o.math = math;
-    if (attention != "fused" && attention != "materialized")
-      fail("--attention '", attention, "': expected fused or materialized");
-    o.import.fuse_attention = attention == "fused";
+    if (attention != "strided" && attention != "fused" && attention != "materialized")
+      fail("--attention '", attention, "': expected strided, fused or materialized");
+    set_attention_mode(o.import, attention);
     o.attention_given = attention_option && attention_option->count() > 0;
     return o;
   }

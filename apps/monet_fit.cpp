@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     if (!measured_path.empty()) {
       measured = read_profile(measured_path);
       // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
-      import.fuse_attention = measured->attention == "fused";
+      set_attention_mode(import, measured->attention);
       import.split_slices = measured->slices == "split";
     }
     offload.require_link(measured ? &*measured : nullptr,

@@ -31,7 +31,7 @@
 #            with activation_memory_budget at 1/2 and 1/3 (MONET_TORCH_COMPILE), one step each, merged into
 #            schedules/<m>_<b>/zoo/pytorch.json (what scripts/zoo.py table reads)   1-3 min per compile row: resume
 # Other stages: check (monet-check --device cuda --reference cpu at small sizes), tf32 (scripts/tf32_noise.py),
-# attention (GPT-2 and BERT, fused and materialized attention, each on its own profile, fast store-all side by side),
+# attention (GPT-2 and BERT, strided, fused and materialized attention, each on its own profile, fast store-all side by side),
 # kernels (Nsight Compute's kernel times of a store-all step), transformers (gpt2_tiny/bert_tiny CUDA vs CPU, GPT-2 and
 # BERT store-all steps), zoo (profiles, full-mode solves at MONeT's budgets on this machine's cores, runs and the
 # tightest check, in one call; MONET_ZOO_MODELS="gpt2 bert" solves those at MONET_ZOO_FRACTIONS of store-all,
@@ -508,9 +508,10 @@ stage_transformers() {
     --report "$OUT/run_bert_32.json"
 }
 
-# attention: GPT-2 and BERT with the fused Attention node (the default) and with the exported nodes
-# (--attention materialized), each graph profiled and its fast store-all run on its own profile, side by side. The
-# fused graph's profile is the profile stage's where this folder has one.
+# attention: GPT-2 and BERT with the strided Attention node (the default: the heads' Transposes and Q's scale taken
+# in), the fused one (--attention fused: those left as nodes) and the exported nodes (--attention materialized), each
+# graph profiled and its fast store-all run on its own profile, side by side. The strided graph's profile is the
+# profile stage's where this folder has one.
 stage_attention() {
   local m b f p a prof extra=()
   [ -n "$CPU" ] && extra=(--warmup 0 --repeats 1)
@@ -518,9 +519,9 @@ stage_attention() {
     b=$(model_batch "$m") || continue
     f=$(model_onnx "$m")
     mkdir -p "$(model_dir "$m")/$ZOO_GPU"
-    for a in fused materialized; do
+    for a in strided fused materialized; do
       p=$(model_dir "$m")/$ZOO_GPU/profile_$a.json
-      [ "$a" = fused ] && [ -f "$(model_profile "$m")" ] && p=$(model_profile "$m")
+      [ "$a" = strided ] && [ -f "$(model_profile "$m")" ] && p=$(model_profile "$m")
       [ -f "$p" ] || step "profile_${m}_${b}_$a" "$B/monet-profile" "$f" --batch "$b" --loss ce --device "$DEV" \
         --attention "$a" "${extra[@]}" -o "$p"
       [ -f "$p" ] && prof=(--profile "$p") || prof=()

@@ -99,7 +99,14 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
   if (o.schedule_path.empty()) {
     // A profile that chooses the store-all's implementations names the graph: import as it was imported.
     ImportOptions import = o.import;
-    if (!o.profile_path.empty()) import.split_slices = read_profile(o.profile_path).slices == "split";
+    if (!o.profile_path.empty()) {
+      const Profile p = read_profile(o.profile_path);
+      if (o.attention_given && import_attention_mode(import) != p.attention)
+        fail("--attention ", import_attention_mode(import), " differs from the profile's ", p.attention, " (",
+             o.profile_path, "); omit --attention to use the profile's");
+      set_attention_mode(import, p.attention);
+      import.split_slices = p.slices == "split";
+    }
     m.tg = build_training_graph(import_onnx(o.model_path, import), o.train);
     b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
     m.plan = plan_on(m.tg, b);
@@ -129,11 +136,10 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
          "); omit --input-shape to use the schedule's");
   import.batch = header.batch;
   import.input_shape = chw;
-  const bool fused = header.attention == "fused";
-  if (o.attention_given && import.fuse_attention != fused)
-    fail("--attention ", import.fuse_attention ? "fused" : "materialized", " differs from the schedule's ",
-         header.attention, " (", path, "); omit --attention to use the schedule's");
-  import.fuse_attention = fused;
+  if (o.attention_given && import_attention_mode(import) != header.attention)
+    fail("--attention ", import_attention_mode(import), " differs from the schedule's ", header.attention, " (", path,
+         "); omit --attention to use the schedule's");
+  set_attention_mode(import, header.attention);
   import.split_slices = header.slices == "split";
 
   Graph forward;

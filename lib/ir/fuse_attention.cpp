@@ -19,6 +19,12 @@ struct Match {
   int q = -1, kt = -1, v = -1, mask = -1;
   double scale = 1;
   bool divides = false;
+  // Strided mode: the Transposes and scalar Mul/Div nodes taken into the Attention (dropped with their outputs),
+  // each operand's layout, and the value O ends in (the last matmul's output, or the last Transpose's after it).
+  bool strided = false;
+  std::vector<int> absorbed;
+  std::vector<int64_t> q_perm, kt_perm, v_perm, o_perm;
+  int o_value = -1;
   // A masked_fill (Where(c, -inf, S) or Where(c, S, -inf), c constant) in the mask_add position: its additive form
   // (-inf where the scores are replaced, else 0), a new constant of c's shape, is the mask.
   std::optional<Value> fill_mask;
@@ -30,7 +36,8 @@ class Matcher {
     for (int v : g.outputs) is_output_.insert(v);
   }
 
-  std::optional<Match> at_softmax(int n) const {
+  // strided: take the operands' Transposes and scalar scales in (fuse_attention.h).
+  std::optional<Match> at_softmax(int n, bool strided) const {
     const Node& sm = g_.nodes[n];
     const Value& p = g_.values[sm.outputs[0]];
     const int64_t rank = static_cast<int64_t>(p.shape.size());
@@ -38,6 +45,7 @@ class Matcher {
     if (rank < 2 || (axis != -1 && axis != rank - 1)) return {};
     Match m;
     m.softmax = n;
+    m.strided = strided;
     m.last_matmul = only_reader(sm.outputs[0], "MatMul");
     if (m.last_matmul < 0 || g_.nodes[m.last_matmul].inputs[0] != sm.outputs[0]) return {};
     m.v = g_.nodes[m.last_matmul].inputs[1];
@@ -92,6 +100,8 @@ class Matcher {
     m.first_matmul = prod;
     m.q = g_.nodes[prod].inputs[0];
     m.kt = g_.nodes[prod].inputs[1];
+    m.o_value = g_.nodes[m.last_matmul].outputs[0];
+    if (strided) absorb_layouts(m);
     if (!(m.scale != 0 && std::isfinite(m.scale))) return {};
     for (int v : {m.q, m.kt, m.v, m.mask})
       if (v >= 0 && g_.values[v].dtype != DType::f32) return {};
@@ -100,12 +110,102 @@ class Matcher {
     std::vector<int> inner = {g_.nodes[m.first_matmul].outputs[0], sm.outputs[0]};
     for (int n : {m.scale_node, m.mask_add})
       if (n >= 0) inner.push_back(g_.nodes[n].outputs[0]);
+    for (int n : m.absorbed) inner.push_back(g_.nodes[n].outputs[0]);
+    if (m.o_value != g_.nodes[m.last_matmul].outputs[0]) inner.push_back(g_.nodes[m.last_matmul].outputs[0]);
     for (int v : {m.q, m.kt, m.v, m.mask})
       if (std::find(inner.begin(), inner.end(), v) != inner.end()) return {};
     return m;
   }
 
  private:
+  // Walks back from Q and Kt through Transposes and scalar Mul/Div (Q and Kt only: a scale of V is no scale of the
+  // scores), from V through Transposes, and forward from O through Transposes, while each value passed is read by
+  // the next node alone and the layout keeps the rows or the columns innermost. Scales join the scores' scale.
+  void absorb_layouts(Match& m) const {
+    const size_t rank = g_.values[m.q].shape.size();
+    std::vector<int64_t> identity(rank);
+    for (size_t i = 0; i < rank; ++i) identity[i] = static_cast<int64_t>(i);
+    double mul = m.divides ? 1.0 : m.scale, div = m.divides ? m.scale : 1.0;
+    bool any_mul = !m.divides && m.scale_node >= 0, any_div = m.divides;
+    auto back = [&](int& x, std::vector<int64_t>& perm, bool scales) {
+      perm = identity;
+      while (single_use(x)) {
+        const int prod = g_.values[x].producer;
+        if (prod < 0) return;
+        const Node& node = g_.nodes[prod];
+        if (node.op == "Transpose") {
+          const std::vector<int64_t> t = transpose_perm(node, rank);
+          if (t.empty()) return;
+          std::vector<int64_t> composed(rank);
+          for (size_t i = 0; i < rank; ++i) composed[i] = t[static_cast<size_t>(perm[i])];
+          if (!unit_inner(composed)) return;
+          perm = composed;
+          x = node.inputs[0];
+        } else if (scales && (node.op == "Mul" || node.op == "Div") && node.inputs.size() == 2) {
+          const bool is_div = node.op == "Div";
+          int operand = -1;
+          for (int i = 0; i < 2 && operand < 0; ++i)
+            if ((i == 0 || !is_div) && scalar(node.inputs[1 - i]) &&
+                g_.values[node.inputs[i]].shape == g_.values[x].shape)
+              operand = i;
+          if (operand < 0) return;
+          const double c = *scalar(node.inputs[1 - operand]);
+          if (!(c != 0 && std::isfinite(c))) return;
+          (is_div ? div : mul) *= c;
+          (is_div ? any_div : any_mul) = true;
+          x = node.inputs[operand];
+        } else {
+          return;
+        }
+        m.absorbed.push_back(prod);
+      }
+    };
+    back(m.q, m.q_perm, true);
+    back(m.kt, m.kt_perm, true);
+    back(m.v, m.v_perm, false);
+    // O: canonical dim i is dim o_perm[i] of the stored value; a Transpose t after it moves dim j of its input
+    // to dim i where t[i] = j.
+    m.o_perm = identity;
+    while (single_use(m.o_value)) {
+      const int r = readers_[m.o_value][0];
+      const Node& node = g_.nodes[r];
+      if (node.op != "Transpose") break;
+      const std::vector<int64_t> t = transpose_perm(node, rank);
+      if (t.empty()) break;
+      std::vector<int64_t> inverse(rank), composed(rank);
+      for (size_t i = 0; i < rank; ++i) inverse[static_cast<size_t>(t[i])] = static_cast<int64_t>(i);
+      for (size_t i = 0; i < rank; ++i) composed[i] = inverse[static_cast<size_t>(m.o_perm[i])];
+      if (!unit_inner(composed)) break;
+      m.o_perm = composed;
+      m.absorbed.push_back(r);
+      m.o_value = node.outputs[0];
+    }
+    // One factor: a quotient where every scale divides (BERT's Q / sqrt(d): the same bits as before), else a product.
+    if (any_div && !any_mul) {
+      m.scale = div;
+      m.divides = true;
+    } else {
+      m.scale = mul / div;
+      m.divides = false;
+    }
+  }
+
+  // A Transpose's perm (reversed dims where it has none), or empty where it is not one of rank `rank`.
+  std::vector<int64_t> transpose_perm(const Node& node, size_t rank) const {
+    if (node.inputs.size() != 1 || g_.values[node.inputs[0]].shape.size() != rank) return {};
+    std::vector<int64_t> t(rank);
+    for (size_t i = 0; i < rank; ++i) t[i] = static_cast<int64_t>(rank - 1 - i);
+    if (node.attrs.has("perm")) t = node.attrs.ints("perm");
+    if (t.size() != rank) return {};
+    return t;
+  }
+
+  // The rows (dim rank-2) or the columns (rank-1) of the operand are the stored tensor's innermost dim.
+  static bool unit_inner(const std::vector<int64_t>& perm) {
+    const int64_t last = static_cast<int64_t>(perm.size()) - 1;
+    return perm[perm.size() - 1] == last || perm[perm.size() - 2] == last;
+  }
+
   bool single_use(int v) const { return !is_output_.count(v) && readers_[v].size() == 1; }
 
   int only_reader(int v, const char* op) const {
@@ -163,6 +263,14 @@ class Matcher {
   std::set<int> is_output_;
 };
 
+// The operands' layouts of a strided match (every one, the identity too: attention_mode() reads them).
+void set_layouts(Attrs& a, const Match& m) {
+  a.set("q_perm", m.q_perm);
+  a.set("kt_perm", m.kt_perm);
+  a.set("v_perm", m.v_perm);
+  a.set("o_perm", m.o_perm);
+}
+
 // The graph without the matched nodes, each match's last MatMul replaced by its Attention node.
 Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
   std::vector<char> drop_node(g.nodes.size(), 0), drop_value(g.values.size(), 0);
@@ -173,8 +281,16 @@ Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
         drop_node[n] = 1;
         drop_value[g.nodes[n].outputs[0]] = 1;
       }
+    for (int n : m.absorbed) {
+      drop_node[n] = 1;
+      drop_value[g.nodes[n].outputs[0]] = 1;
+    }
     drop_node[m.softmax] = 1;  // its output stays: it is the Attention's P
     attention_at[m.last_matmul] = &m;
+    if (m.o_value != g.nodes[m.last_matmul].outputs[0]) {
+      drop_value[g.nodes[m.last_matmul].outputs[0]] = 1;
+      drop_value[m.o_value] = 0;  // O's value: the last absorbed Transpose's output
+    }
   }
   Graph out;
   out.model_name = g.model_name;
@@ -201,9 +317,10 @@ Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
       node.attrs = Attrs();
       node.attrs.set("scale", m->scale);
       node.attrs.set("scale_divides", int64_t{m->divides ? 1 : 0});
+      if (m->strided) set_layouts(node.attrs, *m);
       node.inputs = {m->q, m->kt, m->v};
       if (m->mask >= 0) node.inputs.push_back(m->mask);
-      node.outputs = {node.outputs[0], g.nodes[m->softmax].outputs[0]};
+      node.outputs = {m->o_value, g.nodes[m->softmax].outputs[0]};
       node.inputs = ids(node.inputs);
       if (fill_mask_id[n] >= 0) node.inputs.push_back(fill_mask_id[n]);
       node.outputs = ids(node.outputs);
@@ -224,20 +341,28 @@ Graph rebuild(const Graph& g, const std::vector<Match>& matches) {
 
 }  // namespace
 
-int fuse_attention(Graph& g) {
+int fuse_attention(Graph& g, bool strided) {
   const Matcher matcher(g);
+  // Shapes: Q, Kt, V and the mask must form one attention (the op's own rule decides, with the layouts).
+  auto forms_attention = [&](const Match& m) {
+    Node probe;
+    probe.name = g.nodes[m.softmax].name;
+    probe.op = "Attention";
+    if (m.strided) set_layouts(probe.attrs, m);
+    try {
+      const Shape* mask = m.fill_mask ? &m.fill_mask->shape : m.mask >= 0 ? &g.values[m.mask].shape : nullptr;
+      ops::attention_geometry(probe, g.values[m.q].shape, g.values[m.kt].shape, g.values[m.v].shape, mask);
+    } catch (const Error&) {
+      return false;
+    }
+    return true;
+  };
   std::vector<Match> matches;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     if (g.nodes[n].op != "Softmax") continue;
-    std::optional<Match> m = matcher.at_softmax(static_cast<int>(n));
+    std::optional<Match> m = matcher.at_softmax(static_cast<int>(n), strided);
+    if (m && !forms_attention(*m)) m.reset();
     if (!m) continue;
-    // Shapes: Q, Kt, V and the mask must form one attention (the op's own rule decides).
-    try {
-      const Shape* mask = m->fill_mask ? &m->fill_mask->shape : m->mask >= 0 ? &g.values[m->mask].shape : nullptr;
-      ops::attention_geometry(g.nodes[n], g.values[m->q].shape, g.values[m->kt].shape, g.values[m->v].shape, mask);
-    } catch (const Error&) {
-      continue;
-    }
     matches.push_back(*m);
   }
   if (matches.empty()) return 0;
@@ -248,9 +373,13 @@ int fuse_attention(Graph& g) {
 }
 
 const char* attention_mode(const Graph& g) {
+  const char* mode = "materialized";
   for (const Node& n : g.nodes)
-    if (n.op == "Attention") return "fused";
-  return "materialized";
+    if (n.op == "Attention") {
+      if (n.attrs.has("q_perm")) return "strided";
+      mode = "fused";
+    }
+  return mode;
 }
 
 }  // namespace monet

@@ -13,14 +13,21 @@ namespace monet {
 // (Where: masked_fill with -inf, cond a constant; the mask is then its additive form, a new constant value
 // "<S2>/additive_mask": -inf where Where takes the fill, else 0.)
 // After:   O, P, L = Attention(Q, Kt, V[, mask]; scale = c, scale_divides = 1 for Div)
+// strided (the default import): the Attention also reads its operands where the export stored them. Walking back
+// from Q and Kt it takes in Transposes and Mul/Div by a constant scalar, from V Transposes, and forward from O the
+// Transposes that read it, while each value passed is read by the next node alone and is no graph output, and the
+// operand keeps its rows or its columns innermost: the layouts become q_perm, kt_perm, v_perm, o_perm (canonical
+// dim i is the stored tensor's dim perm[i]; lib/ops/attention) and the scalars join c (a quotient where all
+// divide, as BERT's Q / sqrt(d), else a product). Every strided Attention carries all four perms.
 // Matched where S0, S1, S2 and P are each read by the next node alone and are no graph outputs, c is a constant
 // scalar, Q, Kt and V have one rank and equal batch dims, the mask broadcasts to the scores without enlarging them
 // and depends on no parameter (a learned bias needs its gradient: that attention stays as it is). P keeps its value
 // (name and id order); L is a new value "<P>/lse". Returns the number of attentions fused.
-int fuse_attention(Graph& g);
+int fuse_attention(Graph& g, bool strided = true);
 
-// "fused" when g holds an Attention node, else "materialized": how a schedule or profile of g says to import the
-// model again (importing without the fusion gives the same graph where nothing was fused).
+// How a schedule or profile of g says to import the model again: "strided" when an Attention carries layouts,
+// "fused" when g holds Attention nodes without, else "materialized" (importing without the fusion gives the same
+// graph where nothing was fused).
 const char* attention_mode(const Graph& g);
 
 }  // namespace monet

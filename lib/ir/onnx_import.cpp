@@ -55,7 +55,7 @@ class Importer {
     if (g.outputs.empty()) fail(path_, ": the model has no outputs");
     translator_.decide_param_roles();
     g.verify();
-    if (options_.fuse_attention) fuse_attention(g);
+    if (options_.fuse_attention) fuse_attention(g, options_.strided_attention);
     if (options_.split_slices) split_slices(g);
     return std::move(g);
   }
@@ -238,6 +238,17 @@ Shape parse_input_shape(const std::string& text) {
     pos = comma + 1;
   }
   return s;
+}
+
+void set_attention_mode(ImportOptions& o, const std::string& mode) {
+  if (mode != "strided" && mode != "fused" && mode != "materialized")
+    fail("attention '", mode, "': expected strided, fused or materialized");
+  o.fuse_attention = mode != "materialized";
+  o.strided_attention = mode == "strided";
+}
+
+const char* import_attention_mode(const ImportOptions& o) {
+  return !o.fuse_attention ? "materialized" : o.strided_attention ? "strided" : "fused";
 }
 
 }  // namespace monet

@@ -15,11 +15,17 @@ struct ImportOptions {
   std::optional<int64_t> batch;          // replaces the data input's first dimension
   std::optional<Shape> input_shape;      // replaces the remaining dimensions (C,H,W)
   bool fuse_attention = true;            // one Attention node per scaled dot-product attention (fuse_attention.h)
+  bool strided_attention = true;         // with its operands' Transposes and scalar scales taken in (the same)
   bool split_slices = true;              // one Split for Slices that cut an axis into pieces (split_slices.h)
   // --input NAME=FILE.npy: graph input NAME takes FILE's values (shape and dtype class must match): a data input
   // keeps them for every step, an integer buffer (an input of static shape) becomes a constant at import.
   std::map<std::string, std::string> input_files;
 };
+
+// The options that import a model in an attention mode of fuse_attention.h's attention_mode() ("strided",
+// "fused" or "materialized"; throws on any other string), and the mode that given options import in.
+void set_attention_mode(ImportOptions& o, const std::string& mode);
+const char* import_attention_mode(const ImportOptions& o);
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);

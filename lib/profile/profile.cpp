@@ -558,8 +558,8 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
   }
   p.loss = r.str(j, "", "loss");
   p.attention = j.contains("attention") ? r.str(j, "", "attention") : "materialized";
-  if (p.attention != "fused" && p.attention != "materialized")
-    r.bad("attention", "expected fused or materialized, got '", p.attention, "'");
+  if (p.attention != "strided" && p.attention != "fused" && p.attention != "materialized")
+    r.bad("attention", "expected strided, fused or materialized, got '", p.attention, "'");
   p.slices = j.contains("slices") ? r.str(j, "", "slices") : "sliced";
   if (p.slices != "split" && p.slices != "sliced") r.bad("slices", "expected split or sliced, got '", p.slices, "'");
   p.device = r.str(j, "", "device");

@@ -34,7 +34,7 @@ struct Profile {
   int64_t batch = 0;
   Shape input_shape;        // the data input's full shape (batch first)
   std::string loss;         // "cross_entropy" | "sum" (loss_name)
-  std::string attention = "fused";  // how the model imported: "fused" or "materialized" (ScheduleFile::attention)
+  std::string attention = "strided";  // how the model imported: "strided", "fused" or "materialized" (ScheduleFile)
   std::string slices = "split";     // and "split" or "sliced" (ScheduleFile::slices)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts

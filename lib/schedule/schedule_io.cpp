@@ -66,8 +66,8 @@ ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::strin
     f.batch = j.at("batch").get<int64_t>();
     f.input_shape = j.at("input_shape").get<Shape>();
     f.attention = j.value("attention", std::string("materialized"));
-    if (f.attention != "fused" && f.attention != "materialized")
-      fail(path, ": attention '", f.attention, "': expected fused or materialized");
+    if (f.attention != "strided" && f.attention != "fused" && f.attention != "materialized")
+      fail(path, ": attention '", f.attention, "': expected strided, fused or materialized");
     f.slices = j.value("slices", std::string("sliced"));
     if (f.slices != "split" && f.slices != "sliced") fail(path, ": slices '", f.slices, "': expected split or sliced");
     f.budget_bytes = j.at("budget_bytes").get<int64_t>();

@@ -22,9 +22,11 @@ struct ScheduleFile {
   std::string model;
   int64_t batch = 0;
   Shape input_shape;
-  // How the model imports: "fused" (one Attention node per attention, lib/ir/fuse_attention.h) or "materialized"
-  // (the exported nodes as they are; a file without the field was written before the fusion existed).
-  std::string attention = "fused";
+  // How the model imports (lib/ir/fuse_attention.h attention_mode): "strided" (one Attention node per attention,
+  // reading its operands where the export stored them), "fused" (the same with the operands' Transposes and scalar
+  // scales left as nodes) or "materialized" (the exported nodes as they are; a file without the field was written
+  // before the fusion existed).
+  std::string attention = "strided";
   // "split" (Slices that cut an axis into pieces imported as one Split, lib/ir/split_slices.h) or "sliced" (as
   // written; a file without the field).
   std::string slices = "split";

@@ -34,6 +34,15 @@ enum class MaskKind {
   per_row,   // (Tq, 1): one value per query, broadcast along the keys (stride 0 along j)
 };
 
+// Layouts (the node's q_perm, kt_perm, v_perm, o_perm; lib/ops/attention): none, or where an export stores them.
+struct Layouts {
+  std::vector<int64_t> q, kt, v, o;
+};
+const Layouts kContiguous{};
+const Layouts kBertHeads{{1, 0, 2}, {1, 2, 0}, {1, 0, 2}, {1, 0, 2}};           // (T, B H, d), K too
+const Layouts kGpt2Heads{{0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}, {0, 2, 1, 3}};  // (N, T, H, d)
+const Layouts kRowsInnermost{{0, 2, 1}, {}, {}, {0, 2, 1}};                        // Q and O stored (B, d, T)
+
 struct AttentionCase {
   std::string name;
   Shape batch;
@@ -41,6 +50,7 @@ struct AttentionCase {
   double scale;
   bool divides;
   MaskKind mask;
+  Layouts layout = kContiguous;
 };
 
 // Sizes that are not multiples of the 64 x 64 tiles nor of the 32-row steps; head widths 16 .. 64, 80 and 96 (the
@@ -62,6 +72,17 @@ std::vector<AttentionCase> attention_cases() {
       {"wide heads d 64 dv 160, causal", {3}, 40, 45, 64, 160, 0.125, false, MaskKind::causal},
       // 35 MB of scores per head: one head per chunk (kChunkBytes 64 MiB), three chunks.
       {"wide heads over several chunks, 8000 keys", {3}, 1100, 8000, 136, 8, 0.1, false, MaskKind::per_row},
+      // Strided operands: the tiled kernels read and write them in place, cuBLAS takes runs of heads at one stride.
+      {"BERT's heads strided (T, B H, d), Div", {6}, 130, 130, 64, 64, 8.0, true, MaskKind::none, kBertHeads},
+      {"GPT-2's heads strided (N, T, H, d), causal", {2, 3}, 130, 130, 64, 64, 0.125, false, MaskKind::causal,
+       kGpt2Heads},
+      {"Q and O with the rows innermost, per-row mask", {3}, 70, 100, 40, 40, 0.3, false, MaskKind::per_row,
+       kRowsInnermost},
+      {"wide heads strided (N, T, H, d): chunks within runs of H heads", {2, 2}, 20, 37, 160, 136, 0.08, false,
+       MaskKind::padding, kGpt2Heads},
+      // Widths and key counts of 1: a column's transpose is a single row (cuBLAS's leading dimension).
+      {"d 1, dv 1, strided", {4}, 9, 7, 1, 1, 0.5, false, MaskKind::none, kBertHeads},
+      {"one key, d 1", {3}, 5, 1, 1, 8, 1.0, false, MaskKind::none},
   };
 }
 
@@ -146,7 +167,28 @@ Attrs scale_attrs(const AttentionCase& k) {
   Attrs a;
   a.set("scale", k.scale);
   a.set("scale_divides", int64_t{k.divides ? 1 : 0});
+  if (!k.layout.q.empty()) {
+    const size_t r = k.batch.size() + 2;
+    auto perm = [&](const std::vector<int64_t>& p) {
+      if (!p.empty()) return p;
+      std::vector<int64_t> id(r);
+      for (size_t i = 0; i < r; ++i) id[i] = static_cast<int64_t>(i);
+      return id;
+    };
+    a.set("q_perm", perm(k.layout.q));
+    a.set("kt_perm", perm(k.layout.kt));
+    a.set("v_perm", perm(k.layout.v));
+    a.set("o_perm", perm(k.layout.o));
+  }
   return a;
+}
+
+// The stored shape of a canonical one under a layout perm (canonical dim i is stored dim perm[i]).
+Shape stored(const Shape& canonical, const std::vector<int64_t>& perm) {
+  if (perm.empty()) return canonical;
+  Shape s(canonical.size());
+  for (size_t i = 0; i < perm.size(); ++i) s[static_cast<size_t>(perm[i])] = canonical[i];
+  return s;
 }
 
 OneNode forward_node(const AttentionCase& k, uint64_t seed) {
@@ -155,7 +197,8 @@ OneNode forward_node(const AttentionCase& k, uint64_t seed) {
   Node n;
   n.op = "Attention";
   n.attrs = scale_attrs(k);
-  const Shape q = with(k.batch, {k.Tq, k.d}), kt = with(k.batch, {k.d, k.Tk}), v = with(k.batch, {k.Tk, k.dv});
+  const Shape q = stored(with(k.batch, {k.Tq, k.d}), k.layout.q), kt = stored(with(k.batch, {k.d, k.Tk}), k.layout.kt),
+              v = stored(with(k.batch, {k.Tk, k.dv}), k.layout.v);
   // Q spread wider than K so that rows have clear maxima (the online softmax rescales often).
   n.inputs.push_back(add_input(b, "q", q, uniform(static_cast<size_t>(numel(q)), -3.0, 3.0, rng)));
   n.inputs.push_back(add_input(b, "kt", kt, uniform(static_cast<size_t>(numel(kt)), -1.0, 1.0, rng)));

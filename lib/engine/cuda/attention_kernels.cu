@@ -38,6 +38,10 @@ __device__ __forceinline__ int64_t mask_batch_offset(const AttentionMask& m, int
   return off;
 }
 
+__device__ __forceinline__ int64_t head_offset(const AttentionLayout& l, int64_t e) {
+  return attention_head_offset(l, e);
+}
+
 // ----------------------------------------------------------------------------------------------- reductions
 
 // Warp and block trees: reduce.cuh. Over the 16 lanes of a half-warp (the 16 threads tx = 0..15 that share a row ty in the tiled kernels).
@@ -191,11 +195,13 @@ __global__ void grad_scores_block_kernel(AttentionDims g, int64_t rows, const fl
   }
 }
 
-__global__ void row_dot_kernel(int64_t rows, int64_t width, const float* a, const float* b, float* out) {
+__global__ void row_dot_kernel(AttentionDims g, const float* a, const float* b, float* out) {
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t rows = g.B * g.Tq, cs = g.o.cs;
   for (int64_t r = warp_index(); r < rows; r += warp_count()) {
+    const int64_t at = head_offset(g.o, r / g.Tq) + r % g.Tq * g.o.rs;
     double acc = 0;
-    for (int64_t k = lane; k < width; k += 32) acc += static_cast<double>(a[r * width + k]) * b[r * width + k];
+    for (int64_t k = lane; k < g.dv; k += 32) acc += static_cast<double>(a[at + k * cs]) * b[at + k * cs];
     acc = warp_sum(acc);
     if (lane == 0) out[r] = static_cast<float>(acc);
   }
@@ -210,10 +216,11 @@ __global__ void row_dot_kernel(int64_t rows, int64_t width, const float* a, cons
 
 // Shared-memory floats of each kernel (the launchers and the kernels' carving agree through these).
 __host__ __device__ constexpr int64_t fwd_smem_floats(int KW) {
-  return int64_t{kBr} * (KW + 1) + int64_t{KW} * kBc + int64_t{kBc} * KW + int64_t{kBr} * (kBc + 1);
+  return int64_t{kBr} * (KW + 1) + int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + int64_t{kBr} * (kBc + 1);
 }
 __host__ __device__ constexpr int64_t kv_smem_floats(int KW) {
-  return int64_t{KW} * kBc + int64_t{kBc} * (KW + 1) + 2 * int64_t{kBrKv} * (KW + 1) + 2 * int64_t{kBrKv} * (kBc + 1);
+  return int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + 2 * int64_t{kBrKv} * (KW + 1) +
+         2 * int64_t{kBrKv} * (kBc + 1);
 }
 __host__ __device__ constexpr int64_t q_smem_floats(int KW) {
   return 2 * int64_t{kBr} * (KW + 1) + int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + int64_t{kBr} * (kBc + 1);
@@ -222,14 +229,21 @@ static_assert(q_smem_floats(128) * 4 <= 163 * 1024, "grad_q's tile must fit sm80
 static_assert(fwd_smem_floats(128) * 4 <= 163 * 1024 && kv_smem_floats(128) * 4 <= 163 * 1024,
               "the tiles must fit sm80's shared memory per block");
 
-// dst (R, C) at row stride ld = src's (rows_valid, cols_valid) corner at row stride src_ld, zeros elsewhere. Warp w
-// takes rows w, w + 8, ..., its lanes consecutive columns (coalesced).
+// dst (R, C) at row stride ld = the (rows_valid, cols_valid) corner of src, element (r, c) at src[r * rs + c * cs],
+// zeros elsewhere. With cs = 1 warp w takes rows w, w + 8, ..., its lanes consecutive columns; otherwise (rs = 1)
+// columns w, w + 8, ..., its lanes consecutive rows: the global reads coalesce either way, and the shared writes of
+// the second kind meet no bank twice where ld is odd (every tile's is).
 template <int R, int C>
-__device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, int64_t src_ld, int64_t rows_valid,
-                                          int64_t cols_valid) {
+__device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, int64_t rs, int64_t cs,
+                                          int64_t rows_valid, int64_t cols_valid) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  for (int r = warp; r < R; r += kAttnThreads / 32)
-    for (int c = lane; c < C; c += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r * src_ld + c] : 0.f;
+  if (cs == 1) {
+    for (int r = warp; r < R; r += kAttnThreads / 32)
+      for (int c = lane; c < C; c += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r * rs + c] : 0.f;
+  } else {
+    for (int c = warp; c < C; c += kAttnThreads / 32)
+      for (int r = lane; r < R; r += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r + c * cs] : 0.f;
+  }
 }
 
 // O and lse, one block per (head e, 64 query rows from i0).
@@ -239,7 +253,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
                                                                      const float* __restrict__ kt,
                                                                      const float* __restrict__ v,
                                                                      float* __restrict__ o, float* __restrict__ lse) {
-  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc, LDV = KW, LDP = kBc + 1;
+  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDP = kBc + 1;
   extern __shared__ float smem[];
   float* qs = smem;               // (kBr, LDQ): the Q tile
   float* kts = qs + kBr * LDQ;    // (KW, LDK): the Kt tile
@@ -248,11 +262,11 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
   const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
-  const float* q_e = q + e * g.Tq * g.d;
-  const float* kt_e = kt + e * g.d * g.Tk;
-  const float* v_e = v + e * g.Tk * g.dv;
+  const float* q_e = q + head_offset(g.q, e);
+  const float* kt_e = kt + head_offset(g.kt, e);
+  const float* v_e = v + head_offset(g.v, e);
   const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
-  load_tile<kBr, KW>(qs, LDQ, q_e + i0 * g.d, g.d, g.Tq - i0, g.d);
+  load_tile<kBr, KW>(qs, LDQ, q_e + i0 * g.q.rs, g.q.rs, g.q.cs, g.Tq - i0, g.d);
 
   float m[4], l[4], acc[4][NW];  // per owned row: running max, running sum, unnormalised O
 #pragma unroll
@@ -264,8 +278,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
     __syncthreads();  // the Q tile is in; the previous tile's P V is done with kts, vs and ps
-    load_tile<KW, kBc>(kts, LDK, kt_e + j0, g.Tk, g.d, g.Tk - j0);
-    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.dv, g.dv, g.Tk - j0, g.dv);
+    load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
     float s[4][4];
 #pragma unroll
@@ -331,11 +345,11 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
   for (int i = 0; i < 4; ++i) {
     const int64_t row = i0 + ty + 16 * i;
     if (row >= g.Tq) continue;
-    float* o_r = o + (e * g.Tq + row) * g.dv;
+    float* o_r = o + head_offset(g.o, e) + row * g.o.rs;
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       const int n = tx + 16 * j;
-      if (n < g.dv) o_r[n] = acc[i][j] / l[i];
+      if (n < g.dv) o_r[n * g.o.cs] = acc[i][j] / l[i];
     }
     if (tx == 0) lse[e * g.Tq + row] = m[i] + logf(l[i]);
   }
@@ -347,7 +361,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
     AttentionDims g, AttentionMask mask, const float* __restrict__ q, const float* __restrict__ kt,
     const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
     const float* __restrict__ rowdot, float* __restrict__ dkt, float* __restrict__ dv) {
-  constexpr int KW = 16 * NW, LDK = kBc, LDV = KW + 1, LDQ = KW + 1, LDP = kBc + 1;
+  constexpr int KW = 16 * NW, LDK = kBc + 1, LDV = KW + 1, LDQ = KW + 1, LDP = kBc + 1;
   extern __shared__ float smem[];
   float* kts = smem;               // (KW, LDK): the Kt tile
   float* vs = kts + KW * LDK;      // (kBc, LDV): the V tile
@@ -358,11 +372,11 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t k_tiles = (g.Tk + kBc - 1) / kBc;
   const int64_t e = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kBc;
-  const float* q_e = q + e * g.Tq * g.d;
-  const float* do_e = dout + e * g.Tq * g.dv;
+  const float* q_e = q + head_offset(g.q, e);
+  const float* do_e = dout + head_offset(g.o, e);
   const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
-  load_tile<KW, kBc>(kts, LDK, kt + e * g.d * g.Tk + j0, g.Tk, g.d, g.Tk - j0);
-  load_tile<kBc, KW>(vs, LDV, v + (e * g.Tk + j0) * g.dv, g.dv, g.Tk - j0, g.dv);
+  load_tile<KW, kBc>(kts, LDK, kt + head_offset(g.kt, e) + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+  load_tile<kBc, KW>(vs, LDV, v + head_offset(g.v, e) + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
 
   float dv_acc[4][NW];  // keys ty + 16 i, dv columns tx + 16 j
   float dk_acc[NW][4];  // d rows ty + 16 i, keys tx + 16 j
@@ -372,8 +386,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
     for (int j = 0; j < NW; ++j) dv_acc[i][j] = dk_acc[j][i] = 0.f;
   for (int64_t i0 = 0; i0 < g.Tq; i0 += kBrKv) {
     __syncthreads();  // Kt and V are in; the previous step's products are done with qs, dos, ps and dss
-    load_tile<kBrKv, KW>(qs, LDQ, q_e + i0 * g.d, g.d, g.Tq - i0, g.d);
-    load_tile<kBrKv, KW>(dos, LDQ, do_e + i0 * g.dv, g.dv, g.Tq - i0, g.dv);
+    load_tile<kBrKv, KW>(qs, LDQ, q_e + i0 * g.q.rs, g.q.rs, g.q.cs, g.Tq - i0, g.d);
+    load_tile<kBrKv, KW>(dos, LDQ, do_e + i0 * g.o.rs, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
     __syncthreads();
     float s[2][4], dp[2][4];  // rows ty + 16 i of the step, keys tx + 16 j
 #pragma unroll
@@ -448,22 +462,22 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
   for (int i = 0; i < 4; ++i) {
     const int64_t key = j0 + ty + 16 * i;
     if (key >= g.Tk) continue;
-    float* dv_r = dv + (e * g.Tk + key) * g.dv;
+    float* dv_r = dv + head_offset(g.v, e) + key * g.v.rs;
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       const int n = tx + 16 * j;
-      if (n < g.dv) dv_r[n] = dv_acc[i][j];
+      if (n < g.dv) dv_r[n * g.v.cs] = dv_acc[i][j];
     }
   }
 #pragma unroll
   for (int i = 0; i < NW; ++i) {
     const int k = ty + 16 * i;
     if (k >= g.d) continue;
-    float* dk_r = dkt + (e * g.d + k) * g.Tk;
+    float* dk_r = dkt + head_offset(g.kt, e) + k * g.kt.rs;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t key = j0 + tx + 16 * j;
-      if (key < g.Tk) dk_r[key] = dk_acc[i][j];
+      if (key < g.Tk) dk_r[key * g.kt.cs] = dk_acc[i][j];
     }
   }
 }
@@ -484,11 +498,11 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
   const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
-  const float* kt_e = kt + e * g.d * g.Tk;
-  const float* v_e = v + e * g.Tk * g.dv;
+  const float* kt_e = kt + head_offset(g.kt, e);
+  const float* v_e = v + head_offset(g.v, e);
   const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
-  load_tile<kBr, KW>(qs, LDQ, q + (e * g.Tq + i0) * g.d, g.d, g.Tq - i0, g.d);
-  load_tile<kBr, KW>(dos, LDQ, dout + (e * g.Tq + i0) * g.dv, g.dv, g.Tq - i0, g.dv);
+  load_tile<kBr, KW>(qs, LDQ, q + head_offset(g.q, e) + i0 * g.q.rs, g.q.rs, g.q.cs, g.Tq - i0, g.d);
+  load_tile<kBr, KW>(dos, LDQ, dout + head_offset(g.o, e) + i0 * g.o.rs, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
 
   float l[4], dd[4], dq_acc[4][NW];  // rows ty + 16 i; dQ's d columns tx + 16 j
 #pragma unroll
@@ -501,8 +515,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
     __syncthreads();  // Q and dO are in; the previous tile's dQ product is done with kts and dss
-    load_tile<KW, kBc>(kts, LDK, kt_e + j0, g.Tk, g.d, g.Tk - j0);
-    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.dv, g.dv, g.Tk - j0, g.dv);
+    load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
     float s[4][4], dp[4][4];
 #pragma unroll
@@ -564,11 +578,11 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
   for (int i = 0; i < 4; ++i) {
     const int64_t row = i0 + ty + 16 * i;
     if (row >= g.Tq) continue;
-    float* dq_r = dq + (e * g.Tq + row) * g.d;
+    float* dq_r = dq + head_offset(g.q, e) + row * g.q.rs;
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       const int k = tx + 16 * j;
-      if (k < g.d) dq_r[k] = dq_acc[i][j];
+      if (k < g.d) dq_r[k * g.q.cs] = dq_acc[i][j];
     }
   }
 }
@@ -665,10 +679,11 @@ cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const fl
   return cudaGetLastError();
 }
 
-cudaError_t attention_row_dot(int64_t rows, int64_t width, const float* dout, const float* o, float* rowdot,
+cudaError_t attention_row_dot(const AttentionDims& g, const float* dout, const float* o, float* rowdot,
                               cudaStream_t stream) {
+  const int64_t rows = g.B * g.Tq;
   if (rows == 0) return cudaSuccess;
-  row_dot_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(rows, width, dout, o, rowdot);
+  row_dot_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, dout, o, rowdot);
   return cudaGetLastError();
 }
 

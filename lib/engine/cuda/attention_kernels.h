@@ -6,6 +6,8 @@
 // One attention is B heads (the batch dims flattened, lib/ops/common/plans.h AttentionGeom) of
 //   Q (B, Tq, d), Kt (B, d, Tk), V (B, Tk, dv):  S = scale(Q Kt) + mask,  P = softmax(S),  O = P V,
 //   L (B, Tq) = the log-sum-exp of each row of S,
+// Q, Kt, V, O (and dQ, dKt, dV, dO) as their layouts in AttentionDims place them; P, dP, L and the scores in
+// workspace are contiguous.
 // scale(x) = x * scale, or x / scale where `divides` (the unfused graph's Mul or Div, rounded as the CPU rounds it).
 // Determinism: no atomics; every sum runs in an order fixed by the shapes alone (a thread's own terms in index
 // order, then fixed shuffle trees; the tiled kernels add their tiles in tile order), so two runs give the same bits.
@@ -29,10 +31,37 @@ struct AttentionMask {
   int64_t si = 0, sj = 0;
 };
 
+// Where one operand lies (lib/ops/common/plans.h AttentionView, the node's q_perm, kt_perm, v_perm, o_perm): element
+// (head e, row r, column c) at offset(e) + r * rs + c * cs, offset(e) = sum_k idx_k(e) * stride[k] over `size`
+// (row-major, the batch dims of size 1 dropped and adjacent ones merged where one stride continues the other).
+// One of rs and cs is 1. Contiguous: rank 1, size {B}, stride {rows * cols}, rs = cols, cs = 1.
+inline constexpr int kAttentionLayoutDims = 4;
+struct AttentionLayout {
+  int rank = 0;
+  int64_t size[kAttentionLayoutDims] = {};
+  int64_t stride[kAttentionLayoutDims] = {};
+  int64_t rs = 0, cs = 1;
+};
+
+// Where head e of an operand starts.
+__host__ __device__ inline int64_t attention_head_offset(const AttentionLayout& l, int64_t e) {
+  int64_t off = 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int k = kAttentionLayoutDims - 1; k >= 0; --k) {
+    if (k >= l.rank) continue;
+    off += (e % l.size[k]) * l.stride[k];
+    e /= l.size[k];
+  }
+  return off;
+}
+
 struct AttentionDims {
   int64_t B = 1, Tq = 1, Tk = 1, d = 1, dv = 1;
   float scale = 1.f;
   bool divides = false;
+  AttentionLayout q, kt, v, o;  // dQ, dKt, dV and dO lie as Q, Kt, V and O
 };
 
 // The fused (tiled, flash-attention-2 style) kernels take head widths d, dv up to this; wider heads take the
@@ -59,8 +88,9 @@ cudaError_t attention_recompute_probs(const AttentionDims& g, const AttentionMas
 cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const float* p, float* dp,
                                   const float* rowdot, cudaStream_t stream);
 
-// rowdot (rows) = rowsum(dout * o) over rows of `width` (dv): one warp per row, double per lane, a fixed tree.
-cudaError_t attention_row_dot(int64_t rows, int64_t width, const float* dout, const float* o, float* rowdot,
+// rowdot (B, Tq) = rowsum(dout * o) over the dv columns of every row (both as g.o places them): one warp per row,
+// double per lane, a fixed tree.
+cudaError_t attention_row_dot(const AttentionDims& g, const float* dout, const float* o, float* rowdot,
                               cudaStream_t stream);
 
 // ------------------------------------------------------------------------------------------ fused kernels

@@ -11,6 +11,10 @@
 //     Wider heads: per chunk, P recomputed by cuBLAS and a row kernel into workspace, then as probs with D.
 // "Wider": d or dv above kAttentionFusedMaxWidth (128), or tiles beyond the device's shared memory per block (head
 // widths above 80 on sm86/sm89; none on sm80 and sm90), so the path, and the workspace, follow shapes and device.
+// Q, Kt, V and O may lie strided in the tensors the export stored (the node's q_perm, kt_perm, v_perm, o_perm:
+// AttentionLayout): the tiled kernels read and write them in place, and cuBLAS takes them at their row strides and
+// one stride per head over each run of heads where every operand has one (BERT's (Tq, B H, d): all heads at once;
+// (B, H, Tq, d) stored as (B, Tq, H, d): B runs of H heads).
 // cuBLAS runs in CUBLAS_DEFAULT_MATH (full fp32), as cuda_gemm.cpp, on the first kCublasWorkspaceBytes of the node's
 // workspace (cublasSetWorkspace before every node), so it allocates nothing during a step.
 //
@@ -43,7 +47,58 @@ struct Plan {
   int64_t heads = 1;       // heads per chunk (materialised paths with scores in workspace)
   int64_t chunk_bytes = 0;
   int64_t rows_bytes = 0;  // D (B, Tq)
+  int64_t run = 1;         // heads whose operands all lie at one stride per head (one strided-batched product)
+  int64_t hs_q = 0, hs_kt = 0, hs_v = 0, hs_o = 0;  // that stride of each operand
 };
+
+// The kernels' layout of an operand (attention_kernels.h AttentionLayout): the batch dims of size 1 dropped,
+// adjacent ones merged where one stride continues the other.
+AttentionLayout layout_of(const ops::AttentionView& v, const Shape& batch) {
+  std::vector<int64_t> size, stride;  // outermost first
+  for (size_t k = 0; k < batch.size(); ++k) {
+    if (batch[k] == 1) continue;
+    if (!size.empty() && stride.back() == v.batch_stride[k] * batch[k]) {
+      size.back() *= batch[k];
+      stride.back() = v.batch_stride[k];
+    } else {
+      size.push_back(batch[k]);
+      stride.push_back(v.batch_stride[k]);
+    }
+  }
+  if (size.size() > static_cast<size_t>(kAttentionLayoutDims))
+    fail("Attention on CUDA: an operand's heads lie along ", size.size(), " separate strides (at most ",
+         kAttentionLayoutDims, ")");
+  AttentionLayout l;
+  l.rank = static_cast<int>(size.size());
+  for (int k = 0; k < l.rank; ++k) {
+    l.size[k] = size[static_cast<size_t>(k)];
+    l.stride[k] = stride[static_cast<size_t>(k)];
+  }
+  l.rs = v.rs;
+  l.cs = v.cs;
+  return l;
+}
+
+// Heads per run: the product of the innermost batch dims over which every operand's heads lie at one stride (the
+// contiguous P, dP and L always do), and each operand's stride per head there.
+void plan_runs(Plan& p, const ops::AttentionGeom& geo) {
+  const ops::AttentionView* views[] = {&geo.q, &geo.kt, &geo.v, &geo.o};
+  int64_t* strides[] = {&p.hs_q, &p.hs_kt, &p.hs_v, &p.hs_o};
+  p.run = 1;
+  for (int64_t* s : strides) *s = 0;
+  bool first = true;
+  for (size_t k = geo.batch.size(); k-- > 0;) {
+    const int64_t n = geo.batch[k];
+    if (n == 1) continue;
+    bool continues = true;
+    for (int i = 0; i < 4 && !first; ++i) continues = continues && *strides[i] * p.run == views[i]->batch_stride[k];
+    if (!continues) break;
+    if (first)
+      for (int i = 0; i < 4; ++i) *strides[i] = views[i]->batch_stride[k];
+    first = false;
+    p.run *= n;
+  }
+}
 
 // The most dynamic shared memory a block of the current device may opt into (sm80 163 KB, sm90 227 KB; sm86 and
 // sm89 99 KB, where the tiled kernels for head widths above 80 do not fit).
@@ -72,6 +127,11 @@ Plan plan_of(const ops::AttentionGeom& geo, const Attrs& attrs) {
   p.heads = std::clamp<int64_t>(kChunkBytes / head_bytes, 1, std::max<int64_t>(geo.B, 1));
   p.chunk_bytes = align_up(p.heads * geo.Tq * geo.Tk * 4);
   p.rows_bytes = align_up(geo.B * geo.Tq * 4);
+  p.g.q = layout_of(geo.q, geo.batch);
+  p.g.kt = layout_of(geo.kt, geo.batch);
+  p.g.v = layout_of(geo.v, geo.batch);
+  p.g.o = layout_of(geo.o, geo.batch);
+  plan_runs(p, geo);
   return p;
 }
 
@@ -171,42 +231,86 @@ void gemm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int
   }
 }
 
+// One operand of `count` products: element (r, c) of product h at p + h * hs + r * rs + c * cs, one of rs and cs 1
+// (the CPU's MatView, lib/ops/attention, with a stride per head). Out: the same for a product's result.
+struct Mat {
+  const float* p;
+  int64_t rs, cs, hs;
+};
+struct Out {
+  float* p;
+  int64_t rs, cs, hs;
+};
+Mat transposed(Mat m) { return {m.p, m.cs, m.rs, m.hs}; }
+
+// `count` products C (m, n) = A (m, k) B (k, n): a result with unit row stride is computed as C^T = B^T A^T; an
+// operand with unit row stride is the transpose of a row-major matrix at row stride cs. A single row (a transposed
+// column: rs = cs = 1) takes the leading dimension cuBLAS requires, its column count.
+void gemm_views(const CudaCall& c, int64_t m, int64_t n, int64_t k, Mat a, Mat b, Out o, int64_t count) {
+  MONET_CHECK(o.cs == 1 || o.rs == 1, "attention product without a unit stride");
+  if (o.cs != 1) {
+    gemm_views(c, n, m, k, transposed(b), transposed(a), Out{o.p, o.cs, o.rs, o.hs}, count);
+    return;
+  }
+  const bool ta = a.cs != 1, tb = b.cs != 1;
+  gemm_batched(c, ta, tb, m, n, k, a.p, ta ? a.cs : std::max(a.rs, k), a.hs, b.p, tb ? b.cs : std::max(b.rs, n),
+               b.hs, o.p, std::max(o.rs, n), o.hs, count);
+}
+
 // The tensors of one node, by head.
 struct Heads {
-  const float *q = nullptr, *kt = nullptr, *v = nullptr;  // (B, Tq, d), (B, d, Tk), (B, Tk, dv)
-  const float* dout = nullptr;                            // (B, Tq, dv)
-  float *o = nullptr, *lse = nullptr;                     // (B, Tq, dv), (B, Tq)
+  const float *q = nullptr, *kt = nullptr, *v = nullptr;  // (B, Tq, d), (B, d, Tk), (B, Tk, dv) as laid out
+  const float* dout = nullptr;                            // (B, Tq, dv) as O
+  float *o = nullptr, *lse = nullptr;                     // (B, Tq, dv) as laid out, (B, Tq)
   float *dq = nullptr, *dkt = nullptr, *dv = nullptr;     // as Q, Kt, V
 };
 
-// S = Q Kt for heads e0 .. e0 + h - 1 into s (h, Tq, Tk).
-void scores(const CudaCall& c, const AttentionDims& g, const Heads& t, int64_t e0, int64_t h, float* s) {
-  gemm_batched(c, false, false, g.Tq, g.Tk, g.d, t.q + e0 * g.Tq * g.d, g.d, g.Tq * g.d, t.kt + e0 * g.d * g.Tk, g.Tk,
-               g.d * g.Tk, s, g.Tk, g.Tq * g.Tk, h);
+// Heads e0, e0 + 1, ... of one run of an operand (Plan::run).
+Mat at(const float* base, const AttentionLayout& l, int64_t hs, int64_t e0) {
+  return {base + attention_head_offset(l, e0), l.rs, l.cs, hs};
+}
+Out at(float* base, const AttentionLayout& l, int64_t hs, int64_t e0) {
+  return {base + attention_head_offset(l, e0), l.rs, l.cs, hs};
 }
 
-// Heads e0 .. e0 + h - 1 of the forward with their scores, then probabilities, in s (h, Tq, Tk).
-void materialised_forward(const CudaCall& c, const AttentionDims& g, const AttentionMask& mask, const Heads& t,
-                          int64_t e0, int64_t h, float* s) {
-  scores(c, g, t, e0, h, s);
+// f(e0, h) for chunks of at most `most` heads that stay within one run each.
+template <class F>
+void for_each_chunk(const Plan& p, int64_t most, F f) {
+  for (int64_t r0 = 0; r0 < p.g.B; r0 += p.run)
+    for (int64_t e0 = r0; e0 < std::min(r0 + p.run, p.g.B); e0 += most) f(e0, std::min({most, r0 + p.run - e0, p.g.B - e0}));
+}
+
+// S = Q Kt for heads e0 .. e0 + h - 1 (within one run) into s (h, Tq, Tk).
+void scores(const CudaCall& c, const Plan& pl, const Heads& t, int64_t e0, int64_t h, float* s) {
+  const AttentionDims& g = pl.g;
+  gemm_views(c, g.Tq, g.Tk, g.d, at(t.q, g.q, pl.hs_q, e0), at(t.kt, g.kt, pl.hs_kt, e0),
+             Out{s, g.Tk, 1, g.Tq * g.Tk}, h);
+}
+
+// Heads e0 .. e0 + h - 1 (within one run) of the forward with their scores, then probabilities, in s (h, Tq, Tk).
+void materialised_forward(const CudaCall& c, const Plan& pl, const AttentionMask& mask, const Heads& t, int64_t e0,
+                          int64_t h, float* s) {
+  const AttentionDims& g = pl.g;
+  scores(c, pl, t, e0, h, s);
   MONET_CUDA_CHECK(attention_softmax_rows(g, mask, e0, h, s, t.lse + e0 * g.Tq, c.ctx.stream));
-  gemm_batched(c, false, false, g.Tq, g.dv, g.Tk, s, g.Tk, g.Tq * g.Tk, t.v + e0 * g.Tk * g.dv, g.dv, g.Tk * g.dv,
-               t.o + e0 * g.Tq * g.dv, g.dv, g.Tq * g.dv, h);
+  gemm_views(c, g.Tq, g.dv, g.Tk, Mat{s, g.Tk, 1, g.Tq * g.Tk}, at(t.v, g.v, pl.hs_v, e0),
+             at(t.o, g.o, pl.hs_o, e0), h);
 }
 
-// Heads e0 .. e0 + h - 1 of the backward from their probabilities p (h, Tq, Tk); dp (h, Tq, Tk) is scratch (dP,
-// then dS); rowdot (h Tq): D = rowsum(dO O), or null for rowsum(dP P).
-void materialised_backward(const CudaCall& c, const AttentionDims& g, const Heads& t, int64_t e0, int64_t h,
-                           const float* p, float* dp, const float* rowdot) {
-  const int64_t sq = g.Tq * g.d, sk = g.d * g.Tk, sv = g.Tk * g.dv, so = g.Tq * g.dv, ss = g.Tq * g.Tk;
-  const float* dout = t.dout + e0 * so;
+// Heads e0 .. e0 + h - 1 (within one run) of the backward from their probabilities p (h, Tq, Tk); dp (h, Tq, Tk) is
+// scratch (dP, then dS); rowdot (h Tq): D = rowsum(dO O), or null for rowsum(dP P).
+void materialised_backward(const CudaCall& c, const Plan& pl, const Heads& t, int64_t e0, int64_t h, const float* p,
+                           float* dp, const float* rowdot) {
+  const AttentionDims& g = pl.g;
+  const int64_t ss = g.Tq * g.Tk;
+  const Mat dout = at(t.dout, g.o, pl.hs_o, e0), pm{p, g.Tk, 1, ss}, dsm{dp, g.Tk, 1, ss};
   // dV = P^T dO, dP = dO V^T
-  gemm_batched(c, true, false, g.Tk, g.dv, g.Tq, p, g.Tk, ss, dout, g.dv, so, t.dv + e0 * sv, g.dv, sv, h);
-  gemm_batched(c, false, true, g.Tq, g.Tk, g.dv, dout, g.dv, so, t.v + e0 * sv, g.dv, sv, dp, g.Tk, ss, h);
+  gemm_views(c, g.Tk, g.dv, g.Tq, transposed(pm), dout, at(t.dv, g.v, pl.hs_v, e0), h);
+  gemm_views(c, g.Tq, g.Tk, g.dv, dout, transposed(at(t.v, g.v, pl.hs_v, e0)), Out{dp, g.Tk, 1, ss}, h);
   MONET_CUDA_CHECK(attention_grad_scores(g, h * g.Tq, p, dp, rowdot, c.ctx.stream));
   // dQ = dS' Kt^T, dKt = Q^T dS'
-  gemm_batched(c, false, true, g.Tq, g.d, g.Tk, dp, g.Tk, ss, t.kt + e0 * sk, g.Tk, sk, t.dq + e0 * sq, g.d, sq, h);
-  gemm_batched(c, true, false, g.d, g.Tk, g.Tq, t.q + e0 * sq, g.d, sq, dp, g.Tk, ss, t.dkt + e0 * sk, g.Tk, sk, h);
+  gemm_views(c, g.Tq, g.d, g.Tk, dsm, transposed(at(t.kt, g.kt, pl.hs_kt, e0)), at(t.dq, g.q, pl.hs_q, e0), h);
+  gemm_views(c, g.d, g.Tk, g.Tq, transposed(at(t.q, g.q, pl.hs_q, e0)), dsm, at(t.dkt, g.kt, pl.hs_kt, e0), h);
 }
 
 // ---------------------------------------------------------------------------------------------- Attention
@@ -230,13 +334,14 @@ void run_attention(const CudaCall& c) {
     return;
   }
   bind_cublas_workspace(c);
-  if (p) {
-    materialised_forward(c, g, mask, t, 0, g.B, p);
+  if (p) {  // a run of heads at a time: all of them where the operands lie at one stride per head
+    for_each_chunk(pl, g.B, [&](int64_t e0, int64_t h) {
+      materialised_forward(c, pl, mask, t, e0, h, p + e0 * g.Tq * g.Tk);
+    });
     return;
   }
   float* s = workspace_at(c, kCublasWorkspaceBytes);  // wide heads without P: chunks of scores
-  for (int64_t e0 = 0; e0 < g.B; e0 += pl.heads)
-    materialised_forward(c, g, mask, t, e0, std::min(pl.heads, g.B - e0), s);
+  for_each_chunk(pl, pl.heads, [&](int64_t e0, int64_t h) { materialised_forward(c, pl, mask, t, e0, h, s); });
 }
 
 // ---------------------------------------------------------------------------------------------- AttentionGrad
@@ -263,8 +368,9 @@ void run_attention_grad(const CudaCall& c) {
     MONET_CHECK(p, "AttentionGrad probs without P");
     bind_cublas_workspace(c);
     float* dp = workspace_at(c, kCublasWorkspaceBytes);
-    for (int64_t e0 = 0; e0 < g.B; e0 += pl.heads)
-      materialised_backward(c, g, t, e0, std::min(pl.heads, g.B - e0), p + e0 * g.Tq * g.Tk, dp, nullptr);
+    for_each_chunk(pl, pl.heads, [&](int64_t e0, int64_t h) {
+      materialised_backward(c, pl, t, e0, h, p + e0 * g.Tq * g.Tk, dp, nullptr);
+    });
     return;
   }
   const float* o = c.fin(4);
@@ -273,7 +379,7 @@ void run_attention_grad(const CudaCall& c) {
   const AttentionMask mask = mask_of(geo, has_mask ? c.fin(7) : nullptr);
   if (pl.fused) {
     float* rowdot = workspace_at(c, 0);
-    MONET_CUDA_CHECK(attention_row_dot(g.B * g.Tq, g.dv, t.dout, o, rowdot, c.ctx.stream));
+    MONET_CUDA_CHECK(attention_row_dot(g, t.dout, o, rowdot, c.ctx.stream));
     MONET_CUDA_CHECK(attention_fused_grad_kv(g, mask, t.q, t.kt, t.v, t.dout, lse, rowdot, t.dkt, t.dv, c.ctx.stream));
     MONET_CUDA_CHECK(attention_fused_grad_q(g, mask, t.q, t.kt, t.v, t.dout, lse, rowdot, t.dq, c.ctx.stream));
     return;
@@ -282,13 +388,12 @@ void run_attention_grad(const CudaCall& c) {
   float* p = workspace_at(c, kCublasWorkspaceBytes);
   float* dp = workspace_at(c, kCublasWorkspaceBytes + pl.chunk_bytes);
   float* rowdot = workspace_at(c, kCublasWorkspaceBytes + 2 * pl.chunk_bytes);
-  MONET_CUDA_CHECK(attention_row_dot(g.B * g.Tq, g.dv, t.dout, o, rowdot, c.ctx.stream));
-  for (int64_t e0 = 0; e0 < g.B; e0 += pl.heads) {
-    const int64_t h = std::min(pl.heads, g.B - e0);
-    scores(c, g, t, e0, h, p);
+  MONET_CUDA_CHECK(attention_row_dot(g, t.dout, o, rowdot, c.ctx.stream));
+  for_each_chunk(pl, pl.heads, [&](int64_t e0, int64_t h) {
+    scores(c, pl, t, e0, h, p);
     MONET_CUDA_CHECK(attention_recompute_probs(g, mask, e0, h, lse + e0 * g.Tq, p, c.ctx.stream));
-    materialised_backward(c, g, t, e0, h, p, dp, rowdot + e0 * g.Tq);
-  }
+    materialised_backward(c, pl, t, e0, h, p, dp, rowdot + e0 * g.Tq);
+  });
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 // Q (..., Tq, d), Kt (..., d, Tk) (K already transposed, as exports write it), V (..., Tk, dv), mask (optional,
 // broadcastable to (..., Tq, Tk), never differentiated: the fusion keeps a mask computed from a parameter unfused).
 // The batch dims (...) of Q, Kt and V are equal. Outputs O (..., Tq, dv), P (..., Tq, Tk), L (..., Tq).
+// Layouts (attributes q_perm, kt_perm, v_perm, o_perm; absent: contiguous): the node reads Q, Kt, V and writes O
+// where an export stored them, canonical dim i being dim perm[i] of the stored tensor (the Transposes the fusion took
+// in), with the rows or the columns innermost. AttentionGrad takes the same attributes: dO lies as O, dQ, dKt and dV
+// as Q, Kt and V. P and L are always contiguous.
 // P is an optional output (OpDef::optional_outputs): only AttentionGrad's `probs` implementation reads it, so where a
 // schedule picks `recompute` for a layer its probabilities are never written and need not be kept.
 //
@@ -31,11 +35,62 @@ namespace {
 
 constexpr int kProbsImpl = 0, kRecomputeImpl = 1;
 
-// Throws an unprefixed monet::Error when the operands do not form an attention.
-AttentionGeom geometry(const Shape& q, const Shape& kt, const Shape& v, const Shape* mask) {
-  if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size())
-    fail("Q ", shape_str(q), ", Kt ", shape_str(kt), " and V ", shape_str(v), " must have one rank >= 2");
-  const size_t r = q.size();
+// An operand's layout: canonical dim i (batch..., rows, cols) is dim perm[i] of the stored tensor. Absent: the
+// identity. Throws an unprefixed monet::Error when perm is not a permutation of the rank or puts neither the rows nor
+// the columns innermost (the products need one unit stride).
+std::vector<int64_t> layout_perm(const Attrs& a, const char* name, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(i);
+  if (!a.has(name)) return perm;
+  const std::vector<int64_t> given = a.ints(name);
+  std::vector<int64_t> sorted = given;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != perm) fail(name, " ", shape_str(given), " is not a permutation of rank ", rank);
+  const int64_t last = static_cast<int64_t>(rank) - 1;
+  if (given[rank - 1] != last && given[rank - 2] != last)
+    fail(name, " ", shape_str(given), " puts neither the rows nor the columns innermost");
+  return given;
+}
+
+// The canonical shape of a stored tensor, and the inverse: the stored shape of a canonical one.
+Shape canonical_shape(const Shape& stored, const std::vector<int64_t>& perm) {
+  Shape c(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) c[i] = stored[static_cast<size_t>(perm[i])];
+  return c;
+}
+Shape stored_shape(const Shape& canonical, const std::vector<int64_t>& perm) {
+  Shape s(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) s[static_cast<size_t>(perm[i])] = canonical[i];
+  return s;
+}
+
+// The view of a row-major stored tensor through perm (a dim of size 1 takes the stride that makes it unit).
+AttentionView view_of(const Shape& stored, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> stride(stored.size(), 1);
+  for (size_t k = stored.size(); k-- > 1;) stride[k - 1] = stride[k] * stored[k];
+  const size_t r = perm.size();
+  AttentionView v;
+  for (size_t i = 0; i + 2 < r; ++i) v.batch_stride.push_back(stride[static_cast<size_t>(perm[i])]);
+  v.rs = stride[static_cast<size_t>(perm[r - 2])];
+  v.cs = stride[static_cast<size_t>(perm[r - 1])];
+  const int64_t rows = stored[static_cast<size_t>(perm[r - 2])], cols = stored[static_cast<size_t>(perm[r - 1])];
+  if (cols == 1) v.cs = 1;
+  if (rows == 1 && v.cs == 1) v.rs = std::max<int64_t>(cols, 1);
+  if (rows == 1 && v.cs != 1) v.rs = 1;
+  return v;
+}
+
+// Throws an unprefixed monet::Error when the operands do not form an attention. q, kt, v as stored; the node's
+// attributes give their layouts and O's.
+AttentionGeom geometry(const Attrs& attrs, const Shape& q_stored, const Shape& kt_stored, const Shape& v_stored,
+                       const Shape* mask) {
+  const size_t r = q_stored.size();
+  if (r < 2 || kt_stored.size() != r || v_stored.size() != r)
+    fail("Q ", shape_str(q_stored), ", Kt ", shape_str(kt_stored), " and V ", shape_str(v_stored),
+         " must have one rank >= 2");
+  const std::vector<int64_t> qp = layout_perm(attrs, "q_perm", r), kp = layout_perm(attrs, "kt_perm", r),
+                             vp = layout_perm(attrs, "v_perm", r), op = layout_perm(attrs, "o_perm", r);
+  const Shape q = canonical_shape(q_stored, qp), kt = canonical_shape(kt_stored, kp), v = canonical_shape(v_stored, vp);
   AttentionGeom g;
   g.Tq = q[r - 2], g.d = q[r - 1], g.Tk = kt[r - 1], g.dv = v[r - 1];
   if (kt[r - 2] != g.d) fail("Kt ", shape_str(kt), " does not multiply Q ", shape_str(q));
@@ -44,6 +99,12 @@ AttentionGeom geometry(const Shape& q, const Shape& kt, const Shape& v, const Sh
   if (!std::equal(g.batch.begin(), g.batch.end(), kt.begin()) || !std::equal(g.batch.begin(), g.batch.end(), v.begin()))
     fail("Q ", shape_str(q), ", Kt ", shape_str(kt), " and V ", shape_str(v), " must have equal batch dimensions");
   g.B = numel(g.batch);
+  g.q = view_of(q_stored, qp);
+  g.kt = view_of(kt_stored, kp);
+  g.v = view_of(v_stored, vp);
+  Shape o = g.batch;
+  o.insert(o.end(), {g.Tq, g.dv});
+  g.o = view_of(stored_shape(o, op), op);
   if (mask) {
     Shape scores = g.batch;
     scores.push_back(g.Tq);
@@ -65,10 +126,49 @@ AttentionGeom geometry(const Shape& q, const Shape& kt, const Shape& v, const Sh
 
 AttentionGeom geometry_of(const Node& node, const Shape& q, const Shape& kt, const Shape& v, const Shape* mask) {
   try {
-    return geometry(q, kt, v, mask);
+    return geometry(node.attrs, q, kt, v, mask);
   } catch (const Error& e) {
     fail("node '", node.name, "' (", node.op, "): ", e.what());
   }
+}
+
+// The layout attributes an AttentionGrad takes over from its Attention.
+constexpr const char* kPermAttrs[] = {"q_perm", "kt_perm", "v_perm", "o_perm"};
+
+// One head's matrix of an operand: element (r, c) at p[r * rs + c * cs], one of rs and cs 1.
+template <class T>
+struct MatView {
+  T* p = nullptr;
+  int64_t rs = 1, cs = 1;
+  T at(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
+};
+template <class T>
+MatView<T> transposed(MatView<T> m) {
+  return {m.p, m.cs, m.rs};
+}
+template <class T>
+MatView<const T> as_const(MatView<T> m) {
+  return {m.p, m.rs, m.cs};
+}
+template <class T>
+MatView<T> head(T* base, const AttentionView& v, const AttentionGeom& g, int64_t e) {
+  return {base + v.offset(g.batch, e), v.rs, v.cs};
+}
+
+// C (m, n) = A (m, k) B (k, n) on BLAS, each matrix a view: a view with unit column stride is row-major at row
+// stride rs, one with unit row stride is the transpose of a row-major matrix at row stride cs; a C of the second
+// kind is computed as C^T = B^T A^T. Contiguous views give the plain row-major call. A single row (a transposed
+// column: rs = cs = 1) takes the row stride BLAS requires, its column count.
+template <class T>
+void gemm_views(int64_t m, int64_t n, int64_t k, MatView<const T> a, MatView<const T> b, MatView<T> c) {
+  MONET_CHECK(c.cs == 1 || c.rs == 1, "attention product without a unit stride");
+  if (c.cs != 1) {
+    gemm_views<T>(n, m, k, transposed(b), transposed(a), transposed(c));
+    return;
+  }
+  const bool ta = a.cs != 1, tb = b.cs != 1;
+  blas_gemm(ta, tb, m, n, k, T(1), a.p, ta ? a.cs : std::max(a.rs, k), b.p, tb ? b.cs : std::max(b.rs, n), T(0), c.p,
+            std::max(c.rs, n));
 }
 
 // The scale as the unfused graph applies it: x * scale, or x / scale.
@@ -95,7 +195,7 @@ void infer_attention(InferCtx& c) {
   o.insert(o.end(), {g.Tq, g.dv});
   p.insert(p.end(), {g.Tq, g.Tk});
   l.push_back(g.Tq);
-  c.set_out(0, o);
+  c.set_out(0, stored_shape(o, layout_perm(c.attrs(), "o_perm", o.size())));
   c.set_out(1, p);
   c.set_out(2, l);
 }
@@ -112,6 +212,8 @@ void backward_attention(GradBuilder& b) {
   Attrs a;
   a.set("scale", b.node().attrs.f("scale", 1.0));
   a.set("scale_divides", b.node().attrs.i("scale_divides", 0));
+  for (const char* perm : kPermAttrs)
+    if (b.node().attrs.has(perm)) a.set(perm, b.node().attrs.ints(perm));
   const std::vector<int> g = b.emit("AttentionGrad", in, a, 3);
   for (int i = 0; i < 3; ++i)
     if (b.needs_grad(i)) b.set_grad(i, g[i]);
@@ -145,16 +247,17 @@ void attention_cpu(const CpuCall& c) {
   const AttentionGeom g = attention_geometry(c.node, *c.in[0].shape, *c.in[1].shape, *c.in[2].shape,
                                              has_mask ? c.in[3].shape : nullptr);
   const Scaler scale(c.node.attrs);
-  const T* q = c.in[0].as<T>();                    // (B, Tq, d)
-  const T* kt = c.in[1].as<T>();                   // (B, d, Tk)
-  const T* v = c.in[2].as<T>();                    // (B, Tk, dv)
+  const T* q = c.in[0].as<T>();                    // (B, Tq, d) through g.q
+  const T* kt = c.in[1].as<T>();                   // (B, d, Tk) through g.kt
+  const T* v = c.in[2].as<T>();                    // (B, Tk, dv) through g.v
   const T* mask = has_mask ? c.in[3].as<T>() : nullptr;
-  T* o = c.out[0].as<T>();                         // (B, Tq, dv)
+  T* o = c.out[0].as<T>();                         // (B, Tq, dv) through g.o
   T* p = c.out[1].as<T>();                         // (B, Tq, Tk), null where no step reads it
   T* l = c.out[2].as<T>();                         // (B, Tq)
   T* s = static_cast<T*>(c.workspace);             // (Tq, Tk): one head's scores, then probabilities
+  const MatView<T> sv{s, g.Tk, 1};
   for (int64_t e = 0; e < g.B; ++e) {
-    blas_gemm(false, false, g.Tq, g.Tk, g.d, T(1), q + e * g.Tq * g.d, g.d, kt + e * g.d * g.Tk, g.Tk, T(0), s, g.Tk);
+    gemm_views<T>(g.Tq, g.Tk, g.d, head(q, g.q, g, e), head(kt, g.kt, g, e), sv);
     for (int64_t i = 0; i < g.Tq; ++i) {
       T maxval;
       double sum;
@@ -162,15 +265,14 @@ void attention_cpu(const CpuCall& c) {
       l[e * g.Tq + i] = static_cast<T>(maxval + std::log(sum));
     }
     if (p) std::copy(s, s + g.Tq * g.Tk, p + e * g.Tq * g.Tk);
-    blas_gemm(false, false, g.Tq, g.dv, g.Tk, T(1), s, g.Tk, v + e * g.Tk * g.dv, g.dv, T(0), o + e * g.Tq * g.dv,
-              g.dv);
+    gemm_views<T>(g.Tq, g.dv, g.Tk, as_const(sv), head(v, g.v, g, e), head(o, g.o, g, e));
   }
 }
 
 int64_t attention_workspace(const Graph& gr, const Node& n, int float_bytes) {
-  const Shape& q = gr.values[n.inputs[0]].shape;
-  const Shape& kt = gr.values[n.inputs[1]].shape;
-  return q[q.size() - 2] * kt.back() * float_bytes;  // (Tq, Tk)
+  const AttentionGeom g = attention_geometry(n, gr.values[n.inputs[0]].shape, gr.values[n.inputs[1]].shape,
+                                             gr.values[n.inputs[2]].shape, nullptr);
+  return g.Tq * g.Tk * float_bytes;  // (Tq, Tk)
 }
 
 // 2 B Tq Tk (d + dv) for the two products, about 5 per score for scale, mask and softmax.
@@ -191,6 +293,7 @@ void infer_attention_grad(InferCtx& c) {
   o.insert(o.end(), {g.Tq, g.dv});
   p.insert(p.end(), {g.Tq, g.Tk});
   l.push_back(g.Tq);
+  o = stored_shape(o, layout_perm(c.attrs(), "o_perm", o.size()));
   const std::pair<int, const Shape*> want[] = {{0, &o}, {4, &o}, {5, &p}, {6, &l}};
   for (const auto& [i, s] : want)
     if (c.shape(i) != *s) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(*s));
@@ -204,26 +307,25 @@ void attention_grad_cpu(const CpuCall& c) {
                                              has_mask ? c.in[7].shape : nullptr);
   const Scaler scale(c.node.attrs);
   const bool recompute = c.impl == kRecomputeImpl;
-  const T* dout = c.in[0].as<T>();                 // (B, Tq, dv)
-  const T* q = c.in[1].as<T>();                    // (B, Tq, d)
-  const T* kt = c.in[2].as<T>();                   // (B, d, Tk)
-  const T* v = c.in[3].as<T>();                    // (B, Tk, dv)
-  const T* o = c.in[4].as<T>();                    // (B, Tq, dv), recompute only
+  const T* dout = c.in[0].as<T>();                 // (B, Tq, dv) through g.o
+  const T* q = c.in[1].as<T>();                    // (B, Tq, d) through g.q
+  const T* kt = c.in[2].as<T>();                   // (B, d, Tk) through g.kt
+  const T* v = c.in[3].as<T>();                    // (B, Tk, dv) through g.v
+  const T* o = c.in[4].as<T>();                    // (B, Tq, dv) through g.o, recompute only
   const T* probs = c.in[5].as<T>();                // (B, Tq, Tk), probs only
   const T* lse = c.in[6].as<T>();                  // (B, Tq), recompute only
   const T* mask = has_mask ? c.in[7].as<T>() : nullptr;  // recompute only
-  T* dq = c.out[0].as<T>();                        // (B, Tq, d)
-  T* dkt = c.out[1].as<T>();                       // (B, d, Tk)
-  T* dv = c.out[2].as<T>();                        // (B, Tk, dv)
+  T* dq = c.out[0].as<T>();                        // as Q
+  T* dkt = c.out[1].as<T>();                       // as Kt
+  T* dv = c.out[2].as<T>();                        // as V
   T* p = static_cast<T*>(c.workspace);             // (Tq, Tk): the head's probabilities (recompute)
   T* ds = p + g.Tq * g.Tk;                         // (Tq, Tk): dP, then dS
+  const MatView<T> dsv{ds, g.Tk, 1};
   for (int64_t e = 0; e < g.B; ++e) {
-    const T* dout_e = dout + e * g.Tq * g.dv;
-    const T* q_e = q + e * g.Tq * g.d;
-    const T* kt_e = kt + e * g.d * g.Tk;
+    const MatView<const T> dout_e = head(dout, g.o, g, e), q_e = head(q, g.q, g, e), kt_e = head(kt, g.kt, g, e);
     const T* pe = p;
     if (recompute) {
-      blas_gemm(false, false, g.Tq, g.Tk, g.d, T(1), q_e, g.d, kt_e, g.Tk, T(0), p, g.Tk);
+      gemm_views<T>(g.Tq, g.Tk, g.d, q_e, kt_e, MatView<T>{p, g.Tk, 1});
       for (int64_t i = 0; i < g.Tq; ++i) {
         T* row = p + i * g.Tk;
         const T li = lse[e * g.Tq + i];
@@ -236,30 +338,32 @@ void attention_grad_cpu(const CpuCall& c) {
     } else {
       pe = probs + e * g.Tq * g.Tk;
     }
+    const MatView<const T> pv{pe, g.Tk, 1};
     // dV = P^T dO, dP = dO V^T.
-    blas_gemm(true, false, g.Tk, g.dv, g.Tq, T(1), pe, g.Tk, dout_e, g.dv, T(0), dv + e * g.Tk * g.dv, g.dv);
-    blas_gemm(false, true, g.Tq, g.Tk, g.dv, T(1), dout_e, g.dv, v + e * g.Tk * g.dv, g.dv, T(0), ds, g.Tk);
+    gemm_views<T>(g.Tk, g.dv, g.Tq, transposed(pv), dout_e, head(dv, g.v, g, e));
+    gemm_views<T>(g.Tq, g.Tk, g.dv, dout_e, transposed(head(v, g.v, g, e)), dsv);
+    const MatView<const T> o_e = recompute ? head(o, g.o, g, e) : MatView<const T>{};
     for (int64_t i = 0; i < g.Tq; ++i) {
       const T* pr = pe + i * g.Tk;
       T* dr = ds + i * g.Tk;
       double dot = 0;  // rowsum(dP * P), or equally rowsum(dO * O)
       if (recompute) {
-        for (int64_t k = 0; k < g.dv; ++k) dot += dout_e[i * g.dv + k] * o[(e * g.Tq + i) * g.dv + k];
+        for (int64_t k = 0; k < g.dv; ++k) dot += dout_e.at(i, k) * o_e.at(i, k);
       } else {
         for (int64_t j = 0; j < g.Tk; ++j) dot += dr[j] * pr[j];
       }
       for (int64_t j = 0; j < g.Tk; ++j) dr[j] = scale(pr[j] * (dr[j] - static_cast<T>(dot)));
     }
     // dQ = dS' Kt^T, dKt = Q^T dS'.
-    blas_gemm(false, true, g.Tq, g.d, g.Tk, T(1), ds, g.Tk, kt_e, g.Tk, T(0), dq + e * g.Tq * g.d, g.d);
-    blas_gemm(true, false, g.d, g.Tk, g.Tq, T(1), q_e, g.d, ds, g.Tk, T(0), dkt + e * g.d * g.Tk, g.Tk);
+    gemm_views<T>(g.Tq, g.d, g.Tk, as_const(dsv), transposed(kt_e), head(dq, g.q, g, e));
+    gemm_views<T>(g.d, g.Tk, g.Tq, transposed(q_e), as_const(dsv), head(dkt, g.kt, g, e));
   }
 }
 
 int64_t attention_grad_workspace(const Graph& gr, const Node& n, int float_bytes) {
-  const Shape& q = gr.values[n.inputs[1]].shape;
-  const Shape& kt = gr.values[n.inputs[2]].shape;
-  return 2 * q[q.size() - 2] * kt.back() * float_bytes;  // (Tq, Tk) probabilities and (Tq, Tk) dS
+  const AttentionGeom g = attention_geometry(n, gr.values[n.inputs[1]].shape, gr.values[n.inputs[2]].shape,
+                                             gr.values[n.inputs[3]].shape, nullptr);
+  return 2 * g.Tq * g.Tk * float_bytes;  // (Tq, Tk) probabilities and (Tq, Tk) dS
 }
 
 // probs: four products of 2 B Tq Tk (d or dv); recompute: one more (the scores) and exp per score.

@@ -61,14 +61,33 @@ struct AxisSplit {
 };
 AxisSplit softmax_split(const Shape& x, int64_t axis);
 
+// How one operand of an attention (Q, Kt, V, or O, and so dQ, dKt, dV, dO) lies in its stored tensor: its element
+// (head e, row r, column c) is at offset(e) + r * rs + c * cs, where offset(e) adds index_k(e) * batch_stride[k]
+// over the batch dims k (e's mixed-radix digits, the last dim fastest). One of rs and cs is 1 (the op's rule).
+// Contiguous operands (no perm attribute) have rs = the column count, cs = 1 and offsets e * rows * cols.
+struct AttentionView {
+  std::vector<int64_t> batch_stride;
+  int64_t rs = 1, cs = 1;
+  int64_t offset(const Shape& batch, int64_t e) const {
+    int64_t off = 0;
+    for (size_t k = batch.size(); k-- > 0;) {
+      off += e % batch[k] * batch_stride[k];
+      e /= batch[k];
+    }
+    return off;
+  }
+};
+
 // lib/ops/attention: one fused attention as B heads (the batch dims flattened) of Q (Tq, d), Kt (d, Tk), V (Tk, dv);
 // mask element (e, i, j) at mask_batch_offset[e] + i * mask_si + j * mask_sj (strides 0 where it broadcasts).
+// q, kt, v, o: where each operand's elements lie (the node's q_perm, kt_perm, v_perm, o_perm).
 struct AttentionGeom {
   Shape batch;
   int64_t B = 1, Tq = 1, Tk = 1, d = 1, dv = 1;
   bool has_mask = false;
   std::vector<int64_t> mask_batch_offset;
   int64_t mask_si = 0, mask_sj = 0;
+  AttentionView q, kt, v, o;
 };
 AttentionGeom attention_geometry(const Node& node, const Shape& q, const Shape& kt, const Shape& v, const Shape* mask);
 
