@@ -338,7 +338,14 @@ void run_gather_idx(const CudaCall& c) {
 void run_gather_idx_grad(const CudaCall& c) {
   const ops::GatherIdxSpec s = ops::gather_idx_spec(c.node.attrs, c.out_shape(0), c.in_shape(1));
   MONET_CUDA_CHECK(gather_idx_grad(s.outer, s.A, s.K, s.inner, static_cast<const int64_t*>(c.in[1].data), c.fin(0),
-                                   c.fout(0), c.ctx.stream));
+                                   c.fout(0), c.workspace, c.workspace_bytes, c.ctx.stream));
+}
+
+// Inputs dY 0, indices 1; output dX (the data's shape).
+int64_t gather_idx_grad_ws(const Graph& g, const Node& n, CudaContext&) {
+  const ops::GatherIdxSpec s =
+      ops::gather_idx_spec(n.attrs, g.values[n.outputs[0]].shape, g.values[n.inputs[1]].shape);
+  return gather_idx_grad_workspace(s.A, s.K);
 }
 
 // ---------------------------------------------------------------------------------------------- Tile, Trilu
@@ -381,7 +388,7 @@ void add_shape_kernels(CudaKernelTable& t) {
   t["Gather"] = {run_gather, gather_workspace};
   t["GatherGrad"] = {run_gather_grad, gather_workspace};
   t["GatherIdx"] = {run_gather_idx};
-  t["GatherIdxGrad"] = {run_gather_idx_grad};
+  t["GatherIdxGrad"] = {run_gather_idx_grad, gather_idx_grad_ws};
   t["Tile"] = {run_tile};
   t["Expand"] = {run_expand};
   t["Trilu"] = {run_trilu};

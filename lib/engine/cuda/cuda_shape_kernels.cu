@@ -3,7 +3,10 @@
 // gathering, each input-gradient element owned by one thread that visits its readers in the CPU's order:
 // deterministic, no atomics, and (for Pad, Gather, GatherIdx and nearest Resize) equal to the CPU bit for bit.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include "engine/cuda/launch.cuh"
 
@@ -66,55 +69,60 @@ __global__ void gather_idx_kernel(int64_t outer, int64_t A, int64_t K, int64_t i
   }
 }
 
-// GatherIdxGrad: block q (grid-stride) owns the slab of dx at outer index o, rows [a0, a1) (bucket b of
-// `buckets`) and column units group * blockDim.x + threadIdx.x (units of W floats; inner_u units per row). It
-// zeroes its slab, then walks all K indices in chunks of blockDim.x staged in shared memory (-1 where the index is
-// outside the slab's rows or out of [-A, A)) and adds dy row k into dx row idx[k] for each k in order. Every dx
-// element is read and written by one thread only, from 0 in k order: the CPU's sum bit for bit, no atomics.
+// GatherIdxGrad, step 1: per index k its key, the row of dx it names (negative ones counted from the end; A where it
+// names none, sorted last and read by no row), and its position k as the value sorted with it.
+__global__ void gather_idx_keys_kernel(int64_t K, int64_t A, const int64_t* idx, int32_t* keys, int32_t* order) {
+  MONET_GRID_LOOP(k, K) {
+    int64_t a = idx[k];
+    if (a < 0) a += A;
+    keys[k] = static_cast<int32_t>(a >= 0 && a < A ? a : A);
+    order[k] = static_cast<int32_t>(k);
+  }
+}
+
+// Step 3, after a stable sort of (key, k) by key: block q (grid-stride) owns dx row a of outer index o and the
+// column units group * blockDim.x + threadIdx.x (units of W floats; inner_u per row). It finds the run of sorted
+// keys equal to a (two binary searches, the same in every thread) and adds their dy rows into a register from 0 in
+// sorted order, which is k order (the sort is stable): the CPU's sum bit for bit, every dx element written once,
+// rows no index names zeroed.
 template <int W>
-__global__ void gather_idx_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner_u, int64_t buckets,
-                                       int64_t groups, const int64_t* idx, const float* dy, float* dx) {
-  __shared__ int64_t rows[kThreads];
+__global__ void gather_idx_rows_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner_u, int64_t groups,
+                                       const int32_t* keys, const int32_t* order, const float* dy, float* dx) {
   using V = typename std::conditional<W == 4, float4, float>::type;
   const V* dyv = reinterpret_cast<const V*>(dy);
   V* dxv = reinterpret_cast<V*>(dx);
-  for (int64_t q = blockIdx.x; q < outer * buckets * groups; q += gridDim.x) {  // block-uniform
-    const int64_t group = q % groups, rest = q / groups, bucket = rest % buckets, o = rest / buckets;
-    const int64_t a0 = A * bucket / buckets, a1 = A * (bucket + 1) / buckets;
+  for (int64_t q = blockIdx.x; q < outer * A * groups; q += gridDim.x) {  // block-uniform
+    const int64_t group = q % groups, row = q / groups, a = row % A, o = row / A;
+    int64_t lo = 0, hi = K;  // first sorted key >= a
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (keys[mid] < a) lo = mid + 1;
+      else hi = mid;
+    }
+    int64_t end = lo;  // first sorted key > a
+    hi = K;
+    while (end < hi) {
+      const int64_t mid = (end + hi) / 2;
+      if (keys[mid] <= a) end = mid + 1;
+      else hi = mid;
+    }
     const int64_t j = group * blockDim.x + threadIdx.x;
-    const bool active = j < inner_u;
-    if (active)
-      for (int64_t a = a0; a < a1; ++a) {
-        if constexpr (W == 4) dxv[(o * A + a) * inner_u + j] = make_float4(0.f, 0.f, 0.f, 0.f);
-        else dxv[(o * A + a) * inner_u + j] = 0.f;
-      }
-    for (int64_t k0 = 0; k0 < K; k0 += blockDim.x) {
-      __syncthreads();  // the previous chunk's rows are read (also across q iterations)
-      if (k0 + threadIdx.x < K) {
-        int64_t a = idx[k0 + threadIdx.x];
-        if (a < 0) a += A;
-        rows[threadIdx.x] = a >= a0 && a < a1 ? a : -1;
-      }
-      __syncthreads();
-      const int64_t n = K - k0 < blockDim.x ? K - k0 : blockDim.x;
-      if (!active) continue;
-      for (int64_t t = 0; t < n; ++t) {
-        const int64_t a = rows[t];
-        if (a < 0) continue;
-        const V g = dyv[(o * K + k0 + t) * inner_u + j];
-        V& d = dxv[(o * A + a) * inner_u + j];
-        if constexpr (W == 4) {
-          V s = d;
-          s.x += g.x;
-          s.y += g.y;
-          s.z += g.z;
-          s.w += g.w;
-          d = s;
-        } else {
-          d += g;
-        }
+    if (j >= inner_u) continue;
+    V acc;
+    if constexpr (W == 4) acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    else acc = 0.f;
+    for (int64_t p = lo; p < end; ++p) {
+      const V g = dyv[(o * K + order[p]) * inner_u + j];
+      if constexpr (W == 4) {
+        acc.x += g.x;
+        acc.y += g.y;
+        acc.z += g.z;
+        acc.w += g.w;
+      } else {
+        acc += g;
       }
     }
+    dxv[(o * A + a) * inner_u + j] = acc;
   }
 }
 
@@ -463,29 +471,72 @@ cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int6
   return cudaGetLastError();
 }
 
+namespace {
+
+// GatherIdxGrad's workspace: keys and order, sorted keys and order (int32, K each), then the sort's scratch.
+struct GatherIdxGradWorkspace {
+  int64_t keys = 0, order = 0, sorted_keys = 0, sorted_order = 0, scratch = 0, total = 0;  // byte offsets, size
+  size_t scratch_bytes = 0;
+  int key_bits = 1;
+};
+
+int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
+
+GatherIdxGradWorkspace gather_idx_grad_layout(int64_t A, int64_t K) {
+  GatherIdxGradWorkspace w;
+  while ((int64_t{1} << w.key_bits) <= A) ++w.key_bits;  // keys 0 .. A
+  const int64_t part = align256(K * 4);
+  w.order = part;
+  w.sorted_keys = 2 * part;
+  w.sorted_order = 3 * part;
+  w.scratch = 4 * part;
+  cub::DeviceRadixSort::SortPairs(nullptr, w.scratch_bytes, static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<int>(K), 0, w.key_bits);
+  w.total = w.scratch + align256(static_cast<int64_t>(w.scratch_bytes));
+  return w;
+}
+
+}  // namespace
+
+int64_t gather_idx_grad_workspace(int64_t A, int64_t K) {
+  if (K <= 0 || A <= 0) return 0;
+  return gather_idx_grad_layout(A, K).total;
+}
+
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
-                            float* dx, cudaStream_t stream) {
+                            float* dx, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if (outer * A * inner == 0) return cudaSuccess;
+  if (K > INT32_MAX - 1 || A > INT32_MAX - 1) return cudaErrorInvalidValue;
   const bool wide = inner % 4 == 0 && aligned16(dy) && aligned16(dx);
   const int64_t inner_u = wide ? inner / 4 : inner;
+  const int32_t* keys = nullptr;
+  const int32_t* order = nullptr;
+  if (K > 0) {
+    const GatherIdxGradWorkspace w = gather_idx_grad_layout(A, K);
+    if (!workspace || workspace_bytes < w.total) return cudaErrorInvalidValue;
+    char* base = static_cast<char*>(workspace);
+    auto at = [&](int64_t off) { return reinterpret_cast<int32_t*>(base + off); };
+    gather_idx_keys_kernel<<<blocks_for(K), kThreads, 0, stream>>>(K, A, idx, at(w.keys), at(w.order));
+    size_t scratch_bytes = w.scratch_bytes;
+    const cudaError_t e = cub::DeviceRadixSort::SortPairs(base + w.scratch, scratch_bytes, at(w.keys),
+                                                          at(w.sorted_keys), at(w.order), at(w.sorted_order),
+                                                          static_cast<int>(K), 0, w.key_bits, stream);
+    if (e != cudaSuccess) return e;
+    keys = at(w.sorted_keys);
+    order = at(w.sorted_order);
+  }
   // Threads per block: the row's units rounded up to a warp, at most kThreads (rows of 768 floats: 192).
   const int64_t threads = inner_u >= kThreads ? kThreads : (inner_u + 31) / 32 * 32;
   const int64_t groups = (inner_u + threads - 1) / threads;
-  // About 2048 blocks, fewer where every block's scan of the K indices would add up to more than 2^28 checks.
-  const int64_t slabs = outer * groups;
-  int64_t buckets = (2048 + slabs - 1) / slabs;
-  const int64_t scan_cap = (int64_t{1} << 28) / (K * slabs > 0 ? K * slabs : 1);
-  if (buckets > scan_cap) buckets = scan_cap;
-  if (buckets > A) buckets = A;
-  if (buckets < 1) buckets = 1;
-  const int64_t blocks = slabs * buckets;
+  const int64_t blocks = outer * A * groups;
   const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 30) ? blocks : int64_t{1} << 30);
   if (wide)
-    gather_idx_grad_kernel<4><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, buckets,
-                                                                                   groups, idx, dy, dx);
+    gather_idx_rows_kernel<4><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, groups, keys,
+                                                                                   order, dy, dx);
   else
-    gather_idx_grad_kernel<1><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, buckets,
-                                                                                   groups, idx, dy, dx);
+    gather_idx_rows_kernel<1><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, groups, keys,
+                                                                                   order, dy, dx);
   return cudaGetLastError();
 }
 

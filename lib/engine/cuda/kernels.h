@@ -288,15 +288,17 @@ cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t 
 cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                         float* dx, cudaStream_t stream);
 // GatherIdx: the same with indices idx[K] computed at run time (device int64; negative ones count from the end, one
-// out of [-A, A) yields zeros: the CPU refuses it). Grad: blocks own disjoint slabs of dx, (outer o, a range of
-// rows a, 256 columns (float4 where inner % 4 == 0 and aligned)); a block zeroes its slab, then scans all K indices
-// (staged through shared memory) and adds the dy row of every k whose index falls in its range, in k order. Each
-// dx element is written by one thread only, summed in k order from 0: equal to the CPU bit for bit. About 2048
-// blocks (fewer where the K-index scans would exceed 2^28 checks in all).
+// out of [-A, A) yields zeros: the CPU refuses it). Grad: the indices' rows sorted with their positions k (CUB's
+// stable radix sort of int32 keys over the bits of A, in workspace: deterministic), then one block per dx row (outer
+// o, row a; 256 columns, float4 where inner % 4 == 0 and aligned) finds the run of keys equal to a by binary search
+// and adds those dy rows from 0 in k order: every dx element written once, equal to the CPU bit for bit, rows no
+// index names zeroed. Workspace (gather_idx_grad_workspace, a function of A and K alone): four int32 arrays of K
+// and the sort's scratch (A, K < 2^31).
 cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
                        const void* x, void* y, cudaStream_t stream);
+int64_t gather_idx_grad_workspace(int64_t A, int64_t K);
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
-                            float* dx, cudaStream_t stream);
+                            float* dx, void* workspace, int64_t workspace_bytes, cudaStream_t stream);
 
 // Pad: y index o_d on axis d reads x index table[axis_offset.s[d] + o_d] (-1: the constant). x has shape x_dims
 // (contiguous), y has shape y_dims.
