@@ -76,8 +76,7 @@ int main(int argc, char** argv) {
     if (!measured_path.empty()) {
       measured = read_profile(measured_path);
       // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
-      set_attention_mode(import, measured->attention);
-      import.split_slices = measured->slices == "split";
+      apply_import_mode(import, measured->import);
     }
     offload.require_link(measured ? &*measured : nullptr,
                          measured ? measured_path : std::string("the estimated profiles (no --profile)"));

@@ -58,7 +58,11 @@ int main(int argc, char** argv) {
       if (!device.empty() || no_algorithms) fail("--rederive takes neither --device nor --no-conv-algorithms");
       SessionOptions o = flags.session_options();
       Profile p = read_profile(rederive);
-      o.import.split_slices = p.slices == "split";  // a Split has no measured twin among Slices, nor they among it
+      // A Split has no measured twin among Slices, nor they among it, nor a MatMul with a bias among one without:
+      // those rewrites as the profile says; the attention as --attention says (its measured twin is found).
+      ImportMode mode = p.import;
+      mode.attention = import_attention_mode(o.import);
+      apply_import_mode(o.import, mode);
       const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
       if (p.plan.fingerprint != fingerprint(tg)) {
         // Same model on an earlier training graph: carry the measurements over to this one.

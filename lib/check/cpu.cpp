@@ -38,8 +38,7 @@ CheckResult check_against_cpu(const CheckOptions& options, std::FILE* out) {
     c.schedule_path.clear();  // the CPU runs store-all: the same values, whatever the schedule
     c.import.batch = s->schedule.batch;
     c.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
-    set_attention_mode(c.import, s->schedule.attention);
-    c.import.split_slices = s->schedule.slices == "split";
+    apply_import_mode(c.import, s->schedule.import);
     auto r = open_session(c);
     cpu.push_back(one_step(*r));
   }

@@ -97,8 +97,7 @@ CheckResult check_against_store_all(const CheckOptions& options, std::FILE* out)
     lean.store_all = StoreAll::lean;
     lean.import.batch = s->schedule.batch;
     lean.import.input_shape = Shape(s->schedule.input_shape.begin() + 1, s->schedule.input_shape.end());
-    set_attention_mode(lean.import, s->schedule.attention);
-    lean.import.split_slices = s->schedule.slices == "split";
+    apply_import_mode(lean.import, s->schedule.import);
     auto l = open_session(lean);
     // Both are store-all: every node computed once. Each node's (implementation, algorithm) in either.
     auto choices = [&](const Schedule& sc) {

@@ -3,8 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "ir/fuse_attention.h"
-#include "ir/split_slices.h"
+#include "ir/import_mode.h"
 #include "profile/profile.h"
 
 namespace monet {
@@ -101,11 +100,10 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     ImportOptions import = o.import;
     if (!o.profile_path.empty()) {
       const Profile p = read_profile(o.profile_path);
-      if (o.attention_given && import_attention_mode(import) != p.attention)
-        fail("--attention ", import_attention_mode(import), " differs from the profile's ", p.attention, " (",
+      if (o.attention_given && import_attention_mode(import) != p.import.attention)
+        fail("--attention ", import_attention_mode(import), " differs from the profile's ", p.import.attention, " (",
              o.profile_path, "); omit --attention to use the profile's");
-      set_attention_mode(import, p.attention);
-      import.split_slices = p.slices == "split";
+      apply_import_mode(import, p.import);
     }
     m.tg = build_training_graph(import_onnx(o.model_path, import), o.train);
     b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
@@ -114,8 +112,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     m.file.fingerprint = m.plan.fingerprint;
     m.file.model = g.model_name;
     m.file.input_shape = g.values[g.data_input].shape;
-    m.file.attention = attention_mode(g);
-    m.file.slices = slices_mode(g);
+    m.file.import = import_mode_of(g);
     m.file.batch = m.file.input_shape[0];
     m.file.schedule = store_all_of(o, m, b);
     m.predicted = simulate(m.plan, m.file.schedule);
@@ -136,11 +133,10 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
          "); omit --input-shape to use the schedule's");
   import.batch = header.batch;
   import.input_shape = chw;
-  if (o.attention_given && import_attention_mode(import) != header.attention)
-    fail("--attention ", import_attention_mode(import), " differs from the schedule's ", header.attention, " (", path,
-         "); omit --attention to use the schedule's");
-  set_attention_mode(import, header.attention);
-  import.split_slices = header.slices == "split";
+  if (o.attention_given && import_attention_mode(import) != header.import.attention)
+    fail("--attention ", import_attention_mode(import), " differs from the schedule's ", header.import.attention, " (",
+         path, "); omit --attention to use the schedule's");
+  apply_import_mode(import, header.import);
 
   Graph forward;
   try {

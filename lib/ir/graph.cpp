@@ -129,6 +129,28 @@ std::vector<int> Graph::values_with_role(Role r) const {
   return out;
 }
 
+void Graph::drop_values(const std::vector<char>& drop) {
+  MONET_CHECK(drop.size() == values.size(), "drop_values: ", drop.size(), " flags for ", values.size(), " values");
+  std::vector<int> id(values.size(), -1);
+  std::vector<Value> kept;
+  for (size_t v = 0; v < values.size(); ++v)
+    if (!drop[v]) {
+      id[v] = static_cast<int>(kept.size());
+      kept.push_back(std::move(values[v]));
+    }
+  auto map = [&](int v) {
+    MONET_CHECK(v >= 0 && id[static_cast<size_t>(v)] >= 0, "drop_values: a dropped value is still named");
+    return id[static_cast<size_t>(v)];
+  };
+  for (Node& n : nodes) {
+    for (int& v : n.inputs) v = map(v);
+    for (int& v : n.outputs) v = map(v);
+  }
+  for (int& v : outputs) v = map(v);
+  if (data_input >= 0) data_input = map(data_input);
+  values = std::move(kept);
+}
+
 void Graph::verify() const {
   std::vector<int> produced(values.size(), -1);
   for (size_t v = 0; v < values.size(); ++v)

@@ -112,6 +112,9 @@ struct Graph {
   std::vector<int> values_with_role(Role r) const;
   // Structural checks: ids in range, each value produced once, inputs produced before use. Throws on failure.
   void verify() const;
+  // Removes the values flagged in `drop` (which no node, graph output or data input may still name), the others
+  // keeping their order under new ids.
+  void drop_values(const std::vector<char>& drop);
 };
 
 }  // namespace monet

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "ir/fuse_attention.h"
+#include "ir/matmul_bias.h"
 #include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
@@ -57,6 +58,7 @@ class Importer {
     g.verify();
     if (options_.fuse_attention) fuse_attention(g, options_.strided_attention);
     if (options_.split_slices) split_slices(g);
+    if (options_.matmul_bias) matmul_bias(g);
     return std::move(g);
   }
 

@@ -10,9 +10,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "engine/executor.h"
-#include "ir/fuse_attention.h"
 #include "ir/onnx_import.h"
-#include "ir/split_slices.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
 
@@ -62,8 +60,7 @@ void fill_metadata(Profile& p, const TrainingGraph& tg) {
   p.input_shape = g.values[g.data_input].shape;
   p.batch = p.input_shape.empty() ? 0 : p.input_shape[0];
   p.loss = loss_name(tg.options.loss);
-  p.attention = attention_mode(g);
-  p.slices = slices_mode(g);
+  p.import = import_mode_of(g);
 }
 
 std::string cpu_model_name() {
@@ -265,8 +262,6 @@ nlohmann::json profile_to_json(const Profile& p) {
           {"batch", p.batch},
           {"input_shape", p.input_shape},
           {"loss", p.loss},
-          {"attention", p.attention},
-          {"slices", p.slices},
           {"device", p.device},
           {"device_info", p.device_info.is_null() ? json::object() : p.device_info},
           {"totals",
@@ -278,6 +273,7 @@ nlohmann::json profile_to_json(const Profile& p) {
             {"store_all_peak_bytes", t.store_all_peak_bytes}}},
           {"values", values},
           {"nodes", nodes}};
+  write_import_mode(out, p.import);
   if (p.host_link) out["host_link"] = to_json(*p.host_link);
   return out;
 }
@@ -557,11 +553,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
     p.input_shape.push_back(shape[i].get<int64_t>());
   }
   p.loss = r.str(j, "", "loss");
-  p.attention = j.contains("attention") ? r.str(j, "", "attention") : "materialized";
-  if (p.attention != "strided" && p.attention != "fused" && p.attention != "materialized")
-    r.bad("attention", "expected strided, fused or materialized, got '", p.attention, "'");
-  p.slices = j.contains("slices") ? r.str(j, "", "slices") : "sliced";
-  if (p.slices != "split" && p.slices != "sliced") r.bad("slices", "expected split or sliced, got '", p.slices, "'");
+  p.import = read_import_mode(j, path);
   p.device = r.str(j, "", "device");
   p.device_info = r.field(j, "", "device_info");
   if (!p.device_info.is_object()) r.bad("device_info", "expected an object");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "ir/import_mode.h"
 #include "profile/host_link.h"
 #include "schedule/plan.h"
 #include "train/training_graph.h"
@@ -34,8 +35,7 @@ struct Profile {
   int64_t batch = 0;
   Shape input_shape;        // the data input's full shape (batch first)
   std::string loss;         // "cross_entropy" | "sum" (loss_name)
-  std::string attention = "strided";  // how the model imported: "strided", "fused" or "materialized" (ScheduleFile)
-  std::string slices = "split";     // and "split" or "sliced" (ScheduleFile::slices)
+  ImportMode import;        // how the model imported (lib/ir/import_mode.h)
   std::string device;       // "estimate" | "cpu" | "cuda"
   nlohmann::json device_info;  // free-form: the roofline, or the CPU and the repeat counts
   std::optional<HostLink> host_link;  // host <-> device copies (host_link.h); absent when neither measured nor given

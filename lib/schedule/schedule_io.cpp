@@ -33,13 +33,12 @@ nlohmann::json schedule_to_json(const ScheduleFile& f, const PlanGraph& p) {
           {"model", f.model},
           {"batch", f.batch},
           {"input_shape", f.input_shape},
-          {"attention", f.attention},
-          {"slices", f.slices},
           {"mode", f.schedule.mode},
           {"budget_bytes", f.budget_bytes},
           {"solver", f.solver.is_null() ? nlohmann::json::object() : f.solver},
           {"predicted", f.predicted.is_null() ? nlohmann::json::object() : f.predicted},
           {"steps", steps}};
+  write_import_mode(j, f.import);
   if (!f.schedule.on_host.empty()) {
     nlohmann::json names = nlohmann::json::array();
     for (int v : f.schedule.on_host) names.push_back(p.values.at(v).name);
@@ -65,11 +64,7 @@ ScheduleFile schedule_header_from_json(const nlohmann::json& j, const std::strin
     f.model = j.at("model").get<std::string>();
     f.batch = j.at("batch").get<int64_t>();
     f.input_shape = j.at("input_shape").get<Shape>();
-    f.attention = j.value("attention", std::string("materialized"));
-    if (f.attention != "strided" && f.attention != "fused" && f.attention != "materialized")
-      fail(path, ": attention '", f.attention, "': expected strided, fused or materialized");
-    f.slices = j.value("slices", std::string("sliced"));
-    if (f.slices != "split" && f.slices != "sliced") fail(path, ": slices '", f.slices, "': expected split or sliced");
+    f.import = read_import_mode(j, path);
     f.budget_bytes = j.at("budget_bytes").get<int64_t>();
     f.solver = j.value("solver", nlohmann::json::object());
     f.predicted = j.value("predicted", nlohmann::json::object());

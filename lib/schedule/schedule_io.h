@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ir/import_mode.h"
 #include "schedule/schedule.h"
 
 namespace monet {
@@ -22,14 +23,7 @@ struct ScheduleFile {
   std::string model;
   int64_t batch = 0;
   Shape input_shape;
-  // How the model imports (lib/ir/fuse_attention.h attention_mode): "strided" (one Attention node per attention,
-  // reading its operands where the export stored them), "fused" (the same with the operands' Transposes and scalar
-  // scales left as nodes) or "materialized" (the exported nodes as they are; a file without the field was written
-  // before the fusion existed).
-  std::string attention = "strided";
-  // "split" (Slices that cut an axis into pieces imported as one Split, lib/ir/split_slices.h) or "sliced" (as
-  // written; a file without the field).
-  std::string slices = "split";
+  ImportMode import;             // how the model imports (lib/ir/import_mode.h)
   int64_t budget_bytes = 0;      // 0: none (store-all without a budget)
   nlohmann::json solver;         // status, gap, bound, times, sizes (free-form; what monet-solve reports)
   nlohmann::json predicted;      // peak_bytes, step_ms, store-all figures, overhead

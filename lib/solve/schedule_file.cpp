@@ -9,8 +9,7 @@ ScheduleFile solved_schedule_file(const Profile& profile, int64_t budget_bytes, 
   f.model = profile.model;
   f.batch = profile.batch;
   f.input_shape = profile.input_shape;
-  f.attention = profile.attention;
-  f.slices = profile.slices;
+  f.import = profile.import;
   f.budget_bytes = budget_bytes;
   f.schedule = outcome.schedule;
   const double overhead = outcome.store_all.time_ms > 0 ? outcome.objective_ms / outcome.store_all.time_ms - 1 : 0;

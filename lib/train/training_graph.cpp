@@ -155,19 +155,23 @@ int64_t fan_in(const Shape& w, ParamRole role) {
 bool is_weight(const Value& v) { return v.init == ParamRole::weight || v.init == ParamRole::weight_kn; }
 
 // The weight whose fan_in a bias read by node n takes: one n reads itself (Conv, Gemm), else the weight of a
-// MatMul whose output n adds the bias to, read directly or through a Transpose (torch's Linear without Gemm,
-// y = x W^T + b). -1 when there is none (LayerNorm's beta).
+// MatMul that adds the bias itself (lib/ir/matmul_bias.h) or whose output n adds it to, read directly or through a
+// Transpose (torch's Linear without Gemm, y = x W^T + b). -1 when there is none (LayerNorm's beta).
 int weight_for_bias(const Graph& g, const Node& n) {
   for (int w : n.inputs)
     if (is_weight(g.values[w])) return w;
+  auto matmul_weight = [&](const Node& mm) {
+    int w = mm.inputs[1];
+    const int t = g.values[w].producer;
+    if (t >= 0 && g.nodes[t].op == "Transpose") w = g.nodes[t].inputs[0];
+    return is_weight(g.values[w]) ? w : -1;
+  };
+  if (n.op == "MatMul" && n.inputs.size() == 3) return matmul_weight(n);
   if (n.op != "Add") return -1;
   for (int x : n.inputs) {
     const int mm = g.values[x].producer;
     if (mm < 0 || g.nodes[mm].op != "MatMul") continue;
-    int w = g.nodes[mm].inputs[1];
-    const int t = g.values[w].producer;
-    if (t >= 0 && g.nodes[t].op == "Transpose") w = g.nodes[t].inputs[0];
-    if (is_weight(g.values[w])) return w;
+    if (const int w = matmul_weight(g.nodes[mm]); w >= 0) return w;
   }
   return -1;
 }

@@ -120,10 +120,10 @@ TEST_CASE("a profile of the graph as written picks a store-all for it: the run i
   sliced.split_slices = false;
   const TrainingGraph tg = build_training_graph(import_onnx(data_path("bert_tiny.onnx"), sliced), TrainOptions{});
   const Profile p = estimate_profile(tg, Roofline{});
-  CHECK(p.slices == "sliced");
+  CHECK(p.import.slices == "sliced");
   const std::string path = std::string(MONET_BINARY_DIR) + "/test_split_slices_profile.json";
   write_profile(path, p);
-  CHECK(read_profile(path).slices == "sliced");
+  CHECK(read_profile(path).import.slices == "sliced");
   SessionOptions o;
   o.model_path = data_path("bert_tiny.onnx");
   o.import.batch = 2;
@@ -132,6 +132,6 @@ TEST_CASE("a profile of the graph as written picks a store-all for it: the run i
   auto s = open_session(o);
   CHECK(s->plan.fingerprint == p.plan.fingerprint);
   CHECK(std::string(slices_mode(s->tg.graph)) == "sliced");
-  CHECK(s->schedule.slices == "sliced");
+  CHECK(s->schedule.import.slices == "sliced");
   std::remove(path.c_str());
 }

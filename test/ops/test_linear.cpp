@@ -167,6 +167,34 @@ TEST_CASE("MatMul matches a direct loop and finite differences", "[linear]") {
   }
 }
 
+TEST_CASE("MatMul with a bias equals the product plus the bias, and differentiates the bias", "[linear]") {
+  struct Cfg {
+    Shape a, b, bias;
+  };
+  const std::vector<Cfg> cfgs = {
+      {{3, 4}, {4, 5}, {5}},                    // 2-D
+      {{2, 3, 4}, {4, 5}, {1, 5}},              // Linear over a batch, bias (1, m)
+      {{2, 3, 4}, {2, 4, 5}, {1, 1, 5}},        // batched B
+      {{2, 1, 3, 4}, {3, 4, 2}, {2}},           // broadcast batches
+  };
+  for (const Cfg& k : cfgs) {
+    INFO("A " << shape_str(k.a) << " B " << shape_str(k.b) << " bias " << shape_str(k.bias));
+    const std::vector<double> a = random_values(k.a, 3), b = random_values(k.b, 4), bias = random_values(k.bias, 5);
+    OpCase c{.op = "MatMul", .shapes = {k.a, k.b, k.bias}, .data = {a, b, bias}};
+    const OpResult r = run_forward(c);
+    std::vector<double> want = naive_matmul(k.a, k.b, a, b);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % bias.size()];
+    CHECK(r.shapes[0] == run_forward({.op = "MatMul", .shapes = {k.a, k.b}, .data = {a, b}}).shapes[0]);
+    CHECK(max_abs_diff(r.values[0], want) < 1e-12);
+    CHECK(gradient_error(c) < 1e-6);
+  }
+  // A bias that is not one value per column, or on a MatMul whose B is a vector (Y has no columns), is refused.
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{3, 4}, {4, 5}, {3, 1}}}),
+                      Catch::Contains("bias [3,1] is not one value per column of Y [3,5]"));
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{3, 4}, {4}, {3}}}),
+                      Catch::Contains("is not one value per column"));
+}
+
 TEST_CASE("MatMul rejects bad shapes", "[linear]") {
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{3, 4}, {5, 2}}}), Catch::Contains("do not multiply"));
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{2, 3, 4}, {3, 4, 2}}}),

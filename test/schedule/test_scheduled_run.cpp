@@ -10,8 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "ir/fuse_attention.h"
-#include "ir/split_slices.h"
+#include "ir/import_mode.h"
 #include "engine/session.h"
 #include "profile/profile.h"
 #include "schedule/schedule_io.h"
@@ -70,8 +69,7 @@ void write_file(const std::string& path, const TrainingGraph& tg, const PlanGrap
   f.model = tg.graph.model_name;
   f.input_shape = tg.graph.values[tg.graph.data_input].shape;
   f.batch = f.input_shape[0];
-  f.attention = attention_mode(tg.graph);
-  f.slices = slices_mode(tg.graph);
+  f.import = import_mode_of(tg.graph);
   f.budget_bytes = budget;
   f.schedule = s;
   write_schedule(path, f, plan);

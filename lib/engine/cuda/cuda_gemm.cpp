@@ -115,23 +115,30 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
 // Batch entry of an operand (batch dims `own`) read by each entry of the broadcast batch.
 std::vector<int64_t> entry_offsets(const Shape& own, const Shape& batch) { return ops::broadcast_offsets(own, batch); }
 
+// With a bias (a third input, one value per column: lib/ops/matmul), Y starts as the bias broadcast and the
+// products accumulate onto it (beta 1), as run_gemm does with C.
 void run_matmul(const CudaCall& c) {
   bind_workspace(c);
   const MatMulDims d = matmul_dims(c.in_shape(0), c.in_shape(1));
   const int64_t n = d.n, k = d.k, m = d.m;
   const float *a = c.fin(0), *b = c.fin(1);
   float* y = c.fout(0);
+  float beta = 0.f;
+  if (c.in.size() == 3) {
+    binary_op(c, Binary::copy_a, c.out_shape(0), c.in_shape(2), c.fin(2), c.in_shape(2), nullptr, y);
+    beta = 1.f;
+  }
   if (numel(d.batch_b) == 1) {  // one B for all: A's batch stacked into rows, one GEMM
-    gemm_rm(c, false, false, numel(d.batch) * n, m, k, 1.f, a, k, b, m, 0.f, y, m);
+    gemm_rm(c, false, false, numel(d.batch) * n, m, k, 1.f, a, k, b, m, beta, y, m);
     return;
   }
   if (d.batch_a == d.batch && d.batch_b == d.batch) {  // nothing broadcast: one strided-batched call
-    gemm_rm_batched(c, false, false, n, m, k, 1.f, a, k, n * k, b, m, k * m, 0.f, y, m, n * m, numel(d.batch));
+    gemm_rm_batched(c, false, false, n, m, k, 1.f, a, k, n * k, b, m, k * m, beta, y, m, n * m, numel(d.batch));
     return;
   }
   const std::vector<int64_t> ia = entry_offsets(d.batch_a, d.batch), ib = entry_offsets(d.batch_b, d.batch);
   for (size_t i = 0; i < ia.size(); ++i)
-    gemm_rm(c, false, false, n, m, k, 1.f, a + ia[i] * n * k, k, b + ib[i] * k * m, m, 0.f, y + i * n * m, m);
+    gemm_rm(c, false, false, n, m, k, 1.f, a + ia[i] * n * k, k, b + ib[i] * k * m, m, beta, y + i * n * m, m);
 }
 
 // MatMulGradA(dY, B) -> dA (attr a_shape): dA_i += dY_j B_j^T over the batch entries j that read A_i.

@@ -2,9 +2,14 @@
 // broadcast; a 1-D A is promoted to (1, k) and a 1-D B to (k, 1), and the promoted dimension is removed from Y.
 // Backward ops: MatMulGradA(dY, B) -> dA and MatMulGradB(A, dY) -> dB, each summing over the batch entries that
 // broadcasting replicated its operand to (the ReduceSumTo of the batch dims, folded into the GEMM accumulation).
-// Parameter roles {none, weight_kn}: a MatMul weight is laid out (K, N), as PyTorch exports Linear without Gemm.
+// Parameter roles {none, weight_kn, bias}: a MatMul weight is laid out (K, N), as PyTorch exports Linear without Gemm.
+// An optional third input, a bias of m elements (shape (m) or (1, ..., 1, m), rank at most Y's), is added to every
+// row of Y: the import's rewrite of MatMul -> Add(bias) (lib/ir/matmul_bias.h). Y is filled with the bias and the
+// product accumulated onto it (beta 1), which rounds as the Add after the product did; its gradient is dY summed
+// to the bias's shape (ReduceSumTo), as Add's.
 #include <algorithm>
 
+#include "ops/common/binary.h"
 #include "ops/common/blas.h"
 #include "ops/common/broadcast.h"
 
@@ -49,9 +54,18 @@ MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
 
 // ---------------------------------------------------------------------------------------------- MatMul
 
+// Whether `bias` is one value per column of Y (out): last dim m, every other 1, rank at most Y's.
+bool bias_fits(const Shape& bias, const Shape& out, const Shape& b) {
+  if (b.size() < 2 || bias.empty() || bias.size() > out.size() || bias.back() != out.back()) return false;
+  return std::all_of(bias.begin(), bias.end() - 1, [](int64_t d) { return d == 1; });
+}
+
 void infer_matmul(InferCtx& c) {
-  c.expect_inputs(2, 2);
-  c.set_out(0, dims_of(c.node(), c.shape(0), c.shape(1)).out);
+  c.expect_inputs(2, 3);
+  const MatMulDims d = dims_of(c.node(), c.shape(0), c.shape(1));
+  if (c.num_inputs() == 3 && !bias_fits(c.shape(2), d.out, c.shape(1)))
+    c.fail("bias ", shape_str(c.shape(2)), " is not one value per column of Y ", shape_str(d.out));
+  c.set_out(0, d.out);
 }
 
 void backward_matmul(GradBuilder& b) {
@@ -68,6 +82,7 @@ void backward_matmul(GradBuilder& b) {
     a.set("a_shape", b.value(b.in(0)).shape);
     b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
   }
+  if (b.node().inputs.size() == 3 && b.needs_grad(2)) b.set_grad(2, sum_to_input(b, 2, dy));
 }
 
 template <class T>
@@ -77,14 +92,20 @@ void matmul_cpu(const CpuCall& c) {
   const T* a = c.in[0].as<T>();  // (batch_a, n, k)
   const T* b = c.in[1].as<T>();  // (batch_b, k, m)
   T* y = c.out[0].as<T>();       // (batch, n, m)
+  T beta(0);
+  if (c.in.size() == 3) {        // every row of Y starts as the bias
+    const T* bias = c.in[2].as<T>();
+    for (int64_t r = 0; r < numel(d.batch) * n; ++r) std::copy(bias, bias + m, y + r * m);
+    beta = T(1);
+  }
   if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM
-    blas_gemm(false, false, numel(d.batch) * n, m, k, T(1), a, k, b, m, T(0), y, m);
+    blas_gemm(false, false, numel(d.batch) * n, m, k, T(1), a, k, b, m, beta, y, m);
     return;
   }
   const std::vector<int64_t> ia = broadcast_offsets(d.batch_a, d.batch);  // batch entry of A per entry of Y
   const std::vector<int64_t> ib = broadcast_offsets(d.batch_b, d.batch);
   for (size_t i = 0; i < ia.size(); ++i)
-    blas_gemm(false, false, n, m, k, T(1), a + ia[i] * n * k, k, b + ib[i] * k * m, m, T(0), y + i * n * m, m);
+    blas_gemm(false, false, n, m, k, T(1), a + ia[i] * n * k, k, b + ib[i] * k * m, m, beta, y + i * n * m, m);
 }
 
 // ---------------------------------------------------------------------------------------------- MatMulGradA
@@ -165,7 +186,8 @@ double matmul_grad_b_flops(const Graph& gr, const Node& node) {
 
 const OpDef matmul = {.name = "MatMul", .infer = infer_matmul, .backward = backward_matmul,
                       .cpu_f32 = matmul_cpu<float>, .cpu_f64 = matmul_cpu<double>,
-                      .param_roles = {ParamRole::none, ParamRole::weight_kn}, .flops = matmul_flops};
+                      .param_roles = {ParamRole::none, ParamRole::weight_kn, ParamRole::bias},
+                      .flops = matmul_flops};
 const OpDef matmul_grad_a = {.name = "MatMulGradA", .infer = infer_matmul_grad_a,
                              .cpu_f32 = matmul_grad_a_cpu<float>, .cpu_f64 = matmul_grad_a_cpu<double>,
                              .flops = matmul_grad_a_flops};

@@ -1,0 +1,71 @@
+// Import modes (import_mode.h): the graph's, the options', and their fields in profiles and schedules.
+#include "ir/import_mode.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/fuse_attention.h"
+#include "ir/matmul_bias.h"
+#include "ir/split_slices.h"
+
+namespace monet {
+namespace {
+
+// Each field: its name, its values, and its value in files written before its rewrite existed.
+struct Field {
+  const char* name;
+  std::string ImportMode::*member;
+  std::vector<std::string> values;
+  const char* before;
+};
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      {"attention", &ImportMode::attention, {"strided", "fused", "materialized"}, "materialized"},
+      {"slices", &ImportMode::slices, {"split", "sliced"}, "sliced"},
+      {"matmul_bias", &ImportMode::matmul_bias, {"fused", "separate"}, "separate"},
+  };
+  return f;
+}
+
+void check(const Field& f, const std::string& value, const std::string& where) {
+  if (std::find(f.values.begin(), f.values.end(), value) != f.values.end()) return;
+  std::string expected;
+  for (size_t i = 0; i < f.values.size(); ++i)
+    expected += (i == 0 ? "" : i + 1 == f.values.size() ? " or " : ", ") + f.values[i];
+  fail(where, f.name, " '", value, "': expected ", expected);
+}
+
+}  // namespace
+
+ImportMode import_mode_of(const Graph& g) {
+  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g)};
+}
+
+void apply_import_mode(ImportOptions& o, const ImportMode& m) {
+  for (const Field& f : fields()) check(f, m.*f.member, "");
+  set_attention_mode(o, m.attention);
+  o.split_slices = m.slices == "split";
+  o.matmul_bias = m.matmul_bias == "fused";
+}
+
+void write_import_mode(nlohmann::json& j, const ImportMode& m) {
+  for (const Field& f : fields()) j[f.name] = m.*f.member;
+}
+
+ImportMode read_import_mode(const nlohmann::json& j, const std::string& path) {
+  ImportMode m;
+  for (const Field& f : fields()) {
+    std::string value = f.before;
+    if (j.contains(f.name)) {
+      if (!j[f.name].is_string()) fail(path, ": ", f.name, ": expected a string, got ", j[f.name].dump());
+      value = j[f.name].get<std::string>();
+    }
+    check(f, value, path + ": ");
+    m.*f.member = value;
+  }
+  return m;
+}
+
+}  // namespace monet

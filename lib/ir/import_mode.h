@@ -1,0 +1,33 @@
+// How a graph was imported, as profiles and schedules record it so that a model imports to the same graph again:
+// one string per import rewrite (each rewrite's file says what its strings mean). A file written before a rewrite
+// existed lacks its field and imports without it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ir/graph.h"
+#include "ir/onnx_import.h"
+
+namespace monet {
+
+struct ImportMode {
+  std::string attention = "strided";  // "strided", "fused" or "materialized" (fuse_attention.h attention_mode)
+  std::string slices = "split";       // "split" or "sliced" (split_slices.h slices_mode)
+  std::string matmul_bias = "fused";  // "fused" or "separate" (matmul_bias.h matmul_bias_mode)
+  bool operator==(const ImportMode&) const = default;
+};
+
+// The mode a graph shows.
+ImportMode import_mode_of(const Graph& g);
+
+// The import options that give a graph of mode m; throws on a string outside a field's values.
+void apply_import_mode(ImportOptions& o, const ImportMode& m);
+
+// The fields "attention", "slices" and "matmul_bias" of a profile's or schedule's top level: written, and read
+// with each absent field at its value before its rewrite ("materialized", "sliced", "separate"); a bad value is
+// one error naming `path` and the field.
+void write_import_mode(nlohmann::json& j, const ImportMode& m);
+ImportMode read_import_mode(const nlohmann::json& j, const std::string& path);
+
+}  // namespace monet

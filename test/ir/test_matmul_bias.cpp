@@ -1,0 +1,161 @@
+// The MatMul-bias rewrite (lib/ir/matmul_bias.h) on hand-built graphs: what it takes in (a bias Add, either operand
+// order, a (1, m) bias) and what it leaves (a product read twice or returned, a bias that is not one per column or
+// is made after the product, Y + Y); on bert_tiny, whose Linears export as MatMul + Add: every such Add gone, the
+// forward and gradients as the separate graph's; and the import mode a profile records.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "engine/session.h"
+#include "ir/import_mode.h"
+#include "ir/matmul_bias.h"
+#include "ir/onnx_import.h"
+#include "ir/op_counts.h"
+#include "ops/op.h"
+#include "profile/profile.h"
+#include "test_paths.h"
+#include "train/training_graph.h"
+
+using namespace monet;
+using namespace monet::test;
+
+namespace {
+
+enum class Variant { plain, bias_first, row_bias, read_twice, output_y, column_bias, late_bias, y_plus_y };
+
+// x (3, 4) @ W (4, 5), then Add with the bias b (5) (or its variant), then Relu; Relu's output is the graph's.
+Graph linear(Variant v) {
+  Graph g;
+  g.model_name = "linear";
+  const int x = g.add_value({.name = "x", .shape = {3, 4}, .role = Role::input});
+  const int w = g.add_value({.name = "w", .shape = {4, 5}, .role = Role::param});
+  const Shape bias_shape = v == Variant::row_bias ? Shape{1, 5} : v == Variant::column_bias ? Shape{3, 1} : Shape{5};
+  int b = g.add_value({.name = "b", .shape = bias_shape, .role = Role::param});
+  g.data_input = x;
+  auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out) {
+    Node n{.name = name, .op = op, .inputs = std::move(in)};
+    n.outputs = {g.add_value({.name = out, .producer = static_cast<int>(g.nodes.size())})};
+    if (std::string(op) == "Relu")
+      n.outputs.push_back(g.add_value({.name = std::string(out) + "_mask", .producer = static_cast<int>(g.nodes.size())}));
+    g.nodes.push_back(n);
+    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
+    return n.outputs[0];
+  };
+  const int y = node("mm", "MatMul", {x, w}, "y");
+  if (v == Variant::late_bias) b = node("bias_relu", "Relu", {b}, "b_relu");
+  const int z = node("add", "Add", v == Variant::bias_first ? std::vector<int>{b, y}
+                                   : v == Variant::y_plus_y ? std::vector<int>{y, y}
+                                                            : std::vector<int>{y, b},
+                     "z");
+  g.outputs = {node("relu", "Relu", {z}, "r")};
+  if (v == Variant::read_twice) g.outputs.push_back(node("relu2", "Relu", {y}, "r2"));
+  if (v == Variant::output_y) g.outputs.push_back(y);
+  g.verify();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("a MatMul whose product a bias Add alone reads takes the bias", "[import][matmul_bias]") {
+  for (Variant v : {Variant::plain, Variant::bias_first, Variant::row_bias}) {
+    INFO("variant " << static_cast<int>(v));
+    Graph g = linear(v);
+    CHECK(std::string(matmul_bias_mode(g)) == "separate");
+    REQUIRE(matmul_bias(g) == 1);
+    CHECK(std::string(matmul_bias_mode(g)) == "fused");
+    CHECK(op_counts(g) == std::map<std::string, int>{{"MatMul", 1}, {"Relu", 1}});
+    const Node& mm = g.nodes[0];
+    CHECK(mm.name == "mm");
+    REQUIRE(mm.inputs.size() == 3);
+    CHECK(g.values[mm.inputs[2]].name == "b");
+    CHECK(g.values[mm.outputs[0]].name == "z");  // the Add's value, made by the MatMul now
+    CHECK(g.values[mm.outputs[0]].producer == 0);
+    CHECK(g.find_value("y") < 0);
+    CHECK(g.values[g.nodes[1].inputs[0]].name == "z");
+  }
+}
+
+TEST_CASE("a MatMul keeps its Add where the product is read elsewhere or the bias is no bias",
+          "[import][matmul_bias]") {
+  for (Variant v : {Variant::read_twice, Variant::output_y, Variant::column_bias, Variant::late_bias,
+                    Variant::y_plus_y}) {
+    INFO("variant " << static_cast<int>(v));
+    Graph g = linear(v);
+    const std::map<std::string, int> before = op_counts(g);
+    CHECK(matmul_bias(g) == 0);
+    CHECK(op_counts(g) == before);
+    CHECK(std::string(matmul_bias_mode(g)) == "separate");
+  }
+}
+
+TEST_CASE("bert_tiny's Linears take their biases: the same loss and gradients as the separate graph's",
+          "[import][matmul_bias]") {
+  SessionOptions fused, separate;
+  fused.model_path = separate.model_path = data_path("bert_tiny.onnx");
+  fused.import.batch = separate.import.batch = 2;
+  separate.import.matmul_bias = false;
+  auto a = open_session(fused);
+  auto b = open_session(separate);
+  const std::map<std::string, int> ops_a = op_counts(a->tg.graph), ops_b = op_counts(b->tg.graph);
+  int biased = 0;
+  for (const Node& n : a->tg.graph.nodes) biased += n.op == "MatMul" && n.inputs.size() == 3;
+  CHECK(biased >= 4);
+  CHECK(ops_b.at("Add") - ops_a.at("Add") == biased);
+  CHECK(ops_a.at("MatMul") == ops_b.at("MatMul"));
+  CHECK(ops_a.at("ReduceSumTo") == ops_b.at("ReduceSumTo"));  // each bias's gradient, as before
+  CHECK(import_mode_of(a->tg.graph).matmul_bias == "fused");
+  CHECK(import_mode_of(b->tg.graph).matmul_bias == "separate");
+  // One step each from the file's parameters: the product accumulated onto the bias rounds as the Add after it.
+  auto capture = [](const Session& s) {
+    std::set<int> c = {s.tg.loss};
+    for (const ParamSlot& p : s.tg.params) c.insert(p.grad);
+    return c;
+  };
+  const auto got_a = a->executor->step(capture(*a));
+  const auto got_b = b->executor->step(capture(*b));
+  const double loss = got_b.at(b->tg.loss).at(0);
+  CHECK(std::abs(got_a.at(a->tg.loss).at(0) - loss) <= 1e-6 * std::abs(loss));
+  REQUIRE(a->tg.params.size() == b->tg.params.size());
+  for (size_t i = 0; i < a->tg.params.size(); ++i) {
+    const std::string& name = a->tg.graph.values[a->tg.params[i].param].name;
+    INFO("gradient of " << name);
+    REQUIRE(b->tg.graph.values[b->tg.params[i].param].name == name);
+    const std::vector<double>&ga = got_a.at(a->tg.params[i].grad), &gb = got_b.at(b->tg.params[i].grad);
+    REQUIRE(ga.size() == gb.size());
+    double worst = 0, scale = 0;
+    for (size_t j = 0; j < ga.size(); ++j) {
+      worst = std::max(worst, std::abs(ga[j] - gb[j]));
+      scale = std::max(scale, std::abs(gb[j]));
+    }
+    CHECK(worst <= 1e-5 * std::max(scale, 1e-3));
+  }
+}
+
+TEST_CASE("a profile records the MatMul-bias mode, and a run on it imports so", "[import][matmul_bias]") {
+  ImportOptions separate;
+  separate.batch = 2;
+  separate.matmul_bias = false;
+  const TrainingGraph tg = build_training_graph(import_onnx(data_path("bert_tiny.onnx"), separate), TrainOptions{});
+  const Profile p = estimate_profile(tg, Roofline{});
+  CHECK(p.import.matmul_bias == "separate");
+  const std::string path = std::string(MONET_BINARY_DIR) + "/test_matmul_bias_profile.json";
+  write_profile(path, p);
+  CHECK(read_profile(path).import == p.import);
+  SessionOptions o;
+  o.model_path = data_path("bert_tiny.onnx");
+  o.import.batch = 2;
+  o.profile_path = path;
+  o.store_all = StoreAll::fast;
+  auto s = open_session(o);
+  CHECK(s->plan.fingerprint == p.plan.fingerprint);
+  CHECK(s->schedule.import.matmul_bias == "separate");
+  std::remove(path.c_str());
+  // A file without the field was written before the rewrite: it imports without it; a bad value is refused.
+  nlohmann::json j = {{"attention", "fused"}};
+  CHECK(read_import_mode(j, "f.json").matmul_bias == "separate");
+  j["matmul_bias"] = "maybe";
+  CHECK_THROWS_WITH(read_import_mode(j, "f.json"), "f.json: matmul_bias 'maybe': expected fused or separate");
+}
