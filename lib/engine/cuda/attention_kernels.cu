@@ -10,7 +10,9 @@
 #include <type_traits>
 
 #include "engine/cuda/attention_kernels.h"
+#include "engine/cuda/launch.cuh"
 #include "engine/cuda/reduce.cuh"
+#include "engine/cuda/rows.cuh"
 
 namespace monet::cuda {
 namespace {
@@ -59,8 +61,8 @@ __device__ __forceinline__ float half_max(float v) {
 // ----------------------------------------------------------------------------------------------- row kernels
 // Row r of a launch is query i = r % Tq of head e0 + r / Tq; s, lse and p start at the launch's first row.
 
-// Tk <= 32 * N: one warp per row, element c = lane + 32 t in register t.
-template <int N>
+// Tk <= 32 * N: one warp per row, the row in registers (rows.cuh: float4 groups with VEC).
+template <int N, bool VEC>
 __global__ void softmax_rows_warp_kernel(AttentionDims g, AttentionMask mask, int64_t e0, int64_t rows, float* s,
                                          float* lse) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -70,32 +72,31 @@ __global__ void softmax_rows_warp_kernel(AttentionDims g, AttentionMask mask, in
     float* row = s + r * g.Tk;
     const float* mrow = mask.data ? mask.data + mask_batch_offset(mask, e) + i * mask.si : nullptr;
     float v[N];
+    load_row<N, VEC>(row, Tk, lane, v, 0.f);
     float m = -INFINITY;
 #pragma unroll
     for (int t = 0; t < N; ++t) {
-      const int c = lane + 32 * t;
-      v[t] = -INFINITY;
+      const int c = column_of<N, VEC>(lane, t);
+      float x = -INFINITY;
       if (c < Tk) {
-        float x = apply_scale(row[c], g.scale, g.divides);
+        x = apply_scale(v[t], g.scale, g.divides);
         if (mrow) x += mrow[c * mask.sj];
-        v[t] = x;
-        m = fmaxf(m, x);
       }
+      v[t] = x;
+      m = fmaxf(m, x);
     }
     m = warp_max(m);
     float sum = 0.f;
 #pragma unroll
     for (int t = 0; t < N; ++t) {
-      v[t] = lane + 32 * t < Tk ? expf(v[t] - m) : 0.f;
+      v[t] = column_of<N, VEC>(lane, t) < Tk ? expf(v[t] - m) : 0.f;
       sum += v[t];
     }
     sum = warp_sum(sum);
     const float inv = 1.f / sum;
 #pragma unroll
-    for (int t = 0; t < N; ++t) {
-      const int c = lane + 32 * t;
-      if (c < Tk) row[c] = v[t] * inv;
-    }
+    for (int t = 0; t < N; ++t) v[t] *= inv;
+    store_row<N, VEC>(row, Tk, lane, v);
     if (lane == 0) lse[r] = m + logf(sum);
   }
 }
@@ -144,8 +145,8 @@ __global__ void recompute_probs_kernel(AttentionDims g, AttentionMask mask, int6
   }
 }
 
-// dp = scale(p * (dp - D)): the warp holds both rows in registers.
-template <int N>
+// dp = scale(p * (dp - D)): the warp holds both rows in registers (float4 groups with VEC).
+template <int N, bool VEC>
 __global__ void grad_scores_warp_kernel(AttentionDims g, int64_t rows, const float* p, float* dp,
                                         const float* rowdot) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -154,12 +155,8 @@ __global__ void grad_scores_warp_kernel(AttentionDims g, int64_t rows, const flo
     const float* pr = p + r * g.Tk;
     float* dr = dp + r * g.Tk;
     float pv[N], gv[N];
-#pragma unroll
-    for (int t = 0; t < N; ++t) {
-      const int c = lane + 32 * t;
-      pv[t] = c < Tk ? pr[c] : 0.f;
-      gv[t] = c < Tk ? dr[c] : 0.f;
-    }
+    load_row<N, VEC>(pr, Tk, lane, pv, 0.f);
+    load_row<N, VEC>(dr, Tk, lane, gv, 0.f);
     float dot;
     if (rowdot) {
       dot = rowdot[r];
@@ -170,10 +167,8 @@ __global__ void grad_scores_warp_kernel(AttentionDims g, int64_t rows, const flo
       dot = warp_sum(acc);
     }
 #pragma unroll
-    for (int t = 0; t < N; ++t) {
-      const int c = lane + 32 * t;
-      if (c < Tk) dr[c] = apply_scale(pv[t] * (gv[t] - dot), g.scale, g.divides);
-    }
+    for (int t = 0; t < N; ++t) gv[t] = apply_scale(pv[t] * (gv[t] - dot), g.scale, g.divides);
+    store_row<N, VEC>(dr, Tk, lane, gv);
   }
 }
 
@@ -598,15 +593,8 @@ unsigned block_row_blocks(int64_t rows) {
   return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
 }
 
-// f(integral_constant N) with N registers per lane for a row of len <= 1024: 4, 8, 16 or 32.
-template <class F>
-void with_row_width(int64_t len, F f) {
-  const int64_t per_lane = (len + 31) / 32;
-  if (per_lane <= 4) f(std::integral_constant<int, 4>{});
-  else if (per_lane <= 8) f(std::integral_constant<int, 8>{});
-  else if (per_lane <= 16) f(std::integral_constant<int, 16>{});
-  else f(std::integral_constant<int, 32>{});
-}
+// Rows of Tk floats from `base` (row r at base + r Tk) load as float4 groups where Tk % 4 == 0 and base is aligned.
+bool float4_rows(int64_t Tk, const void* base) { return Tk % 4 == 0 && aligned16(base); }
 
 // NW for head widths d and dv: the smallest of 2, 4, 5, 6, 8 with 16 * NW >= max(d, dv); 0 beyond 128.
 int fused_nw(int64_t d, int64_t dv) {
@@ -647,8 +635,8 @@ cudaError_t attention_softmax_rows(const AttentionDims& g, const AttentionMask& 
   const int64_t rows = heads * g.Tq;
   if (rows == 0 || g.Tk == 0) return cudaSuccess;
   if (g.Tk <= kWarpRowMax) {
-    with_row_width(g.Tk, [&](auto n) {
-      softmax_rows_warp_kernel<decltype(n)::value>
+    with_row_width(g.Tk, float4_rows(g.Tk, s), [&](auto n, auto vec) {
+      softmax_rows_warp_kernel<decltype(n)::value, decltype(vec)::value>
           <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
     });
   } else {
@@ -669,8 +657,8 @@ cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const fl
                                   const float* rowdot, cudaStream_t stream) {
   if (rows == 0 || g.Tk == 0) return cudaSuccess;
   if (g.Tk <= kWarpRowMax) {
-    with_row_width(g.Tk, [&](auto n) {
-      grad_scores_warp_kernel<decltype(n)::value>
+    with_row_width(g.Tk, float4_rows(g.Tk, p) && float4_rows(g.Tk, dp), [&](auto n, auto vec) {
+      grad_scores_warp_kernel<decltype(n)::value, decltype(vec)::value>
           <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
     });
   } else {

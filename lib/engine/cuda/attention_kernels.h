@@ -72,7 +72,8 @@ inline constexpr int64_t kAttentionFusedMaxWidth = 128;
 
 // Rows of heads e0 .. e0 + heads - 1 (their scores s (heads, Tq, Tk), in place): s = softmax(scale(s) + mask) and
 // lse (heads, Tq) = max + log(sum of exp(s - max)) per row. One warp per row up to Tk = 1024 (the row in
-// registers), one block of 256 threads per row beyond (three passes over the row). Row sums: float in a warp (at
+// registers, float4 groups where Tk % 4 == 0: rows.cuh), one block of 256 threads per row beyond (three passes over
+// the row). Row sums: float in a warp (at
 // most 32 terms per lane, then a 5-level tree), double per thread in a block. A row whose every score is -inf gives
 // NaN, as the CPU.
 cudaError_t attention_softmax_rows(const AttentionDims& g, const AttentionMask& mask, int64_t e0, int64_t heads,
