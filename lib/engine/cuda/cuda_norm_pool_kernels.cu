@@ -293,8 +293,11 @@ __global__ void layer_norm_block_kernel(int64_t R, int64_t D, double eps, const 
 // stored; the lane's columns' sums of dy and dy * xhat kept in registers across the warp's rows. Then the 8 warps'
 // column sums are added in warp order in shared memory and written as this part's partials: dbias at
 // partial[part * D + d], dscale at partial[(P + part) * D + d]. dx may be dy: each row is read before it is written.
+// Registers: the scale and bias are read element by element where used (the same few KB for every row: L1), not
+// held as rows, so that rows of up to 768 (N <= 24) fit two blocks a multiprocessor (at most 128 a thread) where
+// five rows in registers took one (136 for N = 24: a quarter of the warps a multiprocessor can hold).
 template <int N, bool FROM_Y>
-__global__ void __launch_bounds__(kThreads) layer_norm_grad_fused_kernel(
+__global__ void __launch_bounds__(kThreads, N <= 24 ? 2 : 1) layer_norm_grad_fused_kernel(
     int64_t R, int D, int64_t P, const float* dy, const float* x, const float* mean, const float* invstd,
     const float* y, const float* bias, const float* scale, float* dx, float* __restrict__ partial) {
   __shared__ float col[2][1024];
@@ -306,15 +309,15 @@ __global__ void __launch_bounds__(kThreads) layer_norm_grad_fused_kernel(
 #pragma unroll
   for (int i = 0; i < N; ++i) cdy[i] = cdyx[i] = 0.f;
   for (int64_t r = r0 + warp; r < r1; r += warps) {  // warp-uniform
-    float g[N], h[N], sc[N];
+    float g[N], h[N];
     load_row<N, true>(dy + r * D, D, lane, g, 0.f);
-    load_row<N, true>(scale, D, lane, sc, 1.f);
     if constexpr (FROM_Y) {
-      float b[N];
       load_row<N, true>(y + r * D, D, lane, h, 0.f);
-      load_row<N, true>(bias, D, lane, b, 0.f);
 #pragma unroll
-      for (int i = 0; i < N; ++i) h[i] = (h[i] - b[i]) / sc[i];  // past D: (0 - 0) / 1
+      for (int i = 0; i < N; ++i) {
+        const int c = column_of<N, true>(lane, i);
+        h[i] = c < D ? (h[i] - __ldg(bias + c)) / __ldg(scale + c) : 0.f;
+      }
     } else {
       load_row<N, true>(x + r * D, D, lane, h, 0.f);
       const float mu = mean[r], is = invstd[r];
@@ -324,9 +327,10 @@ __global__ void __launch_bounds__(kThreads) layer_norm_grad_fused_kernel(
     float sg = 0.f, sgh = 0.f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
+      const int c = column_of<N, true>(lane, i);
       cdy[i] += g[i];
       cdyx[i] += g[i] * h[i];
-      g[i] *= sc[i];
+      g[i] *= c < D ? __ldg(scale + c) : 1.f;
       sg += g[i];
       sgh += g[i] * h[i];
     }
