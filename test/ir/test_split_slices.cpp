@@ -9,6 +9,7 @@
 #include "engine/session.h"
 #include "ir/onnx_import.h"
 #include "ir/op_counts.h"
+#include "ir/profile_import.h"
 #include "ir/split_slices.h"
 #include "ops/op.h"
 #include "profile/profile.h"
@@ -118,20 +119,7 @@ TEST_CASE("a profile of the graph as written picks a store-all for it: the run i
   ImportOptions sliced;
   sliced.batch = 2;
   sliced.split_slices = false;
-  const TrainingGraph tg = build_training_graph(import_onnx(data_path("bert_tiny.onnx"), sliced), TrainOptions{});
-  const Profile p = estimate_profile(tg, Roofline{});
-  CHECK(p.import.slices == "sliced");
-  const std::string path = std::string(MONET_BINARY_DIR) + "/test_split_slices_profile.json";
-  write_profile(path, p);
-  CHECK(read_profile(path).import.slices == "sliced");
-  SessionOptions o;
-  o.model_path = data_path("bert_tiny.onnx");
-  o.import.batch = 2;
-  o.profile_path = path;
-  o.store_all = StoreAll::fast;
-  auto s = open_session(o);
-  CHECK(s->plan.fingerprint == p.plan.fingerprint);
+  auto s = session_on_profile_of("bert_tiny.onnx", sliced);
   CHECK(std::string(slices_mode(s->tg.graph)) == "sliced");
   CHECK(s->schedule.import.slices == "sliced");
-  std::remove(path.c_str());
 }
