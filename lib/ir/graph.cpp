@@ -132,16 +132,23 @@ std::vector<int> Graph::values_with_role(Role r) const {
 void Graph::drop_values(const std::vector<char>& drop) {
   MONET_CHECK(drop.size() == values.size(), "drop_values: ", drop.size(), " flags for ", values.size(), " values");
   std::vector<int> id(values.size(), -1);
+  int next = 0;
+  for (size_t v = 0; v < values.size(); ++v)
+    if (!drop[v]) id[v] = next++;
+  auto map = [&](int v) { return id[static_cast<size_t>(v)]; };
+  auto named = [&](int v) {  // checked before anything changes
+    MONET_CHECK(v >= 0 && static_cast<size_t>(v) < values.size() && id[static_cast<size_t>(v)] >= 0,
+                "drop_values: a dropped value is still named");
+  };
+  for (const Node& n : nodes) {
+    for (int v : n.inputs) named(v);
+    for (int v : n.outputs) named(v);
+  }
+  for (int v : outputs) named(v);
+  if (data_input >= 0) named(data_input);
   std::vector<Value> kept;
   for (size_t v = 0; v < values.size(); ++v)
-    if (!drop[v]) {
-      id[v] = static_cast<int>(kept.size());
-      kept.push_back(std::move(values[v]));
-    }
-  auto map = [&](int v) {
-    MONET_CHECK(v >= 0 && id[static_cast<size_t>(v)] >= 0, "drop_values: a dropped value is still named");
-    return id[static_cast<size_t>(v)];
-  };
+    if (!drop[v]) kept.push_back(std::move(values[v]));
   for (Node& n : nodes) {
     for (int& v : n.inputs) v = map(v);
     for (int& v : n.outputs) v = map(v);

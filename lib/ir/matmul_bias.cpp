@@ -4,18 +4,10 @@
 #include <algorithm>
 #include <set>
 
+#include "ops/common/plans.h"
 #include "ops/op.h"
 
 namespace monet {
-namespace {
-
-// Whether b adds one value per column of y (the MatMul op's rule for its bias).
-bool one_per_column(const Shape& b, const Shape& y) {
-  if (b.empty() || y.empty() || b.size() > y.size() || b.back() != y.back()) return false;
-  return std::all_of(b.begin(), b.end() - 1, [](int64_t d) { return d == 1; });
-}
-
-}  // namespace
 
 int matmul_bias(Graph& g) {
   const std::vector<std::vector<int>> readers = g.consumers();
@@ -32,8 +24,9 @@ int matmul_bias(Graph& g) {
     if (add.op != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
     const int b = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
     const Value &yv = g.values[y], &bv = g.values[b];
-    if (yv.dtype != DType::f32 || bv.dtype != DType::f32 || g.values[mm.inputs[1]].shape.size() < 2) continue;
-    if (!one_per_column(bv.shape, yv.shape) || g.values[add.outputs[0]].shape != yv.shape) continue;
+    if (yv.dtype != DType::f32 || bv.dtype != DType::f32) continue;
+    if (!ops::matmul_bias_fits(bv.shape, yv.shape, g.values[mm.inputs[1]].shape)) continue;
+    if (g.values[add.outputs[0]].shape != yv.shape) continue;
     if (bv.producer >= static_cast<int>(n)) continue;  // made between the MatMul and the Add
     mm.inputs.push_back(b);
     mm.outputs = {add.outputs[0]};

@@ -6,6 +6,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +61,7 @@ using D = std::vector<double>;
 // and of floats (lengths not a multiple of 4), block rows beyond 1024, strided softmax, LayerNormGrad's fused and
 // unfused kernels with more parts than a block's 8 part-threads, reduce_to's columns / runs / map / general plans
 // with and without a split, cross-entropy's warp, block and thread rows over several groups, channel sums with
-// empty parts, GatherIdxGrad over several index chunks.
+// empty parts, GatherIdxGrad with rows named many times.
 std::vector<Case> bandwidth_kernel_cases() {
   std::vector<Case> c;
   const Attrs last = attrs({{"axis", int64_t{-1}}});
@@ -109,7 +110,7 @@ std::vector<Case> bandwidth_kernel_cases() {
                {true, true, true, false, false}, 3});
   c.push_back({"BatchNormalization", bn, {{8, 2, 30, 30}, {2}, {2}, {2}, {2}}, bn_fill, {},
                {true, true, true, false, false}, 3});
-  // GatherIdxGrad: rows of 7 floats with 1200 indices (5 chunks of 256), rows of 64 (float4) with 300.
+  // GatherIdxGrad: rows of 7 floats with 1200 indices over 50 rows, rows of 64 (float4) with 300 over 30.
   c.push_back({"GatherIdx", {}, {{50, 7}, {40, 30}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1,
                50});
   c.push_back({"GatherIdx", {}, {{30, 64}, {300}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1,
@@ -437,6 +438,37 @@ TEST_CASE("every registry op on CUDA matches the CPU backend (fp32 math)", "[cud
   INFO("registry ops no case exercised: " << missing.size());
   for (const std::string& m : missing) UNSCOPED_INFO(m);
   CHECK(missing.empty());
+}
+
+TEST_CASE("GatherIdxGrad on CUDA gives the CPU's bits: a middle axis, negative indices, rows no index names",
+          "[cuda][ops][gather]") {
+  // x (3, 40, 8) gathered along axis 1 by 300 indices in [-20, 20): rows 20..39 counted from the end as -20..-1
+  // share their sums with the negative indices; rows 0..19 only from the non-negative ones; outer 3 slabs. The
+  // sorted runs add each dX row's dY rows in index order from 0: equal to the CPU's loop bit for bit.
+  auto cpu = make_cpu_backend(4);
+  auto gpu = cuda::make_cuda_backend("fp32");
+  for (const Shape& x : std::vector<Shape>{{3, 40, 8}, {3, 40, 5}}) {  // float4 rows and float rows
+    INFO("x " << shape_str(x));
+    Case k{"GatherIdx", attrs({{"axis", int64_t{1}}}), {x, {300}}, {Fill::uniform, Fill::labels},
+           {DType::f32, DType::i64}, {}, 1, 40};
+    Built b = build(k, 77);
+    std::vector<double>& idx = b.inputs.at(b.g.nodes[0].inputs[1]);
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<double>(static_cast<int64_t>(i * 7919 % 40) - 20);
+    const auto want = run_all(b.g, b.inputs, *cpu);
+    const auto got = run_all(b.g, b.inputs, *gpu);
+    int checked = 0;
+    for (const Node& n : b.g.nodes) {
+      if (n.op != "GatherIdxGrad") continue;
+      const int dx = n.outputs[0];
+      REQUIRE(want[dx].size() == got[dx].size());
+      for (size_t i = 0; i < want[dx].size(); ++i) {
+        INFO("dX element " << i);
+        REQUIRE(std::bit_cast<uint64_t>(got[dx][i]) == std::bit_cast<uint64_t>(want[dx][i]));
+      }
+      ++checked;
+    }
+    CHECK(checked == 1);
+  }
 }
 
 TEST_CASE("SgdUpdate of 600 tensors in two multi-tensor launches matches the CPU", "[cuda][ops][sgd]") {

@@ -109,7 +109,8 @@ TEST_CASE("bert_tiny's Linears take their biases: the same loss and gradients as
   CHECK(ops_a.at("ReduceSumTo") == ops_b.at("ReduceSumTo"));  // each bias's gradient, as before
   CHECK(import_mode_of(a->tg.graph).matmul_bias == "fused");
   CHECK(import_mode_of(b->tg.graph).matmul_bias == "separate");
-  // One step each from the file's parameters: the product accumulated onto the bias rounds as the Add after it.
+  // One step each from the file's parameters: the product accumulated onto the bias equals the Add after it to
+  // rounding (BLAS may add into Y once per block of k).
   auto capture = [](const Session& s) {
     std::set<int> c = {s.tg.loss};
     for (const ParamSlot& p : s.tg.params) c.insert(p.grad);

@@ -1169,8 +1169,8 @@ cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* 
   if (D == 0) return cudaSuccess;
   const int64_t P = layer_norm_grad_parts(R);
   const bool from_y = x == nullptr;
-  const bool fused = D <= kWarpRowMax && D % 4 == 0 && aligned16(dy) && aligned16(dx) && aligned16(scale) &&
-                     (from_y ? aligned16(y) && aligned16(bias) : aligned16(x));
+  const bool fused = D <= kWarpRowMax && D % 4 == 0 && aligned16(dy) && aligned16(dx) &&
+                     (from_y ? aligned16(y) : aligned16(x));  // scale and bias are read element by element
   if (fused) {
     with_row_width(D, true, [&](auto n, auto) {
       constexpr int N = decltype(n)::value;

@@ -345,7 +345,11 @@ void run_gather_idx_grad(const CudaCall& c) {
 int64_t gather_idx_grad_ws(const Graph& g, const Node& n, CudaContext&) {
   const ops::GatherIdxSpec s =
       ops::gather_idx_spec(n.attrs, g.values[n.outputs[0]].shape, g.values[n.inputs[1]].shape);
-  return gather_idx_grad_workspace(s.A, s.K);
+  const int64_t bytes = gather_idx_grad_workspace(s.A, s.K);
+  if (bytes < 0)
+    fail("node '", n.name, "' (GatherIdxGrad): ", s.K, " indices into ", s.A,
+         " rows exceed the CUDA kernel's int32 sort (at most 2^31 - 2 each)");
+  return bytes;
 }
 
 // ---------------------------------------------------------------------------------------------- Tile, Trilu

@@ -490,31 +490,35 @@ GatherIdxGradWorkspace gather_idx_grad_layout(int64_t A, int64_t K) {
   w.sorted_keys = 2 * part;
   w.sorted_order = 3 * part;
   w.scratch = 4 * part;
-  cub::DeviceRadixSort::SortPairs(nullptr, w.scratch_bytes, static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<int>(K), 0, w.key_bits);
-  w.total = w.scratch + align256(static_cast<int64_t>(w.scratch_bytes));
+  const cudaError_t e = cub::DeviceRadixSort::SortPairs(
+      nullptr, w.scratch_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(K), 0, w.key_bits);
+  w.total = e == cudaSuccess ? w.scratch + align256(static_cast<int64_t>(w.scratch_bytes)) : -1;
   return w;
 }
+
+// Keys and positions are int32, key A included.
+bool fits_int32_keys(int64_t A, int64_t K) { return K <= INT32_MAX - 1 && A <= INT32_MAX - 1; }
 
 }  // namespace
 
 int64_t gather_idx_grad_workspace(int64_t A, int64_t K) {
   if (K <= 0 || A <= 0) return 0;
+  if (!fits_int32_keys(A, K)) return -1;
   return gather_idx_grad_layout(A, K).total;
 }
 
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                             float* dx, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if (outer * A * inner == 0) return cudaSuccess;
-  if (K > INT32_MAX - 1 || A > INT32_MAX - 1) return cudaErrorInvalidValue;
+  if (!fits_int32_keys(A, K)) return cudaErrorInvalidValue;
   const bool wide = inner % 4 == 0 && aligned16(dy) && aligned16(dx);
   const int64_t inner_u = wide ? inner / 4 : inner;
   const int32_t* keys = nullptr;
   const int32_t* order = nullptr;
   if (K > 0) {
     const GatherIdxGradWorkspace w = gather_idx_grad_layout(A, K);
-    if (!workspace || workspace_bytes < w.total) return cudaErrorInvalidValue;
+    if (w.total < 0 || !workspace || workspace_bytes < w.total) return cudaErrorInvalidValue;
     char* base = static_cast<char*>(workspace);
     auto at = [&](int64_t off) { return reinterpret_cast<int32_t*>(base + off); };
     gather_idx_keys_kernel<<<blocks_for(K), kThreads, 0, stream>>>(K, A, idx, at(w.keys), at(w.order));

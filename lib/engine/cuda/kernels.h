@@ -293,7 +293,8 @@ cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, cons
 // o, row a; 256 columns, float4 where inner % 4 == 0 and aligned) finds the run of keys equal to a by binary search
 // and adds those dy rows from 0 in k order: every dx element written once, equal to the CPU bit for bit, rows no
 // index names zeroed. Workspace (gather_idx_grad_workspace, a function of A and K alone): four int32 arrays of K
-// and the sort's scratch (A, K < 2^31).
+// and the sort's scratch; -1 where A or K exceeds 2^31 - 2 (int32 keys, A itself among them) or CUB cannot size
+// its sort.
 cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
                        const void* x, void* y, cudaStream_t stream);
 int64_t gather_idx_grad_workspace(int64_t A, int64_t K);

@@ -91,6 +91,10 @@ struct AttentionGeom {
 };
 AttentionGeom attention_geometry(const Node& node, const Shape& q, const Shape& kt, const Shape& v, const Shape* mask);
 
+// lib/ops/matmul: whether `bias` adds one value per column of Y = A W (its last dim Y's, every other 1, rank at most
+// Y's; W of rank >= 2, so that Y has columns): MatMul's rule for its optional bias input.
+bool matmul_bias_fits(const Shape& bias, const Shape& y, const Shape& w);
+
 // lib/ops/layer_norm: X seen as (rows, d) rows of the d elements normalised together (the dims from axis on).
 struct LayerNormRows {
   int64_t rows = 1, d = 1;

@@ -5,13 +5,15 @@
 // Parameter roles {none, weight_kn, bias}: a MatMul weight is laid out (K, N), as PyTorch exports Linear without Gemm.
 // An optional third input, a bias of m elements (shape (m) or (1, ..., 1, m), rank at most Y's), is added to every
 // row of Y: the import's rewrite of MatMul -> Add(bias) (lib/ir/matmul_bias.h). Y is filled with the bias and the
-// product accumulated onto it (beta 1), which rounds as the Add after the product did; its gradient is dY summed
-// to the bias's shape (ReduceSumTo), as Add's.
+// product accumulated onto it (beta 1): the same sum as the Add after the product to rounding (BLAS may add into Y
+// once per block of k, so the bias can join the sum earlier than the Add did); its gradient is dY summed to the
+// bias's shape (ReduceSumTo), as Add's.
 #include <algorithm>
 
 #include "ops/common/binary.h"
 #include "ops/common/blas.h"
 #include "ops/common/broadcast.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
@@ -54,16 +56,10 @@ MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
 
 // ---------------------------------------------------------------------------------------------- MatMul
 
-// Whether `bias` is one value per column of Y (out): last dim m, every other 1, rank at most Y's.
-bool bias_fits(const Shape& bias, const Shape& out, const Shape& b) {
-  if (b.size() < 2 || bias.empty() || bias.size() > out.size() || bias.back() != out.back()) return false;
-  return std::all_of(bias.begin(), bias.end() - 1, [](int64_t d) { return d == 1; });
-}
-
 void infer_matmul(InferCtx& c) {
   c.expect_inputs(2, 3);
   const MatMulDims d = dims_of(c.node(), c.shape(0), c.shape(1));
-  if (c.num_inputs() == 3 && !bias_fits(c.shape(2), d.out, c.shape(1)))
+  if (c.num_inputs() == 3 && !matmul_bias_fits(c.shape(2), d.out, c.shape(1)))
     c.fail("bias ", shape_str(c.shape(2)), " is not one value per column of Y ", shape_str(d.out));
   c.set_out(0, d.out);
 }
@@ -196,6 +192,12 @@ const OpDef matmul_grad_b = {.name = "MatMulGradB", .infer = infer_matmul_grad_b
                              .flops = matmul_grad_b_flops};
 
 }  // namespace
+
+// For the import's rewrite (ops/common/plans.h).
+bool matmul_bias_fits(const Shape& bias, const Shape& y, const Shape& w) {
+  if (w.size() < 2 || bias.empty() || bias.size() > y.size() || bias.back() != y.back()) return false;
+  return std::all_of(bias.begin(), bias.end() - 1, [](int64_t d) { return d == 1; });
+}
 
 extern const std::vector<const OpDef*> matmul_ops;
 const std::vector<const OpDef*> matmul_ops = {&matmul, &matmul_grad_a, &matmul_grad_b};
