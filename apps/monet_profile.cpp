@@ -58,8 +58,9 @@ int main(int argc, char** argv) {
       if (!device.empty() || no_algorithms) fail("--rederive takes neither --device nor --no-conv-algorithms");
       SessionOptions o = flags.session_options();
       Profile p = read_profile(rederive);
-      // A Split has no measured twin among Slices, nor they among it, nor a MatMul with a bias among one without:
-      // those rewrites as the profile says; the attention as --attention says (its measured twin is found).
+      // A Split has no measured twin among Slices, nor they among it, nor a bias's gradient made by a MatMul among
+      // one made by an Add: the rewrites as the profile says; the attention as --attention says (its measured twin
+      // is found).
       ImportMode mode = p.import;
       mode.attention = import_attention_mode(o.import);
       apply_import_mode(o.import, mode);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "ir/fuse_attention.h"
 #include "ir/matmul_bias.h"
+#include "ir/matmul_transpose.h"
 #include "ir/split_slices.h"
 
 namespace monet {
@@ -25,6 +26,7 @@ const std::vector<Field>& fields() {
       {"attention", &ImportMode::attention, {"strided", "fused", "materialized"}, "materialized"},
       {"slices", &ImportMode::slices, {"split", "sliced"}, "sliced"},
       {"matmul_bias", &ImportMode::matmul_bias, {"fused", "separate"}, "separate"},
+      {"matmul_transpose", &ImportMode::matmul_transpose, {"fused", "separate"}, "separate"},
   };
   return f;
 }
@@ -40,7 +42,7 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 }  // namespace
 
 ImportMode import_mode_of(const Graph& g) {
-  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g)};
+  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g), matmul_transpose_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -48,6 +50,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   set_attention_mode(o, m.attention);
   o.split_slices = m.slices == "split";
   o.matmul_bias = m.matmul_bias == "fused";
+  o.matmul_transpose = m.matmul_transpose == "fused";
 }
 
 void write_import_mode(nlohmann::json& j, const ImportMode& m) {

@@ -18,6 +18,7 @@
 #include "core/npy.h"
 #include "ir/fuse_attention.h"
 #include "ir/matmul_bias.h"
+#include "ir/matmul_transpose.h"
 #include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
@@ -59,6 +60,7 @@ class Importer {
     if (options_.fuse_attention) fuse_attention(g, options_.strided_attention);
     if (options_.split_slices) split_slices(g);
     if (options_.matmul_bias) matmul_bias(g);
+    if (options_.matmul_transpose) matmul_transpose(g);
     return std::move(g);
   }
 

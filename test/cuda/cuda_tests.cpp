@@ -160,6 +160,10 @@ std::vector<Case> cases() {
   c.push_back({"MatMul", {}, {{2, 3, 4, 5}, {5, 6}}});
   c.push_back({"MatMul", {}, {{2, 1, 4, 5}, {3, 5, 6}}});
   c.push_back({"MatMul", {}, {{3, 4, 5}, {3, 5, 2}}});
+  // A Linear as the import rewrites it: the weight stored (out, in) and read transposed, the bias added by the GEMM.
+  c.push_back({"MatMul", attrs({{"trans_b", int64_t{1}}}), {{2, 3, 5}, {6, 5}}});
+  c.push_back({"MatMul", attrs({{"trans_b", int64_t{1}}}), {{2, 3, 5}, {6, 5}, {6}}});
+  c.push_back({"MatMul", {}, {{4, 5}, {5, 6}, {1, 6}}});
   c.push_back({"BatchNormalization", attrs({{"epsilon", 1e-3}, {"momentum", 0.8}}),
                {{4, 3, 5, 5}, {3}, {3}, {3}, {3}},
                {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive},

@@ -195,6 +195,39 @@ TEST_CASE("MatMul with a bias equals the product plus the bias, and differentiat
                       Catch::Contains("is not one value per column"));
 }
 
+TEST_CASE("MatMul with trans_b reads B stored transposed, and writes its gradient so", "[linear]") {
+  struct Cfg {
+    Shape a, bt;  // bt: B stored (m, k)
+    bool bias;
+  };
+  for (const Cfg& k : std::vector<Cfg>{{{3, 4}, {5, 4}, false}, {{2, 3, 4}, {5, 4}, true}, {{4}, {5, 4}, false}}) {
+    INFO("A " << shape_str(k.a) << " B stored " << shape_str(k.bt) << (k.bias ? " with a bias" : ""));
+    const Shape b{k.bt[1], k.bt[0]};
+    const std::vector<double> a = random_values(k.a, 3), bt = random_values(k.bt, 4), bias = random_values({5}, 5);
+    std::vector<double> bv(bt.size());  // B = bt^T
+    for (int64_t i = 0; i < b[0]; ++i)
+      for (int64_t j = 0; j < b[1]; ++j) bv[i * b[1] + j] = bt[j * b[0] + i];
+    Attrs tb;
+    tb.set("trans_b", int64_t{1});
+    OpCase c{.op = "MatMul", .attrs = tb, .shapes = {k.a, k.bt}, .data = {a, bt}};
+    OpCase plain{.op = "MatMul", .shapes = {k.a, b}, .data = {a, bv}};
+    if (k.bias) {
+      c.shapes.push_back({5});
+      c.data.push_back(bias);
+      plain.shapes.push_back({5});
+      plain.data.push_back(bias);
+    }
+    const OpResult got = run_forward(c), want = run_forward(plain);
+    CHECK(got.shapes[0] == want.shapes[0]);
+    CHECK(max_abs_diff(got.values[0], want.values[0]) < 1e-12);
+    CHECK(gradient_error(c) < 1e-6);
+  }
+  Attrs tb;
+  tb.set("trans_b", int64_t{1});
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .attrs = tb, .shapes = {{2, 3, 4}, {2, 5, 4}}}),
+                      Catch::Contains("trans_b takes a 2-D B, got [2,5,4]"));
+}
+
 TEST_CASE("MatMul rejects bad shapes", "[linear]") {
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{3, 4}, {5, 2}}}), Catch::Contains("do not multiply"));
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{2, 3, 4}, {3, 4, 2}}}),

@@ -112,6 +112,10 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
   return d;
 }
 
+// B as the product reads it: stored (m, k) where the node's trans_b says so (2-D only, lib/ops/matmul).
+bool trans_b(const CudaCall& c) { return c.node.attrs.i("trans_b", 0) != 0; }
+Shape product_b(const CudaCall& c, const Shape& b) { return trans_b(c) ? Shape{b[1], b[0]} : b; }
+
 // Batch entry of an operand (batch dims `own`) read by each entry of the broadcast batch.
 std::vector<int64_t> entry_offsets(const Shape& own, const Shape& batch) { return ops::broadcast_offsets(own, batch); }
 
@@ -119,7 +123,7 @@ std::vector<int64_t> entry_offsets(const Shape& own, const Shape& batch) { retur
 // products accumulate onto it (beta 1), as run_gemm does with C.
 void run_matmul(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.in_shape(0), c.in_shape(1));
+  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.in_shape(1)));
   const int64_t n = d.n, k = d.k, m = d.m;
   const float *a = c.fin(0), *b = c.fin(1);
   float* y = c.fout(0);
@@ -129,7 +133,8 @@ void run_matmul(const CudaCall& c) {
     beta = 1.f;
   }
   if (numel(d.batch_b) == 1) {  // one B for all: A's batch stacked into rows, one GEMM
-    gemm_rm(c, false, false, numel(d.batch) * n, m, k, 1.f, a, k, b, m, beta, y, m);
+    const bool tb = trans_b(c);
+    gemm_rm(c, false, tb, numel(d.batch) * n, m, k, 1.f, a, k, b, tb ? k : m, beta, y, m);
     return;
   }
   if (d.batch_a == d.batch && d.batch_b == d.batch) {  // nothing broadcast: one strided-batched call
@@ -144,12 +149,13 @@ void run_matmul(const CudaCall& c) {
 // MatMulGradA(dY, B) -> dA (attr a_shape): dA_i += dY_j B_j^T over the batch entries j that read A_i.
 void run_matmul_grad_a(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.out_shape(0), c.in_shape(1));
+  const MatMulDims d = matmul_dims(c.out_shape(0), product_b(c, c.in_shape(1)));
   const int64_t n = d.n, k = d.k, m = d.m;
   const float *dy = c.fin(0), *b = c.fin(1);
   float* da = c.fout(0);
-  if (numel(d.batch_b) == 1) {
-    gemm_rm(c, false, true, numel(d.batch) * n, k, m, 1.f, dy, m, b, m, 0.f, da, k);
+  if (numel(d.batch_b) == 1) {  // dA = dY B^T; B stored (m, k) under trans_b is B^T as stored
+    const bool tb = trans_b(c);
+    gemm_rm(c, false, !tb, numel(d.batch) * n, k, m, 1.f, dy, m, b, tb ? k : m, 0.f, da, k);
     return;
   }
   if (d.batch_a == d.batch && d.batch_b == d.batch) {
@@ -165,12 +171,15 @@ void run_matmul_grad_a(const CudaCall& c) {
 // MatMulGradB(A, dY) -> dB (attr b_shape): dB_i += A_j^T dY_j over the batch entries j that read B_i.
 void run_matmul_grad_b(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.in_shape(0), c.out_shape(0));
+  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.out_shape(0)));
   const int64_t n = d.n, k = d.k, m = d.m;
   const float *a = c.fin(0), *dy = c.fin(1);
   float* db = c.fout(0);
   if (numel(d.batch_b) == 1) {
-    gemm_rm(c, true, false, k, m, numel(d.batch) * n, 1.f, a, k, dy, m, 0.f, db, m);
+    if (trans_b(c))  // dB stored (m, k) = dY^T A
+      gemm_rm(c, true, false, m, k, numel(d.batch) * n, 1.f, dy, m, a, k, 0.f, db, k);
+    else
+      gemm_rm(c, true, false, k, m, numel(d.batch) * n, 1.f, a, k, dy, m, 0.f, db, m);
     return;
   }
   if (d.batch_a == d.batch && d.batch_b == d.batch) {

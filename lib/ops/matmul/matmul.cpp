@@ -3,6 +3,8 @@
 // Backward ops: MatMulGradA(dY, B) -> dA and MatMulGradB(A, dY) -> dB, each summing over the batch entries that
 // broadcasting replicated its operand to (the ReduceSumTo of the batch dims, folded into the GEMM accumulation).
 // Parameter roles {none, weight_kn, bias}: a MatMul weight is laid out (K, N), as PyTorch exports Linear without Gemm.
+// Attribute trans_b (MatMul and both gradients): a 2-D B stored as (m, k), read transposed, and its gradient written
+// so: the import's rewrite of MatMul(A, Transpose(W)) (lib/ir/matmul_transpose.h).
 // An optional third input, a bias of m elements (shape (m) or (1, ..., 1, m), rank at most Y's), is added to every
 // row of Y: the import's rewrite of MatMul -> Add(bias) (lib/ir/matmul_bias.h). Y is filled with the bias and the
 // product accumulated onto it (beta 1): the same sum as the Add after the product to rounding (BLAS may add into Y
@@ -46,9 +48,15 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
   return d;
 }
 
+// trans_b: B is stored transposed, (m, k) for the product's (k, m); the import's rewrite of MatMul(A, Transpose(W))
+// (lib/ir/matmul_transpose.h) sets it, for 2-D B only.
+bool trans_b(const Node& node) { return node.attrs.i("trans_b", 0) != 0; }
+
 MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
   try {
-    return matmul_dims(a, b);
+    if (!trans_b(node)) return matmul_dims(a, b);
+    if (b.size() != 2) fail("trans_b takes a 2-D B, got ", shape_str(b));
+    return matmul_dims(a, Shape{b[1], b[0]});
   } catch (const Error& e) {
     fail("node '", node.name, "' (", node.op, "): ", e.what());
   }
@@ -68,14 +76,17 @@ void backward_matmul(GradBuilder& b) {
   const int dy = b.grad_out(0);
   if (dy < 0) return;
   // B's gradient (a Linear layer's weight) before A's, as for Conv (conv.cpp says why).
+  const bool tb = trans_b(b.node());
   if (b.needs_grad(1)) {
     Attrs a;
     a.set("b_shape", b.value(b.in(1)).shape);
+    if (tb) a.set("trans_b", int64_t{1});
     b.set_grad(1, b.emit1("MatMulGradB", {b.in(0), dy}, a));
   }
   if (b.needs_grad(0)) {
     Attrs a;
     a.set("a_shape", b.value(b.in(0)).shape);
+    if (tb) a.set("trans_b", int64_t{1});
     b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
   }
   if (b.node().inputs.size() == 3 && b.needs_grad(2)) b.set_grad(2, sum_to_input(b, 2, dy));
@@ -94,8 +105,9 @@ void matmul_cpu(const CpuCall& c) {
     for (int64_t r = 0; r < numel(d.batch) * n; ++r) std::copy(bias, bias + m, y + r * m);
     beta = T(1);
   }
-  if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM
-    blas_gemm(false, false, numel(d.batch) * n, m, k, T(1), a, k, b, m, beta, y, m);
+  if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM (B stored (m, k) if trans_b)
+    const bool tb = trans_b(c.node);
+    blas_gemm(false, tb, numel(d.batch) * n, m, k, T(1), a, k, b, tb ? k : m, beta, y, m);
     return;
   }
   const std::vector<int64_t> ia = broadcast_offsets(d.batch_a, d.batch);  // batch entry of A per entry of Y
@@ -123,7 +135,8 @@ void matmul_grad_a_cpu(const CpuCall& c) {
   const T* b = c.in[1].as<T>();   // (batch_b, k, m)
   T* da = c.out[0].as<T>();       // (batch_a, n, k)
   if (numel(d.batch_b) == 1) {    // A is not broadcast then: dA (batch*n, k) = dY (batch*n, m) B^T (m, k)
-    blas_gemm(false, true, numel(d.batch) * n, k, m, T(1), dy, m, b, m, T(0), da, k);
+    const bool tb = trans_b(c.node);  // B stored (m, k): B^T as stored
+    blas_gemm(false, !tb, numel(d.batch) * n, k, m, T(1), dy, m, b, tb ? k : m, T(0), da, k);
     return;
   }
   std::fill(da, da + c.out[0].numel(), T(0));
@@ -152,7 +165,10 @@ void matmul_grad_b_cpu(const CpuCall& c) {
   const T* dy = c.in[1].as<T>();  // (batch, n, m)
   T* db = c.out[0].as<T>();       // (batch_b, k, m)
   if (numel(d.batch_b) == 1) {    // one B for all: dB (k, m) = A^T (k, batch*n) dY (batch*n, m)
-    blas_gemm(true, false, k, m, numel(d.batch) * n, T(1), a, k, dy, m, T(0), db, m);
+    if (trans_b(c.node))          // dB stored (m, k) = dY^T (m, batch*n) A (batch*n, k)
+      blas_gemm(true, false, m, k, numel(d.batch) * n, T(1), dy, m, a, k, T(0), db, k);
+    else
+      blas_gemm(true, false, k, m, numel(d.batch) * n, T(1), a, k, dy, m, T(0), db, m);
     return;
   }
   std::fill(db, db + c.out[0].numel(), T(0));

@@ -8,7 +8,7 @@ d = sys.argv[1]
 print("model  graph                                   nodes  Transpose  Div  Add  MatMul(bias)  step_ms(estimate)  store-all peak GB")
 for m in ['bert', 'gpt2', 'llama']:
     for tag, label in [('fused', 'attention fused, biases separate'), ('strided', 'attention strided, biases separate'),
-                       ('all', 'attention strided, biases in MatMul')]:
+                       ('all', 'attention strided, biases in MatMul'), ('t', 'and weights read as stored')]:
         p = json.load(open(f'{d}/{m}_{tag}.json'))
         ns = p['nodes']
         c = collections.Counter(n['op'] for n in ns)
