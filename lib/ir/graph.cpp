@@ -158,6 +158,18 @@ void Graph::drop_values(const std::vector<char>& drop) {
   values = std::move(kept);
 }
 
+void Graph::remove(const std::vector<char>& drop_node, const std::vector<char>& drop_value) {
+  MONET_CHECK(drop_node.size() == nodes.size(), "remove: ", drop_node.size(), " flags for ", nodes.size(), " nodes");
+  std::vector<Node> kept;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (!drop_node[n]) kept.push_back(std::move(nodes[n]));
+  nodes = std::move(kept);
+  drop_values(drop_value);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (int v : nodes[n].outputs) values[v].producer = static_cast<int>(n);
+  verify();
+}
+
 void Graph::verify() const {
   std::vector<int> produced(values.size(), -1);
   for (size_t v = 0; v < values.size(); ++v)

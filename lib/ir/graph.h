@@ -115,6 +115,9 @@ struct Graph {
   // Removes the values flagged in `drop` (which no node, graph output or data input may still name), the others
   // keeping their order under new ids.
   void drop_values(const std::vector<char>& drop);
+  // Removes the flagged nodes (the others keep their order) and values (drop_values), sets every value's producer
+  // from the nodes that remain, and verifies: what a rewrite that merges nodes into others does last.
+  void remove(const std::vector<char>& drop_node, const std::vector<char>& drop_value);
 };
 
 }  // namespace monet

@@ -26,15 +26,7 @@ int matmul_transpose(Graph& g) {
     drop_value[wt] = 1;
     ++made;
   }
-  if (made == 0) return 0;
-  std::vector<Node> nodes;
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    if (!drop_node[n]) nodes.push_back(std::move(g.nodes[n]));
-  g.nodes = std::move(nodes);
-  g.drop_values(drop_value);
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    for (int v : g.nodes[n].outputs) g.values[v].producer = static_cast<int>(n);
-  g.verify();
+  if (made > 0) g.remove(drop_node, drop_value);
   return made;
 }
 

@@ -10,11 +10,13 @@
 #include <set>
 
 #include "engine/session.h"
+#include "ir/add_node.h"
 #include "ir/import_mode.h"
 #include "ir/matmul_bias.h"
 #include "ir/onnx_import.h"
 #include "ir/op_counts.h"
 #include "ir/profile_import.h"
+#include "ir/same_step.h"
 #include "ops/op.h"
 #include "profile/profile.h"
 #include "test_paths.h"
@@ -36,14 +38,8 @@ Graph linear(Variant v) {
   const Shape bias_shape = v == Variant::row_bias ? Shape{1, 5} : v == Variant::column_bias ? Shape{3, 1} : Shape{5};
   int b = g.add_value({.name = "b", .shape = bias_shape, .role = Role::param});
   g.data_input = x;
-  auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out) {
-    Node n{.name = name, .op = op, .inputs = std::move(in)};
-    n.outputs = {g.add_value({.name = out, .producer = static_cast<int>(g.nodes.size())})};
-    if (std::string(op) == "Relu")
-      n.outputs.push_back(g.add_value({.name = std::string(out) + "_mask", .producer = static_cast<int>(g.nodes.size())}));
-    g.nodes.push_back(n);
-    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
-    return n.outputs[0];
+  auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out, Attrs a = {}) {
+    return add_node(g, name, op, std::move(in), out, std::move(a));
   };
   const int y = node("mm", "MatMul", {x, w}, "y");
   if (v == Variant::late_bias) b = node("bias_relu", "Relu", {b}, "b_relu");
@@ -111,29 +107,7 @@ TEST_CASE("bert_tiny's Linears take their biases: the same loss and gradients as
   CHECK(import_mode_of(b->tg.graph).matmul_bias == "separate");
   // One step each from the file's parameters: the product accumulated onto the bias equals the Add after it to
   // rounding (BLAS may add into Y once per block of k).
-  auto capture = [](const Session& s) {
-    std::set<int> c = {s.tg.loss};
-    for (const ParamSlot& p : s.tg.params) c.insert(p.grad);
-    return c;
-  };
-  const auto got_a = a->executor->step(capture(*a));
-  const auto got_b = b->executor->step(capture(*b));
-  const double loss = got_b.at(b->tg.loss).at(0);
-  CHECK(std::abs(got_a.at(a->tg.loss).at(0) - loss) <= 1e-6 * std::abs(loss));
-  REQUIRE(a->tg.params.size() == b->tg.params.size());
-  for (size_t i = 0; i < a->tg.params.size(); ++i) {
-    const std::string& name = a->tg.graph.values[a->tg.params[i].param].name;
-    INFO("gradient of " << name);
-    REQUIRE(b->tg.graph.values[b->tg.params[i].param].name == name);
-    const std::vector<double>&ga = got_a.at(a->tg.params[i].grad), &gb = got_b.at(b->tg.params[i].grad);
-    REQUIRE(ga.size() == gb.size());
-    double worst = 0, scale = 0;
-    for (size_t j = 0; j < ga.size(); ++j) {
-      worst = std::max(worst, std::abs(ga[j] - gb[j]));
-      scale = std::max(scale, std::abs(gb[j]));
-    }
-    CHECK(worst <= 1e-5 * std::max(scale, 1e-3));
-  }
+  check_same_step(*a, *b);
 }
 
 TEST_CASE("a profile records the MatMul-bias mode, and a run on it imports so", "[import][matmul_bias]") {

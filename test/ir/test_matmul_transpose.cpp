@@ -10,11 +10,13 @@
 #include <set>
 
 #include "engine/session.h"
+#include "ir/add_node.h"
 #include "ir/import_mode.h"
 #include "ir/matmul_transpose.h"
 #include "ir/onnx_import.h"
 #include "ir/op_counts.h"
 #include "ir/profile_import.h"
+#include "ir/same_step.h"
 #include "ops/op.h"
 #include "test_paths.h"
 
@@ -35,13 +37,7 @@ Graph linear(Variant v) {
   const int w = g.add_value({.name = "w", .shape = w_shape, .role = Role::param});
   g.data_input = x;
   auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out, Attrs a = {}) {
-    Node n{.name = name, .op = op, .inputs = std::move(in), .attrs = std::move(a)};
-    n.outputs = {g.add_value({.name = out, .producer = static_cast<int>(g.nodes.size())})};
-    if (std::string(op) == "Relu")
-      n.outputs.push_back(g.add_value({.name = std::string(out) + "_mask", .producer = static_cast<int>(g.nodes.size())}));
-    g.nodes.push_back(n);
-    infer_node(g, static_cast<int>(g.nodes.size()) - 1);
-    return n.outputs[0];
+    return add_node(g, name, op, std::move(in), out, std::move(a));
   };
   Attrs perm;  // other_perm: W stored (4, 5) and an identity Transpose, which moves nothing to take in
   if (v == Variant::three_d) perm.set("perm", std::vector<int64_t>{0, 2, 1});
@@ -102,27 +98,7 @@ TEST_CASE("bert_tiny's Linears read their weights as stored: the same loss and g
   CHECK(import_mode_of(a->tg.graph).matmul_transpose == "fused");
   // Store-all no longer keeps a transposed copy of each weight from the forward to the backward.
   CHECK(a->predicted.peak_bytes < b->predicted.peak_bytes);
-  auto capture = [](const Session& s) {
-    std::set<int> c = {s.tg.loss};
-    for (const ParamSlot& p : s.tg.params) c.insert(p.grad);
-    return c;
-  };
-  const auto got_a = a->executor->step(capture(*a));
-  const auto got_b = b->executor->step(capture(*b));
-  const double loss = got_b.at(b->tg.loss).at(0);
-  CHECK(std::abs(got_a.at(a->tg.loss).at(0) - loss) <= 1e-6 * std::abs(loss));
-  REQUIRE(a->tg.params.size() == b->tg.params.size());
-  for (size_t i = 0; i < a->tg.params.size(); ++i) {
-    INFO("gradient of " << a->tg.graph.values[a->tg.params[i].param].name);
-    const std::vector<double>&ga = got_a.at(a->tg.params[i].grad), &gb = got_b.at(b->tg.params[i].grad);
-    REQUIRE(ga.size() == gb.size());
-    double worst = 0, scale = 0;
-    for (size_t j = 0; j < ga.size(); ++j) {
-      worst = std::max(worst, std::abs(ga[j] - gb[j]));
-      scale = std::max(scale, std::abs(gb[j]));
-    }
-    CHECK(worst <= 1e-5 * std::max(scale, 1e-3));
-  }
+  check_same_step(*a, *b);
 }
 
 TEST_CASE("a profile records the MatMul-transpose mode, and a run on it imports so", "[import][matmul_transpose]") {
