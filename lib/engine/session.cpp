@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "ir/import_mode.h"
@@ -66,18 +67,17 @@ std::string mismatch_reason(const ScheduleFile& f, const TrainingGraph& tg, cons
          ", this one " + fingerprint(tg) + ")";
 }
 
-// The store-all of options.store_all on m's plan, or, with a profile, on the profile's plan (its times, and a CUDA
-// profile's algorithms, choose), run on the backend: steps name op implementations and algorithms, so the plan on
-// the backend is remade with their workspaces.
-Schedule store_all_of(const SessionOptions& o, ScheduledModel& m, const Backend& b) {
+// The store-all of options.store_all on m's plan, or, with a profile (o.profile_path, read), on the profile's plan
+// (its times, and a CUDA profile's algorithms, choose), run on the backend: steps name op implementations and
+// algorithms, so the plan on the backend is remade with their workspaces.
+Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& read, ScheduledModel& m,
+                      const Backend& b) {
   if (o.store_all == StoreAll::defaults) {
-    if (!o.profile_path.empty())
-      fail("--profile chooses the fast or the lean store-all's implementations: not with --store-all default");
+    if (read) fail("--profile chooses the fast or the lean store-all's implementations: not with --store-all default");
     return store_all_schedule(m.plan);
   }
-  if (o.profile_path.empty())
-    return o.store_all == StoreAll::fast ? fast_store_all_schedule(m.plan) : lean_store_all_schedule(m.plan);
-  const Profile profile = read_profile(o.profile_path);
+  if (!read) return o.store_all == StoreAll::fast ? fast_store_all_schedule(m.plan) : lean_store_all_schedule(m.plan);
+  const Profile& profile = *read;
   if (profile.plan.fingerprint != m.plan.fingerprint)
     fail(o.profile_path, ": a profile of another model, batch, input shape, loss or training graph (", profile.model,
          " ", shape_str(profile.input_shape), ", loss ", profile.loss, ", fingerprint ", profile.plan.fingerprint,
@@ -91,6 +91,15 @@ Schedule store_all_of(const SessionOptions& o, ScheduledModel& m, const Backend&
   return s;
 }
 
+// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention must agree.
+void import_as_file(ImportOptions& import, const ImportMode& mode, bool attention_given, const char* what,
+                    const std::string& path) {
+  if (attention_given && import_attention_mode(import) != mode.attention)
+    fail("--attention ", import_attention_mode(import), " differs from the ", what, "'s ", mode.attention, " (", path,
+         "); omit --attention to use the ", what, "'s");
+  apply_import_mode(import, mode);
+}
+
 }  // namespace
 
 ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
@@ -98,12 +107,10 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
   if (o.schedule_path.empty()) {
     // A profile that chooses the store-all's implementations names the graph: import as it was imported.
     ImportOptions import = o.import;
+    std::optional<Profile> profile;
     if (!o.profile_path.empty()) {
-      const Profile p = read_profile(o.profile_path);
-      if (o.attention_given && import_attention_mode(import) != p.import.attention)
-        fail("--attention ", import_attention_mode(import), " differs from the profile's ", p.import.attention, " (",
-             o.profile_path, "); omit --attention to use the profile's");
-      apply_import_mode(import, p.import);
+      profile = read_profile(o.profile_path);
+      import_as_file(import, profile->import, o.attention_given, "profile", o.profile_path);
     }
     m.tg = build_training_graph(import_onnx(o.model_path, import), o.train);
     b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
@@ -114,7 +121,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     m.file.input_shape = g.values[g.data_input].shape;
     m.file.import = import_mode_of(g);
     m.file.batch = m.file.input_shape[0];
-    m.file.schedule = store_all_of(o, m, b);
+    m.file.schedule = store_all_of(o, profile, m, b);
     m.predicted = simulate(m.plan, m.file.schedule);
     return m;
   }
@@ -133,10 +140,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
          "); omit --input-shape to use the schedule's");
   import.batch = header.batch;
   import.input_shape = chw;
-  if (o.attention_given && import_attention_mode(import) != header.import.attention)
-    fail("--attention ", import_attention_mode(import), " differs from the schedule's ", header.import.attention, " (",
-         path, "); omit --attention to use the schedule's");
-  apply_import_mode(import, header.import);
+  import_as_file(import, header.import, o.attention_given, "schedule", path);
 
   Graph forward;
   try {

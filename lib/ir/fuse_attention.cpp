@@ -190,14 +190,10 @@ class Matcher {
     }
   }
 
-  // A Transpose's perm (reversed dims where it has none), or empty where it is not one of rank `rank`.
+  // A Transpose's perm, or empty where its input is not of rank `rank`.
   std::vector<int64_t> transpose_perm(const Node& node, size_t rank) const {
     if (node.inputs.size() != 1 || g_.values[node.inputs[0]].shape.size() != rank) return {};
-    std::vector<int64_t> t(rank);
-    for (size_t i = 0; i < rank; ++i) t[i] = static_cast<int64_t>(rank - 1 - i);
-    if (node.attrs.has("perm")) t = node.attrs.ints("perm");
-    if (t.size() != rank) return {};
-    return t;
+    return ops::transpose_perm(node.attrs, rank);
   }
 
   // The rows (dim rank-2) or the columns (rank-1) of the operand are the stored tensor's innermost dim.

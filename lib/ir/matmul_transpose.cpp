@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "ops/common/plans.h"
 #include "ops/op.h"
 
 namespace monet {
@@ -19,7 +20,7 @@ int matmul_transpose(Graph& g) {
     if (t < 0 || outputs.count(wt) || readers[wt].size() != 1 || mm.inputs[0] == wt) continue;
     const Node& tr = g.nodes[t];
     if (tr.op != "Transpose" || tr.inputs.size() != 1 || g.values[tr.inputs[0]].shape.size() != 2) continue;
-    if (tr.attrs.has("perm") && tr.attrs.ints("perm") != std::vector<int64_t>{1, 0}) continue;
+    if (ops::transpose_perm(tr.attrs, 2) != std::vector<int64_t>{1, 0}) continue;
     mm.inputs[1] = tr.inputs[0];
     mm.attrs.set("trans_b", int64_t{1});
     drop_node[t] = 1;

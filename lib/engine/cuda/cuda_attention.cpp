@@ -243,18 +243,14 @@ struct Out {
 };
 Mat transposed(Mat m) { return {m.p, m.cs, m.rs, m.hs}; }
 
-// `count` products C (m, n) = A (m, k) B (k, n): a result with unit row stride is computed as C^T = B^T A^T; an
-// operand with unit row stride is the transpose of a row-major matrix at row stride cs. A single row (a transposed
-// column: rs = cs = 1) takes the leading dimension cuBLAS requires, its column count.
+// `count` products C (m, n) = A (m, k) B (k, n), one call per run (row_major_gemm, ops/common/plans.h, as the
+// CPU's gemm_views).
 void gemm_views(const CudaCall& c, int64_t m, int64_t n, int64_t k, Mat a, Mat b, Out o, int64_t count) {
   MONET_CHECK(o.cs == 1 || o.rs == 1, "attention product without a unit stride");
-  if (o.cs != 1) {
-    gemm_views(c, n, m, k, transposed(b), transposed(a), Out{o.p, o.cs, o.rs, o.hs}, count);
-    return;
-  }
-  const bool ta = a.cs != 1, tb = b.cs != 1;
-  gemm_batched(c, ta, tb, m, n, k, a.p, ta ? a.cs : std::max(a.rs, k), a.hs, b.p, tb ? b.cs : std::max(b.rs, n),
-               b.hs, o.p, std::max(o.rs, n), o.hs, count);
+  const ops::RowMajorGemm r = ops::row_major_gemm(m, n, k, {a.rs, a.cs}, {b.rs, b.cs}, {o.rs, o.cs});
+  const Mat& x = r.swap ? b : a;
+  const Mat& y = r.swap ? a : b;
+  gemm_batched(c, r.ta, r.tb, r.m, r.n, r.k, x.p, r.lda, x.hs, y.p, r.ldb, y.hs, o.p, r.ldc, o.hs, count);
 }
 
 // The tensors of one node, by head.

@@ -139,9 +139,7 @@ void run_slice_grad(const CudaCall& c) {
 // Transpose: y axis k walks x axis perm[k] (default perm: the axes reversed).
 void run_transpose(const CudaCall& c) {
   const Shape& xs = c.in_shape(0);
-  std::vector<int64_t> perm = c.node.attrs.ints("perm", std::vector<int64_t>{});
-  if (!c.node.attrs.has("perm"))
-    for (size_t k = 0; k < xs.size(); ++k) perm.push_back(static_cast<int64_t>(xs.size() - 1 - k));
+  const std::vector<int64_t> perm = ops::transpose_perm(c.node.attrs, xs.size());
   const Strides xst = contiguous_strides(xs);
   Strides src;
   for (size_t k = 0; k < perm.size(); ++k) src.s[k] = xst.s[perm[k]];

@@ -104,7 +104,8 @@ AttentionGeom geometry(const Attrs& attrs, const Shape& q_stored, const Shape& k
   g.v = view_of(v_stored, vp);
   Shape o = g.batch;
   o.insert(o.end(), {g.Tq, g.dv});
-  g.o = view_of(stored_shape(o, op), op);
+  g.o_shape = stored_shape(o, op);
+  g.o = view_of(g.o_shape, op);
   if (mask) {
     Shape scores = g.batch;
     scores.push_back(g.Tq);
@@ -155,20 +156,13 @@ MatView<T> head(T* base, const AttentionView& v, const AttentionGeom& g, int64_t
   return {base + v.offset(g.batch, e), v.rs, v.cs};
 }
 
-// C (m, n) = A (m, k) B (k, n) on BLAS, each matrix a view: a view with unit column stride is row-major at row
-// stride rs, one with unit row stride is the transpose of a row-major matrix at row stride cs; a C of the second
-// kind is computed as C^T = B^T A^T. Contiguous views give the plain row-major call. A single row (a transposed
-// column: rs = cs = 1) takes the row stride BLAS requires, its column count.
+// C (m, n) = A (m, k) B (k, n) on BLAS, each matrix a view (row_major_gemm, ops/common/plans.h, makes the call).
+// Contiguous views give the plain row-major call.
 template <class T>
 void gemm_views(int64_t m, int64_t n, int64_t k, MatView<const T> a, MatView<const T> b, MatView<T> c) {
   MONET_CHECK(c.cs == 1 || c.rs == 1, "attention product without a unit stride");
-  if (c.cs != 1) {
-    gemm_views<T>(n, m, k, transposed(b), transposed(a), transposed(c));
-    return;
-  }
-  const bool ta = a.cs != 1, tb = b.cs != 1;
-  blas_gemm(ta, tb, m, n, k, T(1), a.p, ta ? a.cs : std::max(a.rs, k), b.p, tb ? b.cs : std::max(b.rs, n), T(0), c.p,
-            std::max(c.rs, n));
+  const RowMajorGemm r = row_major_gemm(m, n, k, {a.rs, a.cs}, {b.rs, b.cs}, {c.rs, c.cs});
+  blas_gemm(r.ta, r.tb, r.m, r.n, r.k, T(1), r.swap ? b.p : a.p, r.lda, r.swap ? a.p : b.p, r.ldb, T(0), c.p, r.ldc);
 }
 
 // The scale as the unfused graph applies it: x * scale, or x / scale.
@@ -191,11 +185,10 @@ void infer_attention(InferCtx& c) {
   if (!std::isfinite(scale) || scale == 0) c.fail("scale must be finite and non-zero, got ", scale);
   const AttentionGeom g =
       geometry_of(c.node(), c.shape(0), c.shape(1), c.shape(2), c.num_inputs() == 4 ? &c.shape(3) : nullptr);
-  Shape o = g.batch, p = g.batch, l = g.batch;
-  o.insert(o.end(), {g.Tq, g.dv});
+  Shape p = g.batch, l = g.batch;
   p.insert(p.end(), {g.Tq, g.Tk});
   l.push_back(g.Tq);
-  c.set_out(0, stored_shape(o, layout_perm(c.attrs(), "o_perm", o.size())));
+  c.set_out(0, g.o_shape);
   c.set_out(1, p);
   c.set_out(2, l);
 }
@@ -289,12 +282,10 @@ void infer_attention_grad(InferCtx& c) {
   if (c.num_outputs() != 3) c.fail("expects 3 outputs (dQ, dKt, dV), has ", c.num_outputs());
   const AttentionGeom g =
       geometry_of(c.node(), c.shape(1), c.shape(2), c.shape(3), c.num_inputs() == 8 ? &c.shape(7) : nullptr);
-  Shape o = g.batch, p = g.batch, l = g.batch;
-  o.insert(o.end(), {g.Tq, g.dv});
+  Shape p = g.batch, l = g.batch;
   p.insert(p.end(), {g.Tq, g.Tk});
   l.push_back(g.Tq);
-  o = stored_shape(o, layout_perm(c.attrs(), "o_perm", o.size()));
-  const std::pair<int, const Shape*> want[] = {{0, &o}, {4, &o}, {5, &p}, {6, &l}};
+  const std::pair<int, const Shape*> want[] = {{0, &g.o_shape}, {4, &g.o_shape}, {5, &p}, {6, &l}};
   for (const auto& [i, s] : want)
     if (c.shape(i) != *s) c.fail("input ", i, " has shape ", shape_str(c.shape(i)), ", expected ", shape_str(*s));
   for (int i = 0; i < 3; ++i) c.set_out(i, c.shape(i + 1));

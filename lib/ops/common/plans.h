@@ -4,6 +4,7 @@
 // kernel about which element goes where. Each function expects attributes its op's shape rule accepted.
 #pragma once
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,38 @@ struct AttentionView {
   }
 };
 
+// A product C (m, n) = A (m, k) B (k, n) of strided matrices (element (r, c) at r * rs + c * cs, one of rs and cs
+// 1) as one row-major GEMM call: an operand with unit column stride is row-major at row stride rs, one with unit row
+// stride the transpose of a row-major matrix at row stride cs; a C with unit row stride is computed as
+// C^T = B^T A^T (swap: pass B's data first). A single row (a transposed column: rs = cs = 1) takes the leading
+// dimension BLAS and cuBLAS require, its column count. The attention's products on either backend.
+struct StridedMatrix {
+  int64_t rs = 1, cs = 1;
+};
+struct RowMajorGemm {
+  bool swap = false, ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+};
+inline RowMajorGemm row_major_gemm(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix b,
+                                   StridedMatrix c) {
+  RowMajorGemm g;
+  if (c.cs != 1) {  // C^T (n, m) = B^T A^T
+    g.swap = true;
+    std::swap(m, n);
+    const StridedMatrix at{a.cs, a.rs}, bt{b.cs, b.rs};
+    a = bt;
+    b = at;
+    c = {c.cs, c.rs};
+  }
+  g.m = m, g.n = n, g.k = k;
+  g.ta = a.cs != 1;
+  g.tb = b.cs != 1;
+  g.lda = g.ta ? a.cs : std::max(a.rs, k);
+  g.ldb = g.tb ? b.cs : std::max(b.rs, n);
+  g.ldc = std::max(c.rs, n);
+  return g;
+}
+
 // lib/ops/attention: one fused attention as B heads (the batch dims flattened) of Q (Tq, d), Kt (d, Tk), V (Tk, dv);
 // mask element (e, i, j) at mask_batch_offset[e] + i * mask_si + j * mask_sj (strides 0 where it broadcasts).
 // q, kt, v, o: where each operand's elements lie (the node's q_perm, kt_perm, v_perm, o_perm).
@@ -88,8 +121,13 @@ struct AttentionGeom {
   std::vector<int64_t> mask_batch_offset;
   int64_t mask_si = 0, mask_sj = 0;
   AttentionView q, kt, v, o;
+  Shape o_shape;  // O's shape as stored (through o_perm)
 };
 AttentionGeom attention_geometry(const Node& node, const Shape& q, const Shape& kt, const Shape& v, const Shape* mask);
+
+// lib/ops/transpose: a Transpose's perm against the input's rank (the axes reversed where it has none); throws where
+// it is no permutation of the rank.
+std::vector<int64_t> transpose_perm(const Attrs& a, size_t rank);
 
 // lib/ops/matmul: whether `bias` adds one value per column of Y = A W (its last dim Y's, every other 1, rank at most
 // Y's; W of rank >= 2, so that Y has columns): MatMul's rule for its optional bias input.

@@ -3,6 +3,7 @@
 // The kernel moves elements of x's size, so every dtype works.
 #include <cstring>
 
+#include "ops/common/plans.h"
 #include "ops/op.h"
 
 namespace monet::ops {
@@ -90,6 +91,13 @@ const OpDef transpose = {.name = "Transpose", .infer = infer_transpose, .backwar
                          .cpu_f32 = transpose_cpu<float>, .cpu_f64 = transpose_cpu<double>};
 
 }  // namespace
+
+// For other backends and the import's rewrites (ops/common/plans.h).
+std::vector<int64_t> transpose_perm(const Attrs& a, size_t rank) {
+  std::vector<int64_t> perm;
+  if (std::string err = resolve_perm(a, rank, perm); !err.empty()) fail("Transpose: ", err);
+  return perm;
+}
 
 extern const std::vector<const OpDef*> transpose_ops;
 const std::vector<const OpDef*> transpose_ops = {&transpose};
