@@ -1,7 +1,9 @@
-# Summarises the estimated profiles <model>_<tag>.json in DIR (README.md): node counts by op, the sum of the node
+# Summarises the estimated profiles <model>_<tag>.json (or .json.gz, as committed) in DIR (README.md): node counts by op, the sum of the node
 # times, the lean store-all's peak.  usage: python3 summarize.py DIR > summary.txt
 import collections
+import gzip
 import json
+import os
 import sys
 
 d = sys.argv[1]
@@ -9,7 +11,8 @@ print("model  graph                                   nodes  Transpose  Div  Add
 for m in ['bert', 'gpt2', 'llama']:
     for tag, label in [('fused', 'attention fused, biases separate'), ('strided', 'attention strided, biases separate'),
                        ('all', 'attention strided, biases in MatMul'), ('t', 'and weights read as stored')]:
-        p = json.load(open(f'{d}/{m}_{tag}.json'))
+        path = f'{d}/{m}_{tag}.json'
+        p = json.load(open(path) if os.path.exists(path) else gzip.open(path + '.gz', 'rt'))
         ns = p['nodes']
         c = collections.Counter(n['op'] for n in ns)
         t = sum(n['time_ms'] for n in ns)
