@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "ir/fuse_attention.h"
 #include "ir/matmul_bias.h"
+#include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
 #include "ir/split_slices.h"
 
@@ -27,6 +28,7 @@ const std::vector<Field>& fields() {
       {"slices", &ImportMode::slices, {"split", "sliced"}, "sliced"},
       {"matmul_bias", &ImportMode::matmul_bias, {"fused", "separate"}, "separate"},
       {"matmul_transpose", &ImportMode::matmul_transpose, {"fused", "separate"}, "separate"},
+      {"matmul_rows", &ImportMode::matmul_rows, {"fused", "separate"}, "separate"},
   };
   return f;
 }
@@ -42,7 +44,7 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 }  // namespace
 
 ImportMode import_mode_of(const Graph& g) {
-  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g), matmul_transpose_mode(g)};
+  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g), matmul_transpose_mode(g), matmul_rows_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -51,6 +53,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   o.split_slices = m.slices == "split";
   o.matmul_bias = m.matmul_bias == "fused";
   o.matmul_transpose = m.matmul_transpose == "fused";
+  o.matmul_rows = m.matmul_rows == "fused";
 }
 
 void write_import_mode(nlohmann::json& j, const ImportMode& m) {

@@ -18,6 +18,7 @@
 #include "core/npy.h"
 #include "ir/fuse_attention.h"
 #include "ir/matmul_bias.h"
+#include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
 #include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
@@ -61,6 +62,7 @@ class Importer {
     if (options_.split_slices) split_slices(g);
     if (options_.matmul_bias) matmul_bias(g);
     if (options_.matmul_transpose) matmul_transpose(g);
+    if (options_.matmul_rows) matmul_rows(g);
     return std::move(g);
   }
 

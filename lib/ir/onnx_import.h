@@ -19,6 +19,7 @@ struct ImportOptions {
   bool split_slices = true;              // one Split for Slices that cut an axis into pieces (split_slices.h)
   bool matmul_bias = true;               // a MatMul's bias Add taken into the MatMul (matmul_bias.h)
   bool matmul_transpose = true;          // a MatMul's weight read through its Transpose as stored (matmul_transpose.h)
+  bool matmul_rows = true;               // a MatMul's A read through its Transpose as stored (matmul_rows.h)
   // --input NAME=FILE.npy: graph input NAME takes FILE's values (shape and dtype class must match): a data input
   // keeps them for every step, an integer buffer (an input of static shape) becomes a constant at import.
   std::map<std::string, std::string> input_files;

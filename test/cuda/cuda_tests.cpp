@@ -164,6 +164,11 @@ std::vector<Case> cases() {
   c.push_back({"MatMul", attrs({{"trans_b", int64_t{1}}}), {{2, 3, 5}, {6, 5}}});
   c.push_back({"MatMul", attrs({{"trans_b", int64_t{1}}}), {{2, 3, 5}, {6, 5}, {6}}});
   c.push_back({"MatMul", {}, {{4, 5}, {5, 6}, {1, 6}}});
+  // A read through a Transpose that swaps two blocks of its rows (a_perm: nn.MultiheadAttention's batch-first input):
+  // blocks over the first stored dims (Q <= P) and over the rest (Q > P), with trans_b and a bias, and 4-D.
+  c.push_back({"MatMul", attrs({{"a_perm", I{1, 0, 2}}, {"trans_b", int64_t{1}}}), {{2, 7, 5}, {6, 5}, {6}}});
+  c.push_back({"MatMul", attrs({{"a_perm", I{1, 0, 2}}}), {{7, 2, 5}, {5, 6}}});
+  c.push_back({"MatMul", attrs({{"a_perm", I{2, 0, 1, 3}}, {"trans_b", int64_t{1}}}), {{2, 3, 4, 5}, {6, 5}}});
   c.push_back({"BatchNormalization", attrs({{"epsilon", 1e-3}, {"momentum", 0.8}}),
                {{4, 3, 5, 5}, {3}, {3}, {3}, {3}},
                {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive},

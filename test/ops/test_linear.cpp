@@ -228,6 +228,80 @@ TEST_CASE("MatMul with trans_b reads B stored transposed, and writes its gradien
                       Catch::Contains("trans_b takes a 2-D B, got [2,5,4]"));
 }
 
+// x permuted as Transpose(x; perm) lays it out: dim i of the result is dim perm[i] of x.
+std::vector<double> permuted(const std::vector<double>& x, const Shape& shape, const std::vector<int64_t>& perm) {
+  const size_t r = shape.size();
+  Shape out(r), stride(r, 1);
+  for (size_t i = r - 1; i-- > 0;) stride[i] = stride[i + 1] * shape[i + 1];
+  for (size_t i = 0; i < r; ++i) out[i] = shape[static_cast<size_t>(perm[i])];
+  std::vector<double> y;
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t e = 0; e < numel(out); ++e) {
+    int64_t at = 0;
+    for (size_t i = 0; i < r; ++i) at += idx[i] * stride[static_cast<size_t>(perm[i])];
+    y.push_back(x[static_cast<size_t>(at)]);
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+TEST_CASE("MatMul with a_perm reads A through the Transpose as stored, and writes dA so", "[linear]") {
+  struct Cfg {
+    Shape a;  // A as stored
+    std::vector<int64_t> perm;
+    bool trans_b, bias;
+  };
+  const std::vector<Cfg> cfgs = {
+      {{2, 3, 4}, {1, 0, 2}, false, false},       // (B, T, E) read as (T, B, E): Q = 2 <= P = 3
+      {{3, 2, 4}, {1, 0, 2}, true, true},         // Q = 3 > P = 2: blocks over the other side
+      {{3, 3, 2}, {1, 0, 2}, false, true},        // P = Q
+      {{2, 3, 2, 4}, {2, 0, 1, 3}, true, false},  // two dims before one
+      {{2, 3, 2, 4}, {1, 2, 0, 3}, false, true},  // one dim before two
+      {{1, 3, 4}, {1, 0, 2}, false, false},       // Q = 1: nothing moves
+  };
+  for (const Cfg& k : cfgs) {
+    INFO("A " << shape_str(k.a) << " a_perm " << shape_str(k.perm) << (k.trans_b ? " trans_b" : "")
+              << (k.bias ? " bias" : ""));
+    const int64_t kk = k.a.back(), m = 5;
+    const Shape bs = k.trans_b ? Shape{m, kk} : Shape{kk, m};
+    const std::vector<double> a = random_values(k.a, 3), b = random_values(bs, 4), bias = random_values({m}, 5);
+    Attrs at;
+    at.set("a_perm", k.perm);
+    Attrs plain_at;
+    if (k.trans_b) {
+      at.set("trans_b", int64_t{1});
+      plain_at.set("trans_b", int64_t{1});
+    }
+    Shape pa(k.a.size());
+    for (size_t i = 0; i < pa.size(); ++i) pa[i] = k.a[static_cast<size_t>(k.perm[i])];
+    OpCase c{.op = "MatMul", .attrs = at, .shapes = {k.a, bs}, .data = {a, b}};
+    OpCase plain{.op = "MatMul", .attrs = plain_at, .shapes = {pa, bs}, .data = {permuted(a, k.a, k.perm), b}};
+    if (k.bias) {
+      c.shapes.push_back({m});
+      c.data.push_back(bias);
+      plain.shapes.push_back({m});
+      plain.data.push_back(bias);
+    }
+    const OpResult got = run_forward(c), want = run_forward(plain);
+    CHECK(got.shapes[0] == want.shapes[0]);
+    CHECK(max_abs_diff(got.values[0], want.values[0]) < 1e-12);
+    CHECK(gradient_error(c) < 1e-6);
+  }
+  Attrs bad;
+  bad.set("a_perm", std::vector<int64_t>{0, 2, 1});  // moves A's last dim
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .attrs = bad, .shapes = {{2, 3, 4}, {3, 5}}}),
+                      Catch::Contains("a_perm [0,2,1] does not swap two blocks of the leading dims of A [2,3,4]"));
+  bad.set("a_perm", std::vector<int64_t>{0, 2, 1, 3});  // not two blocks swapped
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .attrs = bad, .shapes = {{2, 3, 2, 4}, {4, 5}}}),
+                      Catch::Contains("does not swap two blocks"));
+  bad.set("a_perm", std::vector<int64_t>{1, 0, 2});
+  REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .attrs = bad, .shapes = {{2, 3, 4}, {3, 4, 5}}}),
+                      Catch::Contains("a_perm takes a 2-D B, got [3,4,5]"));
+}
+
 TEST_CASE("MatMul rejects bad shapes", "[linear]") {
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{3, 4}, {5, 2}}}), Catch::Contains("do not multiply"));
   REQUIRE_THROWS_WITH(run_forward({.op = "MatMul", .shapes = {{2, 3, 4}, {3, 4, 2}}}),

@@ -3,8 +3,12 @@
 // on cuBLAS (column-major: C^T = op(B)^T op(A)^T, so A and B swap places). cuBLAS runs in CUBLAS_DEFAULT_MATH
 // (full fp32, no TF32). Its workspace is the node's arena workspace (cublasSetWorkspace before every call), so
 // cuBLAS allocates nothing during a step.
+#include <algorithm>
+#include <optional>
+
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/broadcast.h"
+#include "ops/common/plans.h"
 
 namespace monet::cuda {
 namespace {
@@ -12,9 +16,10 @@ namespace {
 // cuBLAS's recommended workspace on Hopper (32 MiB; 4 MiB suffices before it).
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 
+// cuBLAS takes the workspace's first kCublasWorkspaceBytes; a node's own scratch lies after them.
 void bind_workspace(const CudaCall& c) {
   MONET_CHECK(c.workspace_bytes >= kCublasWorkspaceBytes && c.workspace);
-  MONET_CUBLAS_CHECK(cublasSetWorkspace(c.ctx.cublas, c.workspace, static_cast<size_t>(c.workspace_bytes)));
+  MONET_CUBLAS_CHECK(cublasSetWorkspace(c.ctx.cublas, c.workspace, static_cast<size_t>(kCublasWorkspaceBytes)));
 }
 
 int i32(int64_t v) {
@@ -29,16 +34,29 @@ void gemm_rm(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t 
                                  i32(m), i32(k), &alpha, b, i32(ldb), a, i32(lda), &beta, out, i32(ldc)));
 }
 
-// The same for `count` products at element strides sa, sb, sc.
+// The same for `count` products at element strides sa, sb, sc (sb 0: one B for all), in calls of at most
+// kMaxGemmBatch products.
+constexpr int64_t kMaxGemmBatch = 65535;
 void gemm_rm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
                      float* out, int64_t ldc, int64_t sc, int64_t count) {
-  MONET_CUBLAS_CHECK(cublasSgemmStridedBatched(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                               ta ? CUBLAS_OP_T : CUBLAS_OP_N, i32(n), i32(m), i32(k), &alpha, b,
-                                               i32(ldb), sb, a, i32(lda), sa, &beta, out, i32(ldc), sc, i32(count)));
+  for (int64_t b0 = 0; b0 < count; b0 += kMaxGemmBatch) {
+    const int64_t nb = std::min(kMaxGemmBatch, count - b0);
+    MONET_CUBLAS_CHECK(cublasSgemmStridedBatched(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, i32(n), i32(m), i32(k), &alpha,
+                                                 b + b0 * sb, i32(ldb), sb, a + b0 * sa, i32(lda), sa, &beta,
+                                                 out + b0 * sc, i32(ldc), sc, i32(nb)));
+  }
 }
 
 int64_t gemm_workspace(const Graph&, const Node&, CudaContext&) { return kCublasWorkspaceBytes; }
+
+// MatMulGradB with a_perm: cuBLAS's, then A's rows in the product's order (run_matmul_grad_b), 256-byte aligned.
+int64_t matmul_grad_b_workspace(const Graph& g, const Node& n, CudaContext&) {
+  if (!n.attrs.has("a_perm")) return kCublasWorkspaceBytes;
+  const int64_t bytes = numel(g.values[n.inputs[0]].shape) * 4;
+  return kCublasWorkspaceBytes + (bytes + 255) / 256 * 256;
+}
 
 // ---------------------------------------------------------------------------------------------- Gemm
 
@@ -120,11 +138,10 @@ Shape product_b(const CudaCall& c, const Shape& b) { return trans_b(c) ? Shape{b
 std::vector<int64_t> entry_offsets(const Shape& own, const Shape& batch) { return ops::broadcast_offsets(own, batch); }
 
 // With a bias (a third input, one value per column: lib/ops/matmul), Y starts as the bias broadcast and the
-// products accumulate onto it (beta 1), as run_gemm does with C.
+// products accumulate onto it (beta 1), as run_gemm does with C. With a_perm (A's rows swapped in two blocks,
+// ops::matmul_row_blocks), one strided-batched call over the blocks, B shared (stride 0).
 void run_matmul(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.in_shape(1)));
-  const int64_t n = d.n, k = d.k, m = d.m;
   const float *a = c.fin(0), *b = c.fin(1);
   float* y = c.fout(0);
   float beta = 0.f;
@@ -132,8 +149,16 @@ void run_matmul(const CudaCall& c) {
     binary_op(c, Binary::copy_a, c.out_shape(0), c.in_shape(2), c.fin(2), c.in_shape(2), nullptr, y);
     beta = 1.f;
   }
+  const bool tb = trans_b(c);
+  if (const std::optional<ops::RowBlocks> r = ops::matmul_row_blocks(c.node, c.in_shape(0))) {
+    const int64_t k = c.in_shape(0).back(), m = c.out_shape(0).back();
+    gemm_rm_batched(c, false, tb, r->rows, m, k, 1.f, a, r->stored_stride * k, r->stored_step * k, b, tb ? k : m, 0,
+                    beta, y, r->product_stride * m, r->product_step * m, r->count);
+    return;
+  }
+  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.in_shape(1)));
+  const int64_t n = d.n, k = d.k, m = d.m;
   if (numel(d.batch_b) == 1) {  // one B for all: A's batch stacked into rows, one GEMM
-    const bool tb = trans_b(c);
     gemm_rm(c, false, tb, numel(d.batch) * n, m, k, 1.f, a, k, b, tb ? k : m, beta, y, m);
     return;
   }
@@ -147,14 +172,21 @@ void run_matmul(const CudaCall& c) {
 }
 
 // MatMulGradA(dY, B) -> dA (attr a_shape): dA_i += dY_j B_j^T over the batch entries j that read A_i.
+// With a_perm, dA's blocks written as A is stored, one strided-batched call.
 void run_matmul_grad_a(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.out_shape(0), product_b(c, c.in_shape(1)));
-  const int64_t n = d.n, k = d.k, m = d.m;
   const float *dy = c.fin(0), *b = c.fin(1);
   float* da = c.fout(0);
-  if (numel(d.batch_b) == 1) {  // dA = dY B^T; B stored (m, k) under trans_b is B^T as stored
-    const bool tb = trans_b(c);
+  const bool tb = trans_b(c);  // B stored (m, k) under trans_b is B^T as stored
+  if (const std::optional<ops::RowBlocks> r = ops::matmul_row_blocks(c.node, c.out_shape(0))) {
+    const int64_t k = c.out_shape(0).back(), m = c.in_shape(0).back();
+    gemm_rm_batched(c, false, !tb, r->rows, k, m, 1.f, dy, r->product_stride * m, r->product_step * m, b,
+                    tb ? k : m, 0, 0.f, da, r->stored_stride * k, r->stored_step * k, r->count);
+    return;
+  }
+  const MatMulDims d = matmul_dims(c.out_shape(0), product_b(c, c.in_shape(1)));
+  const int64_t n = d.n, k = d.k, m = d.m;
+  if (numel(d.batch_b) == 1) {  // dA = dY B^T
     gemm_rm(c, false, !tb, numel(d.batch) * n, k, m, 1.f, dy, m, b, tb ? k : m, 0.f, da, k);
     return;
   }
@@ -169,12 +201,31 @@ void run_matmul_grad_a(const CudaCall& c) {
 }
 
 // MatMulGradB(A, dY) -> dB (attr b_shape): dB_i += A_j^T dY_j over the batch entries j that read B_i.
+// With a_perm, A's rows are first copied in the product's order into the workspace (one strided copy, a transient
+// copy where the graph without the rewrite kept the Transpose's output from the forward to the backward), so that
+// the sum over all rows stays one GEMM: a GEMM per block of rows would take K = the block's rows (BERT: 512 of
+// 16384) and read and write dB once per block.
 void run_matmul_grad_b(const CudaCall& c) {
   bind_workspace(c);
-  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.out_shape(0)));
-  const int64_t n = d.n, k = d.k, m = d.m;
   const float *a = c.fin(0), *dy = c.fin(1);
   float* db = c.fout(0);
+  if (c.node.attrs.has("a_perm")) {
+    const Shape& as = c.in_shape(0);
+    const std::optional<ops::RowSwap> s = ops::row_swap(as, c.node.attrs.ints("a_perm"));
+    MONET_CHECK(s, "MatMulGradB: a_perm is no block swap of A's rows");
+    MONET_CHECK(c.workspace_bytes >= matmul_grad_b_workspace(c.g, c.node, c.ctx), "workspace too small for ",
+                c.node.name);
+    const int64_t k = as.back();
+    float* rows = reinterpret_cast<float*>(static_cast<char*>(c.workspace) + kCublasWorkspaceBytes);
+    const Shape product{s->P, s->Q, k};  // row i*Q + j = stored row j*P + i
+    Strides stored;
+    stored.s[0] = k, stored.s[1] = s->P * k, stored.s[2] = 1;
+    MONET_CUDA_CHECK(strided_copy(4, dims_of(product), stored, 0, a, contiguous_strides(product), 0, rows,
+                                  c.ctx.stream));
+    a = rows;
+  }
+  const MatMulDims d = matmul_dims(c.in_shape(0), product_b(c, c.out_shape(0)));
+  const int64_t n = d.n, k = d.k, m = d.m;
   if (numel(d.batch_b) == 1) {
     if (trans_b(c))  // dB stored (m, k) = dY^T A
       gemm_rm(c, true, false, m, k, numel(d.batch) * n, 1.f, dy, m, a, k, 0.f, db, k);
@@ -201,7 +252,7 @@ void add_gemm_kernels(CudaKernelTable& t) {
   t["GemmGradC"] = {run_gemm_grad_c};
   t["MatMul"] = {run_matmul, gemm_workspace};
   t["MatMulGradA"] = {run_matmul_grad_a, gemm_workspace};
-  t["MatMulGradB"] = {run_matmul_grad_b, gemm_workspace};
+  t["MatMulGradB"] = {run_matmul_grad_b, matmul_grad_b_workspace};
 }
 
 }  // namespace monet::cuda

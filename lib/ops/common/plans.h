@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -132,6 +133,30 @@ std::vector<int64_t> transpose_perm(const Attrs& a, size_t rank);
 // lib/ops/matmul: whether `bias` adds one value per column of Y = A W (its last dim Y's, every other 1, rank at most
 // Y's; W of rank >= 2, so that Y has columns): MatMul's rule for its optional bias input.
 bool matmul_bias_fits(const Shape& bias, const Shape& y, const Shape& w);
+
+// lib/ops/matmul: a MatMul's A read through a Transpose of its leading dims (attr a_perm, the Transpose's perm;
+// the last dim stays) that swaps two blocks of them: perm = (s, ..., r-2, 0, ..., s-1, r-1) for rank r >= 3 and
+// 0 < s < r-1, as x.transpose(0, 1) of a (B, T, E) batch-first input to nn.MultiheadAttention writes. Row i*Q + j
+// of the product's A (P rows of Q) is row j*P + i of A as stored: P = the product of the stored dims s..r-2, Q of
+// dims 0..s-1. nullopt for any other perm (or a rank below 3, or a perm of the wrong length).
+struct RowSwap {
+  int64_t P = 1, Q = 1;
+};
+std::optional<RowSwap> row_swap(const Shape& stored, const std::vector<int64_t>& perm);
+
+// One side of a row-swapped product as blocks of rows with one stride each (the GEMMs' batch): `count` blocks of
+// `rows` rows; block b, row r lies at row b * stored_step + r * stored_stride of the stored tensor and at row
+// b * product_step + r * product_stride of the product's order. The blocks run over the smaller of P and Q, so
+// each GEMM takes the larger as its rows.
+struct RowBlocks {
+  int64_t count = 1, rows = 1;
+  int64_t stored_step = 0, stored_stride = 1, product_step = 0, product_stride = 1;
+};
+RowBlocks row_blocks(RowSwap s);
+
+// The row blocks of a MatMul, MatMulGradA or MatMulGradB node with a_perm, from A's stored shape (MatMulGradA: its
+// a_shape); nullopt for a node without one.
+std::optional<RowBlocks> matmul_row_blocks(const Node& node, const Shape& stored_a);
 
 // lib/ops/layer_norm: X seen as (rows, d) rows of the d elements normalised together (the dims from axis on).
 struct LayerNormRows {

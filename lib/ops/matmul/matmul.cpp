@@ -10,6 +10,10 @@
 // product accumulated onto it (beta 1): the same sum as the Add after the product to rounding (BLAS may add into Y
 // once per block of k, so the bias can join the sum earlier than the Add did); its gradient is dY summed to the
 // bias's shape (ReduceSumTo), as Add's.
+// Attribute a_perm (MatMul and both gradients): A stored as its producer wrote it and read through a Transpose of
+// its leading dims that swaps two blocks of them (ops/common/plans.h row_swap), with a 2-D B: the import's rewrite
+// of MatMul(Transpose(X), W) (lib/ir/matmul_rows.h). Y has the transposed rows' shape; dA (MatMulGradA's a_shape)
+// is written as A is stored. The products run over blocks of rows with one stride each (row_blocks).
 #include <algorithm>
 
 #include "ops/common/binary.h"
@@ -52,15 +56,39 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
 // (lib/ir/matmul_transpose.h) sets it, for 2-D B only.
 bool trans_b(const Node& node) { return node.attrs.i("trans_b", 0) != 0; }
 
+// a_perm: A stored (..., k) is read as Transpose(A, a_perm), rows swapped in two blocks; nullopt without the attr.
+std::optional<RowSwap> a_swap(const Node& node, const Shape& a) {
+  if (!node.attrs.has("a_perm")) return std::nullopt;
+  const std::vector<int64_t> perm = node.attrs.ints("a_perm");
+  std::optional<RowSwap> s = row_swap(a, perm);
+  if (!s) fail("a_perm ", shape_str(perm), " does not swap two blocks of the leading dims of A ", shape_str(a));
+  return s;
+}
+
+// A's shape as the product reads it: `a` as stored, its dims permuted by a_perm where the node has one.
+Shape product_a(const Node& node, const Shape& a) {
+  if (!a_swap(node, a)) return a;
+  const std::vector<int64_t> perm = node.attrs.ints("a_perm");
+  Shape p(a.size());
+  for (size_t i = 0; i < a.size(); ++i) p[i] = a[static_cast<size_t>(perm[i])];
+  return p;
+}
+
+// `a` is A as stored (MatMul's input, MatMulGradA's a_shape, MatMulGradB's input).
 MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
   try {
-    if (!trans_b(node)) return matmul_dims(a, b);
-    if (b.size() != 2) fail("trans_b takes a 2-D B, got ", shape_str(b));
-    return matmul_dims(a, Shape{b[1], b[0]});
+    if (trans_b(node) && b.size() != 2) fail("trans_b takes a 2-D B, got ", shape_str(b));
+    const Shape pb = trans_b(node) ? Shape{b[1], b[0]} : b;
+    const Shape pa = product_a(node, a);
+    if (node.attrs.has("a_perm") && pb.size() != 2) fail("a_perm takes a 2-D B, got ", shape_str(b));
+    return matmul_dims(pa, pb);
   } catch (const Error& e) {
     fail("node '", node.name, "' (", node.op, "): ", e.what());
   }
 }
+
+// The row blocks of a row-swapped product (a_perm), from A as stored.
+RowBlocks blocks_of(const Node& node, const Shape& a) { return row_blocks(*a_swap(node, a)); }
 
 // ---------------------------------------------------------------------------------------------- MatMul
 
@@ -77,16 +105,21 @@ void backward_matmul(GradBuilder& b) {
   if (dy < 0) return;
   // B's gradient (a Linear layer's weight) before A's, as for Conv (conv.cpp says why).
   const bool tb = trans_b(b.node());
+  const bool perm = b.node().attrs.has("a_perm");
+  auto layout = [&](Attrs& a) {  // how both gradients read A and B, as the forward does
+    if (tb) a.set("trans_b", int64_t{1});
+    if (perm) a.set("a_perm", b.node().attrs.ints("a_perm"));
+  };
   if (b.needs_grad(1)) {
     Attrs a;
     a.set("b_shape", b.value(b.in(1)).shape);
-    if (tb) a.set("trans_b", int64_t{1});
+    layout(a);
     b.set_grad(1, b.emit1("MatMulGradB", {b.in(0), dy}, a));
   }
   if (b.needs_grad(0)) {
     Attrs a;
     a.set("a_shape", b.value(b.in(0)).shape);
-    if (tb) a.set("trans_b", int64_t{1});
+    layout(a);
     b.set_grad(0, b.emit1("MatMulGradA", {dy, b.in(1)}, a));
   }
   if (b.node().inputs.size() == 3 && b.needs_grad(2)) b.set_grad(2, sum_to_input(b, 2, dy));
@@ -105,8 +138,15 @@ void matmul_cpu(const CpuCall& c) {
     for (int64_t r = 0; r < numel(d.batch) * n; ++r) std::copy(bias, bias + m, y + r * m);
     beta = T(1);
   }
+  const bool tb = trans_b(c.node);
+  if (c.node.attrs.has("a_perm")) {  // Y's rows of each block from A's rows as stored
+    const RowBlocks r = blocks_of(c.node, *c.in[0].shape);
+    for (int64_t i = 0; i < r.count; ++i)
+      blas_gemm(false, tb, r.rows, m, k, T(1), a + i * r.stored_step * k, r.stored_stride * k, b, tb ? k : m, beta,
+                y + i * r.product_step * m, r.product_stride * m);
+    return;
+  }
   if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM (B stored (m, k) if trans_b)
-    const bool tb = trans_b(c.node);
     blas_gemm(false, tb, numel(d.batch) * n, m, k, T(1), a, k, b, tb ? k : m, beta, y, m);
     return;
   }
@@ -118,7 +158,7 @@ void matmul_cpu(const CpuCall& c) {
 
 // ---------------------------------------------------------------------------------------------- MatMulGradA
 
-// MatMulGradA(dY, B) -> dA, attr a_shape: dA_i += dY_j B_j^T over the batch entries j that read A_i.
+// MatMulGradA(dY, B) -> dA, attr a_shape (A as stored): dA_i += dY_j B_j^T over the batch entries j that read A_i.
 void infer_matmul_grad_a(InferCtx& c) {
   c.expect_inputs(2, 2);
   Shape as = c.attrs().ints("a_shape");
@@ -134,8 +174,15 @@ void matmul_grad_a_cpu(const CpuCall& c) {
   const T* dy = c.in[0].as<T>();  // (batch, n, m)
   const T* b = c.in[1].as<T>();   // (batch_b, k, m)
   T* da = c.out[0].as<T>();       // (batch_a, n, k)
+  const bool tb = trans_b(c.node);  // B stored (m, k): B^T as stored
+  if (c.node.attrs.has("a_perm")) {  // dA's rows of each block as A is stored
+    const RowBlocks r = blocks_of(c.node, *c.out[0].shape);
+    for (int64_t i = 0; i < r.count; ++i)
+      blas_gemm(false, !tb, r.rows, k, m, T(1), dy + i * r.product_step * m, r.product_stride * m, b, tb ? k : m,
+                T(0), da + i * r.stored_step * k, r.stored_stride * k);
+    return;
+  }
   if (numel(d.batch_b) == 1) {    // A is not broadcast then: dA (batch*n, k) = dY (batch*n, m) B^T (m, k)
-    const bool tb = trans_b(c.node);  // B stored (m, k): B^T as stored
     blas_gemm(false, !tb, numel(d.batch) * n, k, m, T(1), dy, m, b, tb ? k : m, T(0), da, k);
     return;
   }
@@ -164,6 +211,20 @@ void matmul_grad_b_cpu(const CpuCall& c) {
   const T* a = c.in[0].as<T>();   // (batch_a, n, k)
   const T* dy = c.in[1].as<T>();  // (batch, n, m)
   T* db = c.out[0].as<T>();       // (batch_b, k, m)
+  if (c.node.attrs.has("a_perm")) {  // the sum over rows block by block, in block order
+    const RowBlocks r = blocks_of(c.node, *c.in[0].shape);
+    const int64_t lda = r.stored_stride * k, ldy = r.product_stride * m;
+    for (int64_t i = 0; i < r.count; ++i) {
+      const T* ai = a + i * r.stored_step * k;
+      const T* dyi = dy + i * r.product_step * m;
+      const T beta = i == 0 ? T(0) : T(1);
+      if (trans_b(c.node))
+        blas_gemm(true, false, m, k, r.rows, T(1), dyi, ldy, ai, lda, beta, db, k);
+      else
+        blas_gemm(true, false, k, m, r.rows, T(1), ai, lda, dyi, ldy, beta, db, m);
+    }
+    return;
+  }
   if (numel(d.batch_b) == 1) {    // one B for all: dB (k, m) = A^T (k, batch*n) dY (batch*n, m)
     if (trans_b(c.node))          // dB stored (m, k) = dY^T (m, batch*n) A (batch*n, k)
       blas_gemm(true, false, m, k, numel(d.batch) * n, T(1), dy, m, a, k, T(0), db, k);
@@ -213,6 +274,39 @@ const OpDef matmul_grad_b = {.name = "MatMulGradB", .infer = infer_matmul_grad_b
 bool matmul_bias_fits(const Shape& bias, const Shape& y, const Shape& w) {
   if (w.size() < 2 || bias.empty() || bias.size() > y.size() || bias.back() != y.back()) return false;
   return std::all_of(bias.begin(), bias.end() - 1, [](int64_t d) { return d == 1; });
+}
+
+std::optional<RowSwap> row_swap(const Shape& stored, const std::vector<int64_t>& perm) {
+  const size_t r = stored.size();
+  if (r < 3 || perm.size() != r || perm[r - 1] != static_cast<int64_t>(r - 1)) return std::nullopt;
+  for (size_t s = 1; s + 1 < r; ++s) {  // perm's leading part = (s, ..., r-2, 0, ..., s-1)?
+    bool rotation = true;
+    for (size_t i = 0; i + 1 < r && rotation; ++i)
+      rotation = perm[i] == static_cast<int64_t>(i + s < r - 1 ? i + s : i + s - (r - 1));
+    if (!rotation) continue;
+    RowSwap w;
+    for (size_t i = 0; i < s; ++i) w.Q *= stored[i];
+    for (size_t i = s; i + 1 < r; ++i) w.P *= stored[i];
+    return w;
+  }
+  return std::nullopt;
+}
+
+RowBlocks row_blocks(RowSwap s) {
+  RowBlocks b;
+  if (s.Q <= s.P) {  // block j < Q: stored rows j*P .. j*P + P-1, product rows j, j + Q, ...
+    b.count = s.Q, b.rows = s.P;
+    b.stored_step = s.P, b.stored_stride = 1, b.product_step = 1, b.product_stride = s.Q;
+  } else {           // block i < P: stored rows i, i + P, ..., product rows i*Q .. i*Q + Q-1
+    b.count = s.P, b.rows = s.Q;
+    b.stored_step = 1, b.stored_stride = s.P, b.product_step = s.Q, b.product_stride = 1;
+  }
+  return b;
+}
+
+std::optional<RowBlocks> matmul_row_blocks(const Node& node, const Shape& stored_a) {
+  if (!node.attrs.has("a_perm")) return std::nullopt;
+  return blocks_of(node, stored_a);
 }
 
 extern const std::vector<const OpDef*> matmul_ops;

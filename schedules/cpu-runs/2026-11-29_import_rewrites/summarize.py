@@ -10,8 +10,11 @@ d = sys.argv[1]
 print("model  graph                                   nodes  Transpose  Div  Add  MatMul(bias)  step_ms(estimate)  store-all peak GB")
 for m in ['bert', 'gpt2', 'llama']:
     for tag, label in [('fused', 'attention fused, biases separate'), ('strided', 'attention strided, biases separate'),
-                       ('all', 'attention strided, biases in MatMul'), ('t', 'and weights read as stored')]:
+                       ('all', 'attention strided, biases in MatMul'), ('t', 'and weights read as stored'),
+                       ('rows', 'and inputs read as stored')]:
         path = f'{d}/{m}_{tag}.json'
+        if not os.path.exists(path) and not os.path.exists(path + '.gz'):
+            continue  # rows: BERT's alone (GPT-2 and LLaMA have no MatMul input to take in)
         p = json.load(open(path) if os.path.exists(path) else gzip.open(path + '.gz', 'rt'))
         ns = p['nodes']
         c = collections.Counter(n['op'] for n in ns)
