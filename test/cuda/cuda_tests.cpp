@@ -85,6 +85,8 @@ std::vector<Case> bandwidth_kernel_cases() {
   const std::vector<DType> ce_types = {DType::f32, DType::i64};
   const std::vector<Fill> ce_fill = {Fill::wide, Fill::labels};
   c.push_back({"SoftmaxCrossEntropy", {}, {{3, 1500}, {3}}, ce_fill, ce_types, {}, 1, 1500});
+  // Block rows of 5001 classes (odd): two unrolled passes of 8 x 256 columns and a tail.
+  c.push_back({"SoftmaxCrossEntropy", {}, {{3, 5001}, {3}}, ce_fill, ce_types, {}, 1, 5001});
   c.push_back({"SoftmaxCrossEntropy", {}, {{2000, 7}, {2000}}, ce_fill, ce_types, {}, 1, 7});
   c.push_back({"SoftmaxCrossEntropy", {}, {{40, 5, 30}, {40, 30}}, ce_fill, ce_types, {}, 1, 5});
   // reduce_to: columns split in 64 parts; runs (8, 3, 1000/1001) split in 2, float4 and floats; full sums of

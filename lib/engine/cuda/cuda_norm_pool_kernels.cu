@@ -508,14 +508,34 @@ __global__ void ce_rows_warp_kernel(int64_t R, int64_t C, const float* x, const 
   }
 }
 
+// Rows of C > 1024 logits, a block per row: thread t takes columns t, t + T, t + 2T, ... (T = blockDim.x) in that
+// order, kCeUnroll of them loaded before any is used. One load in flight per thread left GPT-2's rows of 50257
+// (odd: no float4) latency-bound, at about a third of the bandwidth; the order, and so the bits, are those of one
+// column at a time.
+constexpr int kCeUnroll = 8;
+
+__device__ __forceinline__ MaxSum thread_max_sum(const float* row, int64_t C) {
+  MaxSum ms;
+  const int64_t T = blockDim.x;
+  int64_t c = threadIdx.x;
+  for (; c + (kCeUnroll - 1) * T < C; c += kCeUnroll * T) {
+    float v[kCeUnroll];
+#pragma unroll
+    for (int u = 0; u < kCeUnroll; ++u) v[u] = row[c + u * T];
+#pragma unroll
+    for (int u = 0; u < kCeUnroll; ++u) online_add(ms, v[u]);
+  }
+  for (; c < C; c += T) online_add(ms, row[c]);
+  return ms;
+}
+
 // P == 1, C > 1024: block g takes rows g, g + G, ...; thread 0 adds their terms in that order into partial[g].
 __global__ void ce_rows_block_kernel(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
                                      int* bad_label) {
   double acc = 0;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {  // block-uniform
     const float* row = x + r * C;
-    MaxSum ms;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) online_add(ms, row[c]);
+    MaxSum ms = thread_max_sum(row, C);
     ms = block_combine(ms);
     if (threadIdx.x == 0) acc += ce_term(ms, row, 1, C, labels[r], bad_label);
   }
@@ -568,15 +588,23 @@ __global__ void ce_grad_warp_kernel(int64_t R, int64_t C, const float* dloss, co
 __global__ void ce_grad_block_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
                                      float* dx) {
   const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
+  const int64_t T = blockDim.x;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const float* row = x + r * C;
-    MaxSum ms;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) online_add(ms, row[c]);
+    float* drow = dx + r * C;
+    MaxSum ms = thread_max_sum(row, C);
     ms = block_combine(ms);
     const double inv_sum = 1.0 / ms.s;
     const int64_t label = labels[r];
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      dx[r * C + c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
+    int64_t c = threadIdx.x;
+    for (; c + (kCeUnroll - 1) * T < C; c += kCeUnroll * T) {  // kCeUnroll loads in flight, as thread_max_sum
+      float v[kCeUnroll];
+#pragma unroll
+      for (int u = 0; u < kCeUnroll; ++u) v[u] = row[c + u * T];
+#pragma unroll
+      for (int u = 0; u < kCeUnroll; ++u) drow[c + u * T] = ce_grad_of(v[u], ms, inv_sum, c + u * T == label, scale);
+    }
+    for (; c < C; c += T) drow[c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
   }
 }
 
