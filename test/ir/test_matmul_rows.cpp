@@ -34,7 +34,8 @@ Graph swapped_linear(Variant v) {
   const bool four = v == Variant::four_d || v == Variant::no_swap;
   const int x = g.add_value({.name = "x", .shape = four ? Shape{2, 3, 2, 4} : Shape{2, 3, 4}, .role = Role::input});
   const int w0 = g.add_value({.name = "w0", .shape = {4, 4}, .role = Role::param});
-  const Shape w1_shape = v == Variant::moves_last ? Shape{3, 5} : v == Variant::batched_b ? Shape{3, 4, 5} : Shape{4, 5};
+  const Shape w1_shape =
+      v == Variant::moves_last ? Shape{3, 5} : v == Variant::batched_b ? Shape{3, 4, 5} : Shape{4, 5};
   const int w1 = g.add_value({.name = "w1", .shape = w1_shape, .role = Role::param});
   g.data_input = x;
   auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out, Attrs a = {}) {

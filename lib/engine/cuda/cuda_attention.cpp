@@ -35,9 +35,7 @@ namespace monet::cuda {
 namespace {
 
 constexpr int kProbsImpl = 0;                                   // lib/ops/attention: probs 0, recompute 1
-constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;    // as cuda_gemm.cpp
 constexpr int64_t kChunkBytes = int64_t{64} << 20;              // a chunk's scores: at most this, or one head
-constexpr int64_t kMaxGemmBatch = 65535;                        // strided-batched calls split beyond this
 
 // ---------------------------------------------------------------------------------------------- geometry
 
@@ -206,29 +204,11 @@ float* workspace_at(const CudaCall& c, int64_t byte_offset) {
   return reinterpret_cast<float*>(static_cast<char*>(c.workspace) + byte_offset);
 }
 
-void bind_cublas_workspace(const CudaCall& c) {
-  MONET_CHECK(c.workspace && c.workspace_bytes >= kCublasWorkspaceBytes);
-  MONET_CUBLAS_CHECK(cublasSetWorkspace(c.ctx.cublas, c.workspace, static_cast<size_t>(kCublasWorkspaceBytes)));
-}
-
-int i32(int64_t v) {
-  MONET_CHECK(v <= INT32_MAX, "GEMM dimension ", v, " exceeds cuBLAS's int range");
-  return static_cast<int>(v);
-}
-
-// `count` row-major products C (m, n) = op(A) (m, k) op(B) (k, n) at element strides sa, sb, sc (cuda_gemm.cpp's
-// gemm_rm_batched: column-major cuBLAS computes C^T = op(B)^T op(A)^T, so A and B swap places).
+// `count` row-major products C (m, n) = op(A) (m, k) op(B) (k, n) at element strides sa, sb, sc (cuda_ops.h).
 void gemm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   int64_t sa, const float* b, int64_t ldb, int64_t sb, float* out, int64_t ldc, int64_t sc,
                   int64_t count) {
-  const float one = 1.f, zero = 0.f;
-  for (int64_t b0 = 0; b0 < count; b0 += kMaxGemmBatch) {
-    const int64_t nb = std::min(kMaxGemmBatch, count - b0);
-    MONET_CUBLAS_CHECK(cublasSgemmStridedBatched(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, i32(n), i32(m), i32(k), &one,
-                                                 b + b0 * sb, i32(ldb), sb, a + b0 * sa, i32(lda), sa, &zero,
-                                                 out + b0 * sc, i32(ldc), sc, i32(nb)));
-  }
+  gemm_rm_batched(c, ta, tb, m, n, k, 1.f, a, lda, sa, b, ldb, sb, 0.f, out, ldc, sc, count);
 }
 
 // One operand of `count` products: element (r, c) of product h at p + h * hs + r * rs + c * cs, one of rs and cs 1

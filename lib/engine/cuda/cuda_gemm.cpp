@@ -13,40 +13,12 @@
 namespace monet::cuda {
 namespace {
 
-// cuBLAS's recommended workspace on Hopper (32 MiB; 4 MiB suffices before it).
-constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
-
-// cuBLAS takes the workspace's first kCublasWorkspaceBytes; a node's own scratch lies after them.
-void bind_workspace(const CudaCall& c) {
-  MONET_CHECK(c.workspace_bytes >= kCublasWorkspaceBytes && c.workspace);
-  MONET_CUBLAS_CHECK(cublasSetWorkspace(c.ctx.cublas, c.workspace, static_cast<size_t>(kCublasWorkspaceBytes)));
-}
-
-int i32(int64_t v) {
-  MONET_CHECK(v <= INT32_MAX, "GEMM dimension ", v, " exceeds cuBLAS's int range");
-  return static_cast<int>(v);
-}
-
 // Row-major C (m, n) = alpha op(A) op(B) + beta C, op(A) (m, k), op(B) (k, n); lda/ldb/ldc row strides as stored.
 void gemm_rm(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
              int64_t lda, const float* b, int64_t ldb, float beta, float* out, int64_t ldc) {
-  MONET_CUBLAS_CHECK(cublasSgemm(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, i32(n),
-                                 i32(m), i32(k), &alpha, b, i32(ldb), a, i32(lda), &beta, out, i32(ldc)));
-}
-
-// The same for `count` products at element strides sa, sb, sc (sb 0: one B for all), in calls of at most
-// kMaxGemmBatch products.
-constexpr int64_t kMaxGemmBatch = 65535;
-void gemm_rm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                     const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
-                     float* out, int64_t ldc, int64_t sc, int64_t count) {
-  for (int64_t b0 = 0; b0 < count; b0 += kMaxGemmBatch) {
-    const int64_t nb = std::min(kMaxGemmBatch, count - b0);
-    MONET_CUBLAS_CHECK(cublasSgemmStridedBatched(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, i32(n), i32(m), i32(k), &alpha,
-                                                 b + b0 * sb, i32(ldb), sb, a + b0 * sa, i32(lda), sa, &beta,
-                                                 out + b0 * sc, i32(ldc), sc, i32(nb)));
-  }
+  MONET_CUBLAS_CHECK(cublasSgemm(c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 cublas_int(n), cublas_int(m), cublas_int(k), &alpha, b, cublas_int(ldb), a,
+                                 cublas_int(lda), &beta, out, cublas_int(ldc)));
 }
 
 int64_t gemm_workspace(const Graph&, const Node&, CudaContext&) { return kCublasWorkspaceBytes; }
@@ -61,7 +33,7 @@ int64_t matmul_grad_b_workspace(const Graph& g, const Node& n, CudaContext&) {
 // ---------------------------------------------------------------------------------------------- Gemm
 
 void run_gemm(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const Attrs& at = c.node.attrs;
   const bool ta = at.i("transA", 0) != 0, tb = at.i("transB", 0) != 0;
   const float alpha = static_cast<float>(at.f("alpha", 1.0)), beta = static_cast<float>(at.f("beta", 1.0));
@@ -75,7 +47,7 @@ void run_gemm(const CudaCall& c) {
 }
 
 void run_gemm_grad_a(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const Attrs& at = c.node.attrs;
   const bool ta = at.i("transA") != 0, tb = at.i("transB") != 0;
   const float alpha = static_cast<float>(at.f("alpha"));
@@ -89,7 +61,7 @@ void run_gemm_grad_a(const CudaCall& c) {
 }
 
 void run_gemm_grad_b(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const Attrs& at = c.node.attrs;
   const bool ta = at.i("transA") != 0, tb = at.i("transB") != 0;
   const float alpha = static_cast<float>(at.f("alpha"));
@@ -141,7 +113,7 @@ std::vector<int64_t> entry_offsets(const Shape& own, const Shape& batch) { retur
 // products accumulate onto it (beta 1), as run_gemm does with C. With a_perm (A's rows swapped in two blocks,
 // ops::matmul_row_blocks), one strided-batched call over the blocks, B shared (stride 0).
 void run_matmul(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const float *a = c.fin(0), *b = c.fin(1);
   float* y = c.fout(0);
   float beta = 0.f;
@@ -174,7 +146,7 @@ void run_matmul(const CudaCall& c) {
 // MatMulGradA(dY, B) -> dA (attr a_shape): dA_i += dY_j B_j^T over the batch entries j that read A_i.
 // With a_perm, dA's blocks written as A is stored, one strided-batched call.
 void run_matmul_grad_a(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const float *dy = c.fin(0), *b = c.fin(1);
   float* da = c.fout(0);
   const bool tb = trans_b(c);  // B stored (m, k) under trans_b is B^T as stored
@@ -206,7 +178,7 @@ void run_matmul_grad_a(const CudaCall& c) {
 // the sum over all rows stays one GEMM: a GEMM per block of rows would take K = the block's rows (BERT: 512 of
 // 16384) and read and write dB once per block.
 void run_matmul_grad_b(const CudaCall& c) {
-  bind_workspace(c);
+  bind_cublas_workspace(c);
   const float *a = c.fin(0), *dy = c.fin(1);
   float* db = c.fout(0);
   if (c.node.attrs.has("a_perm")) {
@@ -244,6 +216,29 @@ void run_matmul_grad_b(const CudaCall& c) {
 }
 
 }  // namespace
+
+void bind_cublas_workspace(const CudaCall& c) {
+  MONET_CHECK(c.workspace && c.workspace_bytes >= kCublasWorkspaceBytes);
+  MONET_CUBLAS_CHECK(cublasSetWorkspace(c.ctx.cublas, c.workspace, static_cast<size_t>(kCublasWorkspaceBytes)));
+}
+
+int cublas_int(int64_t v) {
+  MONET_CHECK(v <= INT32_MAX, "GEMM dimension ", v, " exceeds cuBLAS's int range");
+  return static_cast<int>(v);
+}
+
+void gemm_rm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
+                     float* out, int64_t ldc, int64_t sc, int64_t count) {
+  constexpr int64_t kMaxGemmBatch = 65535;
+  for (int64_t b0 = 0; b0 < count; b0 += kMaxGemmBatch) {
+    const int64_t nb = std::min(kMaxGemmBatch, count - b0);
+    MONET_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        c.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, cublas_int(n), cublas_int(m),
+        cublas_int(k), &alpha, b + b0 * sb, cublas_int(ldb), sb, a + b0 * sa, cublas_int(lda), sa, &beta,
+        out + b0 * sc, cublas_int(ldc), sc, cublas_int(nb)));
+  }
+}
 
 void add_gemm_kernels(CudaKernelTable& t) {
   t["Gemm"] = {run_gemm, gemm_workspace};

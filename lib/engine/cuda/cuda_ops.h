@@ -110,6 +110,24 @@ const CudaKernelTable& kernel_table();
 // The context of a backend made by make_cuda_backend (throws for any other backend).
 CudaContext& context_of(Backend& backend);
 
+// ------------------------------------------------------------------------------------------ cuBLAS (cuda_gemm.cpp)
+
+// cuBLAS's recommended workspace on Hopper (32 MiB; 4 MiB suffices before it): the first bytes of a node's
+// workspace, bound to cuBLAS before the node's products (so it allocates nothing during a step); a node's own
+// scratch lies after them.
+inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
+void bind_cublas_workspace(const CudaCall& c);
+
+// cuBLAS's int dimensions (throws naming the value beyond INT32_MAX).
+int cublas_int(int64_t v);
+
+// `count` row-major products C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C at element strides sa, sb, sc
+// (sb 0: one B for all), in strided-batched calls of at most 65535 products (column-major cuBLAS computes
+// C^T = op(B)^T op(A)^T, so A and B swap places; lda, ldb, ldc are the row strides as stored).
+void gemm_rm_batched(const CudaCall& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
+                     float* out, int64_t ldc, int64_t sc, int64_t count);
+
 // Runs `run` on ctx's stream warmup + repeats times, each between two CUDA events, and returns the median time of
 // the repeats in ms (the mean of the middle two for an even count); nothing where `run` returns false (it stops
 // there: an algorithm the library refused). For the profiles' algorithm timings (time_algorithms).
