@@ -251,6 +251,15 @@ std::vector<Case> cases() {
                                 {"coordinate_transformation_mode", std::string("asymmetric")},
                                 {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 2, 2}}}),
                {{1, 2, 3, 4}}});
+  // Rows longer than a block (300 output columns: two passes of 256 threads) and planes of several rows, both ways.
+  c.push_back({"Resize", attrs({{"mode", std::string("nearest")},
+                                {"coordinate_transformation_mode", std::string("asymmetric")},
+                                {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 2, 2}}}),
+               {{2, 3, 5, 150}}});
+  c.push_back({"Resize", attrs({{"mode", std::string("linear")},
+                                {"coordinate_transformation_mode", std::string("pytorch_half_pixel")},
+                                {"scales", D{1, 1, 1.5, 2}}}),
+               {{1, 3, 6, 140}}});
   c.push_back({"Gather", attrs({{"axis", int64_t{1}}, {"indices", I{0, 3, 3, -1}}}), {{4, 5, 3}}});
   c.push_back({"SoftmaxCrossEntropy", {}, {{4, 5}, {4}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64}, {},
                1, 5});

@@ -315,7 +315,8 @@ cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr,
                      const float* dy, float* dx, cudaStream_t stream);
 
 // Resize (N*C planes of H x W -> OH x OW): output (oh, ow) reads rows i0h/i1h with weights w0h/w1h and columns
-// likewise (tables in device memory). linear = false: nearest (i0, weight 1).
+// likewise (tables in device memory). linear = false: nearest (i0, weight 1). Both directions a row at a time: a
+// block per output (dx) row, its threads over the columns, no division per element.
 struct ResizeTables {
   const int64_t* i0h; const int64_t* i1h; const double* w0h; const double* w1h;  // (OH)
   const int64_t* i0w; const int64_t* i1w; const double* w0w; const double* w1w;  // (OW)
