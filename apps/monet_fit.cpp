@@ -1,7 +1,8 @@
 // monet-fit: the largest batch of a model that trains within a memory budget, optionally within an overhead over
 // store-all. Each batch tried gets an estimated profile (or a measured one rescaled to it) and a solve; the search
 // doubles the batch until it no longer fits, then bisects, assuming that a batch that does not fit is followed by
-// none that does.
+// none that does. With --offload the search without offload runs first, then the same search with offload above
+// its answer, so that offload never gives a smaller batch.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -30,7 +31,14 @@ struct Try {
   int64_t peak_bytes = 0;   // of the schedule found (store-all's when store-all fits)
   double overhead = 0;      // against store-all at this batch
   int64_t store_all_peak_bytes = 0;
+  bool offload = false;     // solved with --offload
   Profile profile;
+};
+
+// A search's state: the largest batch that fits so far and the smallest that does not.
+struct Search {
+  std::optional<Try> best;
+  std::optional<int64_t> too_large;
 };
 
 }  // namespace
@@ -92,9 +100,10 @@ int main(int argc, char** argv) {
     std::printf("%8s  %12s  %12s  %10s  %s\n", "batch", "store-all", "peak", "overhead", "result");
     std::fflush(stdout);
 
-    auto attempt = [&](int64_t batch) {
+    auto attempt = [&](int64_t batch, bool with_offload) {
       Try t;
       t.batch = batch;
+      t.offload = with_offload;
       import.batch = batch;
       const TrainingGraph tg = build_training_graph(import_onnx(model, import), train);
       t.profile = measured ? rescale_profile(tg, *measured, measured_path) : estimate_profile(tg, Roofline{});
@@ -106,12 +115,13 @@ int main(int argc, char** argv) {
         t.outcome.schedule = store_all, t.outcome.predicted = sa, t.outcome.store_all = sa;
         t.outcome.objective_ms = sa.time_ms, t.outcome.fits = true, t.outcome.status = "store-all";
       } else {
-        spdlog::info("batch {}: solving ({} mode, {:.0f} s)", batch, mode, solver.time_limit);
+        spdlog::info("batch {}: solving ({} mode{}, {:.0f} s)", batch, mode, with_offload ? ", --offload" : "",
+                     solver.time_limit);
         SolveOptions o;
         o.budget_bytes = budget;
         o.mode = mode;
         solver.apply(o);
-        offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");
+        if (with_offload) offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");
         o.progress = log_progress;
         t.outcome = solve(t.profile.plan, o);
         const SolveOutcome& r = t.outcome;
@@ -128,42 +138,63 @@ int main(int argc, char** argv) {
       }
       std::printf("%8lld  %12s  %12s  %10s  %s\n", static_cast<long long>(batch),
                   format_gb(t.store_all_peak_bytes).c_str(), t.peak_bytes ? format_gb(t.peak_bytes).c_str() : "-",
-                  t.peak_bytes ? fmt::format("{:+.2f}%", 100 * t.overhead).c_str() : "-", t.why.c_str());
+                  t.peak_bytes ? fmt::format("{:+.2f}%", 100 * t.overhead).c_str() : "-",
+                  (t.why + (with_offload ? " (--offload)" : "")).c_str());
       std::fflush(stdout);
       return t;
     };
 
     std::vector<Try> tried;
-    std::optional<Try> best;           // the largest batch that fits so far
-    std::optional<int64_t> too_large;  // the smallest batch that does not
-    auto record = [&](Try t) {
-      if (t.fits) {
-        if (!best || t.batch > best->batch) best = t;
-      } else if (!too_large || t.batch < *too_large) {
-        too_large = t.batch;
+    // From batch `start`: doubling while batches fit (from the largest that fits, where s has one), halving while
+    // none does, then bisection between the largest that fits and the smallest that does not.
+    auto run = [&](Search& s, bool with_offload, int64_t start) {
+      auto record = [&](Try t) {
+        if (t.fits) {
+          if (!s.best || t.batch > s.best->batch) s.best = t;
+        } else if (!s.too_large || t.batch < *s.too_large) {
+          s.too_large = t.batch;
+        }
+        t.profile = Profile{};  // the report keeps the figures, not the plans
+        tried.push_back(std::move(t));
+      };
+      int64_t b = start;
+      record(attempt(b, with_offload));
+      if (s.best && !s.too_large) {
+        b = s.best->batch;
+        while (!s.too_large && b < max_batch) {
+          b = std::min(2 * b, max_batch);
+          record(attempt(b, with_offload));
+        }
+      } else if (!s.best) {
+        while (!s.best && b > 1) {
+          b /= 2;
+          record(attempt(b, with_offload));
+        }
       }
-      t.profile = Profile{};  // the report keeps the figures, not the plans
-      tried.push_back(std::move(t));
+      while (s.best && s.too_large && *s.too_large - s.best->batch > 1)
+        record(attempt(s.best->batch + (*s.too_large - s.best->batch) / 2, with_offload));
     };
-    // Doubling from 1 (from the measured profile's batch when there is one), then bisection.
-    int64_t b = measured ? std::clamp<int64_t>(measured->batch, 1, max_batch) : 1;
-    record(attempt(b));
-    if (best) {
-      while (!too_large && b < max_batch) {
-        b = std::min(2 * b, max_batch);
-        record(attempt(b));
-      }
-    } else {
-      while (!best && b > 1) {
-        b /= 2;
-        record(attempt(b));
-      }
+    // Without offload first (from the measured profile's batch with --profile, else 1). With --offload, the same
+    // search with offload from the smallest batch that did not fit (from the start where none did): offload adds
+    // copies to what the program without them may choose, but a time-limited solve with them need not find as
+    // good a schedule in its half of the time (solve_offload), so the batches that fit without it stand.
+    const int64_t start = measured ? std::clamp<int64_t>(measured->batch, 1, max_batch) : 1;
+    Search plain;
+    run(plain, false, start);
+    const std::optional<int64_t> largest_without =
+        plain.best ? std::optional<int64_t>(plain.best->batch) : std::nullopt;
+    Search with = plain;
+    if (offload.offload && !(plain.best && !plain.too_large)) {
+      with.too_large.reset();
+      run(with, true, plain.best ? *plain.too_large : start);
     }
-    while (best && too_large && *too_large - best->batch > 1) record(attempt(best->batch + (*too_large - best->batch) / 2));
+    const std::optional<Try>& best = with.best;
+    const std::optional<int64_t>& too_large = with.too_large;
 
     nlohmann::json rows = nlohmann::json::array();
     for (const Try& t : tried)
       rows.push_back({{"batch", t.batch},
+                      {"offload", t.offload},
                       {"fits", t.fits},
                       {"result", t.why},
                       {"store_all_peak_bytes", t.store_all_peak_bytes},
@@ -179,6 +210,8 @@ int main(int argc, char** argv) {
                         {"max_nodes", solver.max_nodes},
                         {"max_sub_mips", solver.max_sub_mips},
                         {"largest_batch", best ? best->batch : 0},
+                        {"offload", offload.offload},
+                        {"largest_batch_without_offload", largest_without ? *largest_without : 0},
                         {"tried", rows}};
     if (!best) {
       if (!report.empty()) write_json_atomic(report, j);
@@ -195,6 +228,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(best->batch), format_gb(best->peak_bytes).c_str(), 100 * best->overhead,
                 too_large ? fmt::format("; batch {} does not fit", *too_large).c_str()
                           : fmt::format("; --max-batch {} reached", max_batch).c_str());
+    if (offload.offload)
+      std::printf("without offload: %s\n", largest_without ? fmt::format("batch {}", *largest_without).c_str()
+                                                              : "no batch fits");
     if (!out_path.empty()) std::printf("wrote %s\n", out_path.c_str());
     return kExitOk;
   });
