@@ -112,6 +112,10 @@ std::vector<Case> bandwidth_kernel_cases() {
                {true, true, true, false, false}, 3});
   c.push_back({"BatchNormalization", bn, {{8, 2, 30, 30}, {2}, {2}, {2}, {2}}, bn_fill, {},
                {true, true, true, false, false}, 3});
+  // 2048 channels of 7x7 (one part each, floats): 1029 units a channel, so each thread adds four-unit batches and
+  // then a tail (for_channel_range's kChannelUnroll).
+  c.push_back({"BatchNormalization", bn, {{21, 2048, 7, 7}, {2048}, {2048}, {2048}, {2048}}, bn_fill, {},
+               {true, true, true, false, false}, 3});
   // GatherIdxGrad: rows of 7 floats with 1200 indices over 50 rows, rows of 64 (float4) with 300 over 30.
   c.push_back({"GatherIdx", {}, {{50, 7}, {40, 30}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1,
                50});
