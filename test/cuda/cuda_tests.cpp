@@ -157,6 +157,8 @@ std::vector<Case> cases() {
   c.push_back({"Conv", attrs({{"dilations", I{2, 2}}, {"pads", I{2, 2, 2, 2}}}), {{2, 3, 8, 8}, {4, 3, 3, 3}}});
   // Bias over 100 (float4 rows) and 49 (float rows) output pixels; ConvGradBias over the same.
   c.push_back({"Conv", attrs({{"pads", I{1, 1, 1, 1}}}), {{2, 3, 10, 10}, {4, 3, 3, 3}, {4}}});
+  // ConvGradBias over 2048 channels of 841 pixels (one part each): four-unit batches and tails.
+  c.push_back({"Conv", {}, {{1, 1, 29, 29}, {2048, 1, 1, 1}, {2048}}});
   c.push_back({"Conv", {}, {{3, 2, 9, 9}, {5, 2, 3, 3}, {5}}});
   c.push_back({"ConvTranspose",
                attrs({{"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}, {"output_padding", I{1, 1}}}),
@@ -255,11 +257,16 @@ std::vector<Case> cases() {
                                 {"coordinate_transformation_mode", std::string("asymmetric")},
                                 {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 2, 2}}}),
                {{1, 2, 3, 4}}});
-  // Rows longer than a block (300 output columns: two passes of 256 threads) and planes of several rows, both ways.
+  // Rows longer than a block (300 output columns, and 300 input columns for the gradient: passes of 256 threads)
+  // and planes of several rows, both ways.
   c.push_back({"Resize", attrs({{"mode", std::string("nearest")},
                                 {"coordinate_transformation_mode", std::string("asymmetric")},
                                 {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 2, 2}}}),
                {{2, 3, 5, 150}}});
+  c.push_back({"Resize", attrs({{"mode", std::string("nearest")},
+                                {"coordinate_transformation_mode", std::string("asymmetric")},
+                                {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 2, 2}}}),
+               {{1, 2, 3, 300}}});
   c.push_back({"Resize", attrs({{"mode", std::string("linear")},
                                 {"coordinate_transformation_mode", std::string("pytorch_half_pixel")},
                                 {"scales", D{1, 1, 1.5, 2}}}),
@@ -674,8 +681,10 @@ TEST_CASE("batch norm on our kernels matches the CPU and cuDNN's: both passes, i
   const std::vector<Fill> bn_fill = {Fill::uniform, Fill::uniform, Fill::uniform, Fill::uniform, Fill::positive};
   const std::vector<bool> bn_grad = {true, true, true, false, false};
   std::vector<Case> cs;
+  // 2048 channels of 7x7 (floats) and of 28x28 (float4): one part a channel, so the threads add four-unit batches
+  // and tails (for_channel_range's kChannelUnroll) in the statistics and the gradient's sums.
   for (const Shape& x : std::vector<Shape>{{4, 3, 8, 8}, {8, 2, 30, 30}, {5, 3, 7, 7}, {3, 4, 5}, {64, 16},
-                                           {16, 8, 56, 56}})
+                                           {16, 8, 56, 56}, {21, 2048, 7, 7}, {4, 2048, 28, 28}})
     cs.push_back({"BatchNormalization", bn, {x, {x[1]}, {x[1]}, {x[1]}, {x[1]}}, bn_fill, {}, bn_grad, 3});
   uint64_t seed = 4001;
   for (const Case& k : cs) {
