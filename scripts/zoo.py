@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The schedule zoo: five models at MONeT's published budgets, solved, run and checked on a GPU, beside MONeT's own
-overheads and PyTorch's memory options, in one table per model (schedules/README.md).
+overheads and PyTorch's memory options, in one table per model (schedules/README.md); and GPT-2 and BERT, which
+MONeT did not measure, at fractions of their store-all peak (what scripts/gpu_session.sh's zoo stage solves, runs
+and checks for them: MONET_ZOO_MODELS="gpt2 bert"), tabled from whatever of theirs is under zoo/.
 
 Each model's profile is the measured one of --gpu (schedules/<model>_<batch>/<gpu>/profile.json, default h200), or
 its profile_derived.json where the measured one is of an earlier training graph (monet-profile --rederive).
@@ -15,7 +17,8 @@ Stages (scripts/zoo.sh runs them; each may be run alone, and each skips what is 
           --reference store-all --math fp32 (bitwise against store-all on its implementations); then scripts/bench_pytorch.py on the same model, input, loss and
           optimizer: eager, checkpoint_sequential and torch.compile at a ladder of activation_memory_budget
           fractions. Files: zoo/run_*.json, zoo/check_*.json, zoo/pytorch.json
-  table   schedules/README.md from whatever the stages above left (a column a stage did not fill says so)
+  table   schedules/README.md from whatever the stages above left (a column a stage did not fill says so), the
+          transformers' tables after the CNNs' where their zoo/ has solves
 
 scripts/gpu_session.sh's zoo stage does the solve and gpu stages' full-mode part inside one short GPU call.
 
@@ -35,6 +38,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODES = ("full", "checkpoint", "sqrtn")
+TRANSFORMERS = {"gpt2": 8, "bert": 32}  # the zoo's batches of the models MONeT did not measure
 COMPILE_FRACTIONS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 
 
@@ -165,6 +169,99 @@ def check_cell(c):
     return cell + (f"; vs lean {lean['max_rel_diff']:.1e}" if lean else "")
 
 
+def measured_cells(out, gb, sa_run, eager):
+    """The measured peak, the overhead against the lean store-all's run and against PyTorch eager's step of the
+    full-mode schedule at gb (three cells), and the run's overhead (None when not run)."""
+    run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
+    if not (run_r and sa_run):
+        return ["not run", "-", "-"], None, None
+    overhead = run_r["step_ms_median"] / sa_run["step_ms_median"] - 1
+    vs_eager = run_r["step_ms_median"] / eager["step_ms"] - 1 if eager and eager.get("step_ms") else None
+    return [f"{run_r['peak_bytes'] / 1e9:.2f} GB", pct(overhead), pct(vs_eager)], overhead, vs_eager
+
+
+def compile_cell(compiled, gb, sa_run):
+    """The fastest torch.compile row whose peak fits gb, against the lean store-all's run."""
+    fits = [c for c in compiled if c["peak_bytes"] and c["peak_bytes"] <= gb * 1e9]
+    if not compiled:
+        return "not run"
+    if not fits:
+        return "none fits"
+    best = min(fits, key=lambda c: c["step_ms"])
+    return (f"{pct(best['step_ms'] / sa_run['step_ms_median'] - 1) if sa_run else '-'} "
+            f"({best['peak_bytes'] / 1e9:.2f} GB)")
+
+
+def timeline_cell(a, out, gb):
+    svg = f"timeline_full_{tag(gb)}.svg"
+    return (f"[svg]({os.path.relpath(os.path.join(out, svg), os.path.dirname(a.out))})"
+            if os.path.exists(os.path.join(out, svg)) else "-")
+
+
+def pytorch_rows(out):
+    """zoo/pytorch.json's eager row, its SDPA row (None where absent) and its torch.compile rows that ran."""
+    torch = load(os.path.join(out, "pytorch.json"))
+    rows = torch["rows"] if torch else []
+    eager = rows[0] if rows else None
+    sdpa = next((r for r in rows if r["run"] == "pytorch eager sdpa" and r.get("step_ms")), None)
+    compiled = [r for r in rows if r["run"].startswith("pytorch compile") and r.get("step_ms")]
+    return torch, eager, sdpa, compiled
+
+
+def transformer_table(a, model, batch):
+    """The table of a model MONeT did not measure: every full-mode solve under zoo/ (the zoo stage's budgets,
+    fractions of the profile's lean store-all peak), its run and check, against PyTorch eager with and without
+    SDPA. [] where zoo/ has no solve."""
+    out = os.path.join(model_dir(model, batch), "zoo")
+    found = []
+    for path in glob.glob(os.path.join(out, "report_full_*GB.json")):
+        try:
+            found.append((float(os.path.basename(path)[len("report_full_"):-len("GB.json")]), load(path)))
+        except ValueError:
+            continue
+    if not found:
+        return []
+    found.sort(key=lambda x: -x[0])
+    first = found[0][1]
+    sa_run = load(os.path.join(out, "run_store-all.json"))
+    fast_run = load(os.path.join(out, "run_store-all-fast.json"))
+    torch, eager, sdpa, compiled = pytorch_rows(out)
+    limits = sorted({f"{r['time_limit_s']:g} s" for _, r in found if r.get("time_limit_s") is not None})
+    sa_peak = first["store_all_peak_bytes"]
+    lines = [f"## {model}, batch {batch}", "",
+             f"MONeT did not measure this model: budgets are fractions of the profile's lean store-all peak "
+             f"({sa_peak / 1e9:.2f} GB, predicted step {first['store_all_step_ms']:.2f} ms); full-mode solves of "
+             f"{', '.join(limits) or '-'}" +
+             (f" on {first['threads']} threads" if first.get("threads") else "") + ". Store-all " +
+             (f"measured {sa_run['peak_bytes'] / 1e9:.2f} GB, {sa_run['step_ms_median']:.2f} ms"
+              if sa_run else "not run on a GPU yet") +
+             (f"; the fast store-all {fast_run['step_ms_median']:.2f} ms" if fast_run else "") +
+             (f". PyTorch eager: {eager['peak_bytes'] / 1e9:.2f} GB, {eager['step_ms']:.2f} ms"
+              if eager and eager.get("peak_bytes") and eager.get("step_ms") else "") +
+             (f"; with SDPA {sdpa['peak_bytes'] / 1e9:.2f} GB, {sdpa['step_ms']:.2f} ms"
+              if sdpa and sdpa.get("peak_bytes") else "") + "."]
+    if torch:
+        lines.append(f"GPU run: {torch['title']}.")
+    lines += ["", "| budget | of store-all | predicted peak | predicted overhead | gap | measured peak | "
+              "measured overhead | vs eager | vs eager SDPA | check | torch.compile at that memory | timeline |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for gb, r in found:
+        cells = [f"{gb:.2f} GB", f"{gb * 1e9 / sa_peak:.2f}" if sa_peak else "-"]
+        if r and r.get("fits"):
+            cells += [f"{r['predicted_peak_bytes'] / 1e9:.2f} GB", pct(r["overhead"]),
+                      f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
+        else:
+            cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
+        measured, _, _ = measured_cells(out, gb, sa_run, eager)
+        run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
+        vs_sdpa = (run_r["step_ms_median"] / sdpa["step_ms"] - 1) if run_r and sdpa else None
+        cells += measured + [pct(vs_sdpa), check_cell(load(os.path.join(out, f"check_full_{tag(gb)}.json"))),
+                             compile_cell(compiled, gb, sa_run), timeline_cell(a, out, gb)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
 def table_stage(a, monet):
     lines = ["# The schedule zoo", "",
              "Five models at the budgets of MONeT's table (utsaslab/MONeT, \"Results\"): monet's full-mode schedule, "
@@ -184,10 +281,7 @@ def table_stage(a, monet):
             continue
         first = next(r for r in reports.values() if r)
         sa_run = load(os.path.join(out, "run_store-all.json"))
-        torch = load(os.path.join(out, "pytorch.json"))
-        eager = torch["rows"][0] if torch else None
-        compiled = [r for r in (torch["rows"] if torch else []) if r["run"].startswith("pytorch compile")
-                    and r.get("step_ms")]
+        torch, eager, _, compiled = pytorch_rows(out)
         limits = sorted({f"{r['time_limit_s']:g} s ({r['mode']})" for r in reports.values() if r})
         lines += [f"## {model}, batch {batch}", ""]
         found = sorted(glob.glob(os.path.join(model_dir(model, batch), "*", "profile*.json")))
@@ -208,45 +302,33 @@ def table_stage(a, monet):
         below = below_vs_eager = measured = 0
         for gb, monet_overhead in published:
             r = reports[("full", gb)]
-            run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
             cells = [f"{gb:.2f} GB"]
             if r and r["fits"]:
                 cells += [f"{r['predicted_peak_bytes'] / 1e9:.2f} GB", pct(r["overhead"]),
                           f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
             else:
                 cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
-            if run_r and sa_run:
-                overhead = run_r["step_ms_median"] / sa_run["step_ms_median"] - 1
+            run_cells, overhead, vs_eager = measured_cells(out, gb, sa_run, eager)
+            if overhead is not None:
                 measured += 1
                 below += 100 * overhead < monet_overhead
-                vs_eager = run_r["step_ms_median"] / eager["step_ms"] - 1 if eager else None
                 below_vs_eager += vs_eager is not None and 100 * vs_eager < monet_overhead
-                cells += [f"{run_r['peak_bytes'] / 1e9:.2f} GB", pct(overhead), pct(vs_eager)]
-            else:
-                cells += ["not run", "-", "-"]
+            cells += run_cells
             cells.append(check_cell(load(os.path.join(out, f"check_full_{tag(gb)}.json"))))
             for m in ("checkpoint", "sqrtn"):
                 c = reports[(m, gb)]
                 cells.append(pct(c["overhead"]) if c and c["fits"] else ("none" if c else "-"))
             cells.append(f"{monet_overhead:+.2f}%")
-            fits = [c for c in compiled if c["peak_bytes"] and c["peak_bytes"] <= gb * 1e9]
-            if not compiled:
-                cells.append("not run")
-            elif not fits:
-                cells.append("none fits")
-            else:
-                best = min(fits, key=lambda c: c["step_ms"])
-                cells.append(f"{pct(best['step_ms'] / sa_run['step_ms_median'] - 1) if sa_run else '-'} "
-                             f"({best['peak_bytes'] / 1e9:.2f} GB)")
-            svg = f"timeline_full_{tag(gb)}.svg"
-            cells.append(f"[svg]({os.path.relpath(os.path.join(out, svg), os.path.dirname(a.out))})"
-                         if os.path.exists(os.path.join(out, svg)) else "-")
+            cells.append(compile_cell(compiled, gb, sa_run))
+            cells.append(timeline_cell(a, out, gb))
             lines.append("| " + " | ".join(cells) + " |")
         if measured:
             lines += ["", f"Measured below MONeT's overhead: {below} of {len(published)} budgets "
                       f"({measured} run); against PyTorch eager's step (MONeT's overheads are against its "
                       f"PyTorch's store-all): {below_vs_eager} of {len(published)}."]
         lines.append("")
+    for model in a.transformers:
+        lines += transformer_table(a, model, TRANSFORMERS[model])
     lines.append(f"Table written {datetime.date.today().isoformat()} by `scripts/zoo.py table`; 'not run' marks a "
                  "column the GPU stage has not filled yet.")
     with open(a.out, "w") as f:
@@ -258,7 +340,9 @@ def main():
     global SCHEDULES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=["solve", "gpu", "table"])
-    ap.add_argument("--models", default="resnet50,googlenet,unet,mobilenet_v2,vgg16")
+    ap.add_argument("--models", default="resnet50,googlenet,unet,mobilenet_v2,vgg16",
+                    help="MONeT's models (solve, gpu, table); table also takes gpt2 and bert (their zoo/ as the zoo "
+                         "stage of scripts/gpu_session.sh leaves it), and without --models tables theirs where found")
     ap.add_argument("--gpu", default="h200", help="whose profiles: schedules/<model>_<batch>/<gpu>/ (default h200)")
     ap.add_argument("--modes", default=",".join(MODES), help="solve: the modes to solve (default: all three)")
     ap.add_argument("--time-limit", type=float, default=600)
@@ -273,7 +357,13 @@ def main():
     SCHEDULES = os.path.abspath(a.schedules)
     a.out = os.path.abspath(a.out or os.path.join(SCHEDULES, "README.md"))
     monet = monet_table()
+    given = "--models" in sys.argv or any(x.startswith("--models=") for x in sys.argv)
     a.models = a.models.split(",")
+    a.transformers = [m for m in a.models if m in TRANSFORMERS] if given else list(TRANSFORMERS)
+    a.models = [m for m in a.models if m not in TRANSFORMERS]
+    if a.transformers and a.stage != "table":
+        sys.exit(f"zoo: --models: {', '.join(a.transformers)}: the {a.stage} stage takes MONeT's models only (the "
+                 "transformers' solves and runs are scripts/gpu_session.sh's zoo stage)")
     a.modes = a.modes.split(",")
     for m in a.modes:
         if m not in MODES:

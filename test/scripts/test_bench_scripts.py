@@ -7,6 +7,9 @@
   device's figures from its name, the refusal of a CPU profile without --bandwidth; and on the committed H200
   GPT-2 profile: its attention Softmax flagged, its MatMuls (cuBLAS) not;
 - scripts/gpu_session_util.py: merge keeps one eager row first;
+- scripts/zoo.py table on a hand-made zoo/ of GPT-2 (what gpu_session.sh's zoo stage leaves): one row per budget,
+  largest first, its fraction of store-all, overheads against the lean store-all's run, PyTorch eager and SDPA, the
+  check, the torch.compile row that fits; a budget not run says so; no table for BERT, which has no solves;
 - scripts/bench_pytorch.py (with PyTorch: skipped without it): the checkpointed forms of a CNN and of the UNet give
   eager's gradients bitwise, the compile budgets parse, and a --small CPU run of the tiny GPT-2 writes its table.
 
@@ -132,6 +135,48 @@ def test_merge(tmp):
     check(r.returncode == 1, "merge refuses a missing first table (the eager row)")
 
 
+def test_zoo_transformer_table(tmp):
+    sched = os.path.join(tmp, "schedules")
+    zoo = os.path.join(sched, "gpt2_8", "zoo")
+    os.makedirs(zoo)
+    os.makedirs(os.path.join(sched, "bert_32", "zoo"))  # no solves: no table
+    sa_peak, sa_ms = 9.0e9, 130.0
+
+    def dump(name, doc):
+        json.dump(doc, open(os.path.join(zoo, name), "w"))
+
+    for gb, fits, overhead in ((4.50, True, 0.11), (3.00, True, 0.24), (2.00, False, 0.0)):
+        dump(f"report_full_{gb:.2f}GB.json",
+             {"fits": fits, "status": "feasible" if fits else "infeasible", "predicted_peak_bytes": gb * 1e9 - 1e7,
+              "overhead": overhead, "gap": 0.01, "store_all_peak_bytes": sa_peak, "store_all_step_ms": sa_ms,
+              "time_limit_s": 60, "threads": 2})
+    dump("run_store-all.json", {"peak_bytes": sa_peak, "step_ms_median": 120.0})
+    dump("run_store-all-fast.json", {"peak_bytes": sa_peak, "step_ms_median": 118.0})
+    dump("run_full_4.50GB.json", {"peak_bytes": 4.49e9, "step_ms_median": 132.0})
+    dump("run_full_3.00GB.json", {"peak_bytes": 2.99e9, "step_ms_median": 150.0})
+    dump("check_full_3.00GB.json", {"pass": True, "max_rel_diff": 0.0, "lean_store_all": {"max_rel_diff": 2e-5}})
+    dump("pytorch.json", {"title": "gpt2 batch 8", "rows": [
+        {"run": "pytorch eager", "step_ms": 200.0, "peak_bytes": 17.4e9},
+        {"run": "pytorch eager sdpa", "step_ms": 160.0, "peak_bytes": 12.6e9},
+        {"run": "pytorch compile (budget 0.3)", "step_ms": 180.0, "peak_bytes": 4.0e9}]})
+    out = os.path.join(tmp, "ZOO.md")
+    r = run([os.path.join(SCRIPTS, "zoo.py"), "table", "--schedules", sched, "--out", out])
+    text = open(out).read() if r.returncode == 0 else ""
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "GB |" in line]
+    check("## gpt2, batch 8" in text and "## bert" not in text, "zoo table: GPT-2's table, none for BERT without solves")
+    check(len(rows) == 3 and rows[0].startswith("| 4.50 GB | 0.50 |") and rows[2].startswith("| 2.00 GB | 0.22 |"),
+          f"zoo table: a row per budget, largest first, with its fraction of store-all: {rows}")
+    want = "| 3.00 GB | 0.33 | 2.99 GB | +24.00% | 1.00% | 2.99 GB | +25.00% | -25.00% | -6.25% | bitwise; vs lean 2.0e-05 |"
+    check(len(rows) == 3 and rows[1].startswith(want),
+          f"zoo table: measured against the lean store-all's run (150/120), eager (150/200) and SDPA (150/160): "
+          f"{rows[1] if len(rows) == 3 else rows}")
+    check(len(rows) == 3 and rows[0].endswith("| +50.00% (4.00 GB) | - |") and rows[1].endswith("| none fits | - |")
+          and "none (infeasible)" in rows[2] and "not run" in rows[2],
+          f"zoo table: the fitting compile row, a budget without a schedule: {rows}")
+    check("the fast store-all 118.00 ms" in text and "with SDPA 12.60 GB, 160.00 ms" in text,
+          "zoo table: the fast store-all and SDPA in the model's line")
+
+
 def test_bench_pytorch(tmp):
     try:
         import torch
@@ -182,6 +227,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_roofline(tmp)
         test_merge(tmp)
+        test_zoo_transformer_table(tmp)
         test_bench_pytorch(tmp)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
