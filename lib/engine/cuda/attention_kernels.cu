@@ -585,13 +585,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
 // ----------------------------------------------------------------------------------------------- launch helpers
 
 // Blocks of kAttnThreads for one warp per row (a grid-stride loop covers rows beyond 2^20 blocks).
-unsigned warp_row_blocks(int64_t rows) {
-  int64_t b = (rows + kAttnThreads / 32 - 1) / (kAttnThreads / 32);
-  return static_cast<unsigned>(b < 1 ? 1 : b > (int64_t{1} << 20) ? int64_t{1} << 20 : b);
-}
-unsigned block_row_blocks(int64_t rows) {
-  return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
-}
+unsigned warp_row_blocks(int64_t rows) { return blocks_for_rows((rows + kAttnThreads / 32 - 1) / (kAttnThreads / 32)); }
 
 // Rows of Tk floats from `base` (row r at base + r Tk) load as float4 groups where Tk % 4 == 0 and base is aligned.
 bool float4_rows(int64_t Tk, const void* base) { return Tk % 4 == 0 && aligned16(base); }
@@ -640,7 +634,7 @@ cudaError_t attention_softmax_rows(const AttentionDims& g, const AttentionMask& 
           <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
     });
   } else {
-    softmax_rows_block_kernel<<<block_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
+    softmax_rows_block_kernel<<<blocks_for_rows(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
   }
   return cudaGetLastError();
 }
@@ -662,7 +656,7 @@ cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const fl
           <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
     });
   } else {
-    grad_scores_block_kernel<<<block_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
+    grad_scores_block_kernel<<<blocks_for_rows(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
   }
   return cudaGetLastError();
 }

@@ -509,13 +509,13 @@ __global__ void ce_rows_warp_kernel(int64_t R, int64_t C, const float* x, const 
 }
 
 // Rows of C > 1024 logits, a block per row: thread t takes columns t, t + T, t + 2T, ... (T = blockDim.x) in that
-// order, kCeUnroll of them loaded before any is used. One load in flight per thread left GPT-2's rows of 50257
-// (odd: no float4) latency-bound, at about a third of the bandwidth; the order, and so the bits, are those of one
-// column at a time.
+// order, use(c, row[c]) for each, kCeUnroll of them loaded before any is used. One load in flight per thread left
+// GPT-2's rows of 50257 (odd: no float4) latency-bound, at about a third of the bandwidth; the order, and so the
+// bits, are those of one column at a time.
 constexpr int kCeUnroll = 8;
 
-__device__ __forceinline__ MaxSum thread_max_sum(const float* row, int64_t C) {
-  MaxSum ms;
+template <class Use>
+__device__ __forceinline__ void for_row_columns(const float* row, int64_t C, Use use) {
   const int64_t T = blockDim.x;
   int64_t c = threadIdx.x;
   for (; c + (kCeUnroll - 1) * T < C; c += kCeUnroll * T) {
@@ -523,9 +523,14 @@ __device__ __forceinline__ MaxSum thread_max_sum(const float* row, int64_t C) {
 #pragma unroll
     for (int u = 0; u < kCeUnroll; ++u) v[u] = row[c + u * T];
 #pragma unroll
-    for (int u = 0; u < kCeUnroll; ++u) online_add(ms, v[u]);
+    for (int u = 0; u < kCeUnroll; ++u) use(c + u * T, v[u]);
   }
-  for (; c < C; c += T) online_add(ms, row[c]);
+  for (; c < C; c += T) use(c, row[c]);
+}
+
+__device__ __forceinline__ MaxSum thread_max_sum(const float* row, int64_t C) {
+  MaxSum ms;
+  for_row_columns(row, C, [&](int64_t, float v) { online_add(ms, v); });
   return ms;
 }
 
@@ -588,7 +593,6 @@ __global__ void ce_grad_warp_kernel(int64_t R, int64_t C, const float* dloss, co
 __global__ void ce_grad_block_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
                                      float* dx) {
   const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
-  const int64_t T = blockDim.x;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const float* row = x + r * C;
     float* drow = dx + r * C;
@@ -596,15 +600,7 @@ __global__ void ce_grad_block_kernel(int64_t R, int64_t C, const float* dloss, c
     ms = block_combine(ms);
     const double inv_sum = 1.0 / ms.s;
     const int64_t label = labels[r];
-    int64_t c = threadIdx.x;
-    for (; c + (kCeUnroll - 1) * T < C; c += kCeUnroll * T) {  // kCeUnroll loads in flight, as thread_max_sum
-      float v[kCeUnroll];
-#pragma unroll
-      for (int u = 0; u < kCeUnroll; ++u) v[u] = row[c + u * T];
-#pragma unroll
-      for (int u = 0; u < kCeUnroll; ++u) drow[c + u * T] = ce_grad_of(v[u], ms, inv_sum, c + u * T == label, scale);
-    }
-    for (; c < C; c += T) drow[c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
+    for_row_columns(row, C, [&](int64_t c, float v) { drow[c] = ce_grad_of(v, ms, inv_sum, c == label, scale); });
   }
 }
 
@@ -1101,11 +1097,6 @@ namespace {
 
 constexpr int64_t kWarpRowMax = 1024;  // the longest row one warp holds in registers (32 floats per lane)
 
-// Blocks for one-block-per-row kernels (a block loop covers rows beyond 2^20).
-unsigned row_blocks(int64_t R) {
-  return static_cast<unsigned>(R < 1 ? 1 : (R > (int64_t{1} << 20) ? int64_t{1} << 20 : R));
-}
-
 bool fits32(int64_t n) { return n < (int64_t{1} << 31); }
 
 }  // namespace
@@ -1120,9 +1111,9 @@ cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, flo
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(x) && aligned16(y))
-      softmax_block_kernel<4><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, x, y);
+      softmax_block_kernel<4><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, x, y);
     else
-      softmax_block_kernel<1><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, x, y);
+      softmax_block_kernel<1><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, x, y);
   } else if (fits32(outer * A * inner)) {
     softmax_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
         static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), x, y);
@@ -1143,9 +1134,9 @@ cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* d
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx))
-      softmax_grad_block_kernel<4><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+      softmax_grad_block_kernel<4><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
     else
-      softmax_grad_block_kernel<1><<<row_blocks(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+      softmax_grad_block_kernel<1><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
   } else if (fits32(outer * A * inner)) {
     softmax_grad_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
         static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), dy, y, dx);
@@ -1184,7 +1175,7 @@ cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const fl
   if (P == 1 && C <= kWarpRowMax)
     ce_grad_warp_kernel<<<blocks_for(R * 32), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
   else if (P == 1)
-    ce_grad_block_kernel<<<row_blocks(R), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
+    ce_grad_block_kernel<<<blocks_for_rows(R), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
   else
     ce_grad_thread_kernel<<<blocks_for(R), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
   return cudaGetLastError();
@@ -1200,9 +1191,9 @@ cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, con
           R, static_cast<int>(D), epsilon, x, scale, bias, y, mean, invstd);
     });
   } else if (D % 4 == 0 && aligned) {
-    layer_norm_block_kernel<4><<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+    layer_norm_block_kernel<4><<<blocks_for_rows(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
   } else {
-    layer_norm_block_kernel<1><<<row_blocks(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+    layer_norm_block_kernel<1><<<blocks_for_rows(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
   }
   return cudaGetLastError();
 }
@@ -1244,7 +1235,7 @@ cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* 
       layer_norm_grad_columns_kernel<false><<<grid, kThreads, 0, stream>>>(R, D, P, dy, x, mean, invstd, y, bias,
                                                                            scale, partial);
     const bool w4 = D % 4 == 0 && aligned16(dx);
-    const unsigned b = row_blocks(R);
+    const unsigned b = blocks_for_rows(R);
     if (w4 && from_y)
       layer_norm_grad_rows_kernel<4, true><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
     else if (w4)

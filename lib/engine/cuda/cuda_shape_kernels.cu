@@ -224,14 +224,10 @@ __global__ void resize_grad_rows_kernel(int64_t rows, int64_t H, int64_t W, int6
   }
 }
 
-// A block of whole warps for rows of `len` columns (at most kThreads), and blocks for `rows` rows (at most 2^20:
-// the loop covers the rest).
+// A block of whole warps for rows of `len` columns (at most kThreads).
 unsigned row_threads(int64_t len) {
   const int64_t warps = (len + 31) / 32;
   return static_cast<unsigned>(warps < 1 ? 32 : warps * 32 > kThreads ? kThreads : warps * 32);
-}
-unsigned blocks_for_rows(int64_t rows) {
-  return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
 }
 
 int64_t count(const Dims& d) {

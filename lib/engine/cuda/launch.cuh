@@ -19,6 +19,11 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b);
 }
 
+// Blocks for one-block-per-row kernels over `rows` rows (at least 1, at most 2^20: a block loop covers the rest).
+inline unsigned blocks_for_rows(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
+}
+
 // Whether float4 (16-byte) loads and stores may be used at p.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
