@@ -169,10 +169,9 @@ def check_cell(c):
     return cell + (f"; vs lean {lean['max_rel_diff']:.1e}" if lean else "")
 
 
-def measured_cells(out, gb, sa_run, eager):
-    """The measured peak, the overhead against the lean store-all's run and against PyTorch eager's step of the
-    full-mode schedule at gb (three cells), and the run's overhead (None when not run)."""
-    run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
+def measured_cells(run_r, sa_run, eager):
+    """The measured peak, the overhead against the lean store-all's run and against PyTorch eager's step of a
+    full-mode schedule's run report run_r (three cells), and those two overheads (None when not run)."""
     if not (run_r and sa_run):
         return ["not run", "-", "-"], None, None
     overhead = run_r["step_ms_median"] / sa_run["step_ms_median"] - 1
@@ -252,8 +251,8 @@ def transformer_table(a, model, batch):
                       f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
         else:
             cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
-        measured, _, _ = measured_cells(out, gb, sa_run, eager)
         run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
+        measured, _, _ = measured_cells(run_r, sa_run, eager)
         vs_sdpa = (run_r["step_ms_median"] / sdpa["step_ms"] - 1) if run_r and sdpa else None
         cells += measured + [pct(vs_sdpa), check_cell(load(os.path.join(out, f"check_full_{tag(gb)}.json"))),
                              compile_cell(compiled, gb, sa_run), timeline_cell(a, out, gb)]
@@ -308,7 +307,8 @@ def table_stage(a, monet):
                           f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
             else:
                 cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
-            run_cells, overhead, vs_eager = measured_cells(out, gb, sa_run, eager)
+            run_cells, overhead, vs_eager = measured_cells(load(os.path.join(out, f"run_full_{tag(gb)}.json")),
+                                                           sa_run, eager)
             if overhead is not None:
                 measured += 1
                 below += 100 * overhead < monet_overhead

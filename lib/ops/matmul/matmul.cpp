@@ -87,9 +87,6 @@ MatMulDims dims_of(const Node& node, const Shape& a, const Shape& b) {
   }
 }
 
-// The row blocks of a row-swapped product (a_perm), from A as stored.
-RowBlocks blocks_of(const Node& node, const Shape& a) { return row_blocks(*a_swap(node, a)); }
-
 // ---------------------------------------------------------------------------------------------- MatMul
 
 void infer_matmul(InferCtx& c) {
@@ -139,11 +136,10 @@ void matmul_cpu(const CpuCall& c) {
     beta = T(1);
   }
   const bool tb = trans_b(c.node);
-  if (c.node.attrs.has("a_perm")) {  // Y's rows of each block from A's rows as stored
-    const RowBlocks r = blocks_of(c.node, *c.in[0].shape);
-    for (int64_t i = 0; i < r.count; ++i)
-      blas_gemm(false, tb, r.rows, m, k, T(1), a + i * r.stored_step * k, r.stored_stride * k, b, tb ? k : m, beta,
-                y + i * r.product_step * m, r.product_stride * m);
+  if (const std::optional<RowBlocks> r = matmul_row_blocks(c.node, *c.in[0].shape)) {  // Y's rows by block
+    for (int64_t i = 0; i < r->count; ++i)
+      blas_gemm(false, tb, r->rows, m, k, T(1), a + i * r->stored_step * k, r->stored_stride * k, b, tb ? k : m,
+                beta, y + i * r->product_step * m, r->product_stride * m);
     return;
   }
   if (numel(d.batch_b) == 1) {   // one B for all: stack A's batch into rows, one GEMM (B stored (m, k) if trans_b)
@@ -175,11 +171,10 @@ void matmul_grad_a_cpu(const CpuCall& c) {
   const T* b = c.in[1].as<T>();   // (batch_b, k, m)
   T* da = c.out[0].as<T>();       // (batch_a, n, k)
   const bool tb = trans_b(c.node);  // B stored (m, k): B^T as stored
-  if (c.node.attrs.has("a_perm")) {  // dA's rows of each block as A is stored
-    const RowBlocks r = blocks_of(c.node, *c.out[0].shape);
-    for (int64_t i = 0; i < r.count; ++i)
-      blas_gemm(false, !tb, r.rows, k, m, T(1), dy + i * r.product_step * m, r.product_stride * m, b, tb ? k : m,
-                T(0), da + i * r.stored_step * k, r.stored_stride * k);
+  if (const std::optional<RowBlocks> r = matmul_row_blocks(c.node, *c.out[0].shape)) {  // dA as A is stored
+    for (int64_t i = 0; i < r->count; ++i)
+      blas_gemm(false, !tb, r->rows, k, m, T(1), dy + i * r->product_step * m, r->product_stride * m, b,
+                tb ? k : m, T(0), da + i * r->stored_step * k, r->stored_stride * k);
     return;
   }
   if (numel(d.batch_b) == 1) {    // A is not broadcast then: dA (batch*n, k) = dY (batch*n, m) B^T (m, k)
@@ -211,17 +206,16 @@ void matmul_grad_b_cpu(const CpuCall& c) {
   const T* a = c.in[0].as<T>();   // (batch_a, n, k)
   const T* dy = c.in[1].as<T>();  // (batch, n, m)
   T* db = c.out[0].as<T>();       // (batch_b, k, m)
-  if (c.node.attrs.has("a_perm")) {  // the sum over rows block by block, in block order
-    const RowBlocks r = blocks_of(c.node, *c.in[0].shape);
-    const int64_t lda = r.stored_stride * k, ldy = r.product_stride * m;
-    for (int64_t i = 0; i < r.count; ++i) {
-      const T* ai = a + i * r.stored_step * k;
-      const T* dyi = dy + i * r.product_step * m;
+  if (const std::optional<RowBlocks> r = matmul_row_blocks(c.node, *c.in[0].shape)) {  // block by block, in order
+    const int64_t lda = r->stored_stride * k, ldy = r->product_stride * m;
+    for (int64_t i = 0; i < r->count; ++i) {
+      const T* ai = a + i * r->stored_step * k;
+      const T* dyi = dy + i * r->product_step * m;
       const T beta = i == 0 ? T(0) : T(1);
       if (trans_b(c.node))
-        blas_gemm(true, false, m, k, r.rows, T(1), dyi, ldy, ai, lda, beta, db, k);
+        blas_gemm(true, false, m, k, r->rows, T(1), dyi, ldy, ai, lda, beta, db, k);
       else
-        blas_gemm(true, false, k, m, r.rows, T(1), ai, lda, dyi, ldy, beta, db, m);
+        blas_gemm(true, false, k, m, r->rows, T(1), ai, lda, dyi, ldy, beta, db, m);
     }
     return;
   }
@@ -305,8 +299,8 @@ RowBlocks row_blocks(RowSwap s) {
 }
 
 std::optional<RowBlocks> matmul_row_blocks(const Node& node, const Shape& stored_a) {
-  if (!node.attrs.has("a_perm")) return std::nullopt;
-  return blocks_of(node, stored_a);
+  const std::optional<RowSwap> s = a_swap(node, stored_a);
+  return s ? std::optional<RowBlocks>(row_blocks(*s)) : std::nullopt;
 }
 
 extern const std::vector<const OpDef*> matmul_ops;
