@@ -62,7 +62,7 @@ class Importer {
     if (options_.split_slices) split_slices(g);
     if (options_.matmul_bias) matmul_bias(g);
     if (options_.matmul_transpose) matmul_transpose(g);
-    if (options_.matmul_rows) matmul_rows(g);
+    if (options_.matmul_rows) matmul_rows(g, {.bias = options_.matmul_bias, .trans_b = options_.matmul_transpose});
     return std::move(g);
   }
 

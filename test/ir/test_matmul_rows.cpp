@@ -1,9 +1,10 @@
 // The MatMul-rows rewrite (lib/ir/matmul_rows.h) on hand-built graphs: what it takes in (a Transpose that swaps two
-// blocks of A's leading dims, before a MatMul with a 2-D B) and what it leaves (a transposed A read twice or
-// returned, a perm that moves the last dim or is no block swap, a batched B); on bert_tiny, whose
-// nn.MultiheadAttention (batch_first) swaps its input to (T, B, E) before the in-projection: no such Transpose
-// left, the forward and gradients as the separate graph's, store-all's peak lower by the copies it kept; and the
-// import mode a profile records.
+// blocks of A's leading dims, before a MatMul with a 2-D B; a Gemm or MatMul followed by a Reshape that splits its
+// rows and a Transpose that swaps two blocks of them) and what it leaves (values read twice or returned, a perm that
+// moves the last dim or is no block swap, a batched B, a Gemm that is no row-wise product plus a bias); on
+// bert_tiny, whose nn.MultiheadAttention (batch_first) swaps its input to (T, B, E) before the in-projection and the
+// out-projection's result back after it: no such Transpose left, the forward and gradients as the separate graph's,
+// store-all's peak lower by the copies it kept; and the import mode a profile records.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -89,8 +90,137 @@ TEST_CASE("a MatMul keeps a Transpose read elsewhere, moving A's last dim, of no
   }
 }
 
-TEST_CASE("bert_tiny's in-projections read their batch-first input as stored: the same loss and gradients, no copy "
-          "kept",
+namespace {
+
+enum class Out {
+  gemm_reshaped_input, gemm_plain_input, matmul_resplit, four_d,                         // rewritten
+  alpha, trans_a, beta, full_c, y_read_twice, split_output, moves_last, last_dim_split, batched_b  // left
+};
+
+// A product, a Reshape that splits its rows, a Transpose of the split rows, Relu the graph's output: a Gemm (W (5, 4)
+// with transB, bias b (5)) of Reshape(x (2, 3, 4), (6, 4)) -> (2, 3, 5) -> perm (1, 0, 2), or the variant's change.
+Graph linear_then_swap(Out v) {
+  Graph g;
+  g.model_name = "linear_then_swap";
+  const Shape x_shape = v == Out::gemm_plain_input ? Shape{6, 4}
+                        : v == Out::four_d         ? Shape{12, 4}
+                        : v == Out::trans_a        ? Shape{4, 6}
+                                                   : Shape{2, 3, 4};
+  const int x = g.add_value({.name = "x", .shape = x_shape, .role = Role::input});
+  g.data_input = x;
+  const bool matmul = v == Out::matmul_resplit || v == Out::batched_b;
+  const Shape w_shape = v == Out::gemm_plain_input ? Shape{4, 5}
+                        : v == Out::batched_b      ? Shape{2, 4, 5}
+                        : matmul                   ? Shape{4, 5}
+                        : v == Out::last_dim_split ? Shape{6, 4}
+                                                   : Shape{5, 4};
+  const int w = g.add_value({.name = "w", .shape = w_shape, .role = Role::param});
+  const Shape b_shape = v == Out::full_c ? Shape{6, 5} : v == Out::last_dim_split ? Shape{6} : Shape{5};
+  const int b = g.add_value({.name = "b", .shape = b_shape, .role = Role::param});
+  auto node = [&](const char* name, const char* op, std::vector<int> in, const char* out, Attrs a = {}) {
+    return add_node(g, name, op, std::move(in), out, std::move(a));
+  };
+  auto shape_attrs = [](Shape s) {
+    Attrs a;
+    a.set("shape", std::move(s));
+    return a;
+  };
+  int y;
+  if (matmul) {
+    y = node("gemm", "MatMul", {x, w}, "y");
+  } else {
+    int a = x;
+    if (x_shape.size() == 3) a = node("flat", "Reshape", {x}, "a", shape_attrs({6, 4}));
+    Attrs ga;
+    if (v != Out::gemm_plain_input) ga.set("transB", int64_t{1});
+    if (v == Out::alpha) ga.set("alpha", 0.5);
+    if (v == Out::trans_a) ga.set("transA", int64_t{1});
+    if (v == Out::beta) ga.set("beta", 2.0);
+    std::vector<int> in = {a, w};
+    if (v != Out::gemm_plain_input) in.push_back(b);
+    y = node("gemm", "Gemm", in, "y", ga);
+  }
+  const Shape split = v == Out::four_d           ? Shape{2, 3, 2, 5}
+                      : v == Out::matmul_resplit ? Shape{3, 2, 5}
+                      : v == Out::last_dim_split ? Shape{2, 3, 3, 2}
+                      : v == Out::batched_b      ? Shape{2, 3, 5}
+                                                 : Shape{2, 3, 5};
+  const int s = node("split", "Reshape", {y}, "s", shape_attrs(split));
+  Attrs perm;
+  perm.set("perm", v == Out::four_d           ? std::vector<int64_t>{2, 0, 1, 3}
+                   : v == Out::last_dim_split ? std::vector<int64_t>{1, 0, 2, 3}
+                   : v == Out::moves_last     ? std::vector<int64_t>{0, 2, 1}
+                                              : std::vector<int64_t>{1, 0, 2});
+  const int z = node("t", "Transpose", {s}, "z", perm);
+  g.outputs = {node("relu", "Relu", {z}, "r")};
+  if (v == Out::y_read_twice) g.outputs.push_back(node("relu2", "Relu", {y}, "r2"));
+  if (v == Out::split_output) g.outputs.push_back(s);
+  g.verify();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("a product followed by a Reshape and a Transpose of its rows writes them in that order",
+          "[import][matmul_rows]") {
+  for (Out v : {Out::gemm_reshaped_input, Out::gemm_plain_input, Out::matmul_resplit, Out::four_d}) {
+    INFO("variant " << static_cast<int>(v));
+    Graph g = linear_then_swap(v);
+    const Shape z_before = g.values[g.find_value("z")].shape;
+    REQUIRE(matmul_rows(g) == 1);
+    CHECK(std::string(matmul_rows_mode(g)) == "fused");
+    const bool moved = v != Out::gemm_reshaped_input;  // a Reshape of x where no Reshape of x was before
+    CHECK(op_counts(g) == (moved ? std::map<std::string, int>{{"MatMul", 1}, {"Relu", 1}, {"Reshape", 1}}
+                                 : std::map<std::string, int>{{"MatMul", 1}, {"Relu", 1}}));
+    const Node& mm = g.nodes[moved ? 1 : 0];
+    REQUIRE(mm.name == "gemm");
+    CHECK(mm.op == "MatMul");
+    CHECK(mm.attrs.ints("a_perm") == (v == Out::four_d ? std::vector<int64_t>{2, 0, 1, 3}
+                                                        : std::vector<int64_t>{1, 0, 2}));
+    const bool gemm_t = v == Out::gemm_reshaped_input || v == Out::four_d;
+    CHECK(mm.attrs.i("trans_b", 0) == (gemm_t ? 1 : 0));
+    CHECK(mm.inputs.size() == (gemm_t ? 3u : 2u));
+    CHECK(g.values[mm.outputs[0]].name == "z");
+    CHECK(g.values[mm.outputs[0]].shape == z_before);
+    CHECK(g.find_value("y") < 0);
+    if (moved) {
+      const Node& r = g.nodes[0];
+      CHECK(r.name == "split");
+      CHECK(r.op == "Reshape");
+      CHECK(g.values[r.inputs[0]].name == "x");
+      CHECK(g.values[mm.inputs[0]].name == "s");
+      const Shape want = v == Out::four_d ? Shape{2, 3, 2, 4} : v == Out::matmul_resplit ? Shape{3, 2, 4}
+                                                                                         : Shape{2, 3, 4};
+      CHECK(g.values[r.outputs[0]].shape == want);
+    } else {
+      CHECK(g.values[mm.inputs[0]].name == "x");  // the Reshape of x and the split both gone
+      CHECK(g.find_value("a") < 0);
+      CHECK(g.find_value("s") < 0);
+    }
+    // Every node's outputs are what its op infers from its inputs.
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      std::vector<Shape> shapes;
+      for (int o : g.nodes[i].outputs) shapes.push_back(g.values[o].shape);
+      infer_node(g, static_cast<int>(i));
+      for (size_t k = 0; k < shapes.size(); ++k) CHECK(g.values[g.nodes[i].outputs[k]].shape == shapes[k]);
+    }
+  }
+}
+
+TEST_CASE("a product keeps the Transpose after it where it is no row-wise product or the rows are read elsewhere",
+          "[import][matmul_rows]") {
+  for (Out v : {Out::alpha, Out::trans_a, Out::beta, Out::full_c, Out::y_read_twice, Out::split_output,
+                Out::moves_last, Out::last_dim_split, Out::batched_b}) {
+    INFO("variant " << static_cast<int>(v));
+    Graph g = linear_then_swap(v);
+    const std::map<std::string, int> before = op_counts(g);
+    CHECK(matmul_rows(g) == 0);
+    CHECK(op_counts(g) == before);
+  }
+}
+
+TEST_CASE("bert_tiny's in- and out-projections read and write batch-first rows as stored: the same loss and "
+          "gradients, no copy kept",
           "[import][matmul_rows]") {
   SessionOptions fused, separate;
   fused.model_path = separate.model_path = data_path("bert_tiny.onnx");
@@ -102,8 +232,8 @@ TEST_CASE("bert_tiny's in-projections read their batch-first input as stored: th
   const std::map<std::string, int> ops_a = op_counts(a->tg.graph), ops_b = op_counts(b->tg.graph);
   int swapped = 0;
   for (const Node& n : a->tg.graph.nodes) swapped += n.op == "MatMul" && n.attrs.has("a_perm");
-  CHECK(swapped == 2);  // one in-projection per layer
-  // Each in-projection's input Transpose and its gradient's Transpose are gone.
+  CHECK(swapped == 4);  // one in-projection and one out-projection per layer
+  // Each in-projection's input Transpose, each out-projection's output Transpose, and their gradients' are gone.
   CHECK(ops_b.at("Transpose") - (ops_a.count("Transpose") ? ops_a.at("Transpose") : 0) == 2 * swapped);
   CHECK(import_mode_of(a->tg.graph).matmul_rows == "fused");
   // Store-all no longer keeps the (T, B, E) copy of each layer's input from the forward to the backward.

@@ -11,6 +11,7 @@ ROWS = {
         ('bias Adds of the layers\' Linears', ('Add',), r'(self_attn/Add|linear1/Add|linear2/Add)$'),
         ('weight Transposes, with gradients', ('Transpose',), r'(self_attn/Transpose_1|linear1/Transpose|linear2/Transpose)(/|$)'),
         ('in-projections\' input Transposes, with gradients', ('Transpose',), r'self_attn/Transpose(/|$)'),
+        ('out-projections\' output Transposes, with gradients', ('Transpose',), r'self_attn/Transpose_6(/|$)'),
         ('GatherIdxGrad (kernel rewritten)', ('GatherIdxGrad',), r'.'),
     ],
     'gpt2_8': [

@@ -11,10 +11,10 @@ print("model  graph                                   nodes  Transpose  Div  Add
 for m in ['bert', 'gpt2', 'llama']:
     for tag, label in [('fused', 'attention fused, biases separate'), ('strided', 'attention strided, biases separate'),
                        ('all', 'attention strided, biases in MatMul'), ('t', 'and weights read as stored'),
-                       ('rows', 'and inputs read as stored')]:
+                       ('rows', 'and inputs read as stored'), ('out', 'and outputs written as stored')]:
         path = f'{d}/{m}_{tag}.json'
         if not os.path.exists(path) and not os.path.exists(path + '.gz'):
-            continue  # rows: BERT's alone (GPT-2 and LLaMA have no MatMul input to take in)
+            continue  # rows, out: BERT's alone (GPT-2 and LLaMA have no MatMul input to take in)
         p = json.load(open(path) if os.path.exists(path) else gzip.open(path + '.gz', 'rt'))
         ns = p['nodes']
         c = collections.Counter(n['op'] for n in ns)
