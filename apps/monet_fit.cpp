@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     std::printf("%8s  %12s  %12s  %10s  %s\n", "batch", "store-all", "peak", "overhead", "result");
     std::fflush(stdout);
 
+    std::vector<Try> tried;
     auto attempt = [&](int64_t batch, bool with_offload) {
       Try t;
       t.batch = batch;
@@ -121,7 +122,14 @@ int main(int argc, char** argv) {
         o.budget_bytes = budget;
         o.mode = mode;
         solver.apply(o);
-        if (with_offload) offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");
+        if (with_offload) {
+          offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");
+          // The search without offload solved this batch already: its schedule stands for the program without
+          // copies, and the program with them gets the whole time limit.
+          for (const Try& before : tried)
+            if (before.batch == batch && !before.offload && before.outcome.assignment)
+              o.without_copies = before.outcome.assignment;
+        }
         o.progress = log_progress;
         t.outcome = solve(t.profile.plan, o);
         const SolveOutcome& r = t.outcome;
@@ -144,7 +152,6 @@ int main(int argc, char** argv) {
       return t;
     };
 
-    std::vector<Try> tried;
     // From batch `start`: doubling while batches fit (from the largest that fits, where s has one), halving while
     // none does, then bisection between the largest that fits and the smallest that does not.
     auto run = [&](Search& s, bool with_offload, int64_t start) {

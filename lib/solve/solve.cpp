@@ -65,6 +65,7 @@ void finish(SolveOutcome& out, const PlanGraph& plan, const CheckpointProblem& p
       ++out.implementations[plan.nodes[st.id].op + ":" +
                             plan.nodes[st.id].impl_name(plan.nodes[st.id].impl_for(st.impl, st.algo))];
   out.fits = budget <= 0 || out.predicted.peak_bytes <= budget;
+  out.assignment = a;
 }
 
 // The neighbourhoods of the search before CBC's: windows of kWindowLayers consecutive forward positions (half
@@ -449,6 +450,22 @@ void solve_milp(const PlanGraph& plan, const CheckpointProblem& p, const SolveOp
   }
 }
 
+// Whether a has p's variables: as many steps, values and forward positions, implementations p offers, and no
+// offload where p has none (what evaluate() takes for granted).
+bool fits_shape(const CheckpointProblem& p, const Assignment& a) {
+  const Assignment e = empty_assignment(p);
+  if (a.S.size() != e.S.size() || a.R.size() != e.R.size() || a.M.size() != e.M.size() || a.P.size() != e.P.size() ||
+      a.H.size() != e.H.size() || a.G.size() != e.G.size() || a.Q.size() != e.Q.size())
+    return false;
+  for (size_t t = 0; t < e.S.size(); ++t)
+    if (a.S[t].size() != e.S[t].size() || a.R[t].size() != e.R[t].size() || a.M[t] < 0 ||
+        a.M[t] >= static_cast<int>(p.impl_ms[t].size()))
+      return false;
+  for (size_t k = 0; k < e.P.size(); ++k)
+    if (a.P[k] < 0 || a.P[k] >= static_cast<int>(p.fwd_impl_ms[k].size())) return false;
+  return true;
+}
+
 // Phases 3-9 under --offload: the program without copies (without_offload, the same window) for
 // kWithoutCopiesShare of the time limit, then the program with them, from that schedule when it is the better start,
 // for the rest. The program with copies is larger and its LPs slower (its root rounds took 23-30 s of 60 where the
@@ -465,6 +482,12 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
   const double began_s = clock.seconds();
   double first_feasible_s = -1;  // the program without copies' first schedule
   const bool skipped = o.budget_bytes < p0.lower_bound_bytes();
+  // A schedule without copies handed in (SolveOptions::without_copies), where it is one of this program's.
+  const bool given = !skipped && o.without_copies && fits_shape(p0, *o.without_copies) &&
+                     evaluate(p0, *o.without_copies).feasible &&
+                     evaluate(p0, *o.without_copies).peak_bytes <= o.budget_bytes;
+  if (o.without_copies && !given)
+    spdlog::info("offload: the schedule without copies handed in is not one of this program's within the budget");
   if (!skipped) {
     SolveOptions o0 = o;
     o0.offload.reset();
@@ -473,8 +496,17 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
     first.store_all = out.store_all;
     first.fast_store_all = out.fast_store_all;
     std::optional<Assignment> a0;
-    spdlog::info("offload: the program without copies first, until {:.0f} s", o0.time_limit_s);
-    solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0, kWithoutCopiesNoStartShare * o.time_limit_s);
+    if (given) {
+      a0 = *o.without_copies;
+      finish(first, plan, p0, *a0, o.mode, o.budget_bytes);
+      first.status = "given";
+      first.first_feasible_s = 0;
+      spdlog::info("offload: the schedule without copies handed in ({:.3f} ms) stands for that program",
+                   first.objective_ms);
+    } else {
+      spdlog::info("offload: the program without copies first, until {:.0f} s", o0.time_limit_s);
+      solve_milp(plan, p0, o0, clock0, std::nullopt, first, &a0, kWithoutCopiesNoStartShare * o.time_limit_s);
+    }
     if (!a0) {  // the heuristics planned none (else their schedule would be there), nor did CBC find one
       first.why_none = "no_start";
       spdlog::info("offload: no schedule without copies; the program with copies gets the rest of the time limit");

@@ -35,6 +35,10 @@ struct SolveOptions {
   // Offload (docs/planner.md, "Offload"): the link that prices the copies; none: keep or recompute only.
   std::optional<HostLink> offload;
   int64_t host_limit_bytes = 0;  // the most bytes on the host at once (0: no limit)
+  // Under --offload: a schedule without copies already solved for this plan and budget (a SolveOutcome::assignment
+  // of a solve without offload). It stands in for the program without copies' phase, and the program with copies
+  // gets the whole time limit from it (monet-fit, which solves each batch without offload first).
+  std::optional<Assignment> without_copies;
 };
 
 struct SolveOutcome {
@@ -88,6 +92,9 @@ struct SolveOutcome {
   double copy_wait_ms = 0;
   double copy_wait_to_host_ms = 0, copy_wait_to_device_ms = 0;  // of copy_wait_ms: for copies each way
   double program_wait_ms = 0;
+  // The MILP's assignment the schedule came from (checkpoint and full mode, where one fits): what
+  // SolveOptions::without_copies takes.
+  std::optional<Assignment> assignment;
 };
 
 SolveOutcome solve(const PlanGraph& plan, const SolveOptions& options);

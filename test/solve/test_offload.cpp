@@ -912,3 +912,46 @@ TEST_CASE("solve under offload reports the step on the engine's streams and is n
   CHECK(solved >= 60);
   CHECK(copying >= 30);
 }
+
+TEST_CASE("a schedule without copies handed in stands for that program: never slower than it, and only where it is "
+          "one of the program's within the budget",
+          "[solve][offload]") {
+  int given = 0, over = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const PlanGraph plan = seed % 2 == 0 ? chain_plan(5, seed) : random_plan(6, seed);
+    const SimResult lean = simulate(plan, lean_store_all_schedule(plan));
+    CheckpointProblem p = make_problem(plan, 1);
+    enable_offload(p, slow_link(seed % 4 + 1), 0);
+    const int64_t floor = make_problem(plan, 1).lower_bound_bytes();
+    const int64_t budget = floor + (lean.peak_bytes - floor) / 2;
+    SolveOptions o;
+    o.time_limit_s = kNoClock;
+    o.budget_bytes = budget;
+    const SolveOutcome without = solve(plan, o);
+    INFO("seed " << seed << ", budget " << budget);
+    if (!without.fits) continue;
+    REQUIRE(without.assignment);
+    o.offload = p.link;
+    o.without_copies = without.assignment;
+    const SolveOutcome with = solve(plan, o);
+    CHECK(with.without_copies_status == "given");
+    CHECK(with.without_copies_ms == Approx(without.objective_ms));
+    REQUIRE(with.fits);
+    CHECK(with.objective_ms <= without.objective_ms + 1e-9);
+    ++given;
+    // One with a step too many, and store-all's where the program counts it above the budget: solved as without.
+    Assignment longer = *without.assignment;
+    longer.M.push_back(0);
+    o.without_copies = longer;
+    CHECK(solve(plan, o).without_copies_status != "given");
+    const CheckpointProblem p0 = make_problem(plan, 1);
+    const Assignment all = store_all_assignment(p0);
+    if (evaluate(p0, all).peak_bytes > budget) {
+      o.without_copies = all;
+      CHECK(solve(plan, o).without_copies_status != "given");
+      ++over;
+    }
+  }
+  CHECK(given >= 8);
+  CHECK(over >= 4);
+}
