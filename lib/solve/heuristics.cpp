@@ -24,7 +24,8 @@ double chain_ms(const CheckpointProblem& p, int f, const std::vector<char>& avai
                 int& stamp) {
   ++stamp;
   double ms = 0;
-  std::vector<int> stack = {p.producer[f]};
+  thread_local std::vector<int> stack;  // scratch: the heuristics call this for every present value per eviction
+  stack.assign(1, p.producer[f]);
   while (!stack.empty()) {
     const int k = stack.back();
     stack.pop_back();
@@ -39,8 +40,9 @@ double chain_ms(const CheckpointProblem& p, int f, const std::vector<char>& avai
 
 // What step t recomputes to obtain what it reads from the present values: marks the forward positions in rec and
 // the present values it uses in *used (if given). Returns a value it would need from outside the window, or -1.
+// `marked`, when given, receives the positions it marks.
 int recompute_missing(const CheckpointProblem& p, int t, const std::vector<char>& present, std::vector<char>& rec,
-                      std::vector<char>* used = nullptr) {
+                      std::vector<char>* used = nullptr, std::vector<int>* marked = nullptr) {
   int missing = -1;
   std::function<void(int)> ensure = [&](int f) {
     if (used) (*used)[f] = 1;
@@ -52,6 +54,7 @@ int recompute_missing(const CheckpointProblem& p, int t, const std::vector<char>
     }
     for (int in : p.fwd_inputs[k]) ensure(in);
     rec[k] = 1;
+    if (marked) marked->push_back(k);
   };
   for (int f : p.needs[t]) ensure(f);
   return missing;
@@ -74,22 +77,42 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
   const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   if (T == 0) return a;
   const std::vector<int> last = last_read(p);
+  // The values each forward position makes; the present values as a list too (S and present are 0 elsewhere), so
+  // that a step costs what is present and recomputed, not every value.
+  std::vector<std::vector<int>> made(p.num_fwd());
+  for (int f = 0; f < nf; ++f) made[p.producer[f]].push_back(f);
   std::vector<char> present(nf, 0);
+  std::vector<int> live, marked;
   for (int f = 0; f < nf; ++f)
-    if (checkpoints[f] && p.has_s(0, f)) present[f] = a.S[0][f] = 1;
+    if (checkpoints[f] && p.has_s(0, f)) {
+      present[f] = a.S[0][f] = 1;
+      live.push_back(f);
+    }
   for (int t = 0; t < T; ++t) {
-    if (t > 0)
-      for (int f = 0; f < nf; ++f) {
+    if (t > 0) {
+      size_t kept = 0;
+      for (int f : live) {
         // Checkpoints stay while they may serve a recomputation; recomputed values while backward still reads them.
-        const bool keep = present[f] && (checkpoints[f] ? p.has_s(t, f) : keep_recomputed && last[f] >= t);
-        present[f] = a.S[t][f] = keep ? 1 : 0;
+        if (checkpoints[f] ? p.has_s(t, f) : keep_recomputed && last[f] >= t) {
+          a.S[t][f] = 1;
+          live[kept++] = f;
+        } else {
+          present[f] = 0;
+        }
       }
-    if (int f = recompute_missing(p, t, present, a.R[t]); f >= 0) {
+      live.resize(kept);
+    }
+    marked.clear();
+    if (int f = recompute_missing(p, t, present, a.R[t], nullptr, &marked); f >= 0) {
       if (missing) *missing = f;
       return std::nullopt;
     }
-    for (int g = 0; g < nf; ++g)
-      if (a.R[t][p.producer[g]]) present[g] = 1;
+    for (int k : marked)
+      for (int g : made[k])
+        if (!present[g]) {
+          present[g] = 1;
+          live.push_back(g);
+        }
   }
   trim(p, a);
   return a;
@@ -193,10 +216,12 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
   };
   // Each round that fails pins one value until the failing step and starts again: a value whose recomputation
   // fell outside the window, or the recomputed value whose presence shrinks an over-budget step the most.
+  // Scratch of each step, allocated once: the positions it recomputes, the values it protects, what it carries on.
+  const std::vector<char> none(nf, 0);
+  std::vector<char> rec(F, 0), protect(nf, 0), next(nf, 0);
   for (int round = 0; round <= 8 * nf + 8; ++round) {
     Assignment a = empty_assignment(p);
     std::fill(present.begin(), present.end(), 0);
-    const std::vector<char> none(nf, 0);
     int64_t held = 0;
     for (int k = 0; k <= F; ++k) {  // stage 0
       // A value k may overwrite in place counts here while it may still be kept (evicting it frees it).
@@ -217,7 +242,8 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
     for (int t = 0; t < T && pin < 0; ++t) {
       for (int f = 0; f < nf; ++f)
         if (present[f] && !p.has_s(t, f)) present[f] = 0;
-      std::vector<char> rec(F, 0), protect(nf, 0);
+      std::fill(rec.begin(), rec.end(), 0);
+      std::fill(protect.begin(), protect.end(), 0);
       if (int missing = recompute_missing(p, t, present, rec, &protect); missing >= 0) {
         pin = missing;
         pin_at = t;
@@ -225,7 +251,7 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
       }
       // What is carried into step t+1: what stays present, and the recomputed values a later step reads.
       auto read_later = [&](int f) { return std::upper_bound(reads[f].begin(), reads[f].end(), t) != reads[f].end(); };
-      std::vector<char> next(nf, 0);
+      std::fill(next.begin(), next.end(), 0);
       auto peak = [&](const std::vector<char>& r) {
         if (t + 1 < T)
           for (int f = 0; f < nf; ++f)
