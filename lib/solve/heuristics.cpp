@@ -79,8 +79,7 @@ std::optional<Assignment> checkpoint_assignment(const CheckpointProblem& p, cons
   const std::vector<int> last = last_read(p);
   // The values each forward position makes; the present values as a list too (S and present are 0 elsewhere), so
   // that a step costs what is present and recomputed, not every value.
-  std::vector<std::vector<int>> made(p.num_fwd());
-  for (int f = 0; f < nf; ++f) made[p.producer[f]].push_back(f);
+  const std::vector<std::vector<int>> made = p.values_by_producer();
   std::vector<char> present(nf, 0);
   std::vector<int> live, marked;
   for (int f = 0; f < nf; ++f)
@@ -179,10 +178,10 @@ std::optional<Assignment> pressure_run(const CheckpointProblem& p, int64_t budge
                                        std::vector<int>& pinned_until) {
   MONET_CHECK(!p.has_choices(), "pressure_assignment needs fixed implementations");
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
-  std::vector<std::vector<int>> reads(nf), outputs(F);  // steps reading each value (ascending); values of each node
+  std::vector<std::vector<int>> reads(nf);  // steps reading each value (ascending)
   for (int t = 0; t < T; ++t)
     for (int f : p.needs[t]) reads[f].push_back(t);
-  for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
+  const std::vector<std::vector<int>> outputs = p.values_by_producer();
   std::vector<char> present(nf, 0);
   // pinned_until[f]: f may not be evicted at steps <= pinned_until[f] (stage 0 counts as 0).
   std::vector<int> seen(F, -1);
@@ -556,9 +555,8 @@ void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const I
 
 Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, int64_t budget_bytes, Deadline deadline) {
   if (!p.offload() || a.H.empty()) return a;
-  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
-  std::vector<std::vector<int>> outputs(p.num_fwd());  // forward position -> the fvals it produces
-  for (int f = 0; f < nf; ++f) outputs[p.producer[f]].push_back(f);
+  const int T = p.num_steps();
+  const std::vector<std::vector<int>> outputs = p.values_by_producer();
   Evaluation now = evaluate(p, a);
   if (!now.feasible || now.peak_bytes > budget_bytes) return a;
   // b's time where it is feasible and within the budget, else infinity.

@@ -13,12 +13,11 @@ namespace {
 
 // read, used and freed_after from needs, impl_extra and candidates.
 void derive_step_sets(CheckpointProblem& p) {
-  const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
+  const int T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   p.read.assign(T, std::vector<char>(nf, 0));
   p.used.assign(T, std::vector<char>(nf, 0));
   p.freed_after.resize(T);
-  std::vector<std::vector<int>> values_of(F);
-  for (int f = 0; f < nf; ++f) values_of[p.producer[f]].push_back(f);
+  const std::vector<std::vector<int>> values_of = p.values_by_producer();
   for (int t = 0; t < T; ++t) {
     for (int f : p.needs[t]) p.read[t][f] = p.used[t][f] = 1;
     for (const std::vector<int>& extra : p.impl_extra[t])
@@ -396,6 +395,12 @@ CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& 
     q.freed_after = p.freed_after;
   }
   return q;
+}
+
+std::vector<std::vector<int>> CheckpointProblem::values_by_producer() const {
+  std::vector<std::vector<int>> made(num_fwd());
+  for (size_t f = 0; f < fvals.size(); ++f) made[producer[f]].push_back(static_cast<int>(f));
+  return made;
 }
 
 Assignment empty_assignment(const CheckpointProblem& p) {

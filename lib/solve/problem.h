@@ -185,6 +185,8 @@ struct CheckpointProblem {
   double fwd_position_ms(int k) const { return fwd_end_ms[k] - fwd_begin_ms(k); }
   int num_states() const { return static_cast<int>(states.size()); }
   int64_t state_bytes(int s) const { return plan->values[states[s].value].bytes; }
+  // Forward position -> the fvals it produces (the inverse of `producer`).
+  std::vector<std::vector<int>> values_by_producer() const;
   // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
   int64_t lower_bound_bytes() const;
 };

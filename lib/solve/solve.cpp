@@ -483,9 +483,11 @@ void solve_offload(const PlanGraph& plan, const CheckpointProblem& p, const Solv
   double first_feasible_s = -1;  // the program without copies' first schedule
   const bool skipped = o.budget_bytes < p0.lower_bound_bytes();
   // A schedule without copies handed in (SolveOptions::without_copies), where it is one of this program's.
-  const bool given = !skipped && o.without_copies && fits_shape(p0, *o.without_copies) &&
-                     evaluate(p0, *o.without_copies).feasible &&
-                     evaluate(p0, *o.without_copies).peak_bytes <= o.budget_bytes;
+  bool given = false;
+  if (!skipped && o.without_copies && fits_shape(p0, *o.without_copies)) {
+    const Evaluation e = evaluate(p0, *o.without_copies);
+    given = e.feasible && e.peak_bytes <= o.budget_bytes;
+  }
   if (o.without_copies && !given)
     spdlog::info("offload: the schedule without copies handed in is not one of this program's within the budget");
   if (!skipped) {
