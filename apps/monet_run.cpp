@@ -121,6 +121,15 @@ int main(int argc, char** argv) {
                   with_commas(s->executor->host_reserved_bytes()).c_str(),
                   with_commas(s->predicted.host_peak_bytes).c_str(), s->predicted.transfers,
                   with_commas(s->predicted.transfer_bytes).c_str());
+    // The step the schedule file predicts (its solve's, on its profile), or with --profile the store-all's on the
+    // profile's times: meaningful on the device the profile measured.
+    const nlohmann::json& pred = sf.predicted;
+    const bool has_predicted = pred.is_object() && pred.contains("step_ms") && pred["step_ms"].is_number();
+    const double predicted_ms = has_predicted ? pred["step_ms"].get<double>() : 0.0;
+    if (has_predicted && predicted_ms > 0)
+      std::printf("predicted step %.1f ms (%s); measured / predicted %.3f\n", predicted_ms,
+                  schedule.empty() ? "the store-all on the profile's times" : "the schedule file's, on its profile",
+                  median / predicted_ms);
     if (peak != s->predicted.peak_bytes) fail("arena peak ", peak, " differs from the predicted peak ", s->predicted.peak_bytes);
     if (sf.budget_bytes > 0 && peak > sf.budget_bytes)
       fail("arena peak ", peak, " bytes exceeds the schedule's budget ", sf.budget_bytes, " bytes (", schedule, ")");
@@ -144,6 +153,7 @@ int main(int argc, char** argv) {
                           {"transfers", s->predicted.transfers},
                           {"transfer_bytes", s->predicted.transfer_bytes},
                           {"step_ms_median", median},
+                          {"predicted_step_ms", has_predicted ? nlohmann::json(predicted_ms) : nlohmann::json(nullptr)},
                           {"step_ms", ms},
                           {"losses", losses}};
       write_json_atomic(report, j);

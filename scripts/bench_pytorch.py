@@ -266,7 +266,7 @@ def monet_help(exe):
 
 
 def run_monet(args, spec, schedule=None):
-    """(median ms, arena peak, error, row name) of one monet-run."""
+    """(median ms, arena peak, error, row name, predicted ms or None) of one monet-run."""
     exe = os.path.join(args.monet_bin, "monet-run")
     name = f"monet scheduled ({os.path.basename(schedule)})" if schedule else "monet store-all"
     with tempfile.TemporaryDirectory() as tmp:
@@ -292,14 +292,14 @@ def run_monet(args, spec, schedule=None):
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.monet_timeout)
         except subprocess.TimeoutExpired:
-            return None, None, f"monet-run: over {args.monet_timeout} s", name
+            return None, None, f"monet-run: over {args.monet_timeout} s", name, None
         except OSError as e:
-            return None, None, f"monet-run: {e}", name
+            return None, None, f"monet-run: {e}", name, None
         if r.returncode != 0:
-            return None, None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1], name
+            return None, None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1], name, None
         with open(report) as f:
             j = json.load(f)
-        return j["step_ms_median"], j["peak_bytes"], "", name
+        return j["step_ms_median"], j["peak_bytes"], "", name, j.get("predicted_step_ms")
 
 
 def free(device):
@@ -489,11 +489,10 @@ def main():
     free(device)  # give the GPU back before monet reserves its arena
 
     if "monet" in rows_wanted:
-        t, peak, err, name = run_monet(args, spec)
-        rows.append({"run": name, "kind": "monet", "step_ms": t, "peak_bytes": peak, "error": err})
-        for schedule in args.schedule:
-            t, peak, err, name = run_monet(args, spec, schedule)
-            rows.append({"run": name, "kind": "monet", "step_ms": t, "peak_bytes": peak, "error": err})
+        for schedule in [None] + list(args.schedule):
+            t, peak, err, name, predicted = run_monet(args, spec, schedule)
+            rows.append({"run": name, "kind": "monet", "step_ms": t, "peak_bytes": peak, "error": err,
+                         "predicted_step_ms": predicted})
 
     eager_ms = eager_peak = None
     if rows and rows[0]["kind"] == "eager":
@@ -515,7 +514,9 @@ def main():
         tr = f"{t / eager_ms:.2f}" if eager_ms else "-"
         pk = f"{peak:,}" if peak is not None else "n/a (cpu)"
         pr = f"{peak / eager_peak:.2f}" if peak is not None and eager_peak else "-"
-        print(f"| {r['run']:56} | {t:14.1f} | {tr:>7} | {pk:>16} | {pr:>7} |")
+        pred = r.get("predicted_step_ms")
+        note = f"  predicted {pred:.1f} ms, measured / predicted {t / pred:.3f}" if pred else ""
+        print(f"| {r['run']:56} | {t:14.1f} | {tr:>7} | {pk:>16} | {pr:>7} |{note}")
     if args.json:
         doc = {"title": title, "model": args.model, "module": spec.build_name, "batch": args.batch,
                "input": list(spec.shape), "loss": args.loss, "device": args.device, "gpu": gpu,

@@ -91,7 +91,8 @@ def summary(outdir, path):
     benches = sorted(glob.glob(os.path.join(outdir, "bench", "*.json")))
     if benches:
         lines += ["## PyTorch and monet, one training step (median ms, peak)", "",
-                  "| model | run | step ms | x eager | peak | x eager | note |", "|---|---|---|---|---|---|---|"]
+                  "| model | run | step ms | x eager | peak | x eager | predicted ms (measured / predicted) | note |",
+                  "|---|---|---|---|---|---|---|---|"]
         for p in benches:
             with open(p) as f:
                 d = json.load(f)
@@ -100,8 +101,11 @@ def summary(outdir, path):
                 t, pk = r.get("step_ms"), r.get("peak_bytes")
                 xt = f"{t / eager['step_ms']:.2f}" if t and eager and eager.get("step_ms") else "-"
                 xp = f"{pk / eager['peak_bytes']:.2f}" if pk and eager and eager.get("peak_bytes") else "-"
+                pred = r.get("predicted_step_ms")
+                pc = f"{pred:.1f} ({t / pred:.3f})" if pred and t else "-"
                 lines.append(f"| {d.get('module', d.get('model'))} b{d.get('batch')} | {r['run']} | "
-                             f"{'-' if t is None else f'{t:.1f}'} | {xt} | {gb(pk)} | {xp} | {r.get('error', '')} |")
+                             f"{'-' if t is None else f'{t:.1f}'} | {xt} | {gb(pk)} | {xp} | {pc} | "
+                             f"{r.get('error', '')} |")
         title = json.load(open(benches[0])).get("title", "")
         lines += ["", f"First table's setting: {title}.", ""]
     roofs = sorted(glob.glob(os.path.join(outdir, "roofline", "*.json")))

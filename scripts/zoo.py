@@ -179,6 +179,35 @@ def measured_cells(run_r, sa_run, eager):
     return [f"{run_r['peak_bytes'] / 1e9:.2f} GB", pct(overhead), pct(vs_eager)], overhead, vs_eager
 
 
+def step_ratio(run_r, report):
+    """The measured median step of a run report over the solve's predicted step (None where either is missing)."""
+    if not (run_r and report and report.get("fits") and report.get("predicted_step_ms")):
+        return None
+    return run_r["step_ms_median"] / report["predicted_step_ms"]
+
+
+def ratio_cell(ratio):
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def within_line(ratios):
+    """How many runs measured a step within 5% of their prediction, or nothing where none ran."""
+    ratios = [r for r in ratios if r is not None]
+    if not ratios:
+        return []
+    return [f"Measured step within 5% of the predicted: {sum(abs(r - 1) <= 0.05 for r in ratios)} of {len(ratios)} "
+            f"runs (measured / predicted {min(ratios):.3f} to {max(ratios):.3f})."]
+
+
+def profile_timing(profile_path):
+    """How the profile timed its nodes (its device_info.time), or '' where it does not say."""
+    try:
+        with open(os.path.join(ROOT, profile_path)) as f:
+            return json.load(f).get("device_info", {}).get("time", "")
+    except (OSError, ValueError):
+        return ""
+
+
 def compile_cell(compiled, gb, sa_run):
     """The fastest torch.compile row whose peak fits gb, against the lean store-all's run."""
     fits = [c for c in compiled if c["peak_bytes"] and c["peak_bytes"] <= gb * 1e9]
@@ -242,8 +271,10 @@ def transformer_table(a, model, batch):
     if torch:
         lines.append(f"GPU run: {torch['title']}.")
     lines += ["", "| budget | of store-all | predicted peak | predicted overhead | gap | measured peak | "
-              "measured overhead | vs eager | vs eager SDPA | check | torch.compile at that memory | timeline |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "measured overhead | measured / predicted step | vs eager | vs eager SDPA | check | "
+              "torch.compile at that memory | timeline |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios = []
     for gb, r in found:
         cells = [f"{gb:.2f} GB", f"{gb * 1e9 / sa_peak:.2f}" if sa_peak else "-"]
         if r and r.get("fits"):
@@ -253,10 +284,13 @@ def transformer_table(a, model, batch):
             cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
         run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
         measured, _, _ = measured_cells(run_r, sa_run, eager)
+        ratios.append(step_ratio(run_r, r))
+        measured.insert(2, ratio_cell(ratios[-1]))
         vs_sdpa = (run_r["step_ms_median"] / sdpa["step_ms"] - 1) if run_r and sdpa else None
         cells += measured + [pct(vs_sdpa), check_cell(load(os.path.join(out, f"check_full_{tag(gb)}.json"))),
                              compile_cell(compiled, gb, sa_run), timeline_cell(a, out, gb)]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += within_line(ratios)
     lines.append("")
     return lines
 
@@ -285,7 +319,9 @@ def table_stage(a, monet):
         lines += [f"## {model}, batch {batch}", ""]
         found = sorted(glob.glob(os.path.join(model_dir(model, batch), "*", "profile*.json")))
         profile = first.get("profile") or (os.path.relpath(found[0], ROOT) if found else "-")
-        lines.append(f"Profile `{profile}`; solves of {', '.join(limits)} on {first['threads']} "
+        timing = profile_timing(profile)
+        lines.append(f"Profile `{profile}`" + (f" (node times: {timing})" if timing else "") +
+                     f"; solves of {', '.join(limits)} on {first['threads']} "
                      f"threads. Store-all: predicted peak {first['store_all_peak_bytes'] / 1e9:.2f} GB, step "
                      f"{first['store_all_step_ms']:.2f} ms (the sum of the profile's node times)" +
                      (f"; measured {sa_run['peak_bytes'] / 1e9:.2f} GB, {sa_run['step_ms_median']:.2f} ms"
@@ -296,9 +332,11 @@ def table_stage(a, monet):
         if torch:
             lines.append(f"GPU run: {torch['title']}.")
         lines += ["", "| budget | predicted peak | predicted overhead | gap | measured peak | measured overhead | "
-                  "vs eager | check | checkpoint mode | sqrt(n) | MONeT | torch.compile at that memory | timeline |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "measured / predicted step | vs eager | check | checkpoint mode | sqrt(n) | MONeT | "
+                  "torch.compile at that memory | timeline |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         below = below_vs_eager = measured = 0
+        ratios = []
         for gb, monet_overhead in published:
             r = reports[("full", gb)]
             cells = [f"{gb:.2f} GB"]
@@ -307,8 +345,10 @@ def table_stage(a, monet):
                           f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
             else:
                 cells += [f"none ({r['status']})" if r else "not solved", "-", "-"]
-            run_cells, overhead, vs_eager = measured_cells(load(os.path.join(out, f"run_full_{tag(gb)}.json")),
-                                                           sa_run, eager)
+            run_r = load(os.path.join(out, f"run_full_{tag(gb)}.json"))
+            run_cells, overhead, vs_eager = measured_cells(run_r, sa_run, eager)
+            ratios.append(step_ratio(run_r, r))
+            run_cells.insert(2, ratio_cell(ratios[-1]))
             if overhead is not None:
                 measured += 1
                 below += 100 * overhead < monet_overhead
@@ -326,6 +366,7 @@ def table_stage(a, monet):
             lines += ["", f"Measured below MONeT's overhead: {below} of {len(published)} budgets "
                       f"({measured} run); against PyTorch eager's step (MONeT's overheads are against its "
                       f"PyTorch's store-all): {below_vs_eager} of {len(published)}."]
+        lines += within_line(ratios)
         lines.append("")
     for model in a.transformers:
         lines += transformer_table(a, model, TRANSFORMERS[model])

@@ -123,6 +123,8 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     m.file.batch = m.file.input_shape[0];
     m.file.schedule = store_all_of(o, profile, m, b);
     m.predicted = simulate(m.plan, m.file.schedule);
+    // On the profile's times, the step a schedule file of this store-all would predict (monet-run reports it).
+    if (profile) m.file.predicted = {{"step_ms", simulate(profile->plan, m.file.schedule).time_ms}};
     return m;
   }
   if (!o.profile_path.empty()) fail("--profile chooses a store-all's implementations: not with --schedule");

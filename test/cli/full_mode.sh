@@ -48,6 +48,22 @@ grep -q "mode full computes every value with the same kernel as store-all on its
   "$tmp/check.log" || { cat "$tmp/check.log"; fail "check was not bitwise"; }
 grep -q "against the lean store-all ([1-9][0-9]* nodes on other implementations" "$tmp/check.log" ||
   { cat "$tmp/check.log"; fail "check did not compare with the lean store-all"; }
-"$bin/monet-run" "$model" --schedule "$tmp/s.json" --iters 1 --warmup 0 >"$tmp/run.log" ||
+"$bin/monet-run" "$model" --schedule "$tmp/s.json" --iters 1 --warmup 0 --report "$tmp/run.json" >"$tmp/run.log" ||
   { cat "$tmp/run.log"; fail "monet-run"; }
+# The predicted step beside the measured one: the schedule file's; without a schedule, the store-all's on --profile's
+# times (the lean store-all's is the solve report's baseline), and none without a profile.
+"$bin/monet-run" "$model" --batch 8 --input-shape 3,96,96 --store-all lean --profile "$tmp/p.json" --iters 1   --warmup 0 --report "$tmp/run_lean.json" >"$tmp/run_lean.log" || { cat "$tmp/run_lean.log"; fail "monet-run lean"; }
+"$bin/monet-run" "$model" --batch 8 --input-shape 3,96,96 --iters 1 --warmup 0 --report "$tmp/run_plain.json"   >/dev/null || fail "monet-run without a profile"
+grep -q "^predicted step .* ms (the schedule file's, on its profile); measured / predicted [0-9.]*$" "$tmp/run.log" ||
+  { cat "$tmp/run.log"; fail "monet-run did not print the predicted step"; }
+/usr/bin/python3 - "$tmp/r.json" "$tmp/s.json" "$tmp/run.json" "$tmp/run_lean.json" "$tmp/run_plain.json" <<'PY' ||
+import json, sys
+r, s, run, lean, plain = (json.load(open(p)) for p in sys.argv[1:6])
+close = lambda a, b: abs(a - b) <= 1e-9 * max(1.0, abs(b))
+assert close(run["predicted_step_ms"], s["predicted"]["step_ms"]), (run["predicted_step_ms"], s["predicted"])
+assert close(run["predicted_step_ms"], r["predicted_step_ms"]), (run["predicted_step_ms"], r["predicted_step_ms"])
+assert close(lean["predicted_step_ms"], r["store_all_step_ms"]), (lean["predicted_step_ms"], r["store_all_step_ms"])
+assert plain["predicted_step_ms"] is None, plain["predicted_step_ms"]
+PY
+  fail "predicted steps in monet-run's reports"
 echo "ok: full-mode schedule at $budget bytes checked against store-all and run"

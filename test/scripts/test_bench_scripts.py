@@ -135,6 +135,23 @@ def test_merge(tmp):
     check(r.returncode == 1, "merge refuses a missing first table (the eager row)")
 
 
+def test_summary(tmp):
+    outdir = os.path.join(tmp, "call")
+    os.makedirs(os.path.join(outdir, "bench"))
+    json.dump({"title": "t", "model": "resnet50", "module": "resnet50", "batch": 4, "rows": [
+        {"run": "pytorch eager", "kind": "eager", "step_ms": 100.0, "peak_bytes": 2e9, "error": ""},
+        {"run": "monet store-all (fast, on the profile)", "kind": "monet", "step_ms": 99.0, "peak_bytes": 1e9,
+         "error": "", "predicted_step_ms": 100.0},
+        {"run": "monet store-all (fast)", "kind": "monet", "step_ms": 90.0, "peak_bytes": 1e9, "error": "",
+         "predicted_step_ms": None}]}, open(os.path.join(outdir, "bench", "resnet50_4.json"), "w"))
+    out = os.path.join(tmp, "SUMMARY.md")
+    r = run([os.path.join(SCRIPTS, "gpu_session_util.py"), "summary", outdir, out])
+    rows = [line for line in open(out).read().splitlines() if line.startswith("| resnet50")] if r.returncode == 0 else []
+    check(len(rows) == 3 and rows[1].endswith("| 0.99 | 1.00 GB | 0.50 | 100.0 (0.990) |  |")
+          and rows[0].endswith("| - |  |") and rows[2].endswith("| - |  |"),
+          f"summary: measured / predicted beside the monet row that has a prediction: {rows}")
+
+
 def test_zoo_transformer_table(tmp):
     sched = os.path.join(tmp, "schedules")
     zoo = os.path.join(sched, "gpt2_8", "zoo")
@@ -145,11 +162,12 @@ def test_zoo_transformer_table(tmp):
     def dump(name, doc):
         json.dump(doc, open(os.path.join(zoo, name), "w"))
 
-    for gb, fits, overhead in ((4.50, True, 0.11), (3.00, True, 0.24), (2.00, False, 0.0)):
+    for gb, fits, overhead, predicted in ((4.50, True, 0.11, 133.0), (3.00, True, 0.24, 161.2),
+                                          (2.00, False, 0.0, 0.0)):
         dump(f"report_full_{gb:.2f}GB.json",
              {"fits": fits, "status": "feasible" if fits else "infeasible", "predicted_peak_bytes": gb * 1e9 - 1e7,
               "overhead": overhead, "gap": 0.01, "store_all_peak_bytes": sa_peak, "store_all_step_ms": sa_ms,
-              "time_limit_s": 60, "threads": 2})
+              "predicted_step_ms": predicted, "time_limit_s": 60, "threads": 2})
     dump("run_store-all.json", {"peak_bytes": sa_peak, "step_ms_median": 120.0})
     dump("run_store-all-fast.json", {"peak_bytes": sa_peak, "step_ms_median": 118.0})
     dump("run_full_4.50GB.json", {"peak_bytes": 4.49e9, "step_ms_median": 132.0})
@@ -166,10 +184,13 @@ def test_zoo_transformer_table(tmp):
     check("## gpt2, batch 8" in text and "## bert" not in text, "zoo table: GPT-2's table, none for BERT without solves")
     check(len(rows) == 3 and rows[0].startswith("| 4.50 GB | 0.50 |") and rows[2].startswith("| 2.00 GB | 0.22 |"),
           f"zoo table: a row per budget, largest first, with its fraction of store-all: {rows}")
-    want = "| 3.00 GB | 0.33 | 2.99 GB | +24.00% | 1.00% | 2.99 GB | +25.00% | -25.00% | -6.25% | bitwise; vs lean 2.0e-05 |"
+    want = ("| 3.00 GB | 0.33 | 2.99 GB | +24.00% | 1.00% | 2.99 GB | +25.00% | 0.931 | -25.00% | -6.25% | "
+            "bitwise; vs lean 2.0e-05 |")
     check(len(rows) == 3 and rows[1].startswith(want),
-          f"zoo table: measured against the lean store-all's run (150/120), eager (150/200) and SDPA (150/160): "
-          f"{rows[1] if len(rows) == 3 else rows}")
+          f"zoo table: measured against the lean store-all's run (150/120), the prediction (150/161.2), eager "
+          f"(150/200) and SDPA (150/160): {rows[1] if len(rows) == 3 else rows}")
+    check("Measured step within 5% of the predicted: 1 of 2 runs (measured / predicted 0.931 to 0.992)." in text,
+          "zoo table: how many runs measured within 5% of their predicted step")
     check(len(rows) == 3 and rows[0].endswith("| +50.00% (4.00 GB) | - |") and rows[1].endswith("| none fits | - |")
           and "none (infeasible)" in rows[2] and "not run" in rows[2],
           f"zoo table: the fitting compile row, a budget without a schedule: {rows}")
@@ -227,6 +248,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_roofline(tmp)
         test_merge(tmp)
+        test_summary(tmp)
         test_zoo_transformer_table(tmp)
         test_bench_pytorch(tmp)
     print(f"{len(failures)} failed" if failures else "all passed")
