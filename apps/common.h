@@ -151,6 +151,7 @@ struct OffloadFlags {
   bool offload = false;
   std::optional<double> host_bandwidth;  // GB/s; none: the profile's host link
   std::string host_limit;                // a size; empty: half the machine's available memory
+  std::string copy_timing = "auto";      // auto, hidden or lean (SolveOptions::copy_timing)
 
   void add_to(CLI::App& app) {
     app.add_flag("--offload", offload,
@@ -163,12 +164,17 @@ struct OffloadFlags {
     app.add_option("--host-limit", host_limit,
                    "with --offload: the most host memory offloaded values take (6GB, 512MB, ...; default: half the "
                    "machine's available memory)");
+    app.add_option("--copy-timing", copy_timing,
+                   "with --offload: hidden (each copy releases and takes device memory where the node times hide "
+                   "it), lean (as late as it can, the computation waiting for the copy: less memory, slower), or "
+                   "auto (the default: lean only where the heuristics reach the budget with lean alone)");
   }
 
   // Checks the flags and settles the host limit (read once: a search over batches keeps one limit).
   void check() {
-    if (!offload && (host_bandwidth || !host_limit.empty()))
-      fail("--host-bandwidth and --host-limit go with --offload");
+    if (!offload && (host_bandwidth || !host_limit.empty() || copy_timing != "auto"))
+      fail("--host-bandwidth, --host-limit and --copy-timing go with --offload");
+    if (copy_timing != "auto") parse_copy_timing(copy_timing);
     if (host_bandwidth && !(*host_bandwidth > 0)) fail("--host-bandwidth: expected GB/s > 0, got ", *host_bandwidth);
     if (!offload) return;
     if (!host_limit.empty()) {
@@ -192,6 +198,7 @@ struct OffloadFlags {
     require_link(&profile, where);
     o.offload = host_bandwidth ? host_link_from_flag(*host_bandwidth) : *profile.host_link;
     o.host_limit_bytes = limit_bytes_;
+    if (copy_timing != "auto") o.copy_timing = parse_copy_timing(copy_timing);
   }
 
  private:

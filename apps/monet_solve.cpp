@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
                                                                {"copy_wait_to_host_ms", r.copy_wait_to_host_ms},
                                                                {"copy_wait_to_device_ms", r.copy_wait_to_device_ms},
                                                                {"parameters_on_host", parameters},
-                                                               {"parameter_bytes_on_host", parameter_bytes}}
+                                                               {"parameter_bytes_on_host", parameter_bytes},
+                                                               {"copy_timing", r.copy_timing}}
                                               : nlohmann::json(nullptr)},
                         {"time_limit_s", solver.time_limit},
                         {"max_nodes", solver.max_nodes},

@@ -23,7 +23,8 @@ struct CheckOptions {
   std::string timeline_path;
 
   // check_against_cpu, check_against_torch: the largest norm-wise relative error of a gradient and of the loss
-  // that passes, unless kNoiseFactor times the reference's own float32 error allows more (check/compare.h).
+  // that passes, unless kNoiseFactor (the CPU engine) or kTorchNoiseFactor (PyTorch) times the reference's own
+  // float32 error allows more (check/compare.h).
   double tolerance = 1e-4;
 
   // check_against_torch: the interpreter (with torch and onnx) running scripts/torch_reference.py, and the

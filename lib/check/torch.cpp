@@ -163,8 +163,8 @@ CheckResult check_against_torch(const CheckOptions& options, std::FILE* out) {
     noise = max_error(compare(ref32, ref));
     noise_loss = std::abs(ref32.loss - ref.loss) / std::max(1e-12, std::abs(ref.loss));
   }
-  const double allowed = std::max(tolerance, kNoiseFactor * noise);
-  const double allowed_loss = std::max(tolerance, kNoiseFactor * noise_loss);
+  const double allowed = std::max(tolerance, kTorchNoiseFactor * noise);
+  const double allowed_loss = std::max(tolerance, kTorchNoiseFactor * noise_loss);
 
   for (size_t i = 0; i < errors.size(); ++i) errors[i].name = g.values[s->tg.params[i].param].name;
   const std::vector<ParamError> sorted = worst_first(errors);

@@ -675,12 +675,21 @@ int64_t smallest_heuristic_peak(const CheckpointProblem& p, Deadline deadline, i
                                 std::optional<Assignment>* within) {
   int64_t best = INT64_MAX;
   auto done = [&] { return past(deadline) || best <= enough_bytes; };
-  // Each assignment evaluated on p with its policy: the budget found is one p's program can meet.
+  // Each assignment evaluated on p with its policy: the budget found is one p's program can meet. Under offload,
+  // with its idle kept values offloaded where that lowers its peak (offload_idle_kept never raises it).
   for_each_policy(p, {}, {}, [&](const CheckpointProblem& q, const ImplPolicy& m) {
     if (best <= enough_bytes) return;
     auto joint = [&](std::optional<Assignment> a) {
       std::optional<Assignment> with = with_impls(std::move(a), m);
-      const Evaluation e = evaluate(p, *with);
+      Evaluation e = evaluate(p, *with);
+      if (p.offload() && e.feasible && e.peak_bytes > enough_bytes) {
+        Assignment offloaded = offload_idle_kept(p, *with);
+        Evaluation offloaded_e = evaluate(p, offloaded);
+        if (offloaded_e.feasible && offloaded_e.peak_bytes < e.peak_bytes) {
+          with = std::move(offloaded);
+          e = std::move(offloaded_e);
+        }
+      }
       if (within && e.feasible && e.peak_bytes <= enough_bytes && !*within) *within = std::move(with);
       return e;
     };

@@ -123,7 +123,8 @@ std::optional<Assignment> improve_with_lp(const CheckpointProblem& p, int64_t bu
                                           Deadline deadline = kNoDeadline);
 
 // The lowest conservative peak among store-all, every segment length and pressure_assignment (bisected over the
-// budget, each eviction rule), under each implementation policy: a budget that is certainly feasible. Past the
+// budget, each eviction rule), under each implementation policy, under offload each also with its idle kept values
+// offloaded (offload_idle_kept): a budget that is certainly feasible. Past the
 // deadline the bisections stop (the result stays feasible, possibly higher). With `enough_bytes`, the search stops
 // at the first peak within it: a budget the heuristics reach needs no smaller one (solve() asks this way; on
 // swin_t b16 the full bisection took a fifth of every time limit).

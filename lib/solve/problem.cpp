@@ -443,6 +443,22 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   q.state_out_spans.clear();
   q.copy_in_spans.clear();
   q.copy_in_from = -1;
+  q.copy_timing = CopyTiming::hidden;
+  return q;
+}
+
+const char* copy_timing_name(CopyTiming t) { return t == CopyTiming::lean ? "lean" : "hidden"; }
+
+CopyTiming parse_copy_timing(const std::string& name) {
+  if (name == "hidden") return CopyTiming::hidden;
+  if (name == "lean") return CopyTiming::lean;
+  fail("--copy-timing '", name, "': expected auto, hidden or lean");
+}
+
+CheckpointProblem with_copy_timing(const CheckpointProblem& p, CopyTiming timing) {
+  MONET_CHECK(p.offload(), "with_copy_timing: a problem without offload");
+  CheckpointProblem q = without_offload(p);
+  enable_offload(q, p.link, p.host_limit_bytes, timing);
   return q;
 }
 
@@ -489,12 +505,13 @@ void index_state_offers(CheckpointProblem& p) {
   p.state_out_spans = nested_spans(n, [&](int s) -> Span { return Span{{p.states[s].step + 1, p.states[s].last + 1}}; });
 }
 
-void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes) {
+void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes, CopyTiming timing) {
   const int F = p.num_fwd(), T = p.num_steps(), nf = static_cast<int>(p.fvals.size());
   const PlanGraph& plan = *p.plan;
   MONET_CHECK(link.d2h_busy_gbs > 0 && link.h2d_busy_gbs > 0, "host link without rates");
   p.host_limit_bytes = host_limit_bytes;
   p.link = link;
+  p.copy_timing = timing;
   p.offloadable.assign(nf, 0);
   for (int t = 1; t < T; ++t)
     for (int f = 0; f < nf; ++f) p.offloadable[f] |= p.used[t][f];
@@ -514,7 +531,9 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.copy_in_ms[f] = link.copy_ms(p.bytes(f), false);
     if (!p.offloadable[f]) continue;
     int k = p.last_fwd[f];
-    while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
+    if (timing == CopyTiming::lean) k = std::min(F, std::max(k, p.producer[f] + 1));
+    else
+      while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
     p.offload_at[f] = k;
     p.fwd_offloaded[k].push_back(f);
   }
@@ -674,6 +693,7 @@ std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p) {
 
 int CheckpointProblem::prefetch_first(int t, int f) const {
   int first = t - 1;
+  if (copy_timing == CopyTiming::lean) return first;
   for (double ms = step_ms[first]; ms < copy_in_ms[f] && first > 0 && t - first < kCopySpanSteps;) ms += step_ms[--first];
   return first;
 }

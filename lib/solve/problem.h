@@ -55,6 +55,18 @@ struct NestedSpan {
   std::vector<int> within;
 };
 
+// When an offloaded value's copies take device memory. hidden: each copy to the host releases the value where the
+// node times since its production cover the copy, and each copy back holds it from where the node times before its
+// reader cover the copy, so a lone copy costs no wait. lean: released at the value's last stage-0 reader and held
+// from the step before its reader, the compute stream waiting for what the node times do not cover - less memory
+// (on ResNet-50 b184 everything offloaded from store-all peaks at 3.81 GB against 7.06 GB, the values in flight in
+// stage 0 holding their memory: schedules/cpu-runs/2026-11-29_floor), more waits. The solve takes lean only where
+// the heuristics plan nothing within the budget with hidden (docs/planner.md, "Offload").
+enum class CopyTiming { hidden, lean };
+const char* copy_timing_name(CopyTiming t);  // "hidden", "lean"
+// "hidden" or "lean" (a --copy-timing value); fails naming the value otherwise.
+CopyTiming parse_copy_timing(const std::string& name);
+
 struct CheckpointProblem {
   const PlanGraph* plan = nullptr;
   int window = 0;                 // the recomputation window in levels (0: none)
@@ -121,8 +133,10 @@ struct CheckpointProblem {
   std::vector<double> copy_out_ms, copy_in_ms;  // fval -> its copy to / from the host (latency + bytes / rate)
   // fval -> the stage-0 position after which an offloaded value's device memory is released: the first position
   // at or after its last stage-0 reader by whose end its copy, started when it was produced, has ended (at most
-  // the loss, F). Until then it counts as a kept value does.
+  // the loss, F); under CopyTiming::lean its last stage-0 reader (the one after its producer where none reads it).
+  // Until then it counts as a kept value does.
   std::vector<int> offload_at;
+  CopyTiming copy_timing = CopyTiming::hidden;  // when copies release and take device memory (enable_offload)
   std::vector<std::vector<int>> fwd_offloaded;  // position k -> fvals whose offload_at is k
   std::vector<double> fwd_end_ms;               // position k (0..F) -> when k ends in stage 0 (defaults)
   std::vector<double> step_ms;                  // t -> step t's node time (its default implementation)
@@ -174,7 +188,8 @@ struct CheckpointProblem {
   bool has_h(int f) const { return offload() && offloadable[f]; }
   bool has_g(int t, int f) const { return offload() && t >= 1 && used[t][f]; }
   // The step from whose start f's copy back into step t runs (has_g(t, f)): t-1, or where the node of step t-1 is
-  // shorter than the copy, the fewest steps before t whose nodes' times cover it (at most kCopySpanSteps).
+  // shorter than the copy, the fewest steps before t whose nodes' times cover it (at most kCopySpanSteps); always
+  // t-1 under CopyTiming::lean.
   int prefetch_first(int t, int f) const;
   // The stage-0 positions whose node times an offloaded f's copy to the host may run in (out_slots): from the one
   // after its producer, where the copy is released, through offload_at f, where it must have ended (that position
@@ -192,7 +207,12 @@ struct CheckpointProblem {
 };
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).
-void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes);
+// timing: where each copy of a value releases its device memory in stage 0 (offload_at) and from where a copy back
+// takes it (prefetch_first) - CopyTiming.
+void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes,
+                    CopyTiming timing = CopyTiming::hidden);
+// p's offload (link, host limit, window) with the other copy timing.
+CheckpointProblem with_copy_timing(const CheckpointProblem& p, CopyTiming timing);
 // p.parameter_offers, p.fetch_spans and the state spans from p.states (enable_offload calls it; call it again after
 // changing them).
 void index_state_offers(CheckpointProblem& p);

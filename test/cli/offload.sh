@@ -2,7 +2,8 @@
 # The user's path through --offload: a profile with a host link (--host-bandwidth), a budget below the lower bound
 # without offload, solved with offload; the schedule keeps momentum (and parameters) on the host, copies values there
 # and back, passes monet-check --reference store-all bitwise and runs with the arena's peak equal to the prediction
-# and the host arena equal to the simulator's. ResNet-50 at batch 4, 64x64 (CPU).
+# and the host arena equal to the simulator's; then the same with lean copy timing (--copy-timing lean). ResNet-50 at
+# batch 4, 64x64 (CPU).
 # Usage: offload.sh BUILD_DIR SOURCE_DIR
 set -u
 bin=$1/apps
@@ -54,4 +55,23 @@ grep -q "bitwise equal, PASS" "$tmp/check.log" || { cat "$tmp/check.log"; fail "
 grep -q "predicted [0-9,]* bytes (equal)" "$tmp/run.log" || { cat "$tmp/run.log"; fail "arena peak != predicted"; }
 grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/run.log" ||
   { cat "$tmp/run.log"; fail "host arena != predicted"; }
-echo "ok: offloading schedule at $budget bytes: bitwise equal to store-all, arena and host arena as predicted"
+# Lean copy timing (--copy-timing lean: each copy releases and takes device memory as late as it can, the
+# computation waiting for it): the same budget, the same checks.
+"$bin/monet-solve" "$tmp/p.json" --mode checkpoint --offload --host-limit 1GB --copy-timing lean --budget "$budget" \
+  --time-limit 1e6 --max-nodes 1 --max-sub-mips 1 --threads 1 -o "$tmp/lean.json" --report "$tmp/lean_r.json" \
+  >"$tmp/lean.log" 2>&1 || { cat "$tmp/lean.log"; fail "monet-solve --copy-timing lean at $budget"; }
+/usr/bin/python3 - "$tmp/lean_r.json" "$budget" <<'PY' || fail "lean report"
+import json, sys
+r, budget = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert r["fits"] and r["predicted_peak_bytes"] <= budget, (r["fits"], r["predicted_peak_bytes"], budget)
+assert r["offload"]["copy_timing"] == "lean" and r["offload"]["transfers"] > 0, r["offload"]
+PY
+"$bin/monet-check" "$model" --schedule "$tmp/lean.json" --reference store-all >"$tmp/lean_check.log" 2>&1 ||
+  { cat "$tmp/lean_check.log"; fail "monet-check (lean)"; }
+grep -q "bitwise equal, PASS" "$tmp/lean_check.log" || { cat "$tmp/lean_check.log"; fail "lean: not bitwise equal"; }
+"$bin/monet-run" "$model" --schedule "$tmp/lean.json" --iters 1 --warmup 0 >"$tmp/lean_run.log" 2>&1 ||
+  { cat "$tmp/lean_run.log"; fail "monet-run (lean)"; }
+grep -q "predicted [0-9,]* bytes (equal)" "$tmp/lean_run.log" || { cat "$tmp/lean_run.log"; fail "lean: arena peak"; }
+grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/lean_run.log" ||
+  { cat "$tmp/lean_run.log"; fail "lean: host arena != predicted"; }
+echo "ok: offloading schedules at $budget bytes (copy timing hidden and lean): bitwise equal to store-all, arena and host arena as predicted"
