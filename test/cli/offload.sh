@@ -13,6 +13,19 @@ trap 'rm -rf "$tmp"' EXIT
 model="$src/models/resnet50.onnx"
 shape="--batch 4 --input-shape 3,64,64"
 fail() { echo "FAIL: $*"; exit 1; }
+# The schedule $tmp/$1.json checked bitwise against store-all and run: arena and host arena as predicted.
+check_and_run() {
+  local name=$1
+  "$bin/monet-check" "$model" --schedule "$tmp/$name.json" --reference store-all >"$tmp/${name}_check.log" 2>&1 ||
+    { cat "$tmp/${name}_check.log"; fail "monet-check ($name)"; }
+  grep -q "bitwise equal, PASS" "$tmp/${name}_check.log" || { cat "$tmp/${name}_check.log"; fail "$name: not bitwise equal"; }
+  "$bin/monet-run" "$model" --schedule "$tmp/$name.json" --iters 1 --warmup 0 >"$tmp/${name}_run.log" 2>&1 ||
+    { cat "$tmp/${name}_run.log"; fail "monet-run ($name)"; }
+  grep -q "predicted [0-9,]* bytes (equal)" "$tmp/${name}_run.log" ||
+    { cat "$tmp/${name}_run.log"; fail "$name: arena peak != predicted"; }
+  grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/${name}_run.log" ||
+    { cat "$tmp/${name}_run.log"; fail "$name: host arena != predicted"; }
+}
 "$bin/monet-profile" "$model" $shape --device estimate --host-bandwidth 25 -o "$tmp/p.json" >/dev/null ||
   fail "monet-profile"
 "$bin/monet-solve" "$tmp/p.json" --mode checkpoint --budget 1 --report "$tmp/probe.json" -o "$tmp/none.json" \
@@ -47,14 +60,7 @@ assert len(params) == o["parameters_on_host"], (params, o)
 assert o["parameter_bytes_on_host"] <= o["state_bytes_on_host"], o
 assert o["state_bytes_on_host"] <= o["host_peak_bytes"], o
 PY
-"$bin/monet-check" "$model" --schedule "$tmp/s.json" --reference store-all >"$tmp/check.log" 2>&1 ||
-  { cat "$tmp/check.log"; fail "monet-check"; }
-grep -q "bitwise equal, PASS" "$tmp/check.log" || { cat "$tmp/check.log"; fail "not bitwise equal"; }
-"$bin/monet-run" "$model" --schedule "$tmp/s.json" --iters 1 --warmup 0 >"$tmp/run.log" 2>&1 ||
-  { cat "$tmp/run.log"; fail "monet-run"; }
-grep -q "predicted [0-9,]* bytes (equal)" "$tmp/run.log" || { cat "$tmp/run.log"; fail "arena peak != predicted"; }
-grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/run.log" ||
-  { cat "$tmp/run.log"; fail "host arena != predicted"; }
+check_and_run s
 # Lean copy timing (--copy-timing lean: each copy releases and takes device memory as late as it can, the
 # computation waiting for it): the same budget, the same checks.
 "$bin/monet-solve" "$tmp/p.json" --mode checkpoint --offload --host-limit 1GB --copy-timing lean --budget "$budget" \
@@ -66,12 +72,5 @@ r, budget = json.load(open(sys.argv[1])), int(sys.argv[2])
 assert r["fits"] and r["predicted_peak_bytes"] <= budget, (r["fits"], r["predicted_peak_bytes"], budget)
 assert r["offload"]["copy_timing"] == "lean" and r["offload"]["transfers"] > 0, r["offload"]
 PY
-"$bin/monet-check" "$model" --schedule "$tmp/lean.json" --reference store-all >"$tmp/lean_check.log" 2>&1 ||
-  { cat "$tmp/lean_check.log"; fail "monet-check (lean)"; }
-grep -q "bitwise equal, PASS" "$tmp/lean_check.log" || { cat "$tmp/lean_check.log"; fail "lean: not bitwise equal"; }
-"$bin/monet-run" "$model" --schedule "$tmp/lean.json" --iters 1 --warmup 0 >"$tmp/lean_run.log" 2>&1 ||
-  { cat "$tmp/lean_run.log"; fail "monet-run (lean)"; }
-grep -q "predicted [0-9,]* bytes (equal)" "$tmp/lean_run.log" || { cat "$tmp/lean_run.log"; fail "lean: arena peak"; }
-grep -qE "offloaded: host arena ([0-9,]+) bytes \(predicted \1\)" "$tmp/lean_run.log" ||
-  { cat "$tmp/lean_run.log"; fail "lean: host arena != predicted"; }
+check_and_run lean
 echo "ok: offloading schedules at $budget bytes (copy timing hidden and lean): bitwise equal to store-all, arena and host arena as predicted"
