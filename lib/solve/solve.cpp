@@ -272,7 +272,7 @@ std::optional<Assignment> bracket_budget(const PlanGraph& plan, const SolveOptio
 // Under offload, a budget at or above the lower bound that the heuristics plan nothing within with copies timed to
 // hide them: the problem with lean copy timing (CopyTiming::lean: each copy releases and takes device memory as
 // late as it can, the compute stream waiting for it) where its heuristics plan a schedule within the budget, with
-// that schedule as the warm start. Its waits make it slower wherever the hidden timing has a schedule, so it is
+// that schedule as the warm start, or reach a lower peak than with hidden timing (no warm start then). Its waits make it slower wherever the hidden timing has a schedule, so it is
 // taken only below that one's floor; the MILP may then still find one with hidden timing that the heuristics did
 // not, which this leaves out.
 void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, CheckpointProblem& p,
@@ -283,9 +283,12 @@ void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, Che
   const int64_t smallest = smallest_heuristic_peak(lean, clock.share(0.3), o.budget_bytes, &lean_start);
   spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with lean copy timing {}{}",
                format_bytes(out.smallest_found_bytes), format_bytes(smallest),
-               lean_start ? ": the program takes lean copy timing" : "");
+               lean_start || smallest < out.smallest_found_bytes ? ": the program takes lean copy timing" : "");
+  const int64_t hidden_floor = out.smallest_found_bytes;
   out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
-  if (!lean_start) return;
+  // Below both floors the lean program still has every schedule the hidden one has, in no more memory: where its
+  // heuristics reach lower, CBC looks there.
+  if (!lean_start && smallest >= hidden_floor) return;
   p = std::move(lean);
   start = std::move(lean_start);
   out.copy_timing = copy_timing_name(CopyTiming::lean);
