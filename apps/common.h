@@ -151,7 +151,7 @@ struct OffloadFlags {
   bool offload = false;
   std::optional<double> host_bandwidth;  // GB/s; none: the profile's host link
   std::string host_limit;                // a size; empty: half the machine's available memory
-  std::string copy_timing = "auto";      // auto, hidden or lean (SolveOptions::copy_timing)
+  std::string copy_timing = "auto";      // auto, hidden or lean (SolveOptions::copy_timing: none for auto)
 
   void add_to(CLI::App& app) {
     app.add_flag("--offload", offload,
@@ -167,14 +167,15 @@ struct OffloadFlags {
     app.add_option("--copy-timing", copy_timing,
                    "with --offload: hidden (each copy releases and takes device memory where the node times hide "
                    "it), lean (as late as it can, the computation waiting for the copy: less memory, slower), or "
-                   "auto (the default: lean only where the heuristics reach the budget with lean alone)");
+                   "auto (the default: lean only where the heuristics reach nothing within the budget with hidden, "
+                   "and the budget or a lower peak with lean)");
   }
 
   // Checks the flags and settles the host limit (read once: a search over batches keeps one limit).
   void check() {
     if (!offload && (host_bandwidth || !host_limit.empty() || copy_timing != "auto"))
       fail("--host-bandwidth, --host-limit and --copy-timing go with --offload");
-    if (copy_timing != "auto") parse_copy_timing(copy_timing);
+    if (copy_timing != "auto") timing_ = parse_copy_timing(copy_timing);
     if (host_bandwidth && !(*host_bandwidth > 0)) fail("--host-bandwidth: expected GB/s > 0, got ", *host_bandwidth);
     if (!offload) return;
     if (!host_limit.empty()) {
@@ -198,11 +199,12 @@ struct OffloadFlags {
     require_link(&profile, where);
     o.offload = host_bandwidth ? host_link_from_flag(*host_bandwidth) : *profile.host_link;
     o.host_limit_bytes = limit_bytes_;
-    if (copy_timing != "auto") o.copy_timing = parse_copy_timing(copy_timing);
+    o.copy_timing = timing_;
   }
 
  private:
   int64_t limit_bytes_ = 0;
+  std::optional<CopyTiming> timing_;  // --copy-timing, settled by check(); none: auto
 };
 
 // Runs body() and maps exceptions to one line on stderr and an exit code.

@@ -59,9 +59,9 @@ struct NestedSpan {
 // node times since its production cover the copy, and each copy back holds it from where the node times before its
 // reader cover the copy, so a lone copy costs no wait. lean: released at the value's last stage-0 reader and held
 // from the step before its reader, the compute stream waiting for what the node times do not cover - less memory
-// (on ResNet-50 b184 everything offloaded from store-all peaks at 3.81 GB against 7.06 GB, the values in flight in
-// stage 0 holding their memory: schedules/cpu-runs/2026-11-29_floor), more waits. The solve takes lean only where
-// the heuristics plan nothing within the budget with hidden (docs/planner.md, "Offload").
+// (on ResNet-50 b184 everything offloaded from store-all peaks at 2.77 GB against 7.06 GB, where the values in
+// flight in stage 0 hold their memory: schedules/cpu-runs/2026-11-29_floor), more waits. The solve takes lean only
+// where the heuristics plan nothing within the budget with hidden (docs/planner.md, "Offload").
 enum class CopyTiming { hidden, lean };
 const char* copy_timing_name(CopyTiming t);  // "hidden", "lean"
 // "hidden" or "lean" (a --copy-timing value); fails naming the value otherwise.

@@ -281,14 +281,14 @@ void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, Che
   CheckpointProblem lean = with_copy_timing(p, CopyTiming::lean);
   std::optional<Assignment> lean_start;
   const int64_t smallest = smallest_heuristic_peak(lean, clock.share(0.3), o.budget_bytes, &lean_start);
-  spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with lean copy timing {}{}",
-               format_bytes(out.smallest_found_bytes), format_bytes(smallest),
-               lean_start || smallest < out.smallest_found_bytes ? ": the program takes lean copy timing" : "");
-  const int64_t hidden_floor = out.smallest_found_bytes;
-  out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
   // Below both floors the lean program still has every schedule the hidden one has, in no more memory: where its
   // heuristics reach lower, CBC looks there.
-  if (!lean_start && smallest >= hidden_floor) return;
+  const bool take = lean_start || smallest < out.smallest_found_bytes;
+  spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with lean copy timing {}{}",
+               format_bytes(out.smallest_found_bytes), format_bytes(smallest),
+               take ? ": the program takes lean copy timing" : "");
+  out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
+  if (!take) return;
   p = std::move(lean);
   start = std::move(lean_start);
   out.copy_timing = copy_timing_name(CopyTiming::lean);

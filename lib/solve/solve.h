@@ -36,7 +36,7 @@ struct SolveOptions {
   std::optional<HostLink> offload;
   int64_t host_limit_bytes = 0;  // the most bytes on the host at once (0: no limit)
   // Under offload, the copies' timing (CopyTiming, lib/solve/problem.h); none: hidden, and lean where the heuristics
-  // plan nothing within the budget with hidden but something with lean (--copy-timing auto).
+  // plan nothing within the budget with hidden but something, or a lower peak, with lean (--copy-timing auto).
   std::optional<CopyTiming> copy_timing;
   // Under --offload: a schedule without copies already solved for this plan and budget (a SolveOutcome::assignment
   // of a solve without offload). It stands in for the program without copies' phase, and the program with copies
@@ -65,7 +65,7 @@ struct SolveOutcome {
   // status ("optimal", "feasible", "infeasible", "not_found"); empty without --offload.
   std::string without_copies_status;
   // Under --offload, when the copies take device memory (CopyTiming, lib/solve/problem.h): "hidden", or "lean"
-  // where the heuristics planned nothing within the budget with copies timed to hide them; empty without.
+  // where --copy-timing said so or the solve took it (SolveOptions::copy_timing); empty without.
   std::string copy_timing;
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)
