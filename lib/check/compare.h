@@ -15,7 +15,8 @@ inline constexpr double kNoiseFactor = 4.0;
 // The same against PyTorch's float32 run, whose kernels are not ours: its convolutions (oneDNN) and ours (im2col and
 // OpenBLAS's sgemm) round differently, by an amount that depends on the CPU's BLAS kernels. UNet at batch 2, 64x64:
 // our float32 gradients deviate 5.9x PyTorch's own deviation with OpenBLAS's AVX-512 kernels (an AMD EPYC), 3.0x
-// with its AVX2 kernels on the same machine (OPENBLAS_CORETYPE=Haswell).
+// with its AVX2 kernels on the same machine (OPENBLAS_CORETYPE=Haswell; 2026-11-29,
+// schedules/cpu-runs/2026-11-29_f32_check).
 inline constexpr double kTorchNoiseFactor = 8.0;
 // Gradients are compared relative to max(|g_ref|, this fraction of the norm of the whole gradient): some
 // parameters' true gradient is exactly zero (a conv bias before BatchNorm), where rounding noise has no scale of its
