@@ -35,9 +35,11 @@ import sys
 CUDNN_CONV = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
               "ConvTransposeGradWeight"}
 CUBLAS = {"Gemm", "GemmGradA", "GemmGradB", "MatMul", "MatMulGradA", "MatMulGradB"}
-# BatchNormalization on cuDNN; BatchNormGrad's input-activated implementation (its default) on cuDNN, the
-# output-activated one ours; their algorithm variant "ours" (our kernels) is ours.
-CUDNN_OTHER = {("BatchNormalization", None), ("BatchNormGrad", "input"), ("BatchNormGrad", None)}
+# BatchNormalization on cuDNN (its one implementation, "default" where the profile lists its algorithm variants);
+# BatchNormGrad's input-activated implementation (its default) on cuDNN, the output-activated one ours; their
+# algorithm variant "ours" (our kernels) is ours.
+CUDNN_OTHER = {("BatchNormalization", None), ("BatchNormalization", "default"), ("BatchNormGrad", "input"),
+               ("BatchNormGrad", None)}
 
 # Inputs a node writes in place besides its outputs (counted once more, as written).
 WRITES_INPUTS = {"SgdUpdate": (0, 2), "BatchNormalization": (3, 4)}

@@ -237,9 +237,9 @@ def pytorch_rows(out):
 
 
 def transformer_table(a, model, batch):
-    """The table of a model MONeT did not measure: every full-mode solve under zoo/ (the zoo stage's budgets,
-    fractions of the profile's lean store-all peak), its run and check, against PyTorch eager with and without
-    SDPA. [] where zoo/ has no solve."""
+    """The table of a model MONeT did not measure: every full-mode solve under zoo/ (fractions of the profile's
+    lean or fast store-all peak), its run and check, against PyTorch eager with and without SDPA. [] where zoo/ has
+    no solve."""
     out = os.path.join(model_dir(model, batch), "zoo")
     found = []
     for path in glob.glob(os.path.join(out, "report_full_*GB.json")):
@@ -256,9 +256,12 @@ def transformer_table(a, model, batch):
     torch, eager, sdpa, compiled = pytorch_rows(out)
     limits = sorted({f"{r['time_limit_s']:g} s" for _, r in found if r.get("time_limit_s") is not None})
     sa_peak = first["store_all_peak_bytes"]
+    fast_peak = first.get("fast_store_all_peak_bytes")
     lines = [f"## {model}, batch {batch}", "",
              f"MONeT did not measure this model: budgets are fractions of the profile's lean store-all peak "
-             f"({sa_peak / 1e9:.2f} GB, predicted step {first['store_all_step_ms']:.2f} ms); full-mode solves of "
+             f"({sa_peak / 1e9:.2f} GB, predicted step {first['store_all_step_ms']:.2f} ms)" +
+             (f" or of the fast store-all's ({fast_peak / 1e9:.2f} GB, {first['fast_store_all_step_ms']:.2f} ms)"
+              if fast_peak else "") + "; full-mode solves of "
              f"{', '.join(limits) or '-'}" +
              (f" on {first['threads']} threads" if first.get("threads") else "") + ". Store-all " +
              (f"measured {sa_run['peak_bytes'] / 1e9:.2f} GB, {sa_run['step_ms_median']:.2f} ms"
@@ -270,13 +273,14 @@ def transformer_table(a, model, batch):
               if sdpa and sdpa.get("peak_bytes") else "") + "."]
     if torch:
         lines.append(f"GPU run: {torch['title']}.")
-    lines += ["", "| budget | of store-all | predicted peak | predicted overhead | gap | measured peak | "
-              "measured overhead | measured / predicted step | vs eager | vs eager SDPA | check | "
+    lines += ["", "| budget | of store-all | of fast store-all | predicted peak | predicted overhead | gap | "
+              "measured peak | measured overhead | measured / predicted step | vs eager | vs eager SDPA | check | "
               "torch.compile at that memory | timeline |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios = []
     for gb, r in found:
-        cells = [f"{gb:.2f} GB", f"{gb * 1e9 / sa_peak:.2f}" if sa_peak else "-"]
+        cells = [f"{gb:.2f} GB", f"{gb * 1e9 / sa_peak:.2f}" if sa_peak else "-",
+                 f"{gb * 1e9 / fast_peak:.2f}" if fast_peak else "-"]
         if r and r.get("fits"):
             cells += [f"{r['predicted_peak_bytes'] / 1e9:.2f} GB", pct(r["overhead"]),
                       f"{100 * r['gap']:.2f}%" if r.get("gap") is not None else "-"]
