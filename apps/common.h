@@ -166,9 +166,11 @@ struct OffloadFlags {
                    "machine's available memory)");
     app.add_option("--copy-timing", copy_timing,
                    "with --offload: hidden (each copy releases and takes device memory where the node times hide "
-                   "it), lean (as late as it can, the computation waiting for the copy: less memory, slower), or "
-                   "auto (the default: lean only where the heuristics reach nothing within the budget with hidden, "
-                   "and the budget or a lower peak with lean)");
+                   "it), lean (as late as it can, the computation waiting for the copy: less memory, slower), "
+                   "lean-out (copies to the host lean, copies back hidden), lean-in (the other way round), or auto "
+                   "(the default: hidden, and only where its heuristics reach nothing within the budget the first "
+                   "of lean-out, lean-in and lean whose heuristics reach the budget, else the one reaching the "
+                   "lowest peak below hidden's)");
   }
 
   // Checks the flags and settles the host limit (read once: a search over batches keeps one limit).

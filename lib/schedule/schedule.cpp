@@ -118,12 +118,15 @@ Schedule store_all_like(const PlanGraph& p, const Schedule& s) {
   return r;
 }
 
-std::vector<int> lean_store_all_impls(const PlanGraph& p) {
-  std::vector<int> impl(p.nodes.size(), 0);
+namespace {
+
+// Coordinate descent over each node's implementations from `impl`: each change kept when it lowers the store-all's
+// peak by more than 0.01%, or its time at a peak within 0.01% of the lowest seen and not above the start's.
+std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p, std::vector<int> impl) {
   SimResult best = simulate(p, store_all_schedule(p, impl));
   // Peaks within 0.01% count as equal: a few hundred bytes (a BatchNorm's saved mean) do not buy a slower kernel.
   // Time is traded only against the lowest peak seen, so that small steps cannot add up to more memory, and never
-  // above the defaults' peak.
+  // above the start's peak.
   const int64_t defaults = best.peak_bytes;
   int64_t lowest = best.peak_bytes;
   for (int round = 0; round < 4; ++round) {
@@ -146,7 +149,22 @@ std::vector<int> lean_store_all_impls(const PlanGraph& p) {
       }
     if (!changed) break;
   }
-  return impl;
+  return {std::move(impl), best};
+}
+
+}  // namespace
+
+std::vector<int> lean_store_all_impls(const PlanGraph& p) {
+  auto from_defaults = descend_store_all_peak(p, std::vector<int>(p.nodes.size(), 0));
+  // The descent moves one node at a time, so it can stop above a peak that several changes together reach: the
+  // fast store-all's choices are a second start (on 2026-11-30 H200 profiles, UNet's descent from the defaults
+  // stopped at 13.15 GB, above the fast store-all's 11.99 GB).
+  const std::vector<int> fast = fast_store_all_impls(p);
+  if (fast == from_defaults.first) return std::move(from_defaults.first);
+  auto from_fast = descend_store_all_peak(p, fast);
+  const SimResult &a = from_defaults.second, &b = from_fast.second;
+  const bool take_fast = b.peak_bytes < a.peak_bytes || (b.peak_bytes == a.peak_bytes && b.time_ms < a.time_ms);
+  return std::move(take_fast ? from_fast.first : from_defaults.first);
 }
 
 Schedule lean_store_all_schedule(const PlanGraph& p) { return store_all_schedule(p, lean_store_all_impls(p)); }

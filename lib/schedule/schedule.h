@@ -77,9 +77,10 @@ Schedule store_all_schedule(const Graph& g);
 // implementation the plan does not have.
 Schedule store_all_like(const PlanGraph& p, const Schedule& s);
 
-// The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent from
-// the defaults over each node's implementations, each change kept when it lowers the peak by more than 0.01%, or
-// the time at a peak within 0.01% of the lowest seen). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan
+// The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent over
+// each node's implementations, each change kept when it lowers the peak by more than 0.01%, or the time at a peak
+// within 0.01% of the lowest seen; from the defaults and from the fast store-all's choices, the lower peak of the
+// two, so never above either). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan
 // has no times (a plan on a backend, not a profile) it is the least peak, ties keeping the defaults.
 std::vector<int> lean_store_all_impls(const PlanGraph& p);
 // store_all_schedule(p, lean_store_all_impls(p)): the smallest store-all peak; the baseline of monet-solve's and

@@ -447,12 +447,19 @@ CheckpointProblem without_offload(const CheckpointProblem& p) {
   return q;
 }
 
-const char* copy_timing_name(CopyTiming t) { return t == CopyTiming::lean ? "lean" : "hidden"; }
+const char* copy_timing_name(CopyTiming t) {
+  switch (t) {
+    case CopyTiming::lean: return "lean";
+    case CopyTiming::lean_out: return "lean-out";
+    case CopyTiming::lean_in: return "lean-in";
+    default: return "hidden";
+  }
+}
 
 CopyTiming parse_copy_timing(const std::string& name) {
-  if (name == "hidden") return CopyTiming::hidden;
-  if (name == "lean") return CopyTiming::lean;
-  fail("--copy-timing '", name, "': expected auto, hidden or lean");
+  for (CopyTiming t : {CopyTiming::hidden, CopyTiming::lean, CopyTiming::lean_out, CopyTiming::lean_in})
+    if (name == copy_timing_name(t)) return t;
+  fail("--copy-timing '", name, "': expected auto, hidden, lean, lean-out or lean-in");
 }
 
 CheckpointProblem with_copy_timing(const CheckpointProblem& p, CopyTiming timing) {
@@ -531,7 +538,7 @@ void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_lim
     p.copy_in_ms[f] = link.copy_ms(p.bytes(f), false);
     if (!p.offloadable[f]) continue;
     int k = p.last_fwd[f];
-    if (timing == CopyTiming::lean) k = std::min(F, std::max(k, p.producer[f] + 1));
+    if (lean_release(timing)) k = std::min(F, std::max(k, p.producer[f] + 1));
     else
       while (k < F && p.fwd_end_ms[k] - p.fwd_end_ms[p.producer[f]] < p.copy_out_ms[f]) ++k;
     p.offload_at[f] = k;
@@ -693,7 +700,7 @@ std::vector<CopyIn> copy_in_offers(const CheckpointProblem& p) {
 
 int CheckpointProblem::prefetch_first(int t, int f) const {
   int first = t - 1;
-  if (copy_timing == CopyTiming::lean) return first;
+  if (lean_take(copy_timing)) return first;
   for (double ms = step_ms[first]; ms < copy_in_ms[f] && first > 0 && t - first < kCopySpanSteps;) ms += step_ms[--first];
   return first;
 }

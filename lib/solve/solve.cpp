@@ -270,28 +270,50 @@ std::optional<Assignment> bracket_budget(const PlanGraph& plan, const SolveOptio
 }
 
 // Under offload, a budget at or above the lower bound that the heuristics plan nothing within with copies timed to
-// hide them: the problem with lean copy timing (CopyTiming::lean: each copy releases and takes device memory as
-// late as it can, the compute stream waiting for it) where its heuristics plan a schedule within the budget, with
-// that schedule as the warm start, or reach a lower peak than with hidden timing (no warm start then). Its waits make it slower wherever the hidden timing has a schedule, so it is
+// hide them: a leaner copy timing (CopyTiming), tried from the fewest waits to the least memory - lean_out (copies
+// to the host release their memory at the value's last stage-0 reader), lean_in (copies back take it from the step
+// before their reader), lean (both) - is taken at the first whose heuristics plan a schedule within the budget, with
+// that schedule as the warm start; where none does, the one whose heuristics reach the lowest peak below hidden
+// timing's (no warm start then). Their waits make them slower wherever the hidden timing has a schedule, so they are
 // taken only below that one's floor; the MILP may then still find one with hidden timing that the heuristics did
 // not, which this leaves out.
 void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, CheckpointProblem& p,
                              std::optional<Assignment>& start, SolveOutcome& out) {
   if (o.budget_bytes < out.lower_bound_bytes || out.smallest_found_bytes <= o.budget_bytes) return;
-  CheckpointProblem lean = with_copy_timing(p, CopyTiming::lean);
-  std::optional<Assignment> lean_start;
-  const int64_t smallest = smallest_heuristic_peak(lean, clock.share(0.3), o.budget_bytes, &lean_start);
-  // Below both floors the lean program still has every schedule the hidden one has, in no more memory: where its
-  // heuristics reach lower, CBC looks there.
-  const bool take = lean_start || smallest < out.smallest_found_bytes;
-  spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with lean copy timing {}{}",
-               format_bytes(out.smallest_found_bytes), format_bytes(smallest),
-               take ? ": the program takes lean copy timing" : "");
-  out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
-  if (!take) return;
-  p = std::move(lean);
-  start = std::move(lean_start);
-  out.copy_timing = copy_timing_name(CopyTiming::lean);
+  const int64_t hidden_smallest = out.smallest_found_bytes;
+  std::optional<CheckpointProblem> best;
+  std::optional<Assignment> best_start;
+  int64_t best_smallest = hidden_smallest;
+  const CopyTiming leaner[] = {CopyTiming::lean_out, CopyTiming::lean_in, CopyTiming::lean};
+  for (int k = 0; k < 3; ++k) {
+    CheckpointProblem q = with_copy_timing(p, leaner[k]);
+    std::optional<Assignment> q_start;
+    // The first timing's heuristics until 0.3 of the limit, each next one's 0.05 of it longer (each stops at the
+    // first schedule within the budget).
+    const int64_t smallest = smallest_heuristic_peak(q, clock.share(0.3 + 0.05 * k), o.budget_bytes, &q_start);
+    spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with {} copy timing {}{}",
+                 format_bytes(hidden_smallest), copy_timing_name(leaner[k]), format_bytes(smallest),
+                 q_start ? ": within the budget, the program takes it" : "");
+    out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
+    if (q_start) {
+      best = std::move(q);
+      best_start = std::move(q_start);
+      break;
+    }
+    // Below both floors a leaner program still has every schedule of the hidden one, in no more memory: where its
+    // heuristics reach lower, CBC looks there.
+    if (smallest < best_smallest) {
+      best_smallest = smallest;
+      best = std::move(q);
+    }
+  }
+  if (!best) return;
+  if (!best_start)
+    spdlog::info("offload: the program takes {} copy timing, whose heuristics reached the lowest peak",
+                 copy_timing_name(best->copy_timing));
+  p = std::move(*best);
+  start = std::move(best_start);
+  out.copy_timing = copy_timing_name(p.copy_timing);
 }
 
 // The baselines without a MILP: store-all, and sqrt(n) segments.

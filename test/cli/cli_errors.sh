@@ -207,7 +207,7 @@ expect 1 "nodes\[0\].time_ms: must be >= 0, got -1" -- $solve "$tmp/p_neg.json" 
 expect 1 "p.json: the profile has no host link" -- $solve "$tmp/p.json" --budget 1MB --offload $so
 expect 1 "--host-bandwidth, --host-limit and --copy-timing go with --offload" -- $solve "$tmp/p.json" --budget 1MB --host-limit 1GB $so
 expect 1 "--host-bandwidth, --host-limit and --copy-timing go with --offload" -- $solve "$tmp/p.json" --budget 1MB --copy-timing lean $so
-expect 1 "--copy-timing 'late': expected auto, hidden or lean" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth 10 --copy-timing late $so
+expect 1 "--copy-timing 'late': expected auto, hidden, lean, lean-out or lean-in" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth 10 --copy-timing late $so
 expect 1 "--host-bandwidth: expected GB/s > 0, got -3" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth -3 $so
 expect 1 "host-limit 'abc': expected a number" -- $solve "$tmp/p.json" --budget 1MB --offload --host-bandwidth 10 --host-limit abc $so
 expect 2 "below what any schedule reaches: the smallest feasible budget is at least" -- $solve "$tmp/p.json" --budget 1000 -o "$tmp/out.json"

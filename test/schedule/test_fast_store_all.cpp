@@ -79,6 +79,23 @@ TEST_CASE("fast store-all: each node's fastest implementation, the least workspa
   CHECK(r.objective_ms >= r.fast_store_all.time_ms);
 }
 
+TEST_CASE("lean store-all: never above the fast store-all's peak or the defaults'", "[store_all]") {
+  // The UNet's H200 profile of 2026-11-30: the descent from the defaults alone stopped at 13.15 GB, where every
+  // single change towards the fast store-all (mask-reading ReluGrads, argmax-reading MaxPoolGrads, faster
+  // ConvGradData algorithms) raised the peak and all of them together give 11.99 GB.
+  const Profile prof = read_profile(std::string(MONET_SOURCE_DIR) +
+                                    "/schedules/gpu-runs/2026-11-30_h200/call1/schedules/unet_11/h200/profile.json");
+  const PlanGraph& p = prof.plan;
+  const SimResult lean = simulate(p, lean_store_all_schedule(p)), fast = simulate(p, fast_store_all_schedule(p));
+  const SimResult defaults = simulate(p, store_all_schedule(p));
+  INFO("peaks: lean " << lean.peak_bytes << ", fast " << fast.peak_bytes << ", defaults " << defaults.peak_bytes);
+  CHECK(lean.peak_bytes <= fast.peak_bytes);
+  CHECK(lean.peak_bytes <= defaults.peak_bytes);
+  CHECK(lean.peak_bytes < 12'000'000'000);
+  // The profile's totals are the lean store-all's (profile_totals).
+  CHECK(profile_totals(prof).store_all_peak_bytes == lean.peak_bytes);
+}
+
 TEST_CASE("fast store-all: without times (a plan on a backend) it is the defaults", "[store_all]") {
   PlanGraph p = two_choice_plan();
   for (PlanNode& n : p.nodes)

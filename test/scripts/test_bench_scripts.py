@@ -3,13 +3,14 @@
 
 - scripts/bench_roofline.py on a hand-made profile: bytes from the values (in-place writes of SgdUpdate counted),
   roofline time max(bytes / bandwidth, FLOPs / peak), library ops (cuDNN, cuBLAS) told apart from our kernels,
-  a non-default implementation listed apart, the flags (>= 64 MB and < 50% of the bandwidth, ours only), the
+  a non-default implementation listed apart, BatchNormalization's default on cuDNN but its variant "ours" ours, the flags (>= 64 MB and < 50% of the bandwidth, ours only), the
   device's figures from its name, the refusal of a CPU profile without --bandwidth; and on the committed H200
   GPT-2 profile: its attention Softmax flagged, its MatMuls (cuBLAS) not;
 - scripts/gpu_session_util.py: merge keeps one eager row first;
 - scripts/zoo.py table on a hand-made zoo/ of GPT-2 (what gpu_session.sh's zoo stage leaves): one row per budget,
   largest first, its fraction of store-all, overheads against the lean store-all's run, PyTorch eager and SDPA, the
-  check, the torch.compile row that fits; a budget not run says so; no table for BERT, which has no solves;
+  check, the torch.compile row that fits; a budget not run says so; no table for BERT, which has no solves; and on
+  a hand-made zoo/ of ResNet-50 solved but not run: each predicted step against eager's, counted against MONeT's;
 - scripts/bench_pytorch.py (with PyTorch: skipped without it): the checkpointed forms of a CNN and of the UNet give
   eager's gradients bitwise, the compile budgets parse, and a --small CPU run of the tiny GPT-2 writes its table.
 
@@ -159,6 +160,40 @@ def test_summary(tmp):
           f"summary: measured / predicted beside the monet row that has a prediction: {rows}")
 
 
+def test_zoo_cnn_table(tmp):
+    """A zoo of ResNet-50 solved but not run (what a profiling call and zoo.py solve leave): each budget's predicted
+    step against PyTorch eager's, and how many of MONeT's budgets that puts below MONeT's overhead."""
+    sched = os.path.join(tmp, "cnn_schedules")
+    zoo = os.path.join(sched, "resnet50_184", "zoo")
+    os.makedirs(zoo)
+
+    def dump(name, doc):
+        json.dump(doc, open(os.path.join(zoo, name), "w"))
+
+    # MONeT's ResNet-50 rows: 10.01 GB +3.22%, 9.01 GB +4.68%, ..., 4.99 GB +11.95%. Eager 100 ms: 103.0 ms is
+    # below +3.22%, 105.0 ms above +4.68%; 4.99 GB has no schedule; the other three budgets are not solved.
+    for gb, fits, predicted in ((10.01, True, 103.0), (9.01, True, 105.0), (4.99, False, 0.0)):
+        dump(f"report_full_{gb:.2f}GB.json",
+             {"fits": fits, "status": "feasible" if fits else "infeasible", "predicted_peak_bytes": gb * 1e9 - 1e7,
+              "overhead": predicted / 90.0 - 1, "gap": 0.0, "store_all_peak_bytes": 15e9, "store_all_step_ms": 90.0,
+              "predicted_step_ms": predicted, "time_limit_s": 60, "threads": 1, "mode": "full"})
+    dump("pytorch.json", {"title": "resnet50 batch 184", "rows": [
+        {"run": "pytorch eager", "step_ms": 100.0, "peak_bytes": 16.2e9}]})
+    out = os.path.join(tmp, "CNN.md")
+    r = run([os.path.join(SCRIPTS, "zoo.py"), "table", "--models", "resnet50", "--schedules", sched, "--out", out])
+    text = open(out).read() if r.returncode == 0 else ""
+    rows = {line.split(" |")[0]: line for line in text.splitlines() if line.startswith("| ") and "GB |" in line}
+    check("| predicted vs eager |" in text, "zoo CNN table: a predicted-vs-eager column")
+    check(rows.get("| 10.01 GB", "").startswith("| 10.01 GB | 10.00 GB | +14.44% | 0.00% | +3.00% | not run |")
+          and rows.get("| 9.01 GB", "").startswith("| 9.01 GB | 9.00 GB | +16.67% | 0.00% | +5.00% | not run |"),
+          f"zoo CNN table: predicted steps 103 and 105 ms against eager's 100 ms: {list(rows.values())[:2]}")
+    check(rows.get("| 4.99 GB", "").startswith("| 4.99 GB | none (infeasible) | - | - | - | not run |"),
+          "zoo CNN table: no prediction against eager where no schedule was found")
+    check("Predicted below MONeT's overhead against PyTorch eager's step (MONeT's overheads are against its "
+          "PyTorch's store-all): 1 of 6 budgets." in text,
+          "zoo CNN table: +3.00% is below MONeT's +3.22%, +5.00% is not below its +4.68%")
+
+
 def test_zoo_transformer_table(tmp):
     sched = os.path.join(tmp, "schedules")
     zoo = os.path.join(sched, "gpt2_8", "zoo")
@@ -193,8 +228,8 @@ def test_zoo_transformer_table(tmp):
           and rows[2].startswith("| 2.00 GB | 0.22 | 0.14 |"),
           f"zoo table: a row per budget, largest first, with its fractions of the lean and the fast store-all: {rows}")
     check("or of the fast store-all's (14.00 GB, 118.50 ms)" in text, "zoo table: the fast store-all's peak and step")
-    want = ("| 3.00 GB | 0.33 | 0.21 | 2.99 GB | +24.00% | 1.00% | 2.99 GB | +25.00% | 0.931 | -25.00% | -6.25% | "
-            "bitwise; vs lean 2.0e-05 |")
+    want = ("| 3.00 GB | 0.33 | 0.21 | 2.99 GB | +24.00% | 1.00% | -19.40% | 2.99 GB | +25.00% | 0.931 | -25.00% | "
+            "-6.25% | bitwise; vs lean 2.0e-05 |")
     check(len(rows) == 3 and rows[1].startswith(want),
           f"zoo table: measured against the lean store-all's run (150/120), the prediction (150/161.2), eager "
           f"(150/200) and SDPA (150/160): {rows[1] if len(rows) == 3 else rows}")
@@ -259,6 +294,7 @@ def main():
         test_merge(tmp)
         test_summary(tmp)
         test_zoo_transformer_table(tmp)
+        test_zoo_cnn_table(tmp)
         test_bench_pytorch(tmp)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
