@@ -151,7 +151,7 @@ struct OffloadFlags {
   bool offload = false;
   std::optional<double> host_bandwidth;  // GB/s; none: the profile's host link
   std::string host_limit;                // a size; empty: half the machine's available memory
-  std::string copy_timing = "auto";      // auto, hidden or lean (SolveOptions::copy_timing: none for auto)
+  std::string copy_timing = "auto";      // auto, hidden, lean, lean-out or lean-in (SolveOptions::copy_timing: none for auto)
 
   void add_to(CLI::App& app) {
     app.add_flag("--offload", offload,

@@ -399,8 +399,11 @@ stage_zoo-runs() {
       done
       for f in "$from/${m}_$b/"*/profile*.json; do
         [ -f "$f" ] || continue
-        mkdir -p "$d/$(basename "$(dirname "$f")")"
-        [ -f "$d/$(basename "$(dirname "$f")")/$(basename "$f")" ] || cp "$f" "$d/$(basename "$(dirname "$f")")/"
+        local to="$d/$(basename "$(dirname "$f")")/$(basename "$f")"
+        mkdir -p "$(dirname "$to")"
+        if [ ! -f "$to" ]; then cp "$f" "$to"
+        elif ! cmp -s "$f" "$to"; then log "zoo-runs $m: $f not copied: this call's $to is there (profile-for picks by fingerprint)"
+        fi
       done
     fi
     zoo_runs "$m" "$b" "${MONET_ZOO_CHECK:-all}"

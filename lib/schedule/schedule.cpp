@@ -155,12 +155,14 @@ std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p
 }  // namespace
 
 std::vector<int> lean_store_all_impls(const PlanGraph& p) {
-  auto from_defaults = descend_store_all_peak(p, std::vector<int>(p.nodes.size(), 0));
+  const std::vector<int> defaults(p.nodes.size(), 0);
+  auto from_defaults = descend_store_all_peak(p, defaults);
   // The descent moves one node at a time, so it can stop above a peak that several changes together reach: the
   // fast store-all's choices are a second start (on 2026-11-30 H200 profiles, UNet's descent from the defaults
-  // stopped at 13.15 GB, above the fast store-all's 11.99 GB).
+  // stopped at 13.15 GB, above the fast store-all's 11.99 GB). A plan without times has the defaults as its fast
+  // store-all: one start.
   const std::vector<int> fast = fast_store_all_impls(p);
-  if (fast == from_defaults.first) return std::move(from_defaults.first);
+  if (fast == defaults || fast == from_defaults.first) return std::move(from_defaults.first);
   auto from_fast = descend_store_all_peak(p, fast);
   const SimResult &a = from_defaults.second, &b = from_fast.second;
   const bool take_fast = b.peak_bytes < a.peak_bytes || (b.peak_bytes == a.peak_bytes && b.time_ms < a.time_ms);

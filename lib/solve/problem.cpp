@@ -452,8 +452,9 @@ const char* copy_timing_name(CopyTiming t) {
     case CopyTiming::lean: return "lean";
     case CopyTiming::lean_out: return "lean-out";
     case CopyTiming::lean_in: return "lean-in";
-    default: return "hidden";
+    case CopyTiming::hidden: break;
   }
+  return "hidden";
 }
 
 CopyTiming parse_copy_timing(const std::string& name) {

@@ -217,7 +217,7 @@ struct CheckpointProblem {
 // takes it (prefetch_first) - CopyTiming.
 void enable_offload(CheckpointProblem& p, const HostLink& link, int64_t host_limit_bytes,
                     CopyTiming timing = CopyTiming::hidden);
-// p's offload (link, host limit, window) with the other copy timing.
+// p's offload (link, host limit, window) with copy timing `timing`.
 CheckpointProblem with_copy_timing(const CheckpointProblem& p, CopyTiming timing);
 // p.parameter_offers, p.fetch_spans and the state spans from p.states (enable_offload calls it; call it again after
 // changing them).

@@ -288,9 +288,11 @@ void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, Che
   for (int k = 0; k < 3; ++k) {
     CheckpointProblem q = with_copy_timing(p, leaner[k]);
     std::optional<Assignment> q_start;
-    // The first timing's heuristics until 0.3 of the limit, each next one's 0.05 of it longer (each stops at the
-    // first schedule within the budget).
-    const int64_t smallest = smallest_heuristic_peak(q, clock.share(0.3 + 0.05 * k), o.budget_bytes, &q_start);
+    // The heuristics of lean-out until 0.3 of the limit, of lean-in until 0.33, of lean (the likeliest to reach a
+    // low peak) until 0.4; each stops at its first schedule within the budget. Below the hidden floor the program
+    // without copies (until kWithoutCopiesShare) rarely finds a schedule: its share is what these take.
+    const double until[] = {0.3, 0.33, 0.4};
+    const int64_t smallest = smallest_heuristic_peak(q, clock.share(until[k]), o.budget_bytes, &q_start);
     spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with {} copy timing {}{}",
                  format_bytes(hidden_smallest), copy_timing_name(leaner[k]), format_bytes(smallest),
                  q_start ? ": within the budget, the program takes it" : "");
@@ -665,7 +667,11 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       retry.lower_bound_bytes = out.lower_bound_bytes;
       retry.smallest_found_bytes = out.smallest_found_bytes;
       retry.window_infeasible = p.window;
-      solve_milp(plan, *unwindowed, o, clock, std::nullopt, retry);
+      retry.copy_timing = out.copy_timing;
+      // The unwindowed problem under the copy timing the solve took (set_up built it with hidden timing).
+      if (p.offload() && unwindowed->copy_timing != p.copy_timing) *unwindowed = with_copy_timing(*unwindowed, p.copy_timing);
+      if (p.offload()) solve_offload(plan, *unwindowed, o, clock, std::nullopt, retry);
+      else solve_milp(plan, *unwindowed, o, clock, std::nullopt, retry);
       retry.window = 0;
       out = std::move(retry);
     }

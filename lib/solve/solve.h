@@ -35,8 +35,9 @@ struct SolveOptions {
   // Offload (docs/planner.md, "Offload"): the link that prices the copies; none: keep or recompute only.
   std::optional<HostLink> offload;
   int64_t host_limit_bytes = 0;  // the most bytes on the host at once (0: no limit)
-  // Under offload, the copies' timing (CopyTiming, lib/solve/problem.h); none: hidden, and lean where the heuristics
-  // plan nothing within the budget with hidden but something, or a lower peak, with lean (--copy-timing auto).
+  // Under offload, the copies' timing (CopyTiming, lib/solve/problem.h); none: hidden, and where the heuristics plan
+  // nothing within the budget with hidden the first of lean-out, lean-in and lean whose heuristics plan something,
+  // else the one whose heuristics reach the lowest peak below hidden's (--copy-timing auto).
   std::optional<CopyTiming> copy_timing;
   // Under --offload: a schedule without copies already solved for this plan and budget (a SolveOutcome::assignment
   // of a solve without offload). It stands in for the program without copies' phase, and the program with copies
@@ -64,8 +65,8 @@ struct SolveOutcome {
   // (the heuristics planned none within the budget, nor did CBC find one in the share it then gets), else its
   // status ("optimal", "feasible", "infeasible", "not_found"); empty without --offload.
   std::string without_copies_status;
-  // Under --offload, when the copies take device memory (CopyTiming, lib/solve/problem.h): "hidden", or "lean"
-  // where --copy-timing said so or the solve took it (SolveOptions::copy_timing); empty without.
+  // Under --offload, when the copies take device memory (CopyTiming, lib/solve/problem.h): "hidden", or "lean-out",
+  // "lean-in" or "lean" where --copy-timing said so or the solve took it (SolveOptions::copy_timing); empty without.
   std::string copy_timing;
   RootCuts root_cuts;                // the rounds of root cuts before CBC (lib/solve/cbc.h)
   Neighborhoods neighborhoods;       // the neighbourhood search before CBC's (lib/solve/cbc.h)

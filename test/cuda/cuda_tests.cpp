@@ -969,7 +969,7 @@ TEST_CASE("a schedule with batch norm on our kernels: arena peak = predicted, gr
   // Batch norm over 8 values a channel in the last stage amplifies fp32 rounding (the CUDA-against-CPU step's
   // tolerance is 5e-2 for it), and the two implementations round differently (ours adds in double): each is measured
   // against the CPU engine's step, and ours may not be further from it than that tolerance or than twice cuDNN's
-  // distance. (On an H200, 2026-11-30, ours and cuDNN's were 2.8e-2 apart.)
+  // distance (or 1e-3, where both are that close). (On an H200, 2026-11-30, ours and cuDNN's were 2.8e-2 apart.)
   std::vector<std::vector<double>> cpu_momentum;
   {
     auto c = open_session(model_options("resnet50", 2, Shape{3, 64, 64}, "cpu"));
@@ -997,7 +997,7 @@ TEST_CASE("a schedule with batch norm on our kernels: arena peak = predicted, gr
                                                                    << "; between them "
                                                                    << relative_difference(a.momentum, b.momentum));
   CHECK(from_ours <= 5e-2);
-  CHECK(from_ours <= 2 * from_cudnn);
+  CHECK(from_ours <= std::max(2 * from_cudnn, 1e-3));
 }
 
 TEST_CASE("a weight gradient over slices of the batch: the whole batch's gradient, deterministic, less workspace",

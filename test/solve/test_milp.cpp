@@ -1475,7 +1475,8 @@ TEST_CASE("neighbourhood sub-MIPs on checkpointing programs: what they find sati
 }
 
 // The MILP's objective (recomputations + implementation deltas) is negative where faster implementations pay for
-// the recomputations (VGG-16 b176 at 2/3 in full mode: -0.4% vs store-all). The proven bound used to be clamped at
+// the recomputations (VGG-16 b176's estimated profile between the lean and the fast store-all's peaks in full
+// mode). The proven bound used to be clamped at
 // zero: store-all's step time, above the schedule's, so the gap read 0% on a solve stopped by its time limit.
 TEST_CASE("a negative objective keeps its bound: the gap of a solve stopped at its node limit is not zero",
           "[solve][milp]") {
