@@ -284,17 +284,17 @@ void lean_copies_below_floor(const SolveOptions& o, const SolveClock& clock, Che
   std::optional<CheckpointProblem> best;
   std::optional<Assignment> best_start;
   int64_t best_smallest = hidden_smallest;
-  const CopyTiming leaner[] = {CopyTiming::lean_out, CopyTiming::lean_in, CopyTiming::lean};
-  for (int k = 0; k < 3; ++k) {
-    CheckpointProblem q = with_copy_timing(p, leaner[k]);
+  // Each timing's heuristics until a share of the limit: lean-out's 0.3, lean-in's 0.33, lean's (the likeliest to
+  // reach a low peak) 0.4; each stops at its first schedule within the budget. Below the hidden floor the program
+  // without copies (until kWithoutCopiesShare) rarely finds a schedule: its share is what these take.
+  const std::pair<CopyTiming, double> leaner[] = {
+      {CopyTiming::lean_out, 0.3}, {CopyTiming::lean_in, 0.33}, {CopyTiming::lean, 0.4}};
+  for (const auto& [timing, until] : leaner) {
+    CheckpointProblem q = with_copy_timing(p, timing);
     std::optional<Assignment> q_start;
-    // The heuristics of lean-out until 0.3 of the limit, of lean-in until 0.33, of lean (the likeliest to reach a
-    // low peak) until 0.4; each stops at its first schedule within the budget. Below the hidden floor the program
-    // without copies (until kWithoutCopiesShare) rarely finds a schedule: its share is what these take.
-    const double until[] = {0.3, 0.33, 0.4};
-    const int64_t smallest = smallest_heuristic_peak(q, clock.share(until[k]), o.budget_bytes, &q_start);
+    const int64_t smallest = smallest_heuristic_peak(q, clock.share(until), o.budget_bytes, &q_start);
     spdlog::info("offload: the heuristics' smallest peak with copies timed to hide them {}, with {} copy timing {}{}",
-                 format_bytes(hidden_smallest), copy_timing_name(leaner[k]), format_bytes(smallest),
+                 format_bytes(hidden_smallest), copy_timing_name(timing), format_bytes(smallest),
                  q_start ? ": within the budget, the program takes it" : "");
     out.smallest_found_bytes = std::min(out.smallest_found_bytes, smallest);  // a budget some schedule meets
     if (q_start) {
@@ -668,10 +668,13 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       retry.smallest_found_bytes = out.smallest_found_bytes;
       retry.window_infeasible = p.window;
       retry.copy_timing = out.copy_timing;
-      // The unwindowed problem under the copy timing the solve took (set_up built it with hidden timing).
-      if (p.offload() && unwindowed->copy_timing != p.copy_timing) *unwindowed = with_copy_timing(*unwindowed, p.copy_timing);
-      if (p.offload()) solve_offload(plan, *unwindowed, o, clock, std::nullopt, retry);
-      else solve_milp(plan, *unwindowed, o, clock, std::nullopt, retry);
+      if (p.offload()) {
+        // Under the copy timing the solve took (set_up built the unwindowed problem with the one asked for).
+        if (unwindowed->copy_timing != p.copy_timing) *unwindowed = with_copy_timing(*unwindowed, p.copy_timing);
+        solve_offload(plan, *unwindowed, o, clock, std::nullopt, retry);
+      } else {
+        solve_milp(plan, *unwindowed, o, clock, std::nullopt, retry);
+      }
       retry.window = 0;
       out = std::move(retry);
     }
