@@ -32,6 +32,10 @@ enum class MaskKind {
   padding,   // (N, 1, 1, Tk) over batch (N, H): -10000 past each entry's length, small values before
   per_head,  // (1, H, Tq, Tk) over batch (N, H): random values, different per head
   per_row,   // (Tq, 1): one value per query, broadcast along the keys (stride 0 along j)
+  // Masks with whole 64 x 64 tiles masked, which the tiled kernels skip where every row has met a score:
+  causal_lowest,   // causal with float's lowest (PyTorch's finfo.min) in place of -inf
+  padding_lowest,  // (N, 1, 1, Tk): float's lowest past each entry's length, whole key tiles among it
+  rows_lowest,     // causal with float's lowest, and every third row wholly masked (its softmax uniform)
 };
 
 // Layouts (the node's q_perm, kt_perm, v_perm, o_perm; lib/ops/attention): none, or where an export stores them.
@@ -82,6 +86,12 @@ std::vector<AttentionCase> attention_cases() {
        MaskKind::padding, kGpt2Heads},
       // Widths and key counts of 1: a column's transpose is a single row (cuBLAS's leading dimension).
       {"d 1, dv 1, strided", {4}, 9, 7, 1, 1, 0.5, false, MaskKind::none, kBertHeads},
+      // Whole tiles masked (skipped by the tiled kernels where every row of the block has met a score).
+      {"causal mask of float's lowest, 200 x 200", {2, 2}, 200, 200, 64, 64, 0.125, false,
+       MaskKind::causal_lowest, kGpt2Heads},
+      {"padding of float's lowest over whole key tiles", {3, 2}, 150, 230, 32, 48, 0.2, false,
+       MaskKind::padding_lowest},
+      {"wholly masked rows under a finite fill", {2}, 140, 140, 64, 64, 0.125, false, MaskKind::rows_lowest},
       {"one key, d 1", {3}, 5, 1, 1, 8, 1.0, false, MaskKind::none},
   };
 }
@@ -131,6 +141,29 @@ std::pair<Shape, std::vector<double>> make_mask(const AttentionCase& k, std::mt1
       return {s, uniform(static_cast<size_t>(numel(s)), -2.0, 2.0, rng)};
     }
     case MaskKind::per_row: return {{k.Tq, 1}, uniform(static_cast<size_t>(k.Tq), -3.0, 3.0, rng)};
+    case MaskKind::causal_lowest:
+    case MaskKind::rows_lowest: {
+      const double lowest = std::numeric_limits<float>::lowest();
+      std::vector<double> m(static_cast<size_t>(k.Tq * k.Tk), 0.0);
+      for (int64_t i = 0; i < k.Tq; ++i)
+        for (int64_t j = 0; j < k.Tk; ++j)
+          if (j > i + k.Tk - k.Tq || (k.mask == MaskKind::rows_lowest && i % 3 == 1))
+            m[static_cast<size_t>(i * k.Tk + j)] = lowest;
+      return {{k.Tq, k.Tk}, m};
+    }
+    case MaskKind::padding_lowest: {
+      const int64_t N = k.batch[0];
+      Shape s = {N};
+      for (size_t i = 1; i < k.batch.size(); ++i) s.push_back(1);
+      s.push_back(1);
+      s.push_back(k.Tk);
+      std::vector<double> m = uniform(static_cast<size_t>(N * k.Tk), -0.5, 0.5, rng);
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t length = std::max<int64_t>(1, 60 - 25 * n);  // keys 64 .. Tk-1 masked for every entry
+        for (int64_t j = length; j < k.Tk; ++j) m[static_cast<size_t>(n * k.Tk + j)] = std::numeric_limits<float>::lowest();
+      }
+      return {s, m};
+    }
   }
   return {};
 }

@@ -6,6 +6,7 @@
 // Determinism: no atomics. Every sum runs in an order fixed by the shapes: a thread's terms in index order, fixed
 // shuffle trees over a warp or a half-warp, a block's warp totals in warp order, and the tiled kernels add their
 // tiles in tile order into registers of one thread (the dQ and the dKt/dV sums are split by output, never by term).
+// Tiles a mask hides wholly (a causal mask's above the diagonal) are skipped where that changes no bit (tile_counts).
 #include <cmath>
 #include <type_traits>
 
@@ -241,6 +242,35 @@ __device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, 
   }
 }
 
+// Masked tiles. Where every mask entry of a tile of scores is at most kMaskedBelow (-inf, or a "most negative
+// float" fill such as PyTorch's finfo.min), the tile adds exactly nothing to a row that has met a score above
+// kMetAbove (its running maximum, or its log-sum-exp, is above it): the exponentials underflow to 0 and the running
+// maximum does not move, for scores below 1e29 in magnitude. The tiled kernels skip such a tile whole when every
+// row of the block has met one: a causal mask's tiles above the diagonal, a padding mask's trailing keys. A row that
+// has met none (every score so far masked; a fully masked row under a finite fill, whose softmax is uniform) takes
+// every tile, as does every row without a mask. NaN counts as a score.
+constexpr float kMaskedBelow = -1e30f, kMetAbove = -1e29f;
+
+// Whether the tile rows row0 + 16 i (i < RI) and columns col0 + 16 j (16 j < kBc) this thread owns may add anything:
+// met[i] is row i's running maximum or log-sum-exp. Rows past Tq and columns past Tk count for nothing.
+template <int RI>
+__device__ __forceinline__ bool tile_counts(const AttentionDims& g, const AttentionMask& mask, const float* mask_e,
+                                            int64_t row0, int64_t col0, const float (&met)[RI]) {
+  if (!mask_e) return true;
+  bool met_all = true;
+#pragma unroll
+  for (int i = 0; i < RI; ++i) met_all = met_all && (row0 + 16 * i >= g.Tq || met[i] > kMetAbove);
+  if (!met_all) return true;
+  bool counts = false;
+#pragma unroll 1
+  for (int64_t row = row0; row < row0 + 16 * RI && row < g.Tq; row += 16) {
+    const float* mrow = mask_e + row * mask.si + col0 * mask.sj;
+#pragma unroll 1
+    for (int64_t c = 0; c < kBc && col0 + c < g.Tk; c += 16) counts = counts || !(mrow[c * mask.sj] <= kMaskedBelow);
+  }
+  return counts;
+}
+
 // O and lse, one block per (head e, 64 query rows from i0).
 template <int NW>
 __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDims g, AttentionMask mask,
@@ -249,7 +279,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
                                                                      const float* __restrict__ v,
                                                                      float* __restrict__ o, float* __restrict__ lse) {
   constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDP = kBc + 1;
-  extern __shared__ float smem[];
+  MONET_DYNAMIC_SHARED(float, smem);
   float* qs = smem;               // (kBr, LDQ): the Q tile
   float* kts = qs + kBr * LDQ;    // (KW, LDK): the Kt tile
   float* vs = kts + KW * LDK;     // (kBc, LDV): the V tile
@@ -272,7 +302,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
     for (int j = 0; j < NW; ++j) acc[i][j] = 0.f;
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
-    __syncthreads();  // the Q tile is in; the previous tile's P V is done with kts, vs and ps
+    // The barrier: the Q tile is in; the previous tile's P V is done with kts, vs and ps.
+    if (!__syncthreads_or(tile_counts<4>(g, mask, mask_e, i0 + ty, j0 + tx, m))) continue;  // block-uniform
     load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
     load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
@@ -357,7 +388,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
     const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
     const float* __restrict__ rowdot, float* __restrict__ dkt, float* __restrict__ dv) {
   constexpr int KW = 16 * NW, LDK = kBc + 1, LDV = KW + 1, LDQ = KW + 1, LDP = kBc + 1;
-  extern __shared__ float smem[];
+  MONET_DYNAMIC_SHARED(float, smem);
   float* kts = smem;               // (KW, LDK): the Kt tile
   float* vs = kts + KW * LDK;      // (kBc, LDV): the V tile
   float* qs = vs + kBc * LDV;      // (kBrKv, LDQ): the Q rows of the step
@@ -380,7 +411,15 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
 #pragma unroll
     for (int j = 0; j < NW; ++j) dv_acc[i][j] = dk_acc[j][i] = 0.f;
   for (int64_t i0 = 0; i0 < g.Tq; i0 += kBrKv) {
-    __syncthreads();  // Kt and V are in; the previous step's products are done with qs, dos, ps and dss
+    float l[2], dd[2];  // the step's rows ty + 16 i: log-sum-exp and rowsum(dO O)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int64_t row = i0 + ty + 16 * i;
+      l[i] = row < g.Tq ? lse[e * g.Tq + row] : 0.f;
+      dd[i] = row < g.Tq ? rowdot[e * g.Tq + row] : 0.f;
+    }
+    // The barrier: Kt and V are in; the previous step's products are done with qs, dos, ps and dss.
+    if (!__syncthreads_or(tile_counts<2>(g, mask, mask_e, i0 + ty, j0 + tx, l))) continue;  // block-uniform
     load_tile<kBrKv, KW>(qs, LDQ, q_e + i0 * g.q.rs, g.q.rs, g.q.cs, g.Tq - i0, g.d);
     load_tile<kBrKv, KW>(dos, LDQ, do_e + i0 * g.o.rs, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
     __syncthreads();
@@ -414,8 +453,6 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
     for (int i = 0; i < 2; ++i) {
       const int64_t row = i0 + ty + 16 * i;
       const bool row_ok = row < g.Tq;
-      const float l = row_ok ? lse[e * g.Tq + row] : 0.f;
-      const float dd = row_ok ? rowdot[e * g.Tq + row] : 0.f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t col = j0 + tx + 16 * j;
@@ -423,8 +460,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
         if (row_ok && col < g.Tk) {
           float x = apply_scale(s[i][j], g.scale, g.divides);
           if (mask_e) x += mask_e[row * mask.si + col * mask.sj];
-          p = expf(x - l);
-          ds = apply_scale(p * (dp[i][j] - dd), g.scale, g.divides);
+          p = expf(x - l[i]);
+          ds = apply_scale(p * (dp[i][j] - dd[i]), g.scale, g.divides);
         }
         ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
         dss[(ty + 16 * i) * LDP + tx + 16 * j] = ds;
@@ -484,7 +521,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
     const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
     const float* __restrict__ rowdot, float* __restrict__ dq) {
   constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDS = kBc + 1;
-  extern __shared__ float smem[];
+  MONET_DYNAMIC_SHARED(float, smem);
   float* qs = smem;               // (kBr, LDQ): the Q tile
   float* dos = qs + kBr * LDQ;    // (kBr, LDQ): its dO rows
   float* kts = dos + kBr * LDQ;   // (KW, LDK): the Kt tile
@@ -509,7 +546,8 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
     for (int j = 0; j < NW; ++j) dq_acc[i][j] = 0.f;
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
-    __syncthreads();  // Q and dO are in; the previous tile's dQ product is done with kts and dss
+    // The barrier: Q and dO are in; the previous tile's dQ product is done with kts and dss.
+    if (!__syncthreads_or(tile_counts<4>(g, mask, mask_e, i0 + ty, j0 + tx, l))) continue;  // block-uniform
     load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
     load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
@@ -616,7 +654,7 @@ cudaError_t launch_tiled(Kernel kernel, int64_t smem_floats, int64_t blocks, cud
   const int smem = static_cast<int>(smem_floats * 4);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  kernel<<<static_cast<unsigned>(blocks), kAttnThreads, static_cast<size_t>(smem), stream>>>(args...);
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kAttnThreads, static_cast<size_t>(smem), stream, args...);
   return cudaGetLastError();
 }
 
@@ -630,11 +668,11 @@ cudaError_t attention_softmax_rows(const AttentionDims& g, const AttentionMask& 
   if (rows == 0 || g.Tk == 0) return cudaSuccess;
   if (g.Tk <= kWarpRowMax) {
     with_row_width(g.Tk, float4_rows(g.Tk, s), [&](auto n, auto vec) {
-      softmax_rows_warp_kernel<decltype(n)::value, decltype(vec)::value>
-          <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
+      launch_kernel(softmax_rows_warp_kernel<decltype(n)::value, decltype(vec)::value>, warp_row_blocks(rows),
+                    kAttnThreads, 0, stream, g, mask, e0, rows, s, lse);
     });
   } else {
-    softmax_rows_block_kernel<<<blocks_for_rows(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, s, lse);
+    launch_kernel(softmax_rows_block_kernel, blocks_for_rows(rows), kAttnThreads, 0, stream, g, mask, e0, rows, s, lse);
   }
   return cudaGetLastError();
 }
@@ -643,7 +681,7 @@ cudaError_t attention_recompute_probs(const AttentionDims& g, const AttentionMas
                                       const float* lse, float* s, cudaStream_t stream) {
   const int64_t rows = heads * g.Tq;
   if (rows == 0 || g.Tk == 0) return cudaSuccess;
-  recompute_probs_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, mask, e0, rows, lse, s);
+  launch_kernel(recompute_probs_kernel, warp_row_blocks(rows), kAttnThreads, 0, stream, g, mask, e0, rows, lse, s);
   return cudaGetLastError();
 }
 
@@ -652,11 +690,11 @@ cudaError_t attention_grad_scores(const AttentionDims& g, int64_t rows, const fl
   if (rows == 0 || g.Tk == 0) return cudaSuccess;
   if (g.Tk <= kWarpRowMax) {
     with_row_width(g.Tk, float4_rows(g.Tk, p) && float4_rows(g.Tk, dp), [&](auto n, auto vec) {
-      grad_scores_warp_kernel<decltype(n)::value, decltype(vec)::value>
-          <<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
+      launch_kernel(grad_scores_warp_kernel<decltype(n)::value, decltype(vec)::value>, warp_row_blocks(rows),
+                    kAttnThreads, 0, stream, g, rows, p, dp, rowdot);
     });
   } else {
-    grad_scores_block_kernel<<<blocks_for_rows(rows), kAttnThreads, 0, stream>>>(g, rows, p, dp, rowdot);
+    launch_kernel(grad_scores_block_kernel, blocks_for_rows(rows), kAttnThreads, 0, stream, g, rows, p, dp, rowdot);
   }
   return cudaGetLastError();
 }
@@ -665,7 +703,7 @@ cudaError_t attention_row_dot(const AttentionDims& g, const float* dout, const f
                               cudaStream_t stream) {
   const int64_t rows = g.B * g.Tq;
   if (rows == 0) return cudaSuccess;
-  row_dot_kernel<<<warp_row_blocks(rows), kAttnThreads, 0, stream>>>(g, dout, o, rowdot);
+  launch_kernel(row_dot_kernel, warp_row_blocks(rows), kAttnThreads, 0, stream, g, dout, o, rowdot);
   return cudaGetLastError();
 }
 

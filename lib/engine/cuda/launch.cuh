@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "engine/cuda/kernels.h"
 
@@ -23,6 +25,27 @@ inline unsigned blocks_for(int64_t n) {
 inline unsigned blocks_for_rows(int64_t rows) {
   return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
 }
+
+// Launches `kernel` over `blocks` blocks of `threads` threads with `shared_bytes` of dynamic shared memory
+// (MONET_DYNAMIC_SHARED) on `stream`. Files that launch through it, and declare their dynamic shared memory with
+// the macro, also compile as C++ against test/cuda_emu's stand-in for cuda_runtime.h, which defines
+// MONET_CUDA_EMULATION and runs the grid on the CPU (their kernels' logic tested without a GPU).
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), unsigned blocks, unsigned threads, size_t shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
+#ifdef MONET_CUDA_EMULATION
+  (void)stream;
+  ::monet_emu::run_grid(blocks, threads, shared_bytes, [&] { kernel(static_cast<Params>(args)...); });
+#else
+  kernel<<<blocks, threads, shared_bytes, stream>>>(std::forward<Args>(args)...);
+#endif
+}
+
+#ifdef MONET_CUDA_EMULATION
+#define MONET_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::monet_emu::dynamic_shared())
+#else
+#define MONET_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
 
 // Whether float4 (16-byte) loads and stores may be used at p.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

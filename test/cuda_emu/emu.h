@@ -1,0 +1,45 @@
+// The runtime of the CUDA emulation (cuda_runtime.h in this folder): a grid of blocks run on the CPU, one block
+// after another, each block's threads as fibers on one OS thread that switch only at barriers (__syncthreads,
+// __syncthreads_or, and the two warp barriers of a shuffle). A kernel written for the GPU then runs unchanged, with
+// its shared memory, its block-uniform branches and its warp shuffles, so that its logic is tested on a machine
+// without a GPU. Nothing of the GPU's timing, memory model or races is emulated: a kernel that reads what another
+// thread writes without a barrier between them sees whatever the fiber order gives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace monet_emu {
+
+struct Index3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+Index3 thread_idx();
+Index3 block_idx();
+Index3 block_dim();
+Index3 grid_dim();
+
+void syncthreads();
+int syncthreads_or(int predicate);
+int syncthreads_and(int predicate);
+// The value `bits` of lane (this lane ^ lane_mask) of this warp; every lane of the warp must call it.
+uint64_t shuffle_xor(uint64_t bits, int lane_mask);
+// The launch's dynamic shared memory (16-byte aligned, zero-filled at each block's start).
+void* dynamic_shared();
+
+// Runs body once per thread of `blocks` blocks of `threads` threads (a multiple of 32, at most 1024).
+void run_grid(unsigned blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body);
+// cudaSuccess (0) or the configuration error of the last launch; reset by reading it.
+int take_last_error();
+
+// Counters over every launch since the last reset (tests read them to see what a kernel did).
+struct Counters {
+  int64_t launches = 0;
+  int64_t blocks = 0;
+  int64_t block_barriers = 0;  // __syncthreads and __syncthreads_or/and calls, by thread 0 of each block
+};
+Counters& counters();
+
+}  // namespace monet_emu
