@@ -205,40 +205,97 @@ __global__ void row_dot_kernel(AttentionDims g, const float* a, const float* b, 
 
 // ----------------------------------------------------------------------------------------------- tiled kernels
 // A thread (tx, ty) = (threadIdx.x % 16, threadIdx.x / 16) owns rows ty + 16 i and columns tx + 16 j of each tile
-// product: the two rows of a warp (ty = 2w, 2w + 1) read two addresses of a column-indexed operand, the 16
-// columns 16 consecutive ones. Shared arrays read down a column by the 16 column-threads have an odd row stride (no
-// bank conflicts); those read along a row by the two row-threads have a stride that is not a multiple of 32.
+// product. Every product sums over an index k that is contiguous in shared memory for both operands (an operand
+// whose k is its column is kept as stored, one whose k is its row is kept transposed), so a thread reads four
+// consecutive k of a row as one float4: 2 (I + J) / 4 vector loads for 4 I J multiply-adds (tile_product), where
+// one float per k of each operand took 4 I J / (I + J) scalar loads. The sums still run in k order, one fmaf at a
+// time, so the bits are those of the scalar loops. Row strides are 4 more than the width (a multiple of 4, and
+// 4 mod 32 or 20 mod 32 at every width here): the 8 threads of a quarter-warp reading rows tx + 16 j meet 8
+// different 4-bank groups; the two row-threads ty of a warp read rows 1 apart, also in different banks.
 // Head widths are padded with zeros to KW = 16 * NW in shared memory, so the products run over KW unguarded.
+
+__host__ __device__ constexpr int pad4(int w) { return w + 4; }  // the row stride of a shared array w floats wide
 
 // Shared-memory floats of each kernel (the launchers and the kernels' carving agree through these).
 __host__ __device__ constexpr int64_t fwd_smem_floats(int KW) {
-  return int64_t{kBr} * (KW + 1) + int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + int64_t{kBr} * (kBc + 1);
+  return int64_t{kBr} * pad4(KW) + int64_t{kBc} * pad4(KW) + int64_t{KW} * pad4(kBc) + int64_t{kBr} * pad4(kBc);
 }
 __host__ __device__ constexpr int64_t kv_smem_floats(int KW) {
-  return int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + 2 * int64_t{kBrKv} * (KW + 1) +
-         2 * int64_t{kBrKv} * (kBc + 1);
+  return 2 * int64_t{kBc} * pad4(KW) + 2 * int64_t{kBrKv} * pad4(KW) + 2 * int64_t{KW} * pad4(kBrKv) +
+         2 * int64_t{kBc} * pad4(kBrKv);
 }
 __host__ __device__ constexpr int64_t q_smem_floats(int KW) {
-  return 2 * int64_t{kBr} * (KW + 1) + int64_t{KW} * (kBc + 1) + int64_t{kBc} * (KW + 1) + int64_t{kBr} * (kBc + 1);
+  return 2 * int64_t{kBr} * pad4(KW) + 2 * int64_t{kBc} * pad4(KW) + int64_t{kBr} * pad4(kBc);
 }
-static_assert(q_smem_floats(128) * 4 <= 163 * 1024, "grad_q's tile must fit sm80's shared memory per block");
-static_assert(fwd_smem_floats(128) * 4 <= 163 * 1024 && kv_smem_floats(128) * 4 <= 163 * 1024,
+static_assert(fwd_smem_floats(128) * 4 <= 163 * 1024 && kv_smem_floats(128) * 4 <= 163 * 1024 &&
+                  q_smem_floats(128) * 4 <= 163 * 1024,
               "the tiles must fit sm80's shared memory per block");
 
 // dst (R, C) at row stride ld = the (rows_valid, cols_valid) corner of src, element (r, c) at src[r * rs + c * cs],
-// zeros elsewhere. With cs = 1 warp w takes rows w, w + 8, ..., its lanes consecutive columns; otherwise (rs = 1)
-// columns w, w + 8, ..., its lanes consecutive rows: the global reads coalesce either way, and the shared writes of
-// the second kind meet no bank twice where ld is odd (every tile's is).
-template <int R, int C>
+// zeros elsewhere; with TRANSPOSE, dst (C, R) = its transpose (element (r, c) at dst[c * ld + r]). With cs = 1
+// warp w takes rows w, w + 8, ..., its lanes consecutive columns; otherwise (rs = 1) columns w, w + 8, ..., its
+// lanes consecutive rows: the global reads coalesce either way. (The shared writes of a transposing load, or of a
+// plain one from rs = 1, meet each bank up to four times; a tile is loaded once for 64 or 32 steps of products.)
+template <int R, int C, bool TRANSPOSE = false>
 __device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, int64_t rs, int64_t cs,
                                           int64_t rows_valid, int64_t cols_valid) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  auto put = [&](int r, int c, float x) { (TRANSPOSE ? dst[c * ld + r] : dst[r * ld + c]) = x; };
   if (cs == 1) {
     for (int r = warp; r < R; r += kAttnThreads / 32)
-      for (int c = lane; c < C; c += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r * rs + c] : 0.f;
+      for (int c = lane; c < C; c += 32) put(r, c, r < rows_valid && c < cols_valid ? src[r * rs + c] : 0.f);
   } else {
     for (int c = warp; c < C; c += kAttnThreads / 32)
-      for (int r = lane; r < R; r += 32) dst[r * ld + c] = r < rows_valid && c < cols_valid ? src[r + c * cs] : 0.f;
+      for (int r = lane; r < R; r += 32) put(r, c, r < rows_valid && c < cols_valid ? src[r + c * cs] : 0.f);
+  }
+}
+
+// acc[i][j] += sum over k < K, in k order, of A[(ty + 16 i) * lda + k] * B[(tx + 16 j) * ldb + k]: both operands
+// with k contiguous, read as float4 (lda, ldb and the arrays' starts multiples of 4 floats).
+template <int I, int J, int K>
+__device__ __forceinline__ void tile_product(float (&acc)[I][J], const float* A, int lda, const float* B, int ldb,
+                                             int tx, int ty) {
+#pragma unroll 2
+  for (int k = 0; k < K; k += 4) {
+    float4 a[I], b[J];
+#pragma unroll
+    for (int i = 0; i < I; ++i) a[i] = *reinterpret_cast<const float4*>(A + (ty + 16 * i) * lda + k);
+#pragma unroll
+    for (int j = 0; j < J; ++j) b[j] = *reinterpret_cast<const float4*>(B + (tx + 16 * j) * ldb + k);
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
+        acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
+        acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
+        acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
+      }
+  }
+}
+
+// As tile_product, with B's k its row: B[k * ldb + tx + 16 j], one float per k and column (the 16 column-threads
+// read 16 consecutive floats). For a product whose second operand the kernel keeps only the other way round.
+template <int I, int J, int K>
+__device__ __forceinline__ void tile_product_rows(float (&acc)[I][J], const float* A, int lda, const float* B,
+                                                  int ldb, int tx, int ty) {
+#pragma unroll 2
+  for (int k = 0; k < K; k += 4) {
+    float4 a[I];
+#pragma unroll
+    for (int i = 0; i < I; ++i) a[i] = *reinterpret_cast<const float4*>(A + (ty + 16 * i) * lda + k);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float b[J];
+#pragma unroll
+      for (int j = 0; j < J; ++j) b[j] = B[(k + q) * ldb + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const float x = q == 0 ? a[i].x : q == 1 ? a[i].y : q == 2 ? a[i].z : a[i].w;
+#pragma unroll
+        for (int j = 0; j < J; ++j) acc[i][j] = fmaf(x, b[j], acc[i][j]);
+      }
+    }
   }
 }
 
@@ -278,12 +335,12 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
                                                                      const float* __restrict__ kt,
                                                                      const float* __restrict__ v,
                                                                      float* __restrict__ o, float* __restrict__ lse) {
-  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDP = kBc + 1;
+  constexpr int KW = 16 * NW, LDQ = pad4(KW), LDK = pad4(KW), LDV = pad4(kBc), LDP = pad4(kBc);
   MONET_DYNAMIC_SHARED(float, smem);
-  float* qs = smem;               // (kBr, LDQ): the Q tile
-  float* kts = qs + kBr * LDQ;    // (KW, LDK): the Kt tile
-  float* vs = kts + KW * LDK;     // (kBc, LDV): the V tile
-  float* ps = vs + kBc * LDV;     // (kBr, LDP): exp(S - m) of the tile
+  float* qs = smem;             // (kBr, LDQ): the Q tile
+  float* ks = qs + kBr * LDQ;   // (kBc, LDK): the K tile (Kt's transpose)
+  float* vts = ks + kBc * LDK;  // (KW, LDV): the V tile's transpose
+  float* ps = vts + KW * LDV;   // (kBr, LDP): exp(S - m) of the tile
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
   const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
@@ -302,28 +359,13 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
     for (int j = 0; j < NW; ++j) acc[i][j] = 0.f;
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
-    // The barrier: the Q tile is in; the previous tile's P V is done with kts, vs and ps.
+    // The barrier: the Q tile is in; the previous tile's P V is done with ks, vts and ps.
     if (!__syncthreads_or(tile_counts<4>(g, mask, mask_e, i0 + ty, j0 + tx, m))) continue;  // block-uniform
-    load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
-    load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
+    load_tile<KW, kBc, true>(ks, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+    load_tile<kBc, KW, true>(vts, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
-    float s[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
-#pragma unroll 8
-    for (int k = 0; k < KW; ++k) {
-      float a[4], b[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = qs[(ty + 16 * i) * LDQ + k];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) b[j] = kts[k * LDK + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a[i], b[j], s[i][j]);
-    }
+    float s[4][4] = {};
+    tile_product<4, 4, KW>(s, qs, LDQ, ks, LDK, tx, ty);  // S = Q Kt
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = i0 + ty + 16 * i;
@@ -354,18 +396,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_forward_kernel(AttentionDi
       for (int j = 0; j < NW; ++j) acc[i][j] *= alpha;
     }
     __syncthreads();
-#pragma unroll 8
-    for (int k = 0; k < kBc; ++k) {
-      float a[4], b[NW];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = ps[(ty + 16 * i) * LDP + k];
-#pragma unroll
-      for (int j = 0; j < NW; ++j) b[j] = vs[k * LDV + tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < NW; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
+    tile_product<4, NW, kBc>(acc, ps, LDP, vts, LDV, tx, ty);  // O += P V
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -387,21 +418,23 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
     AttentionDims g, AttentionMask mask, const float* __restrict__ q, const float* __restrict__ kt,
     const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
     const float* __restrict__ rowdot, float* __restrict__ dkt, float* __restrict__ dv) {
-  constexpr int KW = 16 * NW, LDK = kBc + 1, LDV = KW + 1, LDQ = KW + 1, LDP = kBc + 1;
+  constexpr int KW = 16 * NW, LDK = pad4(KW), LDV = pad4(KW), LDQ = pad4(KW), LDT = pad4(kBrKv);
   MONET_DYNAMIC_SHARED(float, smem);
-  float* kts = smem;               // (KW, LDK): the Kt tile
-  float* vs = kts + KW * LDK;      // (kBc, LDV): the V tile
-  float* qs = vs + kBc * LDV;      // (kBrKv, LDQ): the Q rows of the step
-  float* dos = qs + kBrKv * LDQ;   // (kBrKv, LDQ): their dO rows
-  float* ps = dos + kBrKv * LDQ;   // (kBrKv, LDP): P of the step
-  float* dss = ps + kBrKv * LDP;   // (kBrKv, LDP): dS of the step (scaled)
+  float* ks = smem;               // (kBc, LDK): the K tile (Kt's transpose)
+  float* vs = ks + kBc * LDK;     // (kBc, LDV): the V tile
+  float* qs = vs + kBc * LDV;     // (kBrKv, LDQ): the Q rows of the step
+  float* dos = qs + kBrKv * LDQ;  // (kBrKv, LDQ): their dO rows
+  float* qts = dos + kBrKv * LDQ; // (KW, LDT): the Q rows' transpose
+  float* dots = qts + KW * LDT;   // (KW, LDT): the dO rows' transpose
+  float* pts = dots + KW * LDT;   // (kBc, LDT): P of the step, transposed
+  float* dsts = pts + kBc * LDT;  // (kBc, LDT): dS of the step (scaled), transposed
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t k_tiles = (g.Tk + kBc - 1) / kBc;
   const int64_t e = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kBc;
   const float* q_e = q + head_offset(g.q, e);
   const float* do_e = dout + head_offset(g.o, e);
   const float* mask_e = mask.data ? mask.data + mask_batch_offset(mask, e) : nullptr;
-  load_tile<KW, kBc>(kts, LDK, kt + head_offset(g.kt, e) + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+  load_tile<KW, kBc, true>(ks, LDK, kt + head_offset(g.kt, e) + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
   load_tile<kBc, KW>(vs, LDV, v + head_offset(g.v, e) + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
 
   float dv_acc[4][NW];  // keys ty + 16 i, dv columns tx + 16 j
@@ -418,37 +451,18 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
       l[i] = row < g.Tq ? lse[e * g.Tq + row] : 0.f;
       dd[i] = row < g.Tq ? rowdot[e * g.Tq + row] : 0.f;
     }
-    // The barrier: Kt and V are in; the previous step's products are done with qs, dos, ps and dss.
+    // The barrier: K and V are in; the previous step's products are done with the step's arrays.
     if (!__syncthreads_or(tile_counts<2>(g, mask, mask_e, i0 + ty, j0 + tx, l))) continue;  // block-uniform
-    load_tile<kBrKv, KW>(qs, LDQ, q_e + i0 * g.q.rs, g.q.rs, g.q.cs, g.Tq - i0, g.d);
-    load_tile<kBrKv, KW>(dos, LDQ, do_e + i0 * g.o.rs, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
+    const float* q_i = q_e + i0 * g.q.rs;
+    const float* do_i = do_e + i0 * g.o.rs;
+    load_tile<kBrKv, KW>(qs, LDQ, q_i, g.q.rs, g.q.cs, g.Tq - i0, g.d);
+    load_tile<kBrKv, KW>(dos, LDQ, do_i, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
+    load_tile<kBrKv, KW, true>(qts, LDT, q_i, g.q.rs, g.q.cs, g.Tq - i0, g.d);
+    load_tile<kBrKv, KW, true>(dots, LDT, do_i, g.o.rs, g.o.cs, g.Tq - i0, g.dv);
     __syncthreads();
-    float s[2][4], dp[2][4];  // rows ty + 16 i of the step, keys tx + 16 j
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[i][j] = dp[i][j] = 0.f;
-#pragma unroll 8
-    for (int k = 0; k < KW; ++k) {
-      float a[2], b[4], c[2], w[4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        a[i] = qs[(ty + 16 * i) * LDQ + k];
-        c[i] = dos[(ty + 16 * i) * LDQ + k];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        b[j] = kts[k * LDK + tx + 16 * j];
-        w[j] = vs[(tx + 16 * j) * LDV + k];
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          s[i][j] = fmaf(a[i], b[j], s[i][j]);
-          dp[i][j] = fmaf(c[i], w[j], dp[i][j]);
-        }
-    }
+    float s[2][4] = {}, dp[2][4] = {};  // rows ty + 16 i of the step, keys tx + 16 j
+    tile_product<2, 4, KW>(s, qs, LDQ, ks, LDK, tx, ty);    // S = Q Kt
+    tile_product<2, 4, KW>(dp, dos, LDQ, vs, LDV, tx, ty);  // dP = dO V^T
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int64_t row = i0 + ty + 16 * i;
@@ -463,32 +477,13 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_kv_kernel(
           p = expf(x - l[i]);
           ds = apply_scale(p * (dp[i][j] - dd[i]), g.scale, g.divides);
         }
-        ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
-        dss[(ty + 16 * i) * LDP + tx + 16 * j] = ds;
+        pts[(tx + 16 * j) * LDT + ty + 16 * i] = p;
+        dsts[(tx + 16 * j) * LDT + ty + 16 * i] = ds;
       }
     }
     __syncthreads();
-#pragma unroll 4
-    for (int r = 0; r < kBrKv; ++r) {
-      float pa[4], ob[NW], qa[NW], sb[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        pa[i] = ps[r * LDP + ty + 16 * i];
-        sb[i] = dss[r * LDP + tx + 16 * i];
-      }
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        ob[j] = dos[r * LDQ + tx + 16 * j];
-        qa[j] = qs[r * LDQ + ty + 16 * j];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < NW; ++j) {
-          dv_acc[i][j] = fmaf(pa[i], ob[j], dv_acc[i][j]);  // dV = P^T dO
-          dk_acc[j][i] = fmaf(qa[j], sb[i], dk_acc[j][i]);  // dKt = Q^T dS
-        }
-    }
+    tile_product<4, NW, kBrKv>(dv_acc, pts, LDT, dots, LDT, tx, ty);  // dV += P^T dO
+    tile_product<NW, 4, kBrKv>(dk_acc, qts, LDT, dsts, LDT, tx, ty);  // dKt += Q^T dS
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -520,13 +515,13 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
     AttentionDims g, AttentionMask mask, const float* __restrict__ q, const float* __restrict__ kt,
     const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
     const float* __restrict__ rowdot, float* __restrict__ dq) {
-  constexpr int KW = 16 * NW, LDQ = KW + 1, LDK = kBc + 1, LDV = KW + 1, LDS = kBc + 1;
+  constexpr int KW = 16 * NW, LDQ = pad4(KW), LDK = pad4(KW), LDV = pad4(KW), LDS = pad4(kBc);
   MONET_DYNAMIC_SHARED(float, smem);
-  float* qs = smem;               // (kBr, LDQ): the Q tile
-  float* dos = qs + kBr * LDQ;    // (kBr, LDQ): its dO rows
-  float* kts = dos + kBr * LDQ;   // (KW, LDK): the Kt tile
-  float* vs = kts + KW * LDK;     // (kBc, LDV): the V tile
-  float* dss = vs + kBc * LDV;    // (kBr, LDS): dS of the tile (scaled)
+  float* qs = smem;             // (kBr, LDQ): the Q tile
+  float* dos = qs + kBr * LDQ;  // (kBr, LDQ): its dO rows
+  float* ks = dos + kBr * LDQ;  // (kBc, LDK): the K tile (Kt's transpose)
+  float* vs = ks + kBc * LDK;   // (kBc, LDV): the V tile
+  float* dss = vs + kBc * LDV;  // (kBr, LDS): dS of the tile (scaled)
   const int tx = static_cast<int>(threadIdx.x % 16), ty = static_cast<int>(threadIdx.x / 16);
   const int64_t q_tiles = (g.Tq + kBr - 1) / kBr;
   const int64_t e = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kBr;
@@ -546,37 +541,14 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
     for (int j = 0; j < NW; ++j) dq_acc[i][j] = 0.f;
   }
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kBc) {
-    // The barrier: Q and dO are in; the previous tile's dQ product is done with kts and dss.
+    // The barrier: Q and dO are in; the previous tile's dQ product is done with ks and dss.
     if (!__syncthreads_or(tile_counts<4>(g, mask, mask_e, i0 + ty, j0 + tx, l))) continue;  // block-uniform
-    load_tile<KW, kBc>(kts, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
+    load_tile<KW, kBc, true>(ks, LDK, kt_e + j0 * g.kt.cs, g.kt.rs, g.kt.cs, g.d, g.Tk - j0);
     load_tile<kBc, KW>(vs, LDV, v_e + j0 * g.v.rs, g.v.rs, g.v.cs, g.Tk - j0, g.dv);
     __syncthreads();
-    float s[4][4], dp[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[i][j] = dp[i][j] = 0.f;
-#pragma unroll 4
-    for (int k = 0; k < KW; ++k) {
-      float a[4], b[4], c[4], w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        a[i] = qs[(ty + 16 * i) * LDQ + k];
-        c[i] = dos[(ty + 16 * i) * LDQ + k];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        b[j] = kts[k * LDK + tx + 16 * j];
-        w[j] = vs[(tx + 16 * j) * LDV + k];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          s[i][j] = fmaf(a[i], b[j], s[i][j]);
-          dp[i][j] = fmaf(c[i], w[j], dp[i][j]);
-        }
-    }
+    float s[4][4] = {}, dp[4][4] = {};
+    tile_product<4, 4, KW>(s, qs, LDQ, ks, LDK, tx, ty);    // S = Q Kt
+    tile_product<4, 4, KW>(dp, dos, LDQ, vs, LDV, tx, ty);  // dP = dO V^T
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = i0 + ty + 16 * i;
@@ -594,18 +566,7 @@ __global__ void __launch_bounds__(kAttnThreads) fused_grad_q_kernel(
       }
     }
     __syncthreads();
-#pragma unroll 8
-    for (int c = 0; c < kBc; ++c) {
-      float a[4], b[NW];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = dss[(ty + 16 * i) * LDS + c];
-#pragma unroll
-      for (int j = 0; j < NW; ++j) b[j] = kts[(tx + 16 * j) * LDK + c];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < NW; ++j) dq_acc[i][j] = fmaf(a[i], b[j], dq_acc[i][j]);  // dQ = dS Kt^T
-    }
+    tile_product_rows<4, NW, kBc>(dq_acc, dss, LDS, ks, LDK, tx, ty);  // dQ += dS K (Kt^T)
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

@@ -10,7 +10,7 @@
 //   AttentionGrad recompute: D = rowsum(dO O) into workspace, then the tiled dKt/dV and dQ kernels (no atomics).
 //     Wider heads: per chunk, P recomputed by cuBLAS and a row kernel into workspace, then as probs with D.
 // "Wider": d or dv above kAttentionFusedMaxWidth (128), or tiles beyond the device's shared memory per block (head
-// widths above 80 on sm86/sm89; none on sm80 and sm90), so the path, and the workspace, follow shapes and device.
+// widths above 64 on sm86/sm89; none on sm80 and sm90), so the path, and the workspace, follow shapes and device.
 // Q, Kt, V and O may lie strided in the tensors the export stored (the node's q_perm, kt_perm, v_perm, o_perm:
 // AttentionLayout): the tiled kernels read and write them in place, and cuBLAS takes them at their row strides and
 // one stride per head over each run of heads where every operand has one (BERT's (Tq, B H, d): all heads at once;
@@ -99,7 +99,7 @@ void plan_runs(Plan& p, const ops::AttentionGeom& geo) {
 }
 
 // The most dynamic shared memory a block of the current device may opt into (sm80 163 KB, sm90 227 KB; sm86 and
-// sm89 99 KB, where the tiled kernels for head widths above 80 do not fit).
+// sm89 99 KB, where the tiled kernels for head widths above 64 do not fit: at 80 the dKt/dV kernel takes 103.5 KB).
 int64_t shared_memory_optin_bytes() {
   int device = 0, bytes = 0;
   MONET_CUDA_CHECK(cudaGetDevice(&device));
