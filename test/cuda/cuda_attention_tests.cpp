@@ -20,6 +20,7 @@
 #include "engine/session.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
+#include "tensor_close.h"
 
 using namespace monet;
 
@@ -108,6 +109,22 @@ Shape with(Shape batch, std::initializer_list<int64_t> tail) {
   return batch;
 }
 
+// A padding mask (N, 1, ..., 1, Tk) over the batch (N, ...): small values before entry n's length(n) keys (at least
+// one), `fill` from there on.
+template <class Length>
+std::pair<Shape, std::vector<double>> padding_mask(const AttentionCase& k, double fill, Length length,
+                                                   std::mt19937_64& rng) {
+  const int64_t N = k.batch[0];
+  Shape s = {N};
+  for (size_t i = 1; i < k.batch.size(); ++i) s.push_back(1);
+  s.push_back(1);
+  s.push_back(k.Tk);
+  std::vector<double> m = uniform(static_cast<size_t>(N * k.Tk), -0.5, 0.5, rng);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = std::max<int64_t>(1, length(n)); j < k.Tk; ++j) m[static_cast<size_t>(n * k.Tk + j)] = fill;
+  return {s, m};
+}
+
 // The mask's shape and values.
 std::pair<Shape, std::vector<double>> make_mask(const AttentionCase& k, std::mt19937_64& rng) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -123,19 +140,8 @@ std::pair<Shape, std::vector<double>> make_mask(const AttentionCase& k, std::mt1
         }
       return {{k.Tq, k.Tk}, m};
     }
-    case MaskKind::padding: {
-      const int64_t N = k.batch[0];
-      Shape s = {N};
-      for (size_t i = 1; i < k.batch.size(); ++i) s.push_back(1);
-      s.push_back(1);
-      s.push_back(k.Tk);
-      std::vector<double> m = uniform(static_cast<size_t>(N * k.Tk), -0.5, 0.5, rng);
-      for (int64_t n = 0; n < N; ++n) {
-        const int64_t length = std::max<int64_t>(1, k.Tk - 5 - 7 * n);  // entry n's keys before its padding
-        for (int64_t j = length; j < k.Tk; ++j) m[static_cast<size_t>(n * k.Tk + j)] = -10000.0;
-      }
-      return {s, m};
-    }
+    case MaskKind::padding:  // -10000 past each entry's length (5 + 7 n keys)
+      return padding_mask(k, -10000.0, [&](int64_t n) { return k.Tk - 5 - 7 * n; }, rng);
     case MaskKind::per_head: {
       Shape s = {1, k.batch.back(), k.Tq, k.Tk};
       return {s, uniform(static_cast<size_t>(numel(s)), -2.0, 2.0, rng)};
@@ -151,19 +157,8 @@ std::pair<Shape, std::vector<double>> make_mask(const AttentionCase& k, std::mt1
             m[static_cast<size_t>(i * k.Tk + j)] = lowest;
       return {{k.Tq, k.Tk}, m};
     }
-    case MaskKind::padding_lowest: {
-      const int64_t N = k.batch[0];
-      Shape s = {N};
-      for (size_t i = 1; i < k.batch.size(); ++i) s.push_back(1);
-      s.push_back(1);
-      s.push_back(k.Tk);
-      std::vector<double> m = uniform(static_cast<size_t>(N * k.Tk), -0.5, 0.5, rng);
-      for (int64_t n = 0; n < N; ++n) {
-        const int64_t length = std::max<int64_t>(1, 60 - 25 * n);  // keys 64 .. Tk-1 masked for every entry
-        for (int64_t j = length; j < k.Tk; ++j) m[static_cast<size_t>(n * k.Tk + j)] = std::numeric_limits<float>::lowest();
-      }
-      return {s, m};
-    }
+    case MaskKind::padding_lowest:  // every key from 64 on masked for every entry
+      return padding_mask(k, std::numeric_limits<float>::lowest(), [](int64_t n) { return 60 - 25 * n; }, rng);
   }
   return {};
 }
@@ -305,22 +300,8 @@ std::vector<std::vector<double>> run_node(const OneNode& b, Backend& be, int imp
   return r;
 }
 
-// |got - want| <= atol + rtol * max|want| over the tensor, as the op cases of cuda_tests.cpp.
-constexpr double kRtol = 1e-4, kAtol = 1e-6;
-
-void check_close(const std::vector<double>& want, const std::vector<double>& got, const std::string& what) {
-  REQUIRE(want.size() == got.size());
-  double scale = 0, worst = 0;
-  bool finite = true;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    worst = std::max(worst, std::abs(got[i] - want[i]));
-    finite = finite && std::isfinite(got[i]) == std::isfinite(want[i]);
-  }
-  INFO(what << ": max abs diff " << worst << ", scale " << scale);
-  CHECK(finite);
-  CHECK(worst <= kAtol + kRtol * scale);
-}
+// |got - want| <= 1e-6 + 1e-4 max|want| over the tensor, as the op cases of cuda_tests.cpp.
+using monet::test::check_close;
 
 constexpr int kProbs = 0, kRecompute = 1;
 

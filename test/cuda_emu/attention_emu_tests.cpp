@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cuda/attention_kernels.cu"
+#include "tensor_close.h"
 
 using namespace monet::cuda;
 
@@ -252,20 +253,7 @@ Outputs run_tiled(const Problem& p) {
   return r;
 }
 
-// |got - want| <= 1e-6 + 1e-4 max|want| over the tensor (monet_cuda_tests' tolerance), finite where want is.
-void check_close(const std::vector<double>& want, const std::vector<double>& got, const std::string& what) {
-  REQUIRE(want.size() == got.size());
-  double scale = 0, worst = 0;
-  bool finite = true;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    worst = std::max(worst, std::abs(got[i] - want[i]));
-    finite = finite && std::isfinite(got[i]) == std::isfinite(want[i]);
-  }
-  INFO(what << ": max abs diff " << worst << ", scale " << scale);
-  CHECK(finite);
-  CHECK(worst <= 1e-6 + 1e-4 * scale);
-}
+using monet::test::check_close;  // monet_cuda_tests' tolerance: 1e-6 + 1e-4 of the reference's scale
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
