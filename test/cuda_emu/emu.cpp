@@ -28,8 +28,9 @@ struct Fiber {
 };
 
 struct Grid {
-  unsigned blocks = 0, threads = 0;
-  unsigned block = 0;  // the block running
+  Index3 blocks;
+  unsigned threads = 0;
+  Index3 block;  // the block running
   unsigned current = 0;  // the fiber running
   const std::function<void()>* body = nullptr;
   ucontext_t scheduler;
@@ -122,7 +123,8 @@ void run_block(Grid& g) {
       released = true;
     }
     if (!released) {
-      std::fprintf(stderr, "cuda emulation: block %u is stuck: its threads wait at different barriers\n", g.block);
+      std::fprintf(stderr, "cuda emulation: block (%u, %u, %u) is stuck: its threads wait at different barriers\n",
+                   g.block.x, g.block.y, g.block.z);
       std::abort();
     }
   }
@@ -131,9 +133,9 @@ void run_block(Grid& g) {
 }  // namespace
 
 Index3 thread_idx() { return {grid().current, 0, 0}; }
-Index3 block_idx() { return {grid().block, 0, 0}; }
+Index3 block_idx() { return grid().block; }
 Index3 block_dim() { return {grid().threads, 1, 1}; }
-Index3 grid_dim() { return {grid().blocks, 1, 1}; }
+Index3 grid_dim() { return grid().blocks; }
 
 void syncthreads() {
   count_barrier();
@@ -166,12 +168,12 @@ uint64_t shuffle_xor(uint64_t bits, int lane_mask) {
 
 void* dynamic_shared() { return grid().shared.data(); }
 
-void run_grid(unsigned blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body) {
+void run_grid(Index3 blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body) {
   if (running) {
     std::fprintf(stderr, "cuda emulation: a kernel launched another\n");
     std::abort();
   }
-  if (blocks == 0 || threads == 0 || threads > 1024 || threads % 32 != 0) {
+  if (blocks.x == 0 || blocks.y == 0 || blocks.z == 0 || threads == 0 || threads > 1024 || threads % 32 != 0) {
     last_error = 9;  // cudaErrorInvalidConfiguration (a partial warp is legal on a GPU, not here)
     return;
   }
@@ -187,11 +189,13 @@ void run_grid(unsigned blocks, unsigned threads, size_t shared_bytes, const std:
   g.shared.assign((shared_bytes + 15) / 16 * 16, 0);
   running = &g;
   ++totals.launches;
-  for (unsigned b = 0; b < blocks; ++b) {
-    g.block = b;
-    ++totals.blocks;
-    run_block(g);
-  }
+  for (unsigned z = 0; z < blocks.z; ++z)
+    for (unsigned y = 0; y < blocks.y; ++y)
+      for (unsigned x = 0; x < blocks.x; ++x) {
+        g.block = {x, y, z};
+        ++totals.blocks;
+        run_block(g);
+      }
   running = nullptr;
 }
 

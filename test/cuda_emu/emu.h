@@ -29,8 +29,9 @@ uint64_t shuffle_xor(uint64_t bits, int lane_mask);
 // The launch's dynamic shared memory (16-byte aligned, zero-filled at each block's start).
 void* dynamic_shared();
 
-// Runs body once per thread of `blocks` blocks of `threads` threads (a multiple of 32, at most 1024).
-void run_grid(unsigned blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body);
+// Runs body once per thread of a grid of blocks.x * blocks.y * blocks.z blocks (x fastest) of `threads` threads (a
+// multiple of 32, at most 1024).
+void run_grid(Index3 blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body);
 // cudaSuccess (0) or the configuration error of the last launch; reset by reading it.
 int take_last_error();
 

@@ -210,21 +210,22 @@ void run_max_pool(const CudaCall& c) {
                             ops::argmax_tap_bits(p.kH * p.kW), c.ctx.stream));
 }
 
-// MaxPoolGrad(dY, X, argmax): the argmax of every window (int32 per output element) is its workspace, found from
-// X (impl 0, input-activated) or unpacked from the forward's taps (impl 1).
+// MaxPoolGrad(dY, X, argmax): impl 0 (input-activated) finds every window's argmax from X into its workspace (an
+// int32 per output element), then gathers; impl 1 gathers straight from the forward's taps and leaves the workspace
+// unused (a node's workspace is one size for all its op implementations).
 int64_t max_pool_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
   return numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
 }
 
 void run_max_pool_grad(const CudaCall& c) {
   const Pool p = pool_of(c.node.attrs, c.in_shape(1), true);
-  MONET_CHECK(c.workspace_bytes >= p.planes * p.OH * p.OW * 4);
-  int32_t* argmax = static_cast<int32_t*>(c.workspace);
-  if (c.impl == 1)
+  if (c.impl == 1) {
     MONET_CUDA_CHECK(max_pool_grad_taps(p, c.fin(0), static_cast<const uint8_t*>(c.in[2].data),
-                                        ops::argmax_tap_bits(p.kH * p.kW), argmax, c.fout(0), c.ctx.stream));
-  else
-    MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), argmax, c.fout(0), c.ctx.stream));
+                                        ops::argmax_tap_bits(p.kH * p.kW), c.fout(0), c.ctx.stream));
+    return;
+  }
+  MONET_CHECK(c.workspace_bytes >= p.planes * p.OH * p.OW * 4);
+  MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), static_cast<int32_t*>(c.workspace), c.fout(0), c.ctx.stream));
 }
 
 bool count_include_pad(const Node& n) { return n.attrs.i("count_include_pad", 0) == 1; }

@@ -952,18 +952,26 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
   }
 }
 
-template <class I, int KW>
-__global__ void max_pool_unpack_kernel(PoolI<I> p, const uint8_t* taps, int bits, int32_t* argmax) {
-  MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
-    const I i = static_cast<I>(il);
-    const I o = i % (p.OH * p.OW);
-    const I tap = bits == 4   ? (taps[i / 2] >> (4 * (i % 2))) & 0xf
-                  : bits == 8 ? taps[i]
-                              : taps[2 * static_cast<int64_t>(i)] | (static_cast<I>(taps[2 * static_cast<int64_t>(i) + 1]) << 8);
-    const I oh = o / p.OW;
-    argmax[i] = static_cast<int32_t>(tap_index<I, KW>(p, oh, o - oh * p.OW, tap));
+// Where the gather finds each window's maximum (its index ih * W + iw within the plane), window w = plane * OH * OW
+// + oh * OW + ow: BITS 0 reads it from an int32 array (the input-activated form's first pass); 4, 8 or 16 decode the
+// forward's packed tap there (lib/ops/common/pool.h) and place it in the window, so the argmax form reads half a
+// byte per window where an int32 array of them would be written and read again.
+template <class I, int KW, int BITS>
+struct WindowMax {
+  const void* src;
+  __device__ __forceinline__ I operator()(const PoolI<I>& p, int64_t w, I oh, I ow) const {
+    if constexpr (BITS == 0) {
+      return static_cast<I>(static_cast<const int32_t*>(src)[w]);
+    } else {
+      const uint8_t* t = static_cast<const uint8_t*>(src);
+      I tap;
+      if constexpr (BITS == 4) tap = static_cast<I>((t[w / 2] >> (4 * (w % 2))) & 0xf);
+      else if constexpr (BITS == 8) tap = static_cast<I>(t[w]);
+      else tap = static_cast<I>(t[2 * w] | (static_cast<unsigned>(t[2 * w + 1]) << 8));
+      return tap_index<I, KW>(p, oh, ow, tap);
+    }
   }
-}
+};
 
 template <class I, int KH, int KW>
 __global__ void max_pool_argmax_kernel(PoolI<I> p, const float* x, int32_t* argmax) {
@@ -989,8 +997,8 @@ __device__ __forceinline__ void window_range(I i, I pad, I s, I extent, I out, I
 // One thread per dx element. SH / SW: the strides when known at compile time (0: read from p), which turns the
 // four divisions by the stride in the window ranges into shifts; with runtime divisors this pass was bound by
 // integer division. (One block row per input row instead left most threads idle on 7x7 and 14x14 planes.)
-template <class I, int SH, int SW>
-__global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t* argmax, float* dx) {
+template <class I, int SH, int SW, class Max>
+__global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, Max window_max, float* dx) {
   const I sH = SH ? SH : p.sH, sW = SW ? SW : p.sW;
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * p.W) {
     const I i = static_cast<I>(il);
@@ -999,12 +1007,12 @@ __global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t*
     I oh_lo, oh_hi, ow_lo, ow_hi;
     window_range<I>(ih, p.padT, sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
     window_range<I>(iw, p.padL, sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
-    const int32_t* am = argmax + static_cast<int64_t>(plane) * p.OH * p.OW;
-    const float* dyp = dy + static_cast<int64_t>(plane) * p.OH * p.OW;
+    const int64_t w0 = static_cast<int64_t>(plane) * p.OH * p.OW;
+    const float* dyp = dy + w0;
     float acc = 0.f;
     for (I oh = oh_lo; oh <= oh_hi; ++oh)
       for (I ow = ow_lo; ow <= ow_hi; ++ow)
-        if (am[oh * p.OW + ow] == e) acc += dyp[oh * p.OW + ow];
+        if (window_max(p, w0 + oh * p.OW + ow, oh, ow) == e) acc += dyp[oh * p.OW + ow];
     dx[i] = acc;
   }
 }
@@ -1013,8 +1021,8 @@ __global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, const int32_t*
 // index split per four elements, the windows of the four read once, one float4 store. Each element sums the same
 // windows in the same (oh, ow) order as the one-element kernel (a window's argmax lies inside it, so the extra
 // windows of the wider range never match): the same bits.
-template <class I, int SH, int SW>
-__global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, const int32_t* argmax, float4* dx) {
+template <class I, int SH, int SW, class Max>
+__global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, Max window_max, float4* dx) {
   const I W4 = p.W / 4;
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * W4) {
     const I i = static_cast<I>(il);
@@ -1024,13 +1032,13 @@ __global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, const int32_t
     window_range<I>(ih, p.padT, SH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
     window_range<I>(iw0, p.padL, SW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, unused);
     window_range<I>(iw0 + 3, p.padL, SW, (p.kW - 1) * p.dW + 1, p.OW, unused, ow_hi);
-    const int32_t* am = argmax + static_cast<int64_t>(plane) * p.OH * p.OW;
-    const float* dyp = dy + static_cast<int64_t>(plane) * p.OH * p.OW;
+    const int64_t w0 = static_cast<int64_t>(plane) * p.OH * p.OW;
+    const float* dyp = dy + w0;
     const I e0 = ih * p.W + iw0;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (I oh = oh_lo; oh <= oh_hi; ++oh)
       for (I ow = ow_lo; ow <= ow_hi; ++ow) {
-        const I d = static_cast<I>(am[oh * p.OW + ow]) - e0;
+        const I d = window_max(p, w0 + oh * p.OW + ow, oh, ow) - e0;
         if (d < 0 || d > 3) continue;
         const float g = dyp[oh * p.OW + ow];
         if (d == 0) acc.x += g;
@@ -1106,19 +1114,20 @@ cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, flo
   if (inner == 1 && A <= kWarpRowMax) {
     const bool vec = A % 4 == 0 && aligned16(x) && aligned16(y);
     with_row_width(A, vec, [&](auto n, auto v) {
-      softmax_warp_kernel<decltype(n)::value, decltype(v)::value>
-          <<<blocks_for(outer * 32), kThreads, 0, stream>>>(outer, static_cast<int>(A), x, y);
+      launch_kernel(softmax_warp_kernel<decltype(n)::value, decltype(v)::value>, blocks_for(outer * 32), kThreads, 0,
+                    stream, outer, static_cast<int>(A), x, y);
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(x) && aligned16(y))
-      softmax_block_kernel<4><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, x, y);
+      launch_kernel(softmax_block_kernel<4>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
     else
-      softmax_block_kernel<1><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, x, y);
+      launch_kernel(softmax_block_kernel<1>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
   } else if (fits32(outer * A * inner)) {
-    softmax_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
-        static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), x, y);
+    launch_kernel(softmax_strided_kernel<int32_t>, blocks_for(outer * inner), kThreads, 0, stream,
+                  static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), x, y);
   } else {
-    softmax_strided_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, x, y);
+    launch_kernel(softmax_strided_kernel<int64_t>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner, x,
+                  y);
   }
   return cudaGetLastError();
 }
@@ -1129,20 +1138,20 @@ cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* d
   if (inner == 1 && A <= kWarpRowMax) {
     const bool vec = A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx);
     with_row_width(A, vec, [&](auto n, auto v) {
-      softmax_grad_warp_kernel<decltype(n)::value, decltype(v)::value>
-          <<<blocks_for(outer * 32), kThreads, 0, stream>>>(outer, static_cast<int>(A), dy, y, dx);
+      launch_kernel(softmax_grad_warp_kernel<decltype(n)::value, decltype(v)::value>, blocks_for(outer * 32), kThreads,
+                    0, stream, outer, static_cast<int>(A), dy, y, dx);
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx))
-      softmax_grad_block_kernel<4><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+      launch_kernel(softmax_grad_block_kernel<4>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
     else
-      softmax_grad_block_kernel<1><<<blocks_for_rows(outer), kThreads, 0, stream>>>(outer, A, dy, y, dx);
+      launch_kernel(softmax_grad_block_kernel<1>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
   } else if (fits32(outer * A * inner)) {
-    softmax_grad_strided_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
-        static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), dy, y, dx);
+    launch_kernel(softmax_grad_strided_kernel<int32_t>, blocks_for(outer * inner), kThreads, 0, stream,
+                  static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), dy, y, dx);
   } else {
-    softmax_grad_strided_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, dy, y,
-                                                                                              dx);
+    launch_kernel(softmax_grad_strided_kernel<int64_t>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner,
+                  dy, y, dx);
   }
   return cudaGetLastError();
 }
@@ -1161,10 +1170,11 @@ cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* 
   const int64_t G = softmax_cross_entropy_parts(N, C, P), R = N * P;
   const unsigned g = static_cast<unsigned>(G);
   // Every group writes its partial (0 without rows), so the sum never reads unwritten workspace.
-  if (P == 1 && C <= kWarpRowMax) ce_rows_warp_kernel<<<g, kThreads, 0, stream>>>(R, C, x, labels, partial, bad_label);
-  else if (P == 1) ce_rows_block_kernel<<<g, kThreads, 0, stream>>>(R, C, x, labels, partial, bad_label);
-  else ce_rows_thread_kernel<<<g, kThreads, 0, stream>>>(N, C, P, x, labels, partial, bad_label);
-  ce_sum_kernel<<<1, kThreads, 0, stream>>>(G, R, partial, loss);
+  if (P == 1 && C <= kWarpRowMax)
+    launch_kernel(ce_rows_warp_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label);
+  else if (P == 1) launch_kernel(ce_rows_block_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label);
+  else launch_kernel(ce_rows_thread_kernel, g, kThreads, 0, stream, N, C, P, x, labels, partial, bad_label);
+  launch_kernel(ce_sum_kernel, 1, kThreads, 0, stream, G, R, partial, loss);
   return cudaGetLastError();
 }
 
@@ -1173,11 +1183,11 @@ cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const fl
   const int64_t R = N * P;
   if (R == 0) return cudaSuccess;
   if (P == 1 && C <= kWarpRowMax)
-    ce_grad_warp_kernel<<<blocks_for(R * 32), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
+    launch_kernel(ce_grad_warp_kernel, blocks_for(R * 32), kThreads, 0, stream, R, C, dloss, x, labels, dx);
   else if (P == 1)
-    ce_grad_block_kernel<<<blocks_for_rows(R), kThreads, 0, stream>>>(R, C, dloss, x, labels, dx);
+    launch_kernel(ce_grad_block_kernel, blocks_for_rows(R), kThreads, 0, stream, R, C, dloss, x, labels, dx);
   else
-    ce_grad_thread_kernel<<<blocks_for(R), kThreads, 0, stream>>>(N, C, P, dloss, x, labels, dx);
+    launch_kernel(ce_grad_thread_kernel, blocks_for(R), kThreads, 0, stream, N, C, P, dloss, x, labels, dx);
   return cudaGetLastError();
 }
 
@@ -1187,13 +1197,15 @@ cudaError_t layer_norm(int64_t R, int64_t D, double epsilon, const float* x, con
   const bool aligned = aligned16(x) && aligned16(y) && aligned16(scale) && aligned16(bias);
   if (D <= kWarpRowMax) {
     with_row_width(D, D % 4 == 0 && aligned, [&](auto n, auto v) {
-      layer_norm_warp_kernel<decltype(n)::value, decltype(v)::value><<<blocks_for(R * 32), kThreads, 0, stream>>>(
-          R, static_cast<int>(D), epsilon, x, scale, bias, y, mean, invstd);
+      launch_kernel(layer_norm_warp_kernel<decltype(n)::value, decltype(v)::value>, blocks_for(R * 32), kThreads, 0,
+                    stream, R, static_cast<int>(D), epsilon, x, scale, bias, y, mean, invstd);
     });
   } else if (D % 4 == 0 && aligned) {
-    layer_norm_block_kernel<4><<<blocks_for_rows(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+    launch_kernel(layer_norm_block_kernel<4>, blocks_for_rows(R), kThreads, 0, stream, R, D, epsilon, x, scale, bias, y,
+                  mean, invstd);
   } else {
-    layer_norm_block_kernel<1><<<blocks_for_rows(R), kThreads, 0, stream>>>(R, D, epsilon, x, scale, bias, y, mean, invstd);
+    launch_kernel(layer_norm_block_kernel<1>, blocks_for_rows(R), kThreads, 0, stream, R, D, epsilon, x, scale, bias, y,
+                  mean, invstd);
   }
   return cudaGetLastError();
 }
@@ -1219,34 +1231,38 @@ cudaError_t layer_norm_grad(int64_t R, int64_t D, const float* dy, const float* 
     with_row_width(D, true, [&](auto n, auto) {
       constexpr int N = decltype(n)::value;
       if (from_y)
-        layer_norm_grad_fused_kernel<N, true><<<static_cast<unsigned>(P), kThreads, 0, stream>>>(
-            R, static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
+        launch_kernel(layer_norm_grad_fused_kernel<N, true>, static_cast<unsigned>(P), kThreads, 0, stream, R,
+                      static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
       else
-        layer_norm_grad_fused_kernel<N, false><<<static_cast<unsigned>(P), kThreads, 0, stream>>>(
-            R, static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
+        launch_kernel(layer_norm_grad_fused_kernel<N, false>, static_cast<unsigned>(P), kThreads, 0, stream, R,
+                      static_cast<int>(D), P, dy, x, mean, invstd, y, bias, scale, dx, partial);
     });
   } else {
     // The column partials first: dx may be dy, which the row kernel overwrites.
     const dim3 grid(static_cast<unsigned>((D + 31) / 32), static_cast<unsigned>(P));
     if (from_y)
-      layer_norm_grad_columns_kernel<true><<<grid, kThreads, 0, stream>>>(R, D, P, dy, x, mean, invstd, y, bias, scale,
-                                                                          partial);
+      launch_kernel(layer_norm_grad_columns_kernel<true>, grid, kThreads, 0, stream, R, D, P, dy, x, mean, invstd, y,
+                    bias, scale, partial);
     else
-      layer_norm_grad_columns_kernel<false><<<grid, kThreads, 0, stream>>>(R, D, P, dy, x, mean, invstd, y, bias,
-                                                                           scale, partial);
+      launch_kernel(layer_norm_grad_columns_kernel<false>, grid, kThreads, 0, stream, R, D, P, dy, x, mean, invstd, y,
+                    bias, scale, partial);
     const bool w4 = D % 4 == 0 && aligned16(dx);
     const unsigned b = blocks_for_rows(R);
     if (w4 && from_y)
-      layer_norm_grad_rows_kernel<4, true><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+      launch_kernel(layer_norm_grad_rows_kernel<4, true>, b, kThreads, 0, stream, R, D, dy, x, mean, invstd, y, bias,
+                    scale, dx);
     else if (w4)
-      layer_norm_grad_rows_kernel<4, false><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+      launch_kernel(layer_norm_grad_rows_kernel<4, false>, b, kThreads, 0, stream, R, D, dy, x, mean, invstd, y, bias,
+                    scale, dx);
     else if (from_y)
-      layer_norm_grad_rows_kernel<1, true><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+      launch_kernel(layer_norm_grad_rows_kernel<1, true>, b, kThreads, 0, stream, R, D, dy, x, mean, invstd, y, bias,
+                    scale, dx);
     else
-      layer_norm_grad_rows_kernel<1, false><<<b, kThreads, 0, stream>>>(R, D, dy, x, mean, invstd, y, bias, scale, dx);
+      launch_kernel(layer_norm_grad_rows_kernel<1, false>, b, kThreads, 0, stream, R, D, dy, x, mean, invstd, y, bias,
+                    scale, dx);
   }
-  layer_norm_grad_finish_kernel<<<static_cast<unsigned>((D + 31) / 32), kThreads, 0, stream>>>(P, D, partial, dbias,
-                                                                                              dscale);
+  launch_kernel(layer_norm_grad_finish_kernel, static_cast<unsigned>((D + 31) / 32), kThreads, 0, stream, P, D, partial,
+                dbias, dscale);
   return cudaGetLastError();
 }
 
@@ -1254,11 +1270,11 @@ cudaError_t layer_norm_stat_grad(int64_t R, int64_t D, bool is_mean, const float
                                  const float* mean, const float* invstd, float* dx, cudaStream_t stream) {
   if (R * D == 0) return cudaSuccess;
   if (fits32(R * D))
-    layer_norm_stat_grad_kernel<int32_t><<<blocks_for(R * D), kThreads, 0, stream>>>(
-        static_cast<int32_t>(R), static_cast<int32_t>(D), is_mean, dstat, x, mean, invstd, dx);
+    launch_kernel(layer_norm_stat_grad_kernel<int32_t>, blocks_for(R * D), kThreads, 0, stream, static_cast<int32_t>(R),
+                  static_cast<int32_t>(D), is_mean, dstat, x, mean, invstd, dx);
   else
-    layer_norm_stat_grad_kernel<int64_t><<<blocks_for(R * D), kThreads, 0, stream>>>(R, D, is_mean, dstat, x, mean,
-                                                                                      invstd, dx);
+    launch_kernel(layer_norm_stat_grad_kernel<int64_t>, blocks_for(R * D), kThreads, 0, stream, R, D, is_mean, dstat, x,
+                  mean, invstd, dx);
   return cudaGetLastError();
 }
 
@@ -1267,10 +1283,11 @@ cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, 
   const int64_t n = N * C * S;
   if (n == 0) return cudaSuccess;
   if (fits32(n))
-    bn_stat_grad_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<int32_t>(N), static_cast<int32_t>(C), static_cast<int32_t>(S), is_mean, dstat, x, mean, invstd, dx);
+    launch_kernel(bn_stat_grad_kernel<int32_t>, blocks_for(n), kThreads, 0, stream, static_cast<int32_t>(N),
+                  static_cast<int32_t>(C), static_cast<int32_t>(S), is_mean, dstat, x, mean, invstd, dx);
   else
-    bn_stat_grad_kernel<int64_t><<<blocks_for(n), kThreads, 0, stream>>>(N, C, S, is_mean, dstat, x, mean, invstd, dx);
+    launch_kernel(bn_stat_grad_kernel<int64_t>, blocks_for(n), kThreads, 0, stream, N, C, S, is_mean, dstat, x, mean,
+                  invstd, dx);
   return cudaGetLastError();
 }
 
@@ -1297,11 +1314,11 @@ cudaError_t bn_grad(int64_t N, int64_t C, int64_t S, const float* dy, const floa
   const int64_t P = channel_parts(N, C);
   const unsigned pb = blocks_of_parts(C, P);
   if (S % 4 == 0 && aligned16(dy) && aligned16(v))
-    bn_grad_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, dy, v, center, partial);
+    launch_kernel(bn_grad_partial_kernel<4>, pb, kThreads, 0, stream, N, C, S / 4, P, dy, v, center, partial);
   else
-    bn_grad_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, dy, v, center, partial);
-  bn_grad_sums_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, from_input, scale, invstd, dscale,
-                                                                   dbias);
+    launch_kernel(bn_grad_partial_kernel<1>, pb, kThreads, 0, stream, N, C, S, P, dy, v, center, partial);
+  launch_kernel(bn_grad_sums_kernel, blocks_for(C * 32), kThreads, 0, stream, C, P, partial, from_input, scale, invstd,
+                dscale, dbias);
   const int64_t n = N * C * S;
   if (n == 0) return cudaGetLastError();
   const double M = static_cast<double>(N * S);
@@ -1309,19 +1326,17 @@ cudaError_t bn_grad(int64_t N, int64_t C, int64_t S, const float* dy, const floa
   const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
   const unsigned b = blocks_for(units);
   if (fits32(n) && w4)
-    bn_grad_dx_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), dy,
-                                                               v, center, from_input, scale, invstd, dscale, dbias,
-                                                               dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int32_t, 4>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M);
   else if (fits32(n))
-    bn_grad_dx_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), dy,
-                                                               v, center, from_input, scale, invstd, dscale, dbias,
-                                                               dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int32_t, 1>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M);
   else if (w4)
-    bn_grad_dx_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, dy, v, center, from_input, scale, invstd, dscale,
-                                                               dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int64_t, 4>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input, scale,
+                  invstd, dscale, dbias, dx, units, M);
   else
-    bn_grad_dx_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, dy, v, center, from_input, scale, invstd, dscale,
-                                                               dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int64_t, 1>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input, scale,
+                  invstd, dscale, dbias, dx, units, M);
   return cudaGetLastError();
 }
 
@@ -1340,7 +1355,8 @@ cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const fl
 }
 
 int64_t batch_norm_workspace(int64_t N, int64_t C) {
-  return 2 * C * channel_parts(N, C) * static_cast<int64_t>(sizeof(double)) + 2 * C * static_cast<int64_t>(sizeof(float));
+  return 2 * C * channel_parts(N, C) * static_cast<int64_t>(sizeof(double)) +
+         2 * C * static_cast<int64_t>(sizeof(float));
 }
 
 cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const float* scale, const float* bias,
@@ -1352,27 +1368,26 @@ cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const fl
   float* coef = reinterpret_cast<float*>(partial + 2 * C * P);
   const unsigned pb = blocks_of_parts(C, P);
   if (S % 4 == 0 && aligned16(x))
-    bn_stats_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, x, partial);
+    launch_kernel(bn_stats_partial_kernel<4>, pb, kThreads, 0, stream, N, C, S / 4, P, x, partial);
   else
-    bn_stats_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, x, partial);
+    launch_kernel(bn_stats_partial_kernel<1>, pb, kThreads, 0, stream, N, C, S, P, x, partial);
   const double M = static_cast<double>(N * S);
-  bn_stats_finish_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, x, S, M, eps, momentum, scale,
-                                                                      bias, saved_mean, saved_invstd, running_mean,
-                                                                      running_var, coef);
+  launch_kernel(bn_stats_finish_kernel, blocks_for(C * 32), kThreads, 0, stream, C, P, partial, x, S, M, eps, momentum,
+                scale, bias, saved_mean, saved_invstd, running_mean, running_var, coef);
   const int64_t n = N * C * S;
   const bool w4 = S % 4 == 0 && aligned16(x) && aligned16(y);
   const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
   const unsigned b = blocks_for(units);
   if (fits32(n) && w4)
-    bn_apply_kernel<int32_t, 4><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), x,
-                                                             coef, y, units);
+    launch_kernel(bn_apply_kernel<int32_t, 4>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), x, coef, y, units);
   else if (fits32(n))
-    bn_apply_kernel<int32_t, 1><<<b, kThreads, 0, stream>>>(static_cast<int32_t>(C), static_cast<int32_t>(Su), x,
-                                                             coef, y, units);
+    launch_kernel(bn_apply_kernel<int32_t, 1>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), x, coef, y, units);
   else if (w4)
-    bn_apply_kernel<int64_t, 4><<<b, kThreads, 0, stream>>>(C, Su, x, coef, y, units);
+    launch_kernel(bn_apply_kernel<int64_t, 4>, b, kThreads, 0, stream, C, Su, x, coef, y, units);
   else
-    bn_apply_kernel<int64_t, 1><<<b, kThreads, 0, stream>>>(C, Su, x, coef, y, units);
+    launch_kernel(bn_apply_kernel<int64_t, 1>, b, kThreads, 0, stream, C, Su, x, coef, y, units);
   return cudaGetLastError();
 }
 
@@ -1382,10 +1397,10 @@ cudaError_t channel_sum(int64_t N, int64_t C, int64_t S, const float* x, float* 
   const int64_t P = channel_parts(N, C);
   const unsigned pb = blocks_of_parts(C, P);
   if (S % 4 == 0 && aligned16(x))
-    channel_partial_kernel<4><<<pb, kThreads, 0, stream>>>(N, C, S / 4, P, x, partial);
+    launch_kernel(channel_partial_kernel<4>, pb, kThreads, 0, stream, N, C, S / 4, P, x, partial);
   else
-    channel_partial_kernel<1><<<pb, kThreads, 0, stream>>>(N, C, S, P, x, partial);
-  channel_sum_kernel<<<blocks_for(C * 32), kThreads, 0, stream>>>(C, P, partial, out);
+    launch_kernel(channel_partial_kernel<1>, pb, kThreads, 0, stream, N, C, S, P, x, partial);
+  launch_kernel(channel_sum_kernel, blocks_for(C * 32), kThreads, 0, stream, C, P, partial, out);
   return cudaGetLastError();
 }
 
@@ -1396,32 +1411,53 @@ void launch_max_pool(const Pool& p, const float* x, float* y, uint8_t* taps, int
   const int64_t n = p.planes * p.OH * p.OW;
   const unsigned b = blocks_for(tap_bits == 4 ? (n + 1) / 2 : n);
   const PoolI<I> q = narrow<I>(p);
-  if (p.kH == 3 && p.kW == 3) max_pool_kernel<I, 3, 3><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
-  else if (p.kH == 2 && p.kW == 2) max_pool_kernel<I, 2, 2><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
-  else max_pool_kernel<I, 0, 0><<<b, kThreads, 0, stream>>>(q, x, y, taps, tap_bits);
+  if (p.kH == 3 && p.kW == 3) launch_kernel(max_pool_kernel<I, 3, 3>, b, kThreads, 0, stream, q, x, y, taps, tap_bits);
+  else if (p.kH == 2 && p.kW == 2)
+    launch_kernel(max_pool_kernel<I, 2, 2>, b, kThreads, 0, stream, q, x, y, taps, tap_bits);
+  else launch_kernel(max_pool_kernel<I, 0, 0>, b, kThreads, 0, stream, q, x, y, taps, tap_bits);
 }
 
-template <class I>
-void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, const uint8_t* taps, int tap_bits,
-                          int32_t* argmax, float* dx, cudaStream_t stream) {
-  const unsigned b = blocks_for(p.planes * p.OH * p.OW);
-  const PoolI<I> q = narrow<I>(p);
-  const bool k3 = p.kH == 3 && p.kW == 3, k2 = p.kH == 2 && p.kW == 2;
-  if (taps && p.kW == 3) max_pool_unpack_kernel<I, 3><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
-  else if (taps && p.kW == 2) max_pool_unpack_kernel<I, 2><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
-  else if (taps) max_pool_unpack_kernel<I, 0><<<b, kThreads, 0, stream>>>(q, taps, tap_bits, argmax);
-  else if (k3) max_pool_argmax_kernel<I, 3, 3><<<b, kThreads, 0, stream>>>(q, x, argmax);
-  else if (k2) max_pool_argmax_kernel<I, 2, 2><<<b, kThreads, 0, stream>>>(q, x, argmax);
-  else max_pool_argmax_kernel<I, 0, 0><<<b, kThreads, 0, stream>>>(q, x, argmax);
-  const unsigned g = blocks_for(p.planes * p.H * p.W);
+// The gather of dx on the kernel for its strides and row width, finding each window's maximum with `window_max`.
+template <class I, class Max>
+void launch_max_pool_gather(const Pool& p, const PoolI<I>& q, const float* dy, Max window_max, float* dx,
+                            cudaStream_t stream) {
+  const unsigned g = blocks_for(p.planes * p.H * p.W), g4 = blocks_for(p.planes * p.H * p.W / 4);
   const bool wide = p.W % 4 == 0 && aligned16(dx);
   float4* dx4 = reinterpret_cast<float4*>(dx);
-  const unsigned g4 = blocks_for(p.planes * p.H * p.W / 4);
-  if (wide && p.sH == 1 && p.sW == 1) max_pool_grad4_kernel<I, 1, 1><<<g4, kThreads, 0, stream>>>(q, dy, argmax, dx4);
-  else if (wide && p.sH == 2 && p.sW == 2) max_pool_grad4_kernel<I, 2, 2><<<g4, kThreads, 0, stream>>>(q, dy, argmax, dx4);
-  else if (p.sH == 1 && p.sW == 1) max_pool_grad_kernel<I, 1, 1><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
-  else if (p.sH == 2 && p.sW == 2) max_pool_grad_kernel<I, 2, 2><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
-  else max_pool_grad_kernel<I, 0, 0><<<g, kThreads, 0, stream>>>(q, dy, argmax, dx);
+  if (wide && p.sH == 1 && p.sW == 1)
+    launch_kernel(max_pool_grad4_kernel<I, 1, 1, Max>, g4, kThreads, 0, stream, q, dy, window_max, dx4);
+  else if (wide && p.sH == 2 && p.sW == 2)
+    launch_kernel(max_pool_grad4_kernel<I, 2, 2, Max>, g4, kThreads, 0, stream, q, dy, window_max, dx4);
+  else if (p.sH == 1 && p.sW == 1)
+    launch_kernel(max_pool_grad_kernel<I, 1, 1, Max>, g, kThreads, 0, stream, q, dy, window_max, dx);
+  else if (p.sH == 2 && p.sW == 2)
+    launch_kernel(max_pool_grad_kernel<I, 2, 2, Max>, g, kThreads, 0, stream, q, dy, window_max, dx);
+  else launch_kernel(max_pool_grad_kernel<I, 0, 0, Max>, g, kThreads, 0, stream, q, dy, window_max, dx);
+}
+
+// Input-activated: every window's argmax from x into `argmax`, then the gather reads them.
+template <class I>
+void launch_max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
+                          cudaStream_t stream) {
+  const unsigned b = blocks_for(p.planes * p.OH * p.OW);
+  const PoolI<I> q = narrow<I>(p);
+  if (p.kH == 3 && p.kW == 3) launch_kernel(max_pool_argmax_kernel<I, 3, 3>, b, kThreads, 0, stream, q, x, argmax);
+  else if (p.kH == 2 && p.kW == 2)
+    launch_kernel(max_pool_argmax_kernel<I, 2, 2>, b, kThreads, 0, stream, q, x, argmax);
+  else launch_kernel(max_pool_argmax_kernel<I, 0, 0>, b, kThreads, 0, stream, q, x, argmax);
+  launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 0, 0>{argmax}, dx, stream);
+}
+
+// Argmax-activated: the gather decodes the forward's taps itself.
+template <class I>
+void launch_max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, float* dx,
+                               cudaStream_t stream) {
+  const PoolI<I> q = narrow<I>(p);
+  if (tap_bits == 4 && p.kW == 3) launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 3, 4>{taps}, dx, stream);
+  else if (tap_bits == 4 && p.kW == 2) launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 2, 4>{taps}, dx, stream);
+  else if (tap_bits == 4) launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 0, 4>{taps}, dx, stream);
+  else if (tap_bits == 8) launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 0, 8>{taps}, dx, stream);
+  else launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 0, 16>{taps}, dx, stream);
 }
 
 }  // namespace
@@ -1434,26 +1470,28 @@ cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, i
 
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream) {
-  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, x, nullptr, 0, argmax, dx, stream);
-  else launch_max_pool_grad<int64_t>(p, dy, x, nullptr, 0, argmax, dx, stream);
+  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, x, argmax, dx, stream);
+  else launch_max_pool_grad<int64_t>(p, dy, x, argmax, dx, stream);
   return cudaGetLastError();
 }
 
-cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, int32_t* argmax,
-                               float* dx, cudaStream_t stream) {
-  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, nullptr, taps, tap_bits, argmax, dx, stream);
-  else launch_max_pool_grad<int64_t>(p, dy, nullptr, taps, tap_bits, argmax, dx, stream);
+cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, float* dx,
+                               cudaStream_t stream) {
+  if (fits32(p)) launch_max_pool_grad_taps<int32_t>(p, dy, taps, tap_bits, dx, stream);
+  else launch_max_pool_grad_taps<int64_t>(p, dy, taps, tap_bits, dx, stream);
   return cudaGetLastError();
 }
 
 cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream) {
-  average_pool_kernel<<<blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream>>>(p, count_include_pad, x, y);
+  launch_kernel(average_pool_kernel, blocks_for(p.planes * p.OH * p.OW), kThreads, 0, stream, p, count_include_pad, x,
+                y);
   return cudaGetLastError();
 }
 
 cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,
                               cudaStream_t stream) {
-  average_pool_grad_kernel<<<blocks_for(p.planes * p.H * p.W), kThreads, 0, stream>>>(p, count_include_pad, dy, dx);
+  launch_kernel(average_pool_grad_kernel, blocks_for(p.planes * p.H * p.W), kThreads, 0, stream, p, count_include_pad,
+                dy, dx);
   return cudaGetLastError();
 }
 
@@ -1492,7 +1530,8 @@ __global__ void reduce_max_grad_kernel(ReduceGeom g, const float* dy, const floa
     const int64_t base = geom_offset(g.kept_size, g.kept_stride[0], g.kept_rank, o);
     const float m = y[o];
     int64_t ties = 0;
-    for (int64_t r = 0; r < g.red_n; ++r) ties += x[base + geom_offset(g.red_size, g.red_stride[0], g.red_rank, r)] == m;
+    for (int64_t r = 0; r < g.red_n; ++r)
+      ties += x[base + geom_offset(g.red_size, g.red_stride[0], g.red_rank, r)] == m;
     const float share = ties > 0 ? dy[o] / static_cast<float>(ties) : 0.f;
     for (int64_t r = 0; r < g.red_n; ++r) {
       const int64_t at = base + geom_offset(g.red_size, g.red_stride[0], g.red_rank, r);
@@ -1520,19 +1559,20 @@ __global__ void cum_sum_kernel(int64_t outer, int64_t A, int64_t inner, bool exc
 }  // namespace
 
 cudaError_t reduce_max(const ReduceGeom& g, const float* x, float* y, cudaStream_t stream) {
-  reduce_max_kernel<<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, y);
+  launch_kernel(reduce_max_kernel, blocks_for(g.out_n), kThreads, 0, stream, g, x, y);
   return cudaGetLastError();
 }
 
 cudaError_t reduce_max_grad(const ReduceGeom& g, const float* dy, const float* x, const float* y, float* dx,
                             cudaStream_t stream) {
-  reduce_max_grad_kernel<<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, dy, x, y, dx);
+  launch_kernel(reduce_max_grad_kernel, blocks_for(g.out_n), kThreads, 0, stream, g, dy, x, y, dx);
   return cudaGetLastError();
 }
 
 cudaError_t cum_sum(int64_t outer, int64_t A, int64_t inner, bool exclusive, bool reverse, const float* x, float* y,
                     cudaStream_t stream) {
-  cum_sum_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(outer, A, inner, exclusive, reverse, x, y);
+  launch_kernel(cum_sum_kernel, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner, exclusive, reverse, x,
+                y);
   return cudaGetLastError();
 }
 

@@ -254,16 +254,17 @@ struct Pool {
 // (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h);
 // argmax null: y alone. One thread per output (per two with 4-bit taps); 3 x 3 and 2 x 2 windows on kernels with
 // the window's size compiled in (the loops unrolled, the tap's split by kW a constant's), so are MaxPoolGrad's
-// argmax passes for those windows (and for a width of 3 or 2 when unpacking taps).
+// argmax passes for those windows (and for a width of 3 or 2 when decoding taps).
 cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream);
 // Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
 // `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,
 // in the CPU's (oh, ow) order.
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream);
-// The same from the forward's packed taps instead of X: the first pass unpacks them into `argmax`.
-cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, int32_t* argmax,
-                               float* dx, cudaStream_t stream);
+// The same from the forward's packed taps instead of X, in one pass: each dx element decodes the taps of the windows
+// that may contain it (half a byte each for windows of up to 16 taps), no argmax array.
+cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, float* dx,
+                               cudaStream_t stream);
 // Average pool with PyTorch's divisors (count_include_pad); grad gathers dy / divisor per dx element in order.
 cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream);
 cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,

@@ -31,11 +31,12 @@ inline unsigned blocks_for_rows(int64_t rows) {
 // the macro, also compile as C++ against test/cuda_emu's stand-in for cuda_runtime.h, which defines
 // MONET_CUDA_EMULATION and runs the grid on the CPU (their kernels' logic tested without a GPU).
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), unsigned blocks, unsigned threads, size_t shared_bytes,
+void launch_kernel(void (*kernel)(Params...), dim3 blocks, unsigned threads, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
 #ifdef MONET_CUDA_EMULATION
   (void)stream;
-  ::monet_emu::run_grid(blocks, threads, shared_bytes, [&] { kernel(static_cast<Params>(args)...); });
+  ::monet_emu::run_grid({blocks.x, blocks.y, blocks.z}, threads, shared_bytes,
+                        [&] { kernel(static_cast<Params>(args)...); });
 #else
   kernel<<<blocks, threads, shared_bytes, stream>>>(std::forward<Args>(args)...);
 #endif
