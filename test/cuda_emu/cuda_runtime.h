@@ -21,6 +21,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static  // one copy for the block: the blocks run one after another
+#define __grid_constant__
 
 #define threadIdx (::monet_emu::thread_idx())
 #define blockIdx (::monet_emu::block_idx())
@@ -56,10 +57,21 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+struct alignas(4) uchar4 {
+  unsigned char x, y, z, w;
+};
+inline uchar4 make_uchar4(unsigned char x, unsigned char y, unsigned char z, unsigned char w) { return {x, y, z, w}; }
 
 inline void __syncthreads() { ::monet_emu::syncthreads(); }
 inline int __syncthreads_or(int p) { return ::monet_emu::syncthreads_or(p); }
 inline int __syncthreads_and(int p) { return ::monet_emu::syncthreads_and(p); }
+
+// Round-to-nearest arithmetic that the compiler may not contract (C++20 does not contract without -ffp-contract).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+
+inline unsigned __ballot_sync(unsigned, int predicate) { return ::monet_emu::ballot(predicate); }
 
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask) {

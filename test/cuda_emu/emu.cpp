@@ -28,8 +28,8 @@ struct Fiber {
 };
 
 struct Grid {
-  Index3 blocks;
-  unsigned threads = 0;
+  Index3 blocks, shape;  // the grid's blocks, a block's threads
+  unsigned threads = 0;  // shape.x * shape.y * shape.z
   Index3 block;  // the block running
   unsigned current = 0;  // the fiber running
   const std::function<void()>* body = nullptr;
@@ -132,9 +132,12 @@ void run_block(Grid& g) {
 
 }  // namespace
 
-Index3 thread_idx() { return {grid().current, 0, 0}; }
+Index3 thread_idx() {
+  const Grid& g = grid();
+  return {g.current % g.shape.x, g.current / g.shape.x % g.shape.y, g.current / (g.shape.x * g.shape.y)};
+}
 Index3 block_idx() { return grid().block; }
-Index3 block_dim() { return {grid().threads, 1, 1}; }
+Index3 block_dim() { return grid().shape; }
 Index3 grid_dim() { return grid().blocks; }
 
 void syncthreads() {
@@ -166,9 +169,21 @@ uint64_t shuffle_xor(uint64_t bits, int lane_mask) {
   return r;
 }
 
+unsigned ballot(int predicate) {
+  Grid& g = grid();
+  const unsigned t = g.current;
+  g.lanes[t] = predicate != 0;
+  warp_barrier();
+  unsigned bits = 0;
+  for (unsigned l = 0; l < 32; ++l) bits |= static_cast<unsigned>(g.lanes[(t & ~31u) | l] != 0) << l;
+  warp_barrier();
+  return bits;
+}
+
 void* dynamic_shared() { return grid().shared.data(); }
 
-void run_grid(Index3 blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body) {
+void run_grid(Index3 blocks, Index3 shape, size_t shared_bytes, const std::function<void()>& body) {
+  const unsigned threads = shape.x * shape.y * shape.z;
   if (running) {
     std::fprintf(stderr, "cuda emulation: a kernel launched another\n");
     std::abort();
@@ -183,6 +198,7 @@ void run_grid(Index3 blocks, unsigned threads, size_t shared_bytes, const std::f
   }
   Grid g;
   g.blocks = blocks;
+  g.shape = shape;
   g.threads = threads;
   g.body = &body;
   g.lanes.assign(threads, 0);

@@ -26,12 +26,14 @@ int syncthreads_or(int predicate);
 int syncthreads_and(int predicate);
 // The value `bits` of lane (this lane ^ lane_mask) of this warp; every lane of the warp must call it.
 uint64_t shuffle_xor(uint64_t bits, int lane_mask);
+// Bit l set where lane l of this warp passed a true predicate; every lane of the warp must call it.
+unsigned ballot(int predicate);
 // The launch's dynamic shared memory (16-byte aligned, zero-filled at each block's start).
 void* dynamic_shared();
 
-// Runs body once per thread of a grid of blocks.x * blocks.y * blocks.z blocks (x fastest) of `threads` threads (a
-// multiple of 32, at most 1024).
-void run_grid(Index3 blocks, unsigned threads, size_t shared_bytes, const std::function<void()>& body);
+// Runs body once per thread of a grid of blocks.x * blocks.y * blocks.z blocks of threads.x * threads.y * threads.z
+// threads (x fastest in both; a block's threads a multiple of 32, at most 1024, its warps 32 consecutive ones).
+void run_grid(Index3 blocks, Index3 threads, size_t shared_bytes, const std::function<void()>& body);
 // cudaSuccess (0) or the configuration error of the last launch; reset by reading it.
 int take_last_error();
 

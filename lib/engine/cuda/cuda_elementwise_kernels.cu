@@ -299,11 +299,11 @@ void launch_rows_binary(const Dims& out, const Strides& sa, const Strides& sb, c
   const int64_t bx = (units + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(bx < 4096 ? bx : 4096), static_cast<unsigned>(rows < 65535 ? rows : 65535));
   if (wide)
-    rows_binary_kernel<op, IA, IB, float4><<<grid, kThreads, 0, stream>>>(lead, sa, sb, rows,
-                                                                           static_cast<int32_t>(units), a, b, y, scalar);
+    launch_kernel(rows_binary_kernel<op, IA, IB, float4>, grid, kThreads, 0, stream, lead, sa, sb, rows,
+                  static_cast<int32_t>(units), a, b, y, scalar);
   else
-    rows_binary_kernel<op, IA, IB, float><<<grid, kThreads, 0, stream>>>(lead, sa, sb, rows,
-                                                                          static_cast<int32_t>(units), a, b, y, scalar);
+    launch_kernel(rows_binary_kernel<op, IA, IB, float>, grid, kThreads, 0, stream, lead, sa, sb, rows,
+                  static_cast<int32_t>(units), a, b, y, scalar);
 }
 
 template <Binary op>
@@ -321,14 +321,16 @@ void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const 
   } else if (rows && ia == 1 && ib == 1) {
     launch_rows_binary<op, true, true>(out, sa, sb, a, b, y, scalar, stream);
   } else if (contiguous && aligned16(a) && aligned16(b) && aligned16(y)) {
-    contiguous_binary4_kernel<op><<<blocks_for(n / 4), kThreads, 0, stream>>>(n, a, b, y, scalar);
+    launch_kernel(contiguous_binary4_kernel<op>, blocks_for(n / 4), kThreads, 0, stream, n, a, b, y, scalar);
   } else if (contiguous) {
-    contiguous_binary_kernel<op><<<blocks_for(n), kThreads, 0, stream>>>(n, a, b, y, scalar);
+    launch_kernel(contiguous_binary_kernel<op>, blocks_for(n), kThreads, 0, stream, n, a, b, y, scalar);
   } else if (n < (int64_t{1} << 31)) {
     // Offsets into a and b are below n too: a broadcast operand has no more elements than the output.
-    broadcast_binary_kernel<op, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);
+    launch_kernel(broadcast_binary_kernel<op, int32_t>, blocks_for(n), kThreads, 0, stream, out, sa, sb, a, b, y,
+                  scalar, n);
   } else {
-    broadcast_binary_kernel<op, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, a, b, y, scalar, n);
+    launch_kernel(broadcast_binary_kernel<op, int64_t>, blocks_for(n), kThreads, 0, stream, out, sa, sb, a, b, y,
+                  scalar, n);
   }
 }
 
@@ -723,46 +725,52 @@ void launch_reduce(const ReducePlan& plan, const ReduceGeom& g, const float* x, 
                         (ops < 1 || r.s1[1] == 0 || (r.s1[1] == 1 && aligned16(p0))) &&
                         (ops < 2 || r.s2[1] == 0 || (r.s2[1] == 1 && aligned16(p1)));
       if (wide)
-        reduce_map_flat_kernel<t, 4><<<blocks_for(r.K / 4), kThreads, 0, stream>>>(r.K, r.s1[1], r.s2[1], x, p0, p1,
-                                                                                    out, divisor);
+        launch_kernel(reduce_map_flat_kernel<t, 4>, blocks_for(r.K / 4), kThreads, 0, stream, r.K, r.s1[1], r.s2[1], x,
+                      p0, p1, out, divisor);
       else
-        reduce_map_flat_kernel<t, 1><<<blocks_for(r.K), kThreads, 0, stream>>>(r.K, r.s1[1], r.s2[1], x, p0, p1, out,
-                                                                                divisor);
+        launch_kernel(reduce_map_flat_kernel<t, 1>, blocks_for(r.K), kThreads, 0, stream, r.K, r.s1[1], r.s2[1], x, p0,
+                      p1, out, divisor);
       break;
     }
     case ReducePlan::Kind::map_dims:
       if (g.out_n < (int64_t{1} << 31))
-        reduce_map_dims_kernel<t, int32_t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+        launch_kernel(reduce_map_dims_kernel<t, int32_t>, blocks_for(g.out_n), kThreads, 0, stream, g, x, p0, p1, out,
+                      divisor);
       else
-        reduce_map_dims_kernel<t, int64_t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+        launch_kernel(reduce_map_dims_kernel<t, int64_t>, blocks_for(g.out_n), kThreads, 0, stream, g, x, p0, p1, out,
+                      divisor);
       break;
     case ReducePlan::Kind::columns: {
       const unsigned tiles = static_cast<unsigned>((r.K + 31) / 32);
-      reduce_columns_kernel<t><<<dim3(tiles, static_cast<unsigned>(r.P)), kThreads, 0, stream>>>(r, x, p0, p1, out,
-                                                                                                 partial, divisor);
-      if (r.P > 1) reduce_columns_finish_kernel<<<tiles, kThreads, 0, stream>>>(r.K, r.P, partial, out, divisor);
+      launch_kernel(reduce_columns_kernel<t>, dim3(tiles, static_cast<unsigned>(r.P)), kThreads, 0, stream, r, x, p0,
+                    p1, out, partial, divisor);
+      if (r.P > 1)
+        launch_kernel(reduce_columns_finish_kernel, tiles, kThreads, 0, stream, r.K, r.P, partial, out, divisor);
       break;
     }
     case ReducePlan::Kind::runs: {
       if (r.P == 1 && r.A * r.B <= 2048) {
-        reduce_runs_warp_kernel<t><<<blocks_for(r.K * 32), kThreads, 0, stream>>>(r, x, p0, p1, out, divisor);
+        launch_kernel(reduce_runs_warp_kernel<t>, blocks_for(r.K * 32), kThreads, 0, stream, r, x, p0, p1, out,
+                      divisor);
         break;
       }
       const bool wide = r.B % 4 == 0 && aligned16(x) && (ops < 1 || operand_wide(p0, r.s1)) &&
                         (ops < 2 || operand_wide(p1, r.s2));
       const unsigned blocks = capped_blocks(r.K * r.P);
-      if (wide) reduce_runs_kernel<t, 4><<<blocks, kThreads, 0, stream>>>(r, x, p0, p1, out, partial, divisor);
-      else reduce_runs_kernel<t, 1><<<blocks, kThreads, 0, stream>>>(r, x, p0, p1, out, partial, divisor);
-      if (r.P > 1) reduce_runs_finish_kernel<<<blocks_for(r.K * 32), kThreads, 0, stream>>>(r.K, r.P, partial, out,
-                                                                                             divisor);
+      if (wide)
+        launch_kernel(reduce_runs_kernel<t, 4>, blocks, kThreads, 0, stream, r, x, p0, p1, out, partial, divisor);
+      else launch_kernel(reduce_runs_kernel<t, 1>, blocks, kThreads, 0, stream, r, x, p0, p1, out, partial, divisor);
+      if (r.P > 1)
+        launch_kernel(reduce_runs_finish_kernel, blocks_for(r.K * 32), kThreads, 0, stream, r.K, r.P, partial, out,
+                      divisor);
       break;
     }
     case ReducePlan::Kind::general:
       if (g.red_n >= 128)
-        reduce_block_kernel<t><<<capped_blocks(g.out_n < 65535 ? g.out_n : 65535), kThreads, 0, stream>>>(
-            g, x, p0, p1, out, divisor);
+        launch_kernel(reduce_block_kernel<t>, capped_blocks(g.out_n < 65535 ? g.out_n : 65535), kThreads, 0, stream, g,
+                      x, p0, p1, out, divisor);
       else
-        reduce_thread_kernel<t><<<blocks_for(g.out_n), kThreads, 0, stream>>>(g, x, p0, p1, out, divisor);
+        launch_kernel(reduce_thread_kernel<t>, blocks_for(g.out_n), kThreads, 0, stream, g, x, p0, p1, out, divisor);
       break;
   }
 }
@@ -904,7 +912,7 @@ int launch_sgd_table(const SgdBatch& batch, int at, float lr, float momentum, cu
     chunks += c;
   }
   tab.first[tab.count] = static_cast<int32_t>(chunks);
-  if (chunks > 0) sgd_kernel<Cap><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(tab);
+  if (chunks > 0) launch_kernel(sgd_kernel<Cap>, static_cast<unsigned>(chunks), kThreads, 0, stream, tab);
   return at;
 }
 
@@ -947,9 +955,9 @@ void launch_where(const Dims& out, const Strides& sc, const C* cond, const Strid
                   const Strides& sb, const float* b, float* y, int64_t n, cudaStream_t stream) {
   // Offsets stay below n: no broadcast operand has more elements than the output.
   if (n < (int64_t{1} << 31))
-    where_kernel<C, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sc, sa, sb, cond, a, b, y, n);
+    launch_kernel(where_kernel<C, int32_t>, blocks_for(n), kThreads, 0, stream, out, sc, sa, sb, cond, a, b, y, n);
   else
-    where_kernel<C, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sc, sa, sb, cond, a, b, y, n);
+    launch_kernel(where_kernel<C, int64_t>, blocks_for(n), kThreads, 0, stream, out, sc, sa, sb, cond, a, b, y, n);
 }
 
 template <Compare op, class V>
@@ -977,9 +985,9 @@ void launch_compare(const Dims& out, const Strides& sa, const void* a, const Str
   const V* va = static_cast<const V*>(a);
   const V* vb = static_cast<const V*>(b);
   if (n < (int64_t{1} << 31))
-    compare_kernel<op, V, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, va, vb, y, n);
+    launch_kernel(compare_kernel<op, V, int32_t>, blocks_for(n), kThreads, 0, stream, out, sa, sb, va, vb, y, n);
   else
-    compare_kernel<op, V, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(out, sa, sb, va, vb, y, n);
+    launch_kernel(compare_kernel<op, V, int64_t>, blocks_for(n), kThreads, 0, stream, out, sa, sb, va, vb, y, n);
 }
 
 template <Compare op>
@@ -1003,9 +1011,15 @@ __global__ void cast_kernel(int64_t n, const From* __restrict__ x, To* __restric
 template <class From>
 void launch_cast(Elem to, int64_t n, const From* x, void* y, cudaStream_t stream) {
   switch (to) {
-    case Elem::f32: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<float*>(y)); break;
-    case Elem::i64: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<int64_t*>(y)); break;
-    case Elem::u8: cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, static_cast<uint8_t*>(y)); break;
+    case Elem::f32:
+      launch_kernel(cast_kernel<From, float>, blocks_for(n), kThreads, 0, stream, n, x, static_cast<float*>(y));
+      break;
+    case Elem::i64:
+      launch_kernel(cast_kernel<From, int64_t>, blocks_for(n), kThreads, 0, stream, n, x, static_cast<int64_t*>(y));
+      break;
+    case Elem::u8:
+      launch_kernel(cast_kernel<From, uint8_t>, blocks_for(n), kThreads, 0, stream, n, x, static_cast<uint8_t*>(y));
+      break;
   }
 }
 
@@ -1024,8 +1038,8 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
   switch (op) {
 #define MONET_CASE(name)                                                                       \
   case Unary::name:                                                                            \
-    if (wide) unary4_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);          \
-    else unary_kernel<Unary::name><<<b, kThreads, 0, stream>>>(n, x, y, p0, p1);               \
+    if (wide) launch_kernel(unary4_kernel<Unary::name>, b, kThreads, 0, stream, n, x, y, p0, p1);          \
+    else launch_kernel(unary_kernel<Unary::name>, b, kThreads, 0, stream, n, x, y, p0, p1);               \
     break;
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
@@ -1042,12 +1056,13 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
   switch (op) {
 #define MONET_CASE(name)                                                                                    \
   case UnaryGrad::name:                                                                                     \
-    if (wide) unary_grad4_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);   \
-    else unary_grad_kernel<UnaryGrad::name><<<b, kThreads, 0, stream>>>(n, dy, saved, dx, p0, p1);          \
+    if (wide) launch_kernel(unary_grad4_kernel<UnaryGrad::name>, b, kThreads, 0, stream, n, dy, saved, dx, p0, p1);   \
+    else launch_kernel(unary_grad_kernel<UnaryGrad::name>, b, kThreads, 0, stream, n, dy, saved, dx, p0, p1);          \
     break;
-    MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
-    MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
-    MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
+    MONET_CASE(relu)
+    MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
+        MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu) MONET_CASE(exp)
+            MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -1056,19 +1071,19 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
 cudaError_t relu_mask(int64_t n, const float* x, float* y, uint32_t* mask, cudaStream_t stream) {
   if (!mask) return unary(Unary::relu, n, x, y, 0.f, 0.f, stream);
   if (n % 4 == 0 && aligned16(x) && aligned16(y))
-    relu_mask4_kernel<<<blocks_for((n + 127) / 128 * 32), kThreads, 0, stream>>>(
-        n, reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), mask);
+    launch_kernel(relu_mask4_kernel, blocks_for((n + 127) / 128 * 32), kThreads, 0, stream, n,
+                  reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), mask);
   else
-    relu_mask_kernel<<<blocks_for((n + 31) / 32 * 32), kThreads, 0, stream>>>(n, x, y, mask);
+    launch_kernel(relu_mask_kernel, blocks_for((n + 31) / 32 * 32), kThreads, 0, stream, n, x, y, mask);
   return cudaGetLastError();
 }
 
 cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, float* dx, cudaStream_t stream) {
   if (n % 4 == 0 && aligned16(dy) && aligned16(dx))
-    relu_grad_mask4_kernel<<<blocks_for(n / 4), kThreads, 0, stream>>>(
-        n / 4, reinterpret_cast<const float4*>(dy), mask, reinterpret_cast<float4*>(dx));
+    launch_kernel(relu_grad_mask4_kernel, blocks_for(n / 4), kThreads, 0, stream, n / 4,
+                  reinterpret_cast<const float4*>(dy), mask, reinterpret_cast<float4*>(dx));
   else
-    relu_grad_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx);
+    launch_kernel(relu_grad_mask_kernel, blocks_for(n), kThreads, 0, stream, n, dy, mask, dx);
   return cudaGetLastError();
 }
 
@@ -1118,9 +1133,9 @@ cudaError_t dropout(int64_t n, const float* x, float* y, uint8_t* mask, uint64_t
   // ratio in [0, 1): ratio * 2^53 is exact and below 2^53, so is its ceiling; ratio 0 keeps every element.
   const uint64_t threshold = static_cast<uint64_t>(std::ceil(ratio * 0x1.0p53));
   if (n % 4 == 0 && aligned16(x) && aligned16(y) && reinterpret_cast<uintptr_t>(mask) % 4 == 0)
-    dropout_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(n / 4, x, y, mask, key, threshold, scale);
+    launch_kernel(dropout_kernel<4>, blocks_for(n / 4), kThreads, 0, stream, n / 4, x, y, mask, key, threshold, scale);
   else
-    dropout_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(n, x, y, mask, key, threshold, scale);
+    launch_kernel(dropout_kernel<1>, blocks_for(n), kThreads, 0, stream, n, x, y, mask, key, threshold, scale);
   return cudaGetLastError();
 }
 
@@ -1128,9 +1143,9 @@ cudaError_t dropout_grad(int64_t n, const float* dy, const uint8_t* mask, float*
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (n % 4 == 0 && aligned16(dy) && aligned16(dx) && reinterpret_cast<uintptr_t>(mask) % 4 == 0)
-    dropout_grad_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(n / 4, dy, mask, dx, scale);
+    launch_kernel(dropout_grad_kernel<4>, blocks_for(n / 4), kThreads, 0, stream, n / 4, dy, mask, dx, scale);
   else
-    dropout_grad_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(n, dy, mask, dx, scale);
+    launch_kernel(dropout_grad_kernel<1>, blocks_for(n), kThreads, 0, stream, n, dy, mask, dx, scale);
   return cudaGetLastError();
 }
 
@@ -1180,7 +1195,7 @@ cudaError_t cast(Elem from, Elem to, int64_t n, const void* x, void* y, cudaStre
 }
 
 cudaError_t fill_pattern(int64_t n, float* x, uint64_t seed, cudaStream_t stream) {
-  fill_pattern_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, seed);
+  launch_kernel(fill_pattern_kernel, blocks_for(n), kThreads, 0, stream, n, x, seed);
   return cudaGetLastError();
 }
 

@@ -302,9 +302,8 @@ void launch_transpose_tiles(const Dims& m, const Strides& ms, const Strides& md,
   const int64_t Q = m.size[q], L = m.size[last];
   const int64_t tiles_q = (Q + 31) / 32, tiles_l = (L + 31) / 32, tiles = entries * tiles_q * tiles_l;
   const unsigned grid = static_cast<unsigned>(tiles < (int64_t{1} << 30) ? tiles : int64_t{1} << 30);
-  transpose_tiles_kernel<E><<<grid, dim3(32, 8), 0, stream>>>(batch, bs, bd, Q, L, ms.s[last], md.s[q], tiles_q,
-                                                              tiles_l, tiles, static_cast<const E*>(src),
-                                                              static_cast<E*>(dst));
+  launch_kernel(transpose_tiles_kernel<E>, grid, dim3(32, 8), 0, stream, batch, bs, bd, Q, L, ms.s[last], md.s[q],
+                tiles_q, tiles_l, tiles, static_cast<const E*>(src), static_cast<E*>(dst));
 }
 
 template <class V>
@@ -316,10 +315,11 @@ void launch_strided_rows(const Dims& outer, const Strides& ss, const Strides& ds
   const V* s = static_cast<const V*>(src);
   V* d = static_cast<V*>(dst);
   if (n < limit && reach < limit)
-    copy_strided_rows_kernel<V, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(outer, ss, ds,
-                                                                                static_cast<int32_t>(len), n, s, d);
+    launch_kernel(copy_strided_rows_kernel<V, int32_t>, blocks_for(n), kThreads, 0, stream, outer, ss, ds,
+                  static_cast<int32_t>(len), n, s, d);
   else
-    copy_strided_rows_kernel<V, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(outer, ss, ds, len, n, s, d);
+    launch_kernel(copy_strided_rows_kernel<V, int64_t>, blocks_for(n), kThreads, 0, stream, outer, ss, ds, len, n, s,
+                  d);
 }
 
 template <class V>
@@ -327,8 +327,8 @@ void launch_rows(int64_t rows, int64_t len, int64_t spitch, int64_t dpitch, cons
                  cudaStream_t stream) {
   const int64_t bx = (len + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(bx < 4096 ? bx : 4096), static_cast<unsigned>(rows < 65535 ? rows : 65535));
-  copy_rows_kernel<V><<<grid, kThreads, 0, stream>>>(rows, static_cast<int32_t>(len), spitch, dpitch,
-                                                     static_cast<const V*>(src), static_cast<V*>(dst));
+  launch_kernel(copy_rows_kernel<V>, grid, kThreads, 0, stream, rows, static_cast<int32_t>(len), spitch, dpitch,
+                static_cast<const V*>(src), static_cast<V*>(dst));
 }
 
 template <class E>
@@ -337,9 +337,9 @@ void launch_strided(const Dims& shape, const Strides& ss, const void* src, const
   const E* s = static_cast<const E*>(src);
   E* d = static_cast<E*>(dst);
   if (narrow)
-    strided_copy_kernel<E, int32_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, s, ds, d, n);
+    launch_kernel(strided_copy_kernel<E, int32_t>, blocks_for(n), kThreads, 0, stream, shape, ss, s, ds, d, n);
   else
-    strided_copy_kernel<E, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(shape, ss, s, ds, d, n);
+    launch_kernel(strided_copy_kernel<E, int64_t>, blocks_for(n), kThreads, 0, stream, shape, ss, s, ds, d, n);
 }
 
 // The largest offset |sum_d i_d * stride_d| can reach (the pointer holds the base already).
@@ -458,16 +458,16 @@ cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t 
   const unsigned b = blocks_for(outer * K * inner);
   switch (elem_bytes) {
     case 1:
-      gather_kernel<uint8_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint8_t*>(x),
-                                                         static_cast<uint8_t*>(y));
+      launch_kernel(gather_kernel<uint8_t>, b, kThreads, 0, stream, outer, A, K, inner, idx,
+                    static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y));
       break;
     case 4:
-      gather_kernel<uint32_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint32_t*>(x),
-                                                          static_cast<uint32_t*>(y));
+      launch_kernel(gather_kernel<uint32_t>, b, kThreads, 0, stream, outer, A, K, inner, idx,
+                    static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y));
       break;
     case 8:
-      gather_kernel<uint64_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx, static_cast<const uint64_t*>(x),
-                                                          static_cast<uint64_t*>(y));
+      launch_kernel(gather_kernel<uint64_t>, b, kThreads, 0, stream, outer, A, K, inner, idx,
+                    static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y));
       break;
     default: return cudaErrorInvalidValue;
   }
@@ -479,12 +479,12 @@ cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int6
   const unsigned b = blocks_for(outer * K * inner);
   switch (elem_bytes) {
     case 4:
-      gather_idx_kernel<uint32_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx,
-                                                              static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y));
+      launch_kernel(gather_idx_kernel<uint32_t>, b, kThreads, 0, stream, outer, A, K, inner, idx,
+                    static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y));
       break;
     case 8:
-      gather_idx_kernel<uint64_t><<<b, kThreads, 0, stream>>>(outer, A, K, inner, idx,
-                                                              static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y));
+      launch_kernel(gather_idx_kernel<uint64_t>, b, kThreads, 0, stream, outer, A, K, inner, idx,
+                    static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y));
       break;
     default: return cudaErrorInvalidValue;
   }
@@ -541,7 +541,7 @@ cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, 
     if (w.total < 0 || !workspace || workspace_bytes < w.total) return cudaErrorInvalidValue;
     char* base = static_cast<char*>(workspace);
     auto at = [&](int64_t off) { return reinterpret_cast<int32_t*>(base + off); };
-    gather_idx_keys_kernel<<<blocks_for(K), kThreads, 0, stream>>>(K, A, idx, at(w.keys), at(w.order));
+    launch_kernel(gather_idx_keys_kernel, blocks_for(K), kThreads, 0, stream, K, A, idx, at(w.keys), at(w.order));
     size_t scratch_bytes = w.scratch_bytes;
     const cudaError_t e = cub::DeviceRadixSort::SortPairs(base + w.scratch, scratch_bytes, at(w.keys),
                                                           at(w.sorted_keys), at(w.order), at(w.sorted_order),
@@ -556,47 +556,48 @@ cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, 
   const int64_t blocks = outer * A * groups;
   const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 30) ? blocks : int64_t{1} << 30);
   if (wide)
-    gather_idx_rows_kernel<4><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, groups, keys,
-                                                                                   order, dy, dx);
+    launch_kernel(gather_idx_rows_kernel<4>, grid, static_cast<unsigned>(threads), 0, stream, outer, A, K, inner_u,
+                  groups, keys, order, dy, dx);
   else
-    gather_idx_rows_kernel<1><<<grid, static_cast<unsigned>(threads), 0, stream>>>(outer, A, K, inner_u, groups, keys,
-                                                                                   order, dy, dx);
+    launch_kernel(gather_idx_rows_kernel<1>, grid, static_cast<unsigned>(threads), 0, stream, outer, A, K, inner_u,
+                  groups, keys, order, dy, dx);
   return cudaGetLastError();
 }
 
 cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                         float* dx, cudaStream_t stream) {
-  gather_grad_kernel<<<blocks_for(outer * A * inner), kThreads, 0, stream>>>(outer, A, K, inner, idx, dy, dx);
+  launch_kernel(gather_grad_kernel, blocks_for(outer * A * inner), kThreads, 0, stream, outer, A, K, inner, idx, dy,
+                dx);
   return cudaGetLastError();
 }
 
 cudaError_t pad(const Dims& x_dims, const Dims& y_dims, const int64_t* table, const Strides& axis_offset,
                 float value, const float* x, float* y, cudaStream_t stream) {
   const int64_t n = count(y_dims);
-  pad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x_dims, y_dims, table, axis_offset, value, x, y, n);
+  launch_kernel(pad_kernel, blocks_for(n), kThreads, 0, stream, x_dims, y_dims, table, axis_offset, value, x, y, n);
   return cudaGetLastError();
 }
 
 cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr, const CsrAxes& axes,
                      const float* dy, float* dx, cudaStream_t stream) {
   const int64_t n = count(x_dims);
-  pad_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x_dims, y_dims, csr, axes, dy, dx, n);
+  launch_kernel(pad_grad_kernel, blocks_for(n), kThreads, 0, stream, x_dims, y_dims, csr, axes, dy, dx, n);
   return cudaGetLastError();
 }
 
 cudaError_t resize(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear, const ResizeTables& t,
                    const float* x, float* y, cudaStream_t stream) {
   if (planes * OH * OW == 0) return cudaSuccess;
-  resize_rows_kernel<<<blocks_for_rows(planes * OH), row_threads(OW), 0, stream>>>(planes * OH, H, W, OH, OW, linear,
-                                                                                  t, x, y);
+  launch_kernel(resize_rows_kernel, blocks_for_rows(planes * OH), row_threads(OW), 0, stream, planes * OH, H, W, OH, OW,
+                linear, t, x, y);
   return cudaGetLastError();
 }
 
 cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const ResizeGradTables& t,
                         const float* dy, float* dx, cudaStream_t stream) {
   if (planes * H * W == 0) return cudaSuccess;
-  resize_grad_rows_kernel<<<blocks_for_rows(planes * H), row_threads(W), 0, stream>>>(planes * H, H, W, OH, OW, t,
-                                                                                     dy, dx);
+  launch_kernel(resize_grad_rows_kernel, blocks_for_rows(planes * H), row_threads(W), 0, stream, planes * H, H, W, OH,
+                OW, t, dy, dx);
   return cudaGetLastError();
 }
 
@@ -617,7 +618,7 @@ __global__ void trilu_kernel(int64_t n, int64_t R, int64_t C, int64_t k, bool up
 cudaError_t trilu(int64_t batch, int64_t R, int64_t C, int64_t k, bool upper, const float* x, float* y,
                   cudaStream_t stream) {
   const int64_t n = batch * R * C;
-  trilu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, R, C, k, upper, x, y);
+  launch_kernel(trilu_kernel, blocks_for(n), kThreads, 0, stream, n, R, C, k, upper, x, y);
   return cudaGetLastError();
 }
 

@@ -26,16 +26,16 @@ inline unsigned blocks_for_rows(int64_t rows) {
   return static_cast<unsigned>(rows < 1 ? 1 : rows > (int64_t{1} << 20) ? int64_t{1} << 20 : rows);
 }
 
-// Launches `kernel` over `blocks` blocks of `threads` threads with `shared_bytes` of dynamic shared memory
+// Launches `kernel` over a grid of `blocks` of `threads` threads with `shared_bytes` of dynamic shared memory
 // (MONET_DYNAMIC_SHARED) on `stream`. Files that launch through it, and declare their dynamic shared memory with
 // the macro, also compile as C++ against test/cuda_emu's stand-in for cuda_runtime.h, which defines
 // MONET_CUDA_EMULATION and runs the grid on the CPU (their kernels' logic tested without a GPU).
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 blocks, unsigned threads, size_t shared_bytes,
-                   cudaStream_t stream, Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 blocks, dim3 threads, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
 #ifdef MONET_CUDA_EMULATION
   (void)stream;
-  ::monet_emu::run_grid({blocks.x, blocks.y, blocks.z}, threads, shared_bytes,
+  ::monet_emu::run_grid({blocks.x, blocks.y, blocks.z}, {threads.x, threads.y, threads.z}, shared_bytes,
                         [&] { kernel(static_cast<Params>(args)...); });
 #else
   kernel<<<blocks, threads, shared_bytes, stream>>>(std::forward<Args>(args)...);
