@@ -52,8 +52,10 @@ class Backend {
   std::vector<double> read_host(const TensorRef& src) const;
   // algo: a backend algorithm of the node (a cuDNN convolution algorithm, as a schedule step names it); -1: the
   // backend's own choice. The CPU backend has one algorithm per op and ignores it; CUDA refuses an algorithm for a
-  // node that is not a convolution, or one cuDNN does not offer for it.
-  virtual int64_t workspace_bytes(const Graph& g, const Node& n, int algo = -1) const = 0;
+  // node that is not a convolution, or one cuDNN does not offer for it. impl: the op implementation (OpDef::impls
+  // index) the step runs, for the backend's own algorithm; an op whose implementations need different scratch
+  // answers for that one (CUDA: MaxPoolGrad and AttentionGrad), every other op the same for all.
+  virtual int64_t workspace_bytes(const Graph& g, const Node& n, int algo = -1, int impl = 0) const = 0;
   // Caps the workspace of the algorithms the backend chooses itself (algo -1) at workspace_cap_bytes(its device's
   // free memory, budget_bytes, fixed_bytes); budget_bytes 0: none. Call before the first workspace_bytes() or
   // run(): the choices follow the cap. An algorithm named by a schedule is not capped (the schedule's simulation

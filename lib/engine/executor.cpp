@@ -43,7 +43,7 @@ void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, Ar
         const int v = n.outputs[o];
         offset[v] = o == 0 && st.in_place >= 0 ? offset[st.in_place] : arena.allocate(value_bytes(g, v, fb));
       }
-      int64_t ws_bytes = backend.workspace_bytes(g, n, st.algo);
+      int64_t ws_bytes = backend.workspace_bytes(g, n, st.algo, st.impl);
       int64_t ws = ws_bytes > 0 ? arena.allocate(ws_bytes) : -1;
       on_compute(i, st, ws);
       if (ws >= 0) arena.release(ws);
@@ -91,10 +91,10 @@ std::vector<int> algorithms_of(const Graph& g, const Schedule& s) {
   return algo;
 }
 
-std::function<int64_t(const Node&)> workspace_with(const Backend& backend, const Graph& g, std::vector<int> algo) {
-  return [&backend, &g, algo = std::move(algo)](const Node& n) {
+WorkspaceFn workspace_with(const Backend& backend, const Graph& g, std::vector<int> algo) {
+  return [&backend, &g, algo = std::move(algo)](const Node& n, int impl) {
     const size_t k = static_cast<size_t>(&n - g.nodes.data());  // the planner and the simulator walk g.nodes
-    return backend.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1);
+    return backend.workspace_bytes(g, n, k < algo.size() ? algo[k] : -1, impl);
   };
 }
 

@@ -80,7 +80,7 @@ std::vector<int> algorithms_of(const Graph& g, const Schedule& s);
 
 // Each node of g's workspace on `backend` with its algorithm (algo per node as algorithms_of gives it, or empty:
 // every node on the backend's own), for the planner and the simulator.
-std::function<int64_t(const Node&)> workspace_with(const Backend& backend, const Graph& g, std::vector<int> algo);
+WorkspaceFn workspace_with(const Backend& backend, const Graph& g, std::vector<int> algo);
 
 // Deterministic 64-bit mix (splitmix64 finaliser) used to derive per-step, per-node seeds.
 uint64_t mix_seed(uint64_t a, uint64_t b);

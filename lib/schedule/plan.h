@@ -98,7 +98,7 @@ struct PlanGraph {
 std::string fingerprint(const TrainingGraph& tg);
 
 // The plan graph of a training graph; time_ms(node) may be null (all times 0).
-PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&)>& workspace_bytes,
+PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&, int impl)>& workspace_bytes,
                           int float_bytes, const std::function<double(const Node&)>& time_ms = nullptr);
 
 }  // namespace monet

@@ -17,7 +17,7 @@ std::vector<int> resident_values(const Graph& g) {
   return out;
 }
 
-PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& workspace_bytes, int float_bytes) {
+PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&, int impl)>& workspace_bytes, int float_bytes) {
   PlanGraph p;
   std::vector<char> resident(g.values.size(), 0);
   for (int v : resident_values(g)) resident[v] = 1;
@@ -31,10 +31,11 @@ PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&)>& wor
     pn.op = n.op;
     pn.inputs = n.inputs;
     pn.outputs = n.outputs;
-    pn.workspace_bytes = workspace_bytes ? workspace_bytes(n) : 0;
+    pn.workspace_bytes = workspace_bytes ? workspace_bytes(n, 0) : 0;
     const std::vector<ImplDef> impls = impls_of(n);
     for (size_t i = 0; impls.size() > 1 && i < impls.size(); ++i) {
-      PlanImpl impl{std::string(impls[i].name), {}, 0, pn.workspace_bytes};
+      PlanImpl impl{std::string(impls[i].name), {}, 0,
+                    i == 0 || !workspace_bytes ? pn.workspace_bytes : workspace_bytes(n, static_cast<int>(i))};
       impl.in_place = impls[i].in_place;
       for (size_t k = 0; k < n.inputs.size(); ++k)
         if (impls[i].reads_input(static_cast<int>(k))) impl.inputs.push_back(n.inputs[k]);

@@ -908,7 +908,9 @@ AlgorithmRun run_algorithms(Session& s, const Schedule& sched) {
   const Graph& g = s.tg.graph;
   const std::vector<int> algo = algorithms_of(g, sched);
   AlgorithmRun r;
-  const auto workspace = [&](const Node& n) { return s.backend->workspace_bytes(g, n, algo[&n - g.nodes.data()]); };
+  const auto workspace = [&](const Node& n, int impl) {
+    return s.backend->workspace_bytes(g, n, algo[&n - g.nodes.data()], impl);
+  };
   r.predicted = simulate(g, sched, workspace, 4).peak_bytes;
   Executor e(g, sched, *s.backend, 3);
   for (int v : resident_values(g)) e.set_value(v, s.initial[v]);

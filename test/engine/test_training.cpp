@@ -91,7 +91,7 @@ TEST_CASE("a schedule that uses a freed value is rejected with its step", "[sche
       bad.steps.insert(bad.steps.begin() + 1, f);
       break;
     }
-  auto ws = [](const Node&) { return int64_t{0}; };
+  auto ws = [](const Node&, int) { return int64_t{0}; };
   CHECK_THROWS_WITH(simulate(g, bad, ws), Contains("schedule step 1: frees"));
   Schedule late = store_all_schedule(g);
   // Free the data-derived first activation right after it is computed: its reader then fails.
@@ -104,7 +104,7 @@ TEST_CASE("in place: output 0 takes the input's bytes, and the input cannot be r
           "[schedule][in_place]") {
   auto s = open_session(tiny_options());
   const Graph& g = s->tg.graph;
-  auto ws = [](const Node&) { return int64_t{0}; };
+  auto ws = [](const Node&, int) { return int64_t{0}; };
   const PlanGraph plan = plan_of(g, ws, 4);
   const Schedule good = store_all_schedule(g);
   // The first in-place step: its input ends there, so store-all frees nothing for it.
@@ -147,8 +147,8 @@ class OnCpu : public Backend {
   int float_bytes() const override { return cpu->float_bytes(); }
   void* reserve(int64_t bytes) override { return cpu->reserve(bytes); }
   void unreserve(void* block) override { cpu->unreserve(block); }
-  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
-    return cpu->workspace_bytes(g, n, algo);
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo, int impl) const override {
+    return cpu->workspace_bytes(g, n, algo, impl);
   }
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
            void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
@@ -172,6 +172,53 @@ class NullOutputRecorder : public OnCpu {
   }
 };
 }  // namespace
+
+namespace {
+// A CPU backend whose nodes with several implementations need a workspace that depends on which one runs: each
+// implementation i a distinct size, and every workspace a kernel is handed at least what was asked for.
+class WorkspacePerImpl : public OnCpu {
+ public:
+  static int64_t extra(int impl) { return (int64_t{3} << 20) * (impl + 1); }  // 3, 6, 9 MiB
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo, int impl) const override {
+    const int64_t base = OnCpu::workspace_bytes(g, n, algo, impl);
+    return impls_of(n).size() > 1 ? base + extra(impl) : base;
+  }
+};
+}  // namespace
+
+TEST_CASE("a workspace per implementation: the plan lists each, the executor reserves the step's, peak = simulator's",
+          "[engine][memory]") {
+  auto s = open_session(small_resnet50_options());
+  const Graph& g = s->tg.graph;
+  WorkspacePerImpl be;
+  const PlanGraph plan = make_plan_graph(s->tg, workspace_with(be, g, {}), 4);
+  int several = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const PlanNode& n = plan.nodes[k];
+    if (n.num_impls() < 2) continue;
+    ++several;
+    for (int i = 0; i < n.num_impls(); ++i) {
+      INFO(n.name << " implementation " << i);
+      CHECK(n.impl_workspace(i) == be.workspace_bytes(g, g.nodes[k], -1, i));
+    }
+    CHECK(n.impl_workspace(1) != n.impl_workspace(0));
+  }
+  REQUIRE(several > 0);
+  // Every node on its last implementation: the workspaces the steps need differ from the defaults'.
+  std::vector<int> impl(g.nodes.size(), 0);
+  for (size_t k = 0; k < g.nodes.size(); ++k) impl[k] = std::max(0, plan.nodes[k].num_impls() - 1);
+  for (const std::vector<int>& choice : {std::vector<int>(g.nodes.size(), 0), impl}) {
+    const Schedule sched = store_all_schedule(plan, choice);
+    const SimResult predicted = simulate(plan, sched);
+    Executor e(g, sched, be, 7);
+    for (int v : resident_values(g)) e.set_value(v, s->initial[v]);
+    e.step({});
+    CHECK(e.arena().peak_bytes() == predicted.peak_bytes);
+  }
+  const SimResult defaults = simulate(plan, store_all_schedule(plan, std::vector<int>(g.nodes.size(), 0)));
+  const SimResult last = simulate(plan, store_all_schedule(plan, impl));
+  CHECK(last.peak_bytes != defaults.peak_bytes);  // the steps' workspaces count, not the node's default
+}
 
 TEST_CASE("optional outputs nothing reads are not written unless captured or profiled", "[engine]") {
   auto s = open_session(small_resnet50_options());

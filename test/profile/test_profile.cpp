@@ -169,7 +169,8 @@ TEST_CASE("estimated profiles: every node timed, formulas applied, stages in ord
     // The store-all peak is the engine's: simulate the bare graph with the CPU backend's workspace.
     auto backend = make_cpu_backend(4);
     const Graph& g = tg.graph;
-    const SimResult sim = simulate(g, store_all_schedule(g), [&](const Node& n) { return backend->workspace_bytes(g, n); });
+    const SimResult sim =
+        simulate(g, store_all_schedule(g), [&](const Node& n, int impl) { return backend->workspace_bytes(g, n, -1, impl); });
     // The lean store-all (its implementations chosen for the least peak) needs no more, and its peak is what the
     // lifetimes of its values add up to (counted without the simulator).
     CHECK(t.store_all_peak_bytes <= sim.peak_bytes);

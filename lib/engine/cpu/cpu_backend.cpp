@@ -28,7 +28,7 @@ class CpuBackend final : public Backend {
   void unreserve(void* block) override { std::free(block); }
 
   // One algorithm per op: a schedule's (CUDA) algorithm choice does not apply here.
-  int64_t workspace_bytes(const Graph& g, const Node& n, int /*algo*/) const override {
+  int64_t workspace_bytes(const Graph& g, const Node& n, int /*algo*/, int /*impl*/) const override {
     const OpDef& def = op_def(n.op);
     return def.cpu_workspace_bytes ? def.cpu_workspace_bytes(g, n, sizeof(T)) : 0;
   }

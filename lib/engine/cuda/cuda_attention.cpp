@@ -22,9 +22,9 @@
 //   chunk = align_up(H Tq Tk 4) with H = clamp(floor(kChunkBytes / (Tq Tk 4)), 1, B) heads per chunk,
 //   rows  = align_up(B Tq 4) (D);
 //   Attention:     cublas + (fused ? 0 : chunk)                        [cublas | scores of a chunk]
-//   AttentionGrad: fused ? max(cublas + chunk, rows)                   probs [cublas | dP], recompute [D]
-//                        : cublas + 2 chunk + rows                     [cublas | P | dP | D]
-// (AttentionGrad's is the same for both implementations: the node's, the larger of the two.)
+//   AttentionGrad probs:     cublas + chunk                             [cublas | dP]
+//   AttentionGrad recompute: fused ? rows : cublas + 2 chunk + rows     [D], or [cublas | P | dP | D]
+// (each implementation's own: the executor reserves what its step runs.)
 #include <algorithm>
 
 #include "engine/cuda/attention_kernels.h"
@@ -135,9 +135,11 @@ Plan plan_of(const ops::AttentionGeom& geo, const Attrs& attrs) {
 
 int64_t forward_workspace(const Plan& p) { return kCublasWorkspaceBytes + (p.fused ? 0 : p.chunk_bytes); }
 
-int64_t grad_workspace(const Plan& p) {
-  return p.fused ? std::max(kCublasWorkspaceBytes + p.chunk_bytes, p.rows_bytes)
-                 : kCublasWorkspaceBytes + 2 * p.chunk_bytes + p.rows_bytes;
+// Implementation impl's: probs [cublas | dP of a chunk]; recompute [D] on the tiled kernels, else
+// [cublas | P | dP | D].
+int64_t grad_workspace(const Plan& p, int impl) {
+  if (impl == kProbsImpl) return kCublasWorkspaceBytes + p.chunk_bytes;
+  return p.fused ? p.rows_bytes : kCublasWorkspaceBytes + 2 * p.chunk_bytes + p.rows_bytes;
 }
 
 Plan plan_of_node(const Graph& gr, const Node& n, int first_q_input) {
@@ -150,8 +152,8 @@ Plan plan_of_node(const Graph& gr, const Node& n, int first_q_input) {
 int64_t attention_workspace(const Graph& gr, const Node& n, CudaContext&) {
   return forward_workspace(plan_of_node(gr, n, 0));
 }
-int64_t attention_grad_workspace(const Graph& gr, const Node& n, CudaContext&) {
-  return grad_workspace(plan_of_node(gr, n, 1));
+int64_t attention_grad_impl_workspace(const Graph& gr, const Node& n, CudaContext&, int impl) {
+  return grad_workspace(plan_of_node(gr, n, 1), impl);
 }
 
 // The mask's placement for the kernels: the geometry's per-head offsets (mask_batch_offset) as strides over the
@@ -329,7 +331,7 @@ void run_attention_grad(const CudaCall& c) {
                                                          has_mask ? &c.in_shape(7) : nullptr);
   const Plan pl = plan_of(geo, c.node.attrs);
   const AttentionDims& g = pl.g;
-  MONET_CHECK(c.workspace_bytes >= grad_workspace(pl), "workspace too small for ", c.node.name);
+  MONET_CHECK(c.workspace_bytes >= grad_workspace(pl, c.impl), "workspace too small for ", c.node.name);
   Heads t;
   t.dout = c.fin(0), t.q = c.fin(1), t.kt = c.fin(2), t.v = c.fin(3);
   t.dq = c.fout(0), t.dkt = c.fout(1), t.dv = c.fout(2);
@@ -376,7 +378,7 @@ void run_attention_grad(const CudaCall& c) {
 
 void add_attention_kernels(CudaKernelTable& t) {
   t["Attention"] = {run_attention, attention_workspace};
-  t["AttentionGrad"] = {run_attention_grad, attention_grad_workspace};
+  t["AttentionGrad"] = {.run = run_attention_grad, .impl_workspace = attention_grad_impl_workspace};
 }
 
 }  // namespace monet::cuda

@@ -246,8 +246,8 @@ class CudaBackend final : public Backend {
     free_tickets_.push_back(ticket);  // re-recording it later leaves this wait as it is
   }
 
-  int64_t workspace_bytes(const Graph& g, const Node& n, int algo) const override {
-    return workspace_of(lookup(n), g, n, algo);
+  int64_t workspace_bytes(const Graph& g, const Node& n, int algo, int impl) const override {
+    return workspace_of(lookup(n), g, n, algo, impl);
   }
 
   void limit_workspace(int64_t budget_bytes, int64_t fixed_bytes) override {
@@ -258,7 +258,7 @@ class CudaBackend final : public Backend {
   void run(const Graph& g, const Node& n, const std::vector<TensorRef>& in, const std::vector<TensorRef>& out,
            void* workspace, uint64_t seed, bool recompute, int impl, int algo) override {
     const CudaKernelDef& def = lookup(n);
-    const int64_t ws = workspace_of(def, g, n, algo);
+    const int64_t ws = workspace_of(def, g, n, algo, impl);
     if (n.op != "SgdUpdate") flush_sgd(ctx_);  // SgdUpdate joins the pending batch (cuda_ops.h PendingSgd)
     def.run(CudaCall{g, n, in, out, workspace, ws, seed, recompute, ctx_, impl, algo});
   }
@@ -351,9 +351,10 @@ class CudaBackend final : public Backend {
  private:
   static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
-  int64_t workspace_of(const CudaKernelDef& def, const Graph& g, const Node& n, int algo) const {
+  int64_t workspace_of(const CudaKernelDef& def, const Graph& g, const Node& n, int algo, int impl) const {
     if (algo >= 0)  // conv_workspace_with refuses ops without algorithms
       return def.algorithm_workspace ? def.algorithm_workspace(g, n, ctx_, algo) : conv_workspace_with(ctx_, g, n, algo);
+    if (def.impl_workspace) return def.impl_workspace(g, n, ctx_, impl);
     return def.workspace ? def.workspace(g, n, ctx_) : 0;
   }
 

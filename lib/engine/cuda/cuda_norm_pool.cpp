@@ -211,10 +211,9 @@ void run_max_pool(const CudaCall& c) {
 }
 
 // MaxPoolGrad(dY, X, argmax): impl 0 (input-activated) finds every window's argmax from X into its workspace (an
-// int32 per output element), then gathers; impl 1 gathers straight from the forward's taps and leaves the workspace
-// unused (a node's workspace is one size for all its op implementations).
-int64_t max_pool_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
-  return numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
+// int32 per output element), then gathers; impl 1 gathers straight from the forward's taps and needs none.
+int64_t max_pool_grad_impl_workspace(const Graph& g, const Node& n, CudaContext&, int impl) {
+  return impl == 1 ? 0 : numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
 }
 
 void run_max_pool_grad(const CudaCall& c) {
@@ -406,7 +405,7 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["LayerNormGrad"] = {run_layer_norm_grad, layer_norm_grad_workspace};
   t["LayerNormStatGrad"] = {run_layer_norm_stat_grad};
   t["MaxPool"] = {run_max_pool};
-  t["MaxPoolGrad"] = {run_max_pool_grad, max_pool_grad_workspace};
+  t["MaxPoolGrad"] = {.run = run_max_pool_grad, .impl_workspace = max_pool_grad_impl_workspace};
   t["AveragePool"] = {run_average_pool};
   t["AveragePoolGrad"] = {run_average_pool_grad};
   t["GlobalAveragePool"] = {run_global_average_pool, global_average_pool_workspace};

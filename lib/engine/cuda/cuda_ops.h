@@ -93,6 +93,9 @@ struct CudaKernelDef {
   // Scratch bytes of backend algorithm algo >= 0 of an op that offers algorithms other than convolutions' (which
   // conv_workspace_with answers); throws naming the node for an algorithm the op does not offer.
   int64_t (*algorithm_workspace)(const Graph&, const Node&, CudaContext&, int algo) = nullptr;
+  // Scratch bytes of op implementation impl (OpDef::impls index), where an op's implementations need different
+  // amounts (then `workspace` is not consulted; null: `workspace` for all of them).
+  int64_t (*impl_workspace)(const Graph&, const Node&, CudaContext&, int impl) = nullptr;
 };
 
 using CudaKernelTable = std::unordered_map<std::string, CudaKernelDef>;
