@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_norm_pool_kernels.cu"
+#include "engine/cuda/kernels.h"
 
 using namespace monet::cuda;
 

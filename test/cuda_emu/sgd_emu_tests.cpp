@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/cuda/cuda_elementwise_kernels.cu"
+#include "engine/cuda/kernels.h"
 
 using namespace monet::cuda;
 

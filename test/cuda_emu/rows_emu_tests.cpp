@@ -1,0 +1,119 @@
+// The row kernels of lib/engine/cuda/cuda_norm_pool_kernels.cu on the CUDA emulation (emu.h) against double
+// references written from the definitions: Softmax and its gradient over the last axis (a warp per row up to 1024,
+// float4 rows where the length allows, a block per row beyond) and over an inner axis (a thread per column), and
+// LayerNorm with both gradient paths (the fused warp-per-row kernel for D <= 1024, D % 4 == 0; the column and row
+// kernels otherwise), from x and from y. Same tolerance as monet_cuda_tests: 1e-6 + 1e-4 of the reference's scale.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/cuda/kernels.h"
+#include "tensor_close.h"
+
+using namespace monet::cuda;
+using monet::test::check_close;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, float lo, float hi, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> x(n);
+  for (float& e : x) e = u(rng);
+  return x;
+}
+
+std::vector<double> as_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+}  // namespace
+
+TEST_CASE("Softmax and its gradient on the CUDA emulation match a double reference", "[cuda_emu][softmax]") {
+  std::mt19937_64 rng(5);
+  struct Shape3 {
+    int64_t outer, A, inner;
+  };
+  // Rows of 32 (float4), 37 (scalar), 768 (24 floats a lane), 1100 (a block per row), and an inner axis.
+  for (const Shape3 s : {Shape3{6, 32, 1}, Shape3{5, 37, 1}, Shape3{3, 768, 1}, Shape3{2, 1100, 1}, Shape3{3, 7, 5}}) {
+    INFO("outer " << s.outer << " A " << s.A << " inner " << s.inner);
+    const size_t n = static_cast<size_t>(s.outer * s.A * s.inner);
+    const std::vector<float> x = random_floats(n, -6.f, 6.f, rng), dy = random_floats(n, -1.f, 1.f, rng);
+    std::vector<float> y(n), dx(n);
+    REQUIRE(softmax(s.outer, s.A, s.inner, x.data(), y.data(), nullptr) == cudaSuccess);
+    REQUIRE(softmax_grad(s.outer, s.A, s.inner, dy.data(), y.data(), dx.data(), nullptr) == cudaSuccess);
+    std::vector<double> want_y(n), want_dx(n);
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        auto at = [&](int64_t a) { return static_cast<size_t>((o * s.A + a) * s.inner + i); };
+        double m = -INFINITY, sum = 0, dot = 0;
+        for (int64_t a = 0; a < s.A; ++a) m = std::max(m, static_cast<double>(x[at(a)]));
+        for (int64_t a = 0; a < s.A; ++a) sum += std::exp(x[at(a)] - m);
+        for (int64_t a = 0; a < s.A; ++a) {
+          want_y[at(a)] = std::exp(x[at(a)] - m) / sum;
+          dot += want_y[at(a)] * dy[at(a)];
+        }
+        for (int64_t a = 0; a < s.A; ++a) want_dx[at(a)] = want_y[at(a)] * (dy[at(a)] - dot);
+      }
+    check_close(want_y, as_double(y), "y");
+    check_close(want_dx, as_double(dx), "dx");
+  }
+}
+
+TEST_CASE("LayerNorm and its gradient on the CUDA emulation match a double reference", "[cuda_emu][layer_norm]") {
+  std::mt19937_64 rng(9);
+  // D 64 (the fused gradient kernel), 30 (not a multiple of 4: column and row kernels), 1100 (a block per row);
+  // R past one part of 32 rows.
+  for (int64_t D : {int64_t{64}, int64_t{30}, int64_t{1100}}) {
+    const int64_t R = 70;
+    INFO("R " << R << " D " << D);
+    const size_t n = static_cast<size_t>(R * D);
+    const double eps = 1e-5;
+    std::vector<float> x = random_floats(n, -2.f, 3.f, rng), dy = random_floats(n, -1.f, 1.f, rng);
+    const std::vector<float> scale = random_floats(static_cast<size_t>(D), 0.5f, 1.5f, rng),
+                             bias = random_floats(static_cast<size_t>(D), -0.5f, 0.5f, rng);
+    std::vector<float> y(n), mean(static_cast<size_t>(R)), invstd(static_cast<size_t>(R));
+    REQUIRE(layer_norm(R, D, eps, x.data(), scale.data(), bias.data(), y.data(), mean.data(), invstd.data(),
+                       nullptr) == cudaSuccess);
+    std::vector<double> want_y(n), want_mean(static_cast<size_t>(R)), want_invstd(static_cast<size_t>(R)),
+        want_dx(n), want_dscale(static_cast<size_t>(D), 0.0), want_dbias(static_cast<size_t>(D), 0.0);
+    for (int64_t r = 0; r < R; ++r) {
+      auto at = [&](int64_t d) { return static_cast<size_t>(r * D + d); };
+      double mu = 0, var = 0;
+      for (int64_t d = 0; d < D; ++d) mu += x[at(d)];
+      mu /= static_cast<double>(D);
+      for (int64_t d = 0; d < D; ++d) var += (x[at(d)] - mu) * (x[at(d)] - mu);
+      const double is = 1.0 / std::sqrt(var / static_cast<double>(D) + eps);
+      want_mean[static_cast<size_t>(r)] = mu;
+      want_invstd[static_cast<size_t>(r)] = is;
+      double mg = 0, mgx = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const double xhat = (x[at(d)] - mu) * is, g = dy[at(d)] * static_cast<double>(scale[static_cast<size_t>(d)]);
+        want_y[at(d)] = xhat * scale[static_cast<size_t>(d)] + bias[static_cast<size_t>(d)];
+        mg += g;
+        mgx += g * xhat;
+        want_dscale[static_cast<size_t>(d)] += dy[at(d)] * xhat;
+        want_dbias[static_cast<size_t>(d)] += dy[at(d)];
+      }
+      mg /= static_cast<double>(D);
+      mgx /= static_cast<double>(D);
+      for (int64_t d = 0; d < D; ++d) {
+        const double xhat = (x[at(d)] - mu) * is, g = dy[at(d)] * static_cast<double>(scale[static_cast<size_t>(d)]);
+        want_dx[at(d)] = is * (g - mg - xhat * mgx);
+      }
+    }
+    check_close(want_y, as_double(y), "y");
+    check_close(want_mean, as_double(mean), "mean");
+    check_close(want_invstd, as_double(invstd), "invstd");
+    std::vector<float> partial(static_cast<size_t>(layer_norm_grad_workspace_bytes(R, D) / 4 + 1));
+    for (bool from_y : {false, true}) {
+      INFO((from_y ? "xhat from y" : "xhat from x"));
+      std::vector<float> dx(n), dscale(static_cast<size_t>(D)), dbias(static_cast<size_t>(D));
+      REQUIRE(layer_norm_grad(R, D, dy.data(), from_y ? nullptr : x.data(), mean.data(), from_y ? y.data() : nullptr,
+                              from_y ? bias.data() : nullptr, scale.data(), invstd.data(), dx.data(), dscale.data(),
+                              dbias.data(), partial.data(), nullptr) == cudaSuccess);
+      check_close(want_dx, as_double(dx), "dx");
+      check_close(want_dscale, as_double(dscale), "dscale");
+      check_close(want_dbias, as_double(dbias), "dbias");
+    }
+  }
+}
