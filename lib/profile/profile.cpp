@@ -101,7 +101,7 @@ Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
                    {"workspace", "CPU engine (im2col); the CUDA engine will give cuDNN's"}};
   p.costs = node_costs(g);
   auto backend = make_cpu_backend(4);
-  p.plan = make_plan_graph(tg, [&](const Node& n, int impl) { return backend->workspace_bytes(g, n, -1, impl); }, 4);
+  p.plan = make_plan_graph(tg, workspace_with(*backend, g, {}), 4);
   for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
     PlanNode& n = p.plan.nodes[i];
     // Implementations differ in the bytes they read and, where the op says so (OpDef::impl_flops), in flops.
@@ -137,8 +137,7 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
   const Graph& g = tg.graph;
   Backend* backend = &backend_ref;
   const bool cpu = backend->name() == "cpu";
-  auto workspace = [&](const Node& n, int impl) { return backend->workspace_bytes(g, n, -1, impl); };
-  PlanGraph plan = make_plan_graph(tg, workspace, 4);
+  PlanGraph plan = make_plan_graph(tg, workspace_with(*backend, g, {}), 4);
   const std::vector<std::vector<double>> initial = initial_values(tg, seed);
   int max_impls = 1;
   for (const PlanNode& n : plan.nodes) max_impls = std::max(max_impls, n.num_impls());

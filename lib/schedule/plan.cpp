@@ -136,7 +136,7 @@ std::string fingerprint(const TrainingGraph& tg) {
   return hex;
 }
 
-PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&, int impl)>& workspace_bytes,
+PlanGraph make_plan_graph(const TrainingGraph& tg, const WorkspaceFn& workspace_bytes,
                           int float_bytes, const std::function<double(const Node&)>& time_ms) {
   const Graph& g = tg.graph;
   PlanGraph p = plan_of(g, workspace_bytes, float_bytes);

@@ -97,8 +97,12 @@ struct PlanGraph {
 // differs. The optimizer's lr and momentum are left out (they fix nothing a schedule depends on).
 std::string fingerprint(const TrainingGraph& tg);
 
+// A node's workspace in bytes when it runs op implementation impl (OpDef::impls index) on some backend
+// (engine/executor.h workspace_with gives a backend's).
+using WorkspaceFn = std::function<int64_t(const Node& n, int impl)>;
+
 // The plan graph of a training graph; time_ms(node) may be null (all times 0).
-PlanGraph make_plan_graph(const TrainingGraph& tg, const std::function<int64_t(const Node&, int impl)>& workspace_bytes,
+PlanGraph make_plan_graph(const TrainingGraph& tg, const WorkspaceFn& workspace_bytes,
                           int float_bytes, const std::function<double(const Node&)>& time_ms = nullptr);
 
 }  // namespace monet

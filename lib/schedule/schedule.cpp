@@ -17,7 +17,7 @@ std::vector<int> resident_values(const Graph& g) {
   return out;
 }
 
-PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&, int impl)>& workspace_bytes, int float_bytes) {
+PlanGraph plan_of(const Graph& g, const WorkspaceFn& workspace_bytes, int float_bytes) {
   PlanGraph p;
   std::vector<char> resident(g.values.size(), 0);
   for (int v : resident_values(g)) resident[v] = 1;

@@ -57,7 +57,7 @@ std::vector<int> resident_values(const Graph& g);
 
 // The plan graph of a bare graph (no times, no fingerprint; stages only for SgdUpdate nodes, which update their
 // parameter in place): what the executor checks schedules on.
-PlanGraph plan_of(const Graph& g, const std::function<int64_t(const Node&, int impl)>& workspace_bytes, int float_bytes);
+PlanGraph plan_of(const Graph& g, const WorkspaceFn& workspace_bytes, int float_bytes);
 
 // Every node once in order; each transient value freed right after its last reader (or its producer, when
 // nothing reads it), or overwritten by its last reader where that runs in place. Keeps whatever backward needs:
@@ -143,7 +143,6 @@ struct MemoryPoint {
 // timeline (optional): one MemoryPoint per compute step, in order.
 SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline = nullptr);
 
-using WorkspaceFn = std::function<int64_t(const Node&, int impl)>;
 SimResult simulate(const Graph& g, const Schedule& s, const WorkspaceFn& workspace_bytes, int float_bytes = 4);
 
 }  // namespace monet

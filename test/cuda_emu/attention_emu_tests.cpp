@@ -81,12 +81,14 @@ Problem make_problem(const Case& c, uint64_t seed) {
     p.mask = fill(static_cast<size_t>(c.B * c.Tk), -0.5, 0.5);
     for (int64_t e = 0; e < c.B; ++e) {
       const int64_t length = std::max<int64_t>(1, 60 - 25 * e);  // keys from 64 on masked: whole key tiles
-      for (int64_t j = length; j < c.Tk; ++j) p.mask[static_cast<size_t>(e * c.Tk + j)] = std::numeric_limits<float>::lowest();
+      for (int64_t j = length; j < c.Tk; ++j)
+        p.mask[static_cast<size_t>(e * c.Tk + j)] = std::numeric_limits<float>::lowest();
     }
   } else if (c.mask != MaskKind::none) {
     p.mask.resize(static_cast<size_t>(c.Tq * c.Tk));
     for (int64_t i = 0; i < c.Tq; ++i)
-      for (int64_t j = 0; j < c.Tk; ++j) p.mask[static_cast<size_t>(i * c.Tk + j)] = mask_value(c.mask, i, j, c.Tq, c.Tk);
+      for (int64_t j = 0; j < c.Tk; ++j)
+        p.mask[static_cast<size_t>(i * c.Tk + j)] = mask_value(c.mask, i, j, c.Tq, c.Tk);
   }
   return p;
 }
@@ -107,34 +109,37 @@ struct Reference {
 // mask is added (as the kernels add it), so that a float mask's absorption of small scores is the same.
 Reference reference(const Problem& p) {
   const Case& c = p.c;
+  // Flat indices of (head e, row, column) in each operand's canonical layout.
+  const auto qi = [&](int64_t e, int64_t i, int64_t k) { return static_cast<size_t>((e * c.Tq + i) * c.d + k); };
+  const auto ki = [&](int64_t e, int64_t k, int64_t j) { return static_cast<size_t>((e * c.d + k) * c.Tk + j); };
+  const auto vi = [&](int64_t e, int64_t j, int64_t n) { return static_cast<size_t>((e * c.Tk + j) * c.dv + n); };
+  const auto oi = [&](int64_t e, int64_t i, int64_t n) { return static_cast<size_t>((e * c.Tq + i) * c.dv + n); };
   Reference r;
   r.o.assign(static_cast<size_t>(c.B * c.Tq * c.dv), 0.0);
   r.lse.assign(static_cast<size_t>(c.B * c.Tq), 0.0);
   r.dq.assign(static_cast<size_t>(c.B * c.Tq * c.d), 0.0);
   r.dkt.assign(static_cast<size_t>(c.B * c.d * c.Tk), 0.0);
   r.dv.assign(static_cast<size_t>(c.B * c.Tk * c.dv), 0.0);
-  std::vector<double> s(static_cast<size_t>(c.Tk)), dp(static_cast<size_t>(c.Tk));
+  std::vector<double> s(static_cast<size_t>(c.Tk)), dp(static_cast<size_t>(c.Tk));  // a row's scores (then P), dP
   for (int64_t e = 0; e < c.B; ++e)
     for (int64_t i = 0; i < c.Tq; ++i) {
       double m = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < c.Tk; ++j) {
         double dot = 0;
-        for (int64_t k = 0; k < c.d; ++k)
-          dot += p.q[static_cast<size_t>((e * c.Tq + i) * c.d + k)] * p.kt[static_cast<size_t>((e * c.d + k) * c.Tk + j)];
+        for (int64_t k = 0; k < c.d; ++k) dot += p.q[qi(e, i, k)] * p.kt[ki(e, k, j)];
         s[static_cast<size_t>(j)] = static_cast<float>(scaled(c, dot)) + static_cast<float>(mask_at(p, e, i, j));
         m = std::max(m, s[static_cast<size_t>(j)]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < c.Tk; ++j) sum += std::exp(s[static_cast<size_t>(j)] - m);
+      for (double x : s) sum += std::exp(x - m);
       r.lse[static_cast<size_t>(e * c.Tq + i)] = m + std::log(sum);
-      for (int64_t j = 0; j < c.Tk; ++j) s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - m) / sum;  // P
+      for (double& x : s) x = std::exp(x - m) / sum;  // P
       double D = 0;
       for (int64_t j = 0; j < c.Tk; ++j) {
         double acc = 0;
         for (int64_t n = 0; n < c.dv; ++n) {
-          const double vjn = p.v[static_cast<size_t>((e * c.Tk + j) * c.dv + n)];
-          r.o[static_cast<size_t>((e * c.Tq + i) * c.dv + n)] += s[static_cast<size_t>(j)] * vjn;
-          acc += p.dout[static_cast<size_t>((e * c.Tq + i) * c.dv + n)] * vjn;
+          r.o[oi(e, i, n)] += s[static_cast<size_t>(j)] * p.v[vi(e, j, n)];
+          acc += p.dout[oi(e, i, n)] * p.v[vi(e, j, n)];
         }
         dp[static_cast<size_t>(j)] = acc;
         D += s[static_cast<size_t>(j)] * acc;
@@ -143,11 +148,10 @@ Reference reference(const Problem& p) {
         const double pj = s[static_cast<size_t>(j)];
         const double ds = scaled(c, pj * (dp[static_cast<size_t>(j)] - D));
         for (int64_t k = 0; k < c.d; ++k) {
-          r.dq[static_cast<size_t>((e * c.Tq + i) * c.d + k)] += ds * p.kt[static_cast<size_t>((e * c.d + k) * c.Tk + j)];
-          r.dkt[static_cast<size_t>((e * c.d + k) * c.Tk + j)] += p.q[static_cast<size_t>((e * c.Tq + i) * c.d + k)] * ds;
+          r.dq[qi(e, i, k)] += ds * p.kt[ki(e, k, j)];
+          r.dkt[ki(e, k, j)] += p.q[qi(e, i, k)] * ds;
         }
-        for (int64_t n = 0; n < c.dv; ++n)
-          r.dv[static_cast<size_t>((e * c.Tk + j) * c.dv + n)] += pj * p.dout[static_cast<size_t>((e * c.Tq + i) * c.dv + n)];
+        for (int64_t n = 0; n < c.dv; ++n) r.dv[vi(e, j, n)] += pj * p.dout[oi(e, i, n)];
       }
     }
   return r;
@@ -195,7 +199,8 @@ Placement place(const Case& c, int64_t rows, int64_t cols, bool t_is_cols) {
 
 std::vector<float> store(const Placement& pl, const std::vector<double>& canonical) {
   std::vector<float> out(static_cast<size_t>(pl.stored), std::numeric_limits<float>::quiet_NaN());
-  for (size_t k = 0; k < canonical.size(); ++k) out[static_cast<size_t>(pl.index[k])] = static_cast<float>(canonical[k]);
+  for (size_t k = 0; k < canonical.size(); ++k)
+    out[static_cast<size_t>(pl.index[k])] = static_cast<float>(canonical[k]);
   return out;
 }
 
@@ -338,7 +343,8 @@ TEST_CASE("the materialised path's row kernels match a double reference on the C
       double mx = -INFINITY, sum = 0, dot = 0;
       std::vector<double> x(static_cast<size_t>(Tk));
       for (int64_t j = 0; j < Tk; ++j) {
-        x[static_cast<size_t>(j)] = 0.5 * scores[static_cast<size_t>(r * Tk + j)] + mask[static_cast<size_t>(i * Tk + j)];
+        x[static_cast<size_t>(j)] =
+            0.5 * scores[static_cast<size_t>(r * Tk + j)] + mask[static_cast<size_t>(i * Tk + j)];
         mx = std::max(mx, x[static_cast<size_t>(j)]);
       }
       for (int64_t j = 0; j < Tk; ++j) sum += std::exp(x[static_cast<size_t>(j)] - mx);

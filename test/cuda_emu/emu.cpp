@@ -204,12 +204,10 @@ void run_grid(Index3 blocks, Index3 shape, size_t shared_bytes, const std::funct
   g.lanes.assign(threads, 0);
   g.shared.assign((shared_bytes + 15) / 16 * 16, 0);
   running = &g;
-  ++totals.launches;
   for (unsigned z = 0; z < blocks.z; ++z)
     for (unsigned y = 0; y < blocks.y; ++y)
       for (unsigned x = 0; x < blocks.x; ++x) {
         g.block = {x, y, z};
-        ++totals.blocks;
         run_block(g);
       }
   running = nullptr;

@@ -37,10 +37,8 @@ void run_grid(Index3 blocks, Index3 threads, size_t shared_bytes, const std::fun
 // cudaSuccess (0) or the configuration error of the last launch; reset by reading it.
 int take_last_error();
 
-// Counters over every launch since the last reset (tests read them to see what a kernel did).
+// Counted over every launch so far (tests read the difference to see what a kernel did).
 struct Counters {
-  int64_t launches = 0;
-  int64_t blocks = 0;
   int64_t block_barriers = 0;  // __syncthreads and __syncthreads_or/and calls, by thread 0 of each block
 };
 Counters& counters();

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "engine/backend.h"
+#include "engine/executor.h"
 #include "ir/onnx_import.h"
 #include "ops/op.h"
 #include "profile/profile.h"
@@ -169,8 +170,7 @@ TEST_CASE("estimated profiles: every node timed, formulas applied, stages in ord
     // The store-all peak is the engine's: simulate the bare graph with the CPU backend's workspace.
     auto backend = make_cpu_backend(4);
     const Graph& g = tg.graph;
-    const SimResult sim =
-        simulate(g, store_all_schedule(g), [&](const Node& n, int impl) { return backend->workspace_bytes(g, n, -1, impl); });
+    const SimResult sim = simulate(g, store_all_schedule(g), workspace_with(*backend, g, {}));
     // The lean store-all (its implementations chosen for the least peak) needs no more, and its peak is what the
     // lifetimes of its values add up to (counted without the simulator).
     CHECK(t.store_all_peak_bytes <= sim.peak_bytes);

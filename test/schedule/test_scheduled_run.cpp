@@ -51,7 +51,7 @@ TrainingGraph training_graph_of(const Case& c) {
 // The plan of a training graph with the CPU backend's workspaces, in fp32.
 PlanGraph cpu_plan(const TrainingGraph& tg) {
   auto backend = make_cpu_backend(4);
-  return make_plan_graph(tg, [&](const Node& n, int impl) { return backend->workspace_bytes(tg.graph, n, -1, impl); }, 4);
+  return make_plan_graph(tg, workspace_with(*backend, tg.graph, {}), 4);
 }
 
 // A schedule file under the build tree, removed when the test ends.
@@ -422,8 +422,7 @@ TEST_CASE("a recomputed Dropout draws the same mask, and BatchNorm statistics ar
   const TrainingGraph tg = training_graph_of(c);
   const Graph& g = tg.graph;
   auto backend = make_cpu_backend(4);
-  const PlanGraph plan =
-      make_plan_graph(tg, [&](const Node& n, int impl) { return backend->workspace_bytes(g, n, -1, impl); }, 4);
+  const PlanGraph plan = make_plan_graph(tg, workspace_with(*backend, g, {}), 4);
   Schedule s = out_of_place(store_all_schedule(plan));  // every value freed by a step of its own
   s.mode = "checkpoint";
 
