@@ -7,7 +7,7 @@ values its implementation reads and writes (inputs + outputs, from the profile's
 BatchNormalization also write inputs in place: the parameter and momentum, the running statistics; an output that no
 node's default implementation reads is not counted: the engine leaves such optional outputs unwritten in a store-all
 step, e.g. ReLU's mask, MaxPool's argmax, the attention's probabilities), its FLOPs are the profile's `flops`, and its roofline time is max(bytes / bandwidth, FLOPs / peak). Per op type (and per non-default
-implementation, listed apart: they are not in the store-all step's total) the table gives the nodes' total time,
+implementation and lean run, listed apart: they are not in the store-all step's total) the table gives the nodes' total time,
 bytes, FLOPs, roofline time, the achieved bandwidth (bytes / time) and the fractions of the bandwidth and of the
 roofline reached.
 
@@ -83,13 +83,17 @@ def is_library(op, impl, extra):
 
 
 def node_calls(node, values):
-    """(implementation name or None for the default, inputs, time_ms) of every implementation a node lists."""
+    """(implementation name or None for the default, inputs, time_ms, outputs written or None for those some default
+    reads) of every implementation a node lists, and of its lean run ("lean": none of its optional outputs written,
+    lean_time_ms; Attention's fused forward) where the profile times one."""
     impls = node.get("impls") or []
     if not impls:
-        yield None, node["inputs"], node["time_ms"]
-        return
+        yield None, node["inputs"], node["time_ms"], None
     for k, im in enumerate(impls):
-        yield (None if k == 0 else im["name"]), im["inputs"], im["time_ms"]
+        yield (None if k == 0 else im["name"]), im["inputs"], im["time_ms"], None
+    if "lean_time_ms" in node:
+        optional = set(node.get("optional_outputs", []))
+        yield "lean", node["inputs"], node["lean_time_ms"], [v for v in node["outputs"] if v not in optional]
 
 
 def analyse(profile, path, a):
@@ -111,10 +115,10 @@ def analyse(profile, path, a):
         impls = node.get("impls") or []
         if impls:
             default_impl_name[op] = impls[0]["name"]
-        for impl, inputs, t in node_calls(node, values):
+        for impl, inputs, t, written in node_calls(node, values):
             if impl is not None and impl.startswith("cudnn"):
                 continue  # a cuDNN algorithm variant: library code, and its op's default is listed already
-            ids = list(inputs) + [v for v in node["outputs"] if v in read]
+            ids = list(inputs) + (written if written is not None else [v for v in node["outputs"] if v in read])
             ids += [inputs[i] for i in WRITES_INPUTS.get(op, ()) if i < len(inputs)]
             nbytes = sum(values[i]["bytes"] for i in ids)
             flops = float(node.get("flops", 0.0))

@@ -29,10 +29,12 @@ int64_t value_bytes(const Graph& g, int v, int float_bytes) {
 // allocates a device block and calls on_move(i, v); a free of a device value calls on_move(i, v) before releasing
 // it. i is the step's index. The host blocks are released when the step ends. A resident value whose home is the
 // host (home[v]: Schedule::on_host) keeps its host block for the whole run: its offloads copy back into it.
+// An optional output that no step reads (unwritten[v]) gets no block: its producer runs without it, and a free of
+// it does nothing.
 template <class OnCompute, class OnMove>
-void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, Arena& arena,
-            std::vector<int64_t>& offset, Arena& host_arena, std::vector<int64_t>& host_offset, Backend& backend,
-            OnCompute on_compute, OnMove on_move) {
+void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, const std::vector<char>& unwritten,
+            Arena& arena, std::vector<int64_t>& offset, Arena& host_arena, std::vector<int64_t>& host_offset,
+            Backend& backend, OnCompute on_compute, OnMove on_move) {
   const int fb = backend.float_bytes();
   std::vector<int64_t> host_blocks;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -41,6 +43,7 @@ void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, Ar
       const Node& n = g.nodes[st.id];
       for (size_t o = 0; o < n.outputs.size(); ++o) {
         const int v = n.outputs[o];
+        if (unwritten[v]) continue;
         offset[v] = o == 0 && st.in_place >= 0 ? offset[st.in_place] : arena.allocate(value_bytes(g, v, fb));
       }
       int64_t ws_bytes = backend.workspace_bytes(g, n, st.algo, st.impl);
@@ -51,6 +54,7 @@ void replay(const Graph& g, const Schedule& s, const std::vector<char>& home, Ar
       continue;
     }
     const int v = st.id;
+    if (unwritten[v]) continue;  // a free of it (the simulator refuses moves)
     if (st.kind == Step::Kind::offload) {
       if (!home[v]) {
         host_offset[v] = host_arena.allocate(value_bytes(g, v, fb));
@@ -114,8 +118,23 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
     if (home_[v]) dry_host_offset[v] = dry_host.allocate(value_bytes(g, v, fb));
     else dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
   }
+  // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: never allocated, and run() passes
+  // them without data (the simulator's rule, unwritten_values).
+  std::vector<char> read(g.values.size(), 0);
+  for (const Step& st : schedule_.steps) {
+    if (st.kind != Step::Kind::compute) continue;
+    const Node& n = g.nodes[st.id];
+    const ImplDef impl = impls_of(n).at(st.impl);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (impl.reads_input(static_cast<int>(i))) read[n.inputs[i]] = 1;
+  }
+  unread_optional_.assign(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (int o : op_def(n.op).optional_outputs) unread_optional_[n.outputs[o]] = !read[n.outputs[o]];
+
   move_host_.assign(schedule_.steps.size(), -1);
-  replay(g, schedule_, home_, dry, dry_offset, dry_host, dry_host_offset, backend, [](size_t, const Step&, int64_t) {},
+  replay(g, schedule_, home_, unread_optional_, dry, dry_offset, dry_host, dry_host_offset, backend,
+         [](size_t, const Step&, int64_t) {},
          [&](size_t i, int v) {
            if (schedule_.steps[i].kind != Step::Kind::free) move_host_[i] = dry_host_offset[v];
          });
@@ -135,18 +154,6 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   copy_index_ = copy_index(copies_, schedule_.steps.size());
   copy_plan_ = copy_plan_of(schedule_, copies_);
 
-  // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: run() passes them without data.
-  std::vector<char> read(g.values.size(), 0);
-  for (const Step& st : schedule_.steps) {
-    if (st.kind != Step::Kind::compute) continue;
-    const Node& n = g.nodes[st.id];
-    const ImplDef impl = impls_of(n).at(st.impl);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (impl.reads_input(static_cast<int>(i))) read[n.inputs[i]] = 1;
-  }
-  unread_optional_.assign(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int o : op_def(n.op).optional_outputs) unread_optional_[n.outputs[o]] = !read[n.outputs[o]];
 
   reserved_ = dry.high_water_bytes();
   block_ = static_cast<char*>(backend.reserve(reserved_));
@@ -205,6 +212,10 @@ std::vector<double> Executor::get_value(int v) {
 
 std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, std::vector<double>* node_ms,
                                                   const std::function<void(int)>& on_node) {
+  for (int v : capture)
+    if (v >= 0 && v < static_cast<int>(g_.values.size()) && unread_optional_[v])
+      fail("cannot capture '", g_.values[v].name, "': an optional output that no step of the schedule reads is never "
+           "written");
   std::map<int, std::vector<double>> captured;
   std::vector<char> computed(g_.nodes.size(), 0);
   std::vector<int> timed;  // with node_ms: the node after each timer mark
@@ -259,7 +270,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       wait_in(v);  // its block may be reused at once
     }
   };
-  replay(g_, schedule_, home_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
+  replay(g_, schedule_, home_, unread_optional_, *arena_, offset_, *host_arena_, host_offset_, backend_, [&](size_t index, const Step& st, int64_t ws) {
     issue(index);
     const int node = st.id;
     const Node& n = g_.nodes[node];
@@ -272,9 +283,8 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       in.push_back(impl.reads_input(static_cast<int>(i)) ? ref(v) : TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype});
     }
     for (int v : n.outputs) {
-      // An optional output nothing reads is not written, except where it is captured or the step is profiled.
-      const bool skip = unread_optional_[v] && !node_ms && !capture.count(v);
-      out.push_back(skip ? TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype} : ref(v));
+      // An optional output nothing reads has no block and is not written.
+      out.push_back(unread_optional_[v] ? TensorRef{nullptr, &g_.values[v].shape, g_.values[v].dtype} : ref(v));
     }
     if (node_ms) {  // host wall time on the CPU, CUDA events on the GPU
       backend_.timer_mark();

@@ -30,7 +30,8 @@ class Executor {
   // Backend::timer_mark; what runs between two nodes, such as copies, counts to the one before) is added to
   // node_ms[node] once the step ends; on_node(node) is called after each node
   // (profiling and progress). Optional outputs (OpDef::optional_outputs) that no step of the schedule reads are
-  // left unwritten, unless captured or profiled.
+  // never allocated nor written (unwritten_values), profiled or not: a profiled step times each node as the schedule
+  // runs it (PlanNode::lean_ms). Capturing one throws monet::Error.
   std::map<int, std::vector<double>> step(const std::set<int>& capture = {}, std::vector<double>* node_ms = nullptr,
                                           const std::function<void(int)>& on_node = nullptr);
 

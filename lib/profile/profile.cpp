@@ -20,14 +20,18 @@ namespace monet {
 
 namespace {
 
-// Bytes a kernel running implementation `impl` of n reads and writes (fp32, unpadded).
-int64_t impl_bytes_moved(const Graph& g, const Node& n, int impl) {
+// Bytes a kernel running implementation `impl` of n reads and writes (fp32, unpadded); `lean`: its optional
+// outputs not written (OpDef::optional_outputs).
+int64_t impl_bytes_moved(const Graph& g, const Node& n, int impl, bool lean = false) {
   auto traffic = [&](int v) { return numel(g.values[v].shape) * element_bytes(g.values[v].dtype, 4); };
   const ImplDef def = impls_of(n).at(impl);
+  const std::vector<int>& optional = op_def(n.op).optional_outputs;
   int64_t bytes = 0;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     if (def.reads_input(static_cast<int>(i))) bytes += traffic(n.inputs[i]);
-  for (int v : n.outputs) bytes += traffic(v);
+  for (size_t o = 0; o < n.outputs.size(); ++o)
+    if (!lean || std::find(optional.begin(), optional.end(), static_cast<int>(o)) == optional.end())
+      bytes += traffic(n.outputs[o]);
   return bytes;
 }
 
@@ -106,13 +110,15 @@ Profile estimate_profile(const TrainingGraph& tg, const Roofline& roofline) {
     PlanNode& n = p.plan.nodes[i];
     // Implementations differ in the bytes they read and, where the op says so (OpDef::impl_flops), in flops.
     const OpDef& def = op_def(g.nodes[i].op);
-    for (int impl = 0; impl < n.num_impls(); ++impl) {
+    auto estimate_ms = [&](int impl, bool lean) {
       const double flops = def.impl_flops ? def.impl_flops(g, g.nodes[i], n.op_impl(impl)) : p.costs[i].flops;
       const double compute_s = flops / (roofline.fp32_tflops * 1e12);
-      const double bytes = static_cast<double>(impl_bytes_moved(g, g.nodes[i], impl));
+      const double bytes = static_cast<double>(impl_bytes_moved(g, g.nodes[i], impl, lean));
       const double memory_s = bytes / (roofline.bandwidth_gbs * 1e9);
-      n.set_impl_ms(impl, std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3);
-    }
+      return std::max(compute_s, memory_s) * 1e3 + roofline.kernel_overhead_us * 1e-3;
+    };
+    for (int impl = 0; impl < n.num_impls(); ++impl) n.set_impl_ms(impl, estimate_ms(impl, false));
+    if (!n.optional_outputs.empty() && n.impls.empty()) n.lean_ms = estimate_ms(0, true);
   }
   // A view that store-all runs in place launches nothing (OpDef::view), as a measured profile times it.
   for (const Step& st : store_all_schedule(p.plan).steps)
@@ -145,13 +151,18 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
   // Pass i runs store-all steps with implementation i wherever a node has one (the default elsewhere); each
   // node's samples come from the passes that ran each of its implementations.
   const int nodes = static_cast<int>(g.nodes.size()), steps = max_impls * (warmup + repeats);
+  // A node with optional outputs (and no implementations of its own) runs lean in the passes whose store-all reads
+  // none of them: those samples give its lean time (PlanNode::lean_ms), the others its time.
   std::vector<std::vector<std::vector<double>>> samples(g.nodes.size(), std::vector<std::vector<double>>(max_impls));
+  std::vector<std::vector<double>> lean_samples(g.nodes.size());
   int s = 0;
   for (int pass = 0; pass < max_impls; ++pass) {
     std::vector<int> impl(g.nodes.size(), 0);
     for (size_t n = 0; n < g.nodes.size(); ++n)
       if (pass < plan.nodes[n].num_impls()) impl[n] = pass;
-    Executor executor(g, store_all_schedule(plan, impl), *backend, seed);
+    const Schedule schedule = store_all_schedule(plan, impl);
+    const std::vector<char> lean = lean_nodes(plan, schedule);
+    Executor executor(g, schedule, *backend, seed);
     for (int v : resident_values(g)) executor.set_value(v, initial[v]);
     for (int r = 1; r <= warmup + repeats; ++r) {
       ++s;
@@ -164,7 +175,8 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
       });
       at.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (r > warmup)
-        for (size_t n = 0; n < g.nodes.size(); ++n) samples[n][impl[n]].push_back(node_ms[n]);
+        for (size_t n = 0; n < g.nodes.size(); ++n)
+          (lean[n] && plan.nodes[n].impls.empty() ? lean_samples[n] : samples[n][impl[n]]).push_back(node_ms[n]);
       at.step_done = true;
       if (progress) progress(at);
     }
@@ -191,8 +203,13 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
                                "per implementation index)"}};
   p.costs = node_costs(g);
   p.plan = std::move(plan);
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    for (int i = 0; i < p.plan.nodes[n].num_impls(); ++i) p.plan.nodes[n].set_impl_ms(i, median(samples[n][i]));
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    PlanNode& pn = p.plan.nodes[n];
+    // Lean in every pass (no implementation of any reader reads the optional outputs): its time is the lean one.
+    if (samples[n][0].empty()) std::swap(samples[n][0], lean_samples[n]);
+    for (int i = 0; i < pn.num_impls(); ++i) pn.set_impl_ms(i, median(samples[n][i]));
+    if (!lean_samples[n].empty()) pn.lean_ms = median(lean_samples[n]);
+  }
   return p;
 }
 
@@ -250,6 +267,8 @@ nlohmann::json profile_to_json(const Profile& p) {
       node["impls"] = impls;
     }
     if (!n.in_place.empty()) node["in_place"] = n.in_place;
+    if (!n.optional_outputs.empty()) node["optional_outputs"] = n.optional_outputs;
+    if (n.lean_ms >= 0) node["lean_time_ms"] = n.lean_ms;
     nodes.push_back(std::move(node));
   }
   const ProfileTotals t = profile_totals(p);
@@ -390,6 +409,7 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
       if (!n.impls.empty())
         n.impls[impl].workspace_bytes = bytes(o >= 0 ? old.impl_workspace(o) : old.workspace_bytes, f);
     }
+    if (old.lean_ms >= 0) n.lean_ms = f * old.lean_ms;
     if (recorded && recorded->contains(old.name)) {
       nlohmann::json entry = (*recorded)[old.name];
       if (f != 1.0 && entry.contains("algorithms") && entry["algorithms"].is_array())
@@ -632,6 +652,20 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
         if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end() || n.outputs.empty() ||
             p.plan.values[v].bytes != p.plan.values[n.outputs[0]].bytes || p.plan.values[v].resident)
           r.bad(at + ".in_place", "value ", v, " is not a transient input of output 0's bytes");
+    }
+    if (nodes[i].contains("optional_outputs")) {
+      n.optional_outputs = r.ids(nodes[i], at, "optional_outputs", values.size(), "values");
+      for (int v : n.optional_outputs)
+        if (std::find(n.outputs.begin(), n.outputs.end(), v) == n.outputs.end())
+          r.bad(at + ".optional_outputs", "value ", v, " is not an output of the node");
+    } else if (const OpDef* def = find_op(n.op)) {  // a profile written before the field: the op's
+      for (int o : def->optional_outputs)
+        if (o < static_cast<int>(n.outputs.size())) n.optional_outputs.push_back(n.outputs[static_cast<size_t>(o)]);
+    }
+    if (nodes[i].contains("lean_time_ms")) {
+      n.lean_ms = r.number(nodes[i], at, "lean_time_ms", 1e9);
+      if (n.optional_outputs.empty() || !n.impls.empty())
+        r.bad(at + ".lean_time_ms", "only a node with optional outputs and without implementations has a lean time");
     }
     NodeCost c;
     c.flops = r.number(nodes[i], at, "flops", 1e30);

@@ -1,5 +1,6 @@
 #include "schedule/plan.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -52,6 +53,15 @@ int PlanNode::impl_for(int op, int a) const {
     if (op_impl(i) == op && algo(i) == a) return i;
   if (a >= 0 && !has_algorithms() && op >= 0 && op < num_impls()) return op;
   return -1;
+}
+
+std::vector<char> lean_nodes(const PlanGraph& p, const std::vector<char>& read) {
+  std::vector<char> lean(p.nodes.size(), 0);
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const std::vector<int>& optional = p.nodes[n].optional_outputs;
+    lean[n] = !optional.empty() && std::none_of(optional.begin(), optional.end(), [&](int v) { return read[v] != 0; });
+  }
+  return lean;
 }
 
 void PlanNode::set_impl_ms(int impl, double ms) {

@@ -60,6 +60,13 @@ struct PlanNode {
   // Inputs (value ids, in order of preference) whose memory output 0 may take over when nothing reads them
   // afterwards: transient inputs of output 0's shape and dtype that the op allows (OpDef::in_place). Empty: none.
   std::vector<int> in_place = {};
+  // Outputs that only some implementations of their readers read (OpDef::optional_outputs; value ids): a schedule in
+  // which no step's implementation reads them does not write them (engine/executor.h), and the node then runs in
+  // lean_ms. Attention's P: with every AttentionGrad recomputing, its forward is the fused kernel.
+  std::vector<int> optional_outputs = {};
+  // The default implementation's time when none of optional_outputs is written; -1: not measured (time_ms either
+  // way). Only on a node without implementations (no forward op with optional outputs has algorithm variants).
+  double lean_ms = -1;
 
   int num_impls() const { return impls.empty() ? 1 : static_cast<int>(impls.size()); }
   const std::vector<int>& reads(int impl) const { return impl == 0 || impls.empty() ? inputs : impls.at(impl).inputs; }
@@ -81,6 +88,8 @@ struct PlanNode {
   int impl_for(int op_impl, int algo) const;
   // Sets time_ms of implementation `impl` (the default's field too for impl 0).
   void set_impl_ms(int impl, double ms);
+  // The time of a run of implementation `impl`, `lean` when none of optional_outputs is written.
+  double run_ms(int impl, bool lean) const { return lean && lean_ms >= 0 ? lean_ms : impl_ms(impl); }
 };
 
 struct PlanGraph {
@@ -91,6 +100,10 @@ struct PlanGraph {
   int find_node(const std::string& name) const;   // -1 if absent
   int find_value(const std::string& name) const;  // -1 if absent
 };
+
+// Per node: whether it runs lean (PlanNode::lean_ms), none of its optional outputs being read (read[v]: some step
+// reads value v). Nodes without optional outputs answer false.
+std::vector<char> lean_nodes(const PlanGraph& p, const std::vector<char>& read);
 
 // Hash of everything that fixes sizes and dependencies: every node's op, attributes, inputs and outputs, every
 // value's name, shape, dtype and role, and the loss. Profiles and schedules carry it; a model at another batch

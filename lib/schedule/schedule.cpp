@@ -43,6 +43,8 @@ PlanGraph plan_of(const Graph& g, const WorkspaceFn& workspace_bytes, int float_
     }
     if (!pn.impls.empty()) pn.inputs = pn.impls[0].inputs;
     const OpDef& def = op_def(n.op);
+    for (int o : def.optional_outputs)
+      if (o < static_cast<int>(n.outputs.size())) pn.optional_outputs.push_back(n.outputs[static_cast<size_t>(o)]);
     for (int i : def.in_place) {
       if (i >= static_cast<int>(n.inputs.size())) continue;  // Sum of one input: no second addend
       const int v = n.inputs.at(static_cast<size_t>(i));
@@ -121,6 +123,32 @@ Schedule store_all_like(const PlanGraph& p, const Schedule& s) {
 
 namespace {
 
+// Per value: read by the implementation of some compute step of s.
+std::vector<char> values_read(const PlanGraph& p, const Schedule& s) {
+  std::vector<char> read(p.values.size(), 0);
+  for (const Step& st : s.steps) {
+    if (st.kind != Step::Kind::compute || st.id < 0 || st.id >= static_cast<int>(p.nodes.size())) continue;
+    const int impl = p.nodes[st.id].impl_for(st.impl, st.algo);
+    if (impl < 0) continue;
+    for (int v : p.nodes[st.id].reads(impl)) read[v] = 1;
+  }
+  return read;
+}
+
+}  // namespace
+
+std::vector<char> unwritten_values(const PlanGraph& p, const Schedule& s) {
+  const std::vector<char> read = values_read(p, s);
+  std::vector<char> unwritten(p.values.size(), 0);
+  for (const PlanNode& n : p.nodes)
+    for (int v : n.optional_outputs) unwritten[v] = !read[v];
+  return unwritten;
+}
+
+std::vector<char> lean_nodes(const PlanGraph& p, const Schedule& s) { return lean_nodes(p, values_read(p, s)); }
+
+namespace {
+
 // Coordinate descent over each node's implementations from `impl`: each change kept when it lowers the store-all's
 // peak by more than 0.01%, or its time at a peak within 0.01% of the lowest seen and not above the start's.
 std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p, std::vector<int> impl) {
@@ -173,6 +201,7 @@ std::vector<int> lean_store_all_impls(const PlanGraph& p) {
 Schedule lean_store_all_schedule(const PlanGraph& p) { return store_all_schedule(p, lean_store_all_impls(p)); }
 
 std::vector<int> fast_store_all_impls(const PlanGraph& p) {
+  constexpr double kNever = 1e300;  // a reader that cannot leave the optional outputs unread
   std::vector<int> impl(p.nodes.size(), 0);
   const bool timed = std::any_of(p.nodes.begin(), p.nodes.end(), [](const PlanNode& n) {
     for (int i = 0; i < n.num_impls(); ++i)
@@ -188,6 +217,32 @@ std::vector<int> fast_store_all_impls(const PlanGraph& p) {
           (node.impl_ms(i) == node.impl_ms(best) && node.impl_workspace(i) < node.impl_workspace(best)))
         impl[n] = i;
     }
+  }
+  // A node with optional outputs runs lean where no reader reads them: its readers that do move to their fastest
+  // implementation that does not where the lean run saves more than those cost (Attention's fused forward against
+  // AttentionGrad's recompute).
+  auto reads_any = [](const std::vector<int>& reads, const std::vector<int>& values) {
+    return std::any_of(reads.begin(), reads.end(),
+                       [&](int v) { return std::find(values.begin(), values.end(), v) != values.end(); });
+  };
+  for (const PlanNode& node : p.nodes) {
+    if (node.lean_ms < 0 || node.optional_outputs.empty()) continue;
+    double delta = node.lean_ms - node.time_ms;
+    std::vector<std::pair<size_t, int>> moves;
+    for (size_t m = 0; m < p.nodes.size() && delta < kNever; ++m) {
+      const PlanNode& reader = p.nodes[m];
+      if (!reads_any(reader.reads(impl[m]), node.optional_outputs)) continue;
+      int best = -1;
+      for (int i = 0; i < reader.num_impls(); ++i)
+        if (!reads_any(reader.reads(i), node.optional_outputs) &&
+            (best < 0 || reader.impl_ms(i) < reader.impl_ms(best) ||
+             (reader.impl_ms(i) == reader.impl_ms(best) && reader.impl_workspace(i) < reader.impl_workspace(best))))
+          best = i;
+      delta = best < 0 ? kNever : delta + reader.impl_ms(best) - reader.impl_ms(impl[m]);
+      moves.push_back({m, best});
+    }
+    if (!moves.empty() && delta < 0)
+      for (const auto& [m, i] : moves) impl[m] = i;
   }
   return impl;
 }
@@ -212,10 +267,12 @@ int64_t MemoryPoint::total() const {
 }
 
 SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoint>* timeline) {
-  enum State : uint8_t { absent, live, freed, resident, overwritten, host };
+  // unwritten: an optional output nothing reads, computed (never allocated; a free of it does nothing).
+  enum State : uint8_t { absent, live, freed, resident, overwritten, host, unwritten };
   std::vector<State> state(p.values.size(), absent);
   std::vector<int> runs(p.nodes.size(), 0);
   std::vector<int> updated_by(p.values.size(), -1);  // resident value -> the update node that changed it in place
+  const std::vector<char> lean = lean_nodes(p, s), skipped = unwritten_values(p, s);
   // The timeline's books: the kind each live value was counted under, and the bytes in use by kind.
   std::vector<MemoryKind> kind(p.values.size(), MemoryKind::resident);
   std::array<int64_t, kMemoryKinds> by_kind{};
@@ -285,6 +342,10 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         if (state[v] == live || state[v] == host)
           fail("schedule step ", i, ": node '", n.name, "' recomputes '", p.values[v].name, "' while it is still ",
                state[v] == live ? "live" : "on the host");
+        if (skipped[v]) {
+          state[v] = unwritten;
+          continue;
+        }
         state[v] = live;
         live_bytes += p.values[v].bytes;
         kind[v] = made;
@@ -298,7 +359,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
         m.node = st.id;
         m.backward = n.stage != Stage::forward;
         m.start_ms = r.time_ms;
-        m.end_ms = r.time_ms + n.impl_ms(impl);
+        m.end_ms = r.time_ms + n.run_ms(impl, lean[st.id]);
         m.bytes = by_kind;
         m.bytes[static_cast<int>(MemoryKind::workspace)] = workspace;
         m.host_bytes = host_bytes;
@@ -314,7 +375,7 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       if (n.stage == Stage::update)
         for (int v : n.inputs)
           if (state[v] == resident || home[v]) updated_by[v] = st.id;
-      r.time_ms += n.impl_ms(impl);
+      r.time_ms += n.run_ms(impl, lean[st.id]);
       if (runs[st.id]++ > 0) ++r.recomputations;
       copies = 0;
     } else {
@@ -323,6 +384,12 @@ SimResult simulate(const PlanGraph& p, const Schedule& s, std::vector<MemoryPoin
       const char* what = st.kind == Step::Kind::free      ? "frees"
                          : st.kind == Step::Kind::offload ? "offloads"
                                                           : "prefetches";
+      if (state[v] == unwritten) {
+        if (st.kind != Step::Kind::free)
+          fail("schedule step ", i, ": ", what, " '", p.values[v].name,
+               "', an optional output that no step reads (never written)");
+        continue;
+      }
       const bool ok = st.kind == Step::Kind::prefetch ? state[v] == host
                       : st.kind == Step::Kind::free   ? (state[v] == live || state[v] == host) && !home[v]
                                                       : state[v] == live;

@@ -77,6 +77,13 @@ Schedule store_all_schedule(const Graph& g);
 // implementation the plan does not have.
 Schedule store_all_like(const PlanGraph& p, const Schedule& s);
 
+// Per value: an optional output (PlanNode::optional_outputs) that no compute step of s runs an implementation
+// reading. The engine never writes it and never allocates it: its producer runs without it, a free step of it does
+// nothing. Steps naming unknown nodes or implementations are skipped (simulate() refuses them).
+std::vector<char> unwritten_values(const PlanGraph& p, const Schedule& s);
+// Per node: whether schedule s runs it lean (PlanNode::lean_ms): every optional output of it unwritten.
+std::vector<char> lean_nodes(const PlanGraph& p, const Schedule& s);
+
 // The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent over
 // each node's implementations, each change kept when it lowers the peak by more than 0.01%, or the time at a peak
 // within 0.01% of the lowest seen; from the defaults and from the fast store-all's choices, the lower peak of the
@@ -88,8 +95,10 @@ std::vector<int> lean_store_all_impls(const PlanGraph& p);
 Schedule lean_store_all_schedule(const PlanGraph& p);
 
 // The implementations of the fast store-all: each node's fastest implementation on the plan's times, the least
-// workspace among the fastest, the earlier (the default first) among those. Store-all runs every node once, so its
-// step time is the least of any schedule of the plan. Every implementation a profile lists ran on its device (a
+// workspace among the fastest, the earlier (the default first) among those; then, for each node with a lean time
+// (PlanNode::lean_ms), the readers of its optional outputs move to their fastest implementations that do not read
+// them where the node's lean run saves more than the moves cost. Store-all runs every node once, so its step time
+// is the least of any schedule of the plan (where no reader reads the optional outputs of two nodes). Every implementation a profile lists ran on its device (a
 // cuDNN algorithm whose workspace did not fit was not timed, cuda::time_conv_algorithms), so the choice stays within
 // the device node by node; the whole step's peak is not bounded. Where the plan has no times (a plan on a backend,
 // not a profile) it is the defaults: the op's default implementation and the backend's own algorithm, the fast

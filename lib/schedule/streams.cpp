@@ -130,6 +130,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
   const std::vector<ScheduledCopy> copies = scheduled_copies(s, home, plan_values(p, s));
   const std::vector<CopyChunk> plan = copy_plan_of(s, copies);
   const std::vector<int> index = copy_index(copies, s.steps.size());
+  const std::vector<char> lean = lean_nodes(p, s);
 
   StreamTimes r;
   double compute = 0;
@@ -162,7 +163,7 @@ StreamTimes time_streams(const PlanGraph& p, const Schedule& s, const HostLink& 
         const PlanNode& n = p.nodes[st.id];
         const int impl = step_impl(n, st);
         for (int v : n.reads(impl)) wait_in(v);
-        const double ms = n.impl_ms(impl);
+        const double ms = n.run_ms(impl, lean[st.id]);
         compute += ms;
         r.compute_ms += ms;
         break;
@@ -193,6 +194,7 @@ std::vector<CopyChunk> plan_copies(const PlanGraph& p, const Schedule& s, const 
   const std::vector<char> home = home_of(p.values.size(), s);
   const std::vector<ScheduledCopy> copies = scheduled_copies(s, home, plan_values(p, s));
   const int n = static_cast<int>(s.steps.size());
+  const std::vector<char> lean = lean_nodes(p, s);
   std::vector<std::vector<int>> starting(n + 1), due(n + 1);  // copies by earliest step, by deadline
   std::vector<int> parts(copies.size()), next(copies.size(), 0);
   for (size_t k = 0; k < copies.size(); ++k) {
@@ -229,7 +231,7 @@ std::vector<CopyChunk> plan_copies(const PlanGraph& p, const Schedule& s, const 
     double ms = 0;
     if (st.kind == Step::Kind::compute) {
       const PlanNode& node = p.nodes[st.id];
-      ms = node.impl_ms(step_impl(node, st));
+      ms = node.run_ms(step_impl(node, st), lean[st.id]);
     }
     for (int l = 0; l < 3; ++l)
       while (!ready[l].empty() && lane[l] < start + ms) push(a, ready[l].begin()->second);

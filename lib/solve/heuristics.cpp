@@ -499,6 +499,8 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
     };
     policies.push_back({largest(lp_impl, T), largest(lp_fwd, F)});
   }
+  // Lean runs follow the steps' implementations (settle_lean).
+  for (ImplPolicy& m : policies) m.P = settle_lean(p, m.M, std::move(m.P));
   std::sort(policies.begin(), policies.end());
   policies.erase(std::unique(policies.begin(), policies.end()), policies.end());
   return policies;

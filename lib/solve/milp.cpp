@@ -397,9 +397,35 @@ struct Builder {
   //   zsum_t_k:   sum_i Z[t][k][i] = R[t][k]
   //   zimpl_t_k_i: Z[t][k][i] <= P[k][i]
   // which makes Z[t][k][i] = R[t][k] P[k][i] wherever R and P are integral.
+  // A lean run l of forward node k (fwd_lean) exactly when no implementation reading its optional outputs is chosen:
+  //   lean_k_t_i: P[k][l] + M[t][i] <= 1   for each (t, i) in lean_readers[k]
+  //   lean_k:     P[k][l] + sum over lean_readers[k] of M[t][i] >= 1
   void implementations() {
     for (int k = 0; k < p.num_fwd(); ++k)
       if (!m.P[k].empty()) lp.add_row("fimpl_" + std::to_string(k), m.P[k], std::vector<double>(m.P[k].size(), 1.0), 1, 1);
+    for (int k = 0; k < p.num_fwd(); ++k) {
+      if (p.fwd_lean.empty() || p.fwd_lean[k] < 0) continue;
+      const int lean = m.P[k].at(static_cast<size_t>(p.fwd_lean[k]));
+      std::vector<int> cols = {lean};
+      for (const auto& [t, i] : p.lean_readers[k]) {
+        const int mc = m.M[t].at(static_cast<size_t>(i));
+        lp.add_row(idx("lean", k, t) + "_" + std::to_string(i), {lean, mc}, {1, 1}, -kInf, 1);
+        cols.push_back(mc);
+      }
+      lp.add_row("lean_" + std::to_string(k), cols, std::vector<double>(cols.size(), 1.0), 1, kInf);
+      // An optional output the lean run does not write is neither kept nor offloaded:
+      //   leankeep_k_f_c: S column c of f + P[k][l] <= 1;   leanhost_k_f: H[f] + P[k][l] <= 1
+      for (int v : p.plan->nodes[p.fwd_nodes[k]].optional_outputs) {
+        const int f = p.fval_of[v];
+        int last = -1;
+        for (int t = 0; t < p.num_steps(); ++t)
+          if (const int c = m.S[t][f]; c >= 0 && c != last) {
+            lp.add_row(idx("leankeep", k, f) + "_" + std::to_string(c), {c, lean}, {1, 1}, -kInf, 1);
+            last = c;
+          }
+        if (h_col(f) >= 0) lp.add_row(idx("leanhost", k, f), {h_col(f), lean}, {1, 1}, -kInf, 1);
+      }
+    }
     m.Z.assign(p.num_steps(), {});
     for (int t = 0; t < p.num_steps(); ++t)
       for (size_t c = 0; c < p.candidates[t].size(); ++c) {
@@ -543,7 +569,8 @@ struct Builder {
   //         (- Qtot + sum_{s near t} a_s Q[s]: the optimizer state on the host; also in L_t)
   //         (with offload: + sum_{f used by t} a_f G[t][f] + sum_{G[u][f]: prefetch_first(u, f) <= t < u} a_f G[u][f])
   //   A_i = A_{i-1} + out_{k_i} R[t][k_i] - sum_{f freed after k_{i-1}} a_f (R[t][producer(f)] - K[t][f])
-  //   A_i <= budget - bwd_base[t] (column bound);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
+  //   A_i <= budget - bwd_base[t] - min(0, ws_{k_i} + min_j dws_j) (column bound: a lean run's workspace is
+  //   negative);  A_i + ws_{k_i} R[t][k_i] <= budget - bwd_base[t]
   //   (+ sum_j dws_j Z[t][k_i][j] where k_i has implementations to choose)
   //   K[t][f] >= N[f] - S[t][f] (- G[t][f])   (continuous: f was recomputed in this step and is kept on)
   // In place: candidate k_i may overwrite f = rec_in_place[t][i] (freed after k_i): a continuous
@@ -604,7 +631,12 @@ struct Builder {
       int prev = -1;
       for (size_t i = 0; i < cand.size(); ++i) {
         const int k = cand[i];
-        const int A = lp.add_col(idx("A", t, static_cast<int>(i)), sum_lo(), sum_hi(rec_cap), 0, false);
+        // A lean run's negative workspace (its unallocated optional outputs, counted in out_k) loosens the bound;
+        // the ws row then holds A_i to it with and without the recomputation.
+        const int64_t least_ws = std::min<int64_t>(
+            0, p.fwd_ws[k] + *std::min_element(p.fwd_impl_ws[k].begin(), p.fwd_impl_ws[k].end()));
+        const int A = lp.add_col(idx("A", t, static_cast<int>(i)), sum_lo(), sum_hi(rec_cap - units(least_ws)), 0,
+                                 false);
         std::vector<int> cols = {A};
         std::vector<double> coefs = {1};
         if (prev < 0) {
@@ -631,7 +663,7 @@ struct Builder {
             wc.push_back((*zcol[i])[j]);
             wk.push_back(units(p.fwd_impl_ws[k][j]));
           }
-        bool any_ws = p.fwd_ws[k] > 0;
+        bool any_ws = p.fwd_ws[k] > 0 || least_ws < 0;
         for (int64_t d : p.fwd_impl_ws[k]) any_ws |= p.fwd_ws[k] + d > 0;
         if (any_ws) lp.add_row(idx("ws", t, k), wc, wk, -kInf, rec_cap);
         prev = A;

@@ -92,6 +92,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
       p.out_bytes[k] += plan.values[v].bytes;
       p.fval_of[v] = static_cast<int>(p.fvals.size());
       p.fvals.push_back(v);
+      p.fval_bytes.push_back(plan.values[v].bytes);
       p.producer.push_back(k);
       p.last_fwd.push_back(k);
     }
@@ -171,6 +172,51 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
       for (int f : p.fwd_inputs[k]) p.last_use[f] = std::max(p.last_use[f], t);
   }
   derive_step_sets(p);
+
+  // Optional outputs: a lean run where some implementations of their readers read them and others do not (its
+  // time and, less their bytes, its workspace); never allocated where none can read them.
+  p.fwd_lean.assign(F, -1);
+  p.lean_readers.assign(F, {});
+  std::vector<char> read_forward(plan.values.size(), 0);  // read by a forward node or the loss: always
+  for (int k = 0; k <= F; ++k)
+    if (const int node = k < F ? p.fwd_nodes[k] : p.loss_node; node >= 0)
+      for (int v : plan.nodes[node].inputs) read_forward[v] = 1;
+  for (int k = 0; k < F; ++k) {
+    const PlanNode& n = plan.nodes[p.fwd_nodes[k]];
+    if (n.optional_outputs.empty() || p.num_fwd_impls(k) > 1) continue;
+    bool must = false;
+    std::vector<std::pair<int, int>> readers;
+    for (int v : n.optional_outputs) must |= read_forward[v] != 0;
+    for (int t = 0; t < T && !must; ++t) {
+      int reading = 0;
+      for (int i = 0; i < p.num_impls(t); ++i) {
+        const bool reads = std::any_of(n.optional_outputs.begin(), n.optional_outputs.end(),
+                                       [&](int v) { return p.read_by(t, i, p.fval_of[v]); });
+        if (reads) readers.push_back({t, i});
+        reading += reads;
+      }
+      must = reading > 0 && reading == p.num_impls(t);
+    }
+    if (must) continue;
+    const double lean = n.lean_ms >= 0 ? n.lean_ms - n.time_ms : 0.0;
+    if (readers.empty()) {  // nothing can read them: always lean, never allocated
+      p.fwd_ms[k] += lean;
+      p.base_ms += lean;
+      for (int v : n.optional_outputs) {
+        const int f = p.fval_of[v];
+        p.out_bytes[k] -= p.fval_bytes[f];
+        p.fval_bytes[f] = 0;
+      }
+      continue;
+    }
+    int64_t unallocated = 0;
+    for (int v : n.optional_outputs) unallocated += p.bytes(p.fval_of[v]);
+    p.fwd_lean[k] = 1;
+    p.fwd_impl_ms[k].push_back(lean);
+    p.fwd_impl_ws[k].push_back(-unallocated);
+    p.lean_readers[k] = std::move(readers);
+  }
+
   // The first forward value among forward position k's in-place inputs that satisfies ends_here, or -1.
   auto in_place_input = [&](int k, auto ends_here) {
     for (int v : plan.nodes[p.fwd_nodes[k]].in_place)
@@ -296,6 +342,20 @@ bool CheckpointProblem::read_by(int t, int impl, int f) const {
   return read_by_all(t, f) || std::find(extra.begin(), extra.end(), f) != extra.end();
 }
 
+int CheckpointProblem::lean_choice(int k, const std::vector<int>& M) const {
+  if (fwd_lean.empty() || fwd_lean[k] < 0) return -1;
+  for (const auto& [t, i] : lean_readers[k])
+    if (M.at(static_cast<size_t>(t)) == i) return 0;
+  return fwd_lean[k];
+}
+
+std::vector<int> settle_lean(const CheckpointProblem& p, const std::vector<int>& impl, std::vector<int> fwd) {
+  if (fwd.empty()) fwd.assign(p.num_fwd(), 0);
+  for (int k = 0; k < p.num_fwd(); ++k)
+    if (const int i = p.lean_choice(k, impl); i >= 0) fwd[k] = i;
+  return fwd;
+}
+
 bool CheckpointProblem::has_choices() const {
   for (int t = 0; t < num_steps(); ++t)
     if (num_impls(t) > 1) return true;
@@ -364,8 +424,9 @@ int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates) {
 CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd,
                             bool as_counted_by_p) {
   CheckpointProblem q = p;
-  for (int k = 0; k < p.num_fwd() && !fwd.empty(); ++k) {
-    const int i = fwd[k];
+  const std::vector<int> settled = settle_lean(p, impl, fwd);
+  for (int k = 0; k < p.num_fwd(); ++k) {
+    const int i = settled[k];
     MONET_CHECK(i >= 0 && i < p.num_fwd_impls(k), "forward position ", k, ": implementation ", i, " of ",
                 p.num_fwd_impls(k));
     q.fwd_ws[k] += p.fwd_impl_ws[k][i];
@@ -375,6 +436,12 @@ CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& 
   }
   q.fwd_impl_ms.assign(p.num_fwd(), {0.0});
   q.fwd_impl_ws.assign(p.num_fwd(), {0});
+  // Under a lean run its optional outputs are never written: nothing may keep them.
+  for (int k = 0; k < p.num_fwd(); ++k)
+    if (!p.fwd_lean.empty() && p.fwd_lean[k] >= 0 && settled[k] == p.fwd_lean[k])
+      for (int v : p.plan->nodes[p.fwd_nodes[k]].optional_outputs) q.last_use[p.fval_of[v]] = -1;
+  q.fwd_lean.assign(p.num_fwd(), -1);
+  q.lean_readers.assign(p.num_fwd(), {});
   for (int t = 0; t < p.num_steps(); ++t) {
     const int i = impl[t];
     MONET_CHECK(i >= 0 && i < p.num_impls(t), "step ", t, ": implementation ", i, " of ", p.num_impls(t));
@@ -408,7 +475,7 @@ Assignment empty_assignment(const CheckpointProblem& p) {
   a.S.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
   a.R.assign(p.num_steps(), std::vector<char>(p.num_fwd(), 0));
   a.M.assign(p.num_steps(), 0);
-  a.P.assign(p.num_fwd(), 0);
+  a.P = settle_lean(p, a.M, {});  // the defaults, and the lean runs they leave
   if (p.offload()) {
     a.H.assign(p.fvals.size(), 0);
     a.G.assign(p.num_steps(), std::vector<char>(p.fvals.size(), 0));
@@ -1017,6 +1084,16 @@ Evaluation evaluate(const CheckpointProblem& p, const Assignment& a) {
   for (int k = 0; k < F; ++k) {
     if (a.P[k] < 0 || a.P[k] >= p.num_fwd_impls(k))
       return bad("P[" + std::to_string(k) + "] is not an implementation");
+    if (const int lean = p.lean_choice(k, a.M); lean >= 0 && a.P[k] != lean)
+      return bad("P[" + std::to_string(k) + "] " + (lean == 0 ? "runs lean while a step reads its optional outputs"
+                                                               : "writes optional outputs that no step reads"));
+    if (!p.fwd_lean.empty() && p.fwd_lean[k] >= 0 && a.P[k] == p.fwd_lean[k])
+      for (int v : p.plan->nodes[p.fwd_nodes[k]].optional_outputs) {
+        const int f = p.fval_of[v];
+        for (int t = 0; t < T; ++t)
+          if (a.S[t][f]) return bad("S[" + std::to_string(t) + "] keeps '" + name(f) + "', which the lean run does not write");
+        if (a.on_host(f)) return bad("H offloads '" + name(f) + "', which the lean run does not write");
+      }
     e.recompute_ms += p.fwd_impl_ms[k][a.P[k]];
   }
   // Stage 0: values kept into step 0 stay live after their last stage-0 reader; offloaded ones until offload_at.
@@ -1106,7 +1183,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
     const int node = k < F ? p.fwd_nodes[k] : p.loss_node;
     const int ip = k < F ? p.fwd_in_place[k] : -1;
     if (node >= 0)
-      compute(node, k < F ? a.P[k] : 0, ip >= 0 && (T == 0 || (!a.S[0][ip] && !a.on_host(ip))) ? p.fvals[ip] : -1);
+      compute(node, k < F ? p.fwd_plan_impl(k, a.P[k]) : 0, ip >= 0 && (T == 0 || (!a.S[0][ip] && !a.on_host(ip))) ? p.fvals[ip] : -1);
     for (int f : p.fwd_released[k])
       if (T == 0 || (!a.S[0][f] && !a.on_host(f))) release(p.fvals[f]);
     if (p.offload())
@@ -1152,7 +1229,7 @@ Schedule extract_schedule(const CheckpointProblem& p, const Assignment& a, const
         const int node = p.fwd_nodes[k];
         for (int v : plan.nodes[node].outputs) release(v);  // a kept copy is replaced by the identical recomputation
         const int over = in_place_at(p, t, i, a.R[t], t + 1 < T ? &a.S[t + 1] : nullptr);
-        compute(node, a.P[k], over >= 0 ? p.fvals[over] : -1);
+        compute(node, p.fwd_plan_impl(k, a.P[k]), over >= 0 ? p.fvals[over] : -1);
       }
       for (int f : p.freed_after[t][i])  // no later recomputation of this step reads it, nor its node
         if (!kept_on(f)) release(p.fvals[f]);

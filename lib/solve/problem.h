@@ -84,6 +84,7 @@ struct CheckpointProblem {
   std::vector<int> steps;         // plan node ids of the backward and update nodes (t = 0..T-1)
 
   std::vector<int> fvals;         // transient outputs of forward nodes (plan value ids)
+  std::vector<int64_t> fval_bytes;  // fval -> its bytes (0: an optional output nothing can read, never allocated)
   std::vector<int> fval_of;       // plan value id -> index into fvals, or -1
   std::vector<int> producer;      // fval -> forward position of its producer
   std::vector<int> last_fwd;      // fval -> last stage-0 position reading it (its producer's if none)
@@ -129,6 +130,13 @@ struct CheckpointProblem {
   // fwd_fixed and base_ms count). They read and write what the default does.
   std::vector<std::vector<double>> fwd_impl_ms;
   std::vector<std::vector<int64_t>> fwd_impl_ws;
+  // Lean runs (PlanNode::lean_ms, with choices on): fwd_lean[k] is forward node k's implementation that is its lean
+  // run (its optional outputs not written: Attention's fused forward), or -1. It is taken exactly when no step's
+  // implementation reads those outputs; lean_readers[k] lists the (step, implementation) pairs that do. A node whose
+  // optional outputs no implementation can read always runs lean (fwd_ms is its lean time); one whose outputs a
+  // step or a forward node must read never does (fwd_ms is its time).
+  std::vector<int> fwd_lean;
+  std::vector<std::vector<std::pair<int, int>>> lean_readers;
   double base_ms = 0;                          // every node once
 
   // Offload (enable_offload; monet-solve --offload). A forward value f used by a step t >= 1 may be copied to the
@@ -184,6 +192,12 @@ struct CheckpointProblem {
   int num_steps() const { return static_cast<int>(steps.size()); }
   int num_impls(int t) const { return static_cast<int>(impl_extra[t].size()); }
   int num_fwd_impls(int k) const { return static_cast<int>(fwd_impl_ms[k].size()); }
+  // The plan implementation (PlanNode::impls index) that forward implementation i of position k runs: a lean run
+  // is its default's.
+  int fwd_plan_impl(int k, int i) const { return !fwd_lean.empty() && fwd_lean[k] >= 0 && i == fwd_lean[k] ? 0 : i; }
+  // Forward position k's implementation under the steps' implementations M where it has a lean run: the lean run
+  // when no (step, implementation) of lean_readers[k] is chosen, else the default; -1 where it has none.
+  int lean_choice(int k, const std::vector<int>& M) const;
   bool has_choices() const;  // some step or forward node has more than one implementation
   bool read_by_all(int t, int f) const;        // every implementation of step t's node reads f (f in needs[t])
   bool read_by(int t, int impl, int f) const;  // implementation impl of step t's node reads f
@@ -269,6 +283,9 @@ int auto_window(const CheckpointProblem& unwindowed, int64_t max_candidates);
 // budget fits p's (its memory rows are p's with M and P fixed).
 CheckpointProblem fix_impls(const CheckpointProblem& p, const std::vector<int>& impl, const std::vector<int>& fwd = {},
                             bool as_counted_by_p = false);
+// Sets fwd[k] of every forward node with a lean run to p.lean_choice(k, impl) (fwd empty: the defaults first), so
+// that the forward implementations agree with the steps' (what evaluate() requires and the MILP's rows `lean_`).
+std::vector<int> settle_lean(const CheckpointProblem& p, const std::vector<int>& impl, std::vector<int> fwd);
 
 struct Assignment {
   std::vector<std::vector<char>> S;  // [t][fval]

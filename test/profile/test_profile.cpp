@@ -361,6 +361,46 @@ TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile
   CHECK_THROWS_WITH(measure_profile_cpu(tg, 0, 0), Contains("--repeats must be positive"));
 }
 
+TEST_CASE("a node with optional outputs is timed both ways: written, and lean where no reader reads them",
+          "[profile]") {
+  // gpt2_tiny's Attention nodes write P only where AttentionGrad's `probs` reads it: pass 0 times them written,
+  // pass 1 (recompute) lean. Its Relu-free MLP has no masks; tiny's Relu masks are read by ReluGrad's `mask` (pass 2).
+  for (const char* model : {"../test/data/gpt2_tiny", "tiny"}) {
+    INFO(model);
+    const TrainingGraph tg = training_graph(model, 1);
+    const Profile measured = measure_profile_cpu(tg, 0, 1);
+    const Profile estimated = estimate_profile(tg, Roofline{});
+    int lean = 0;
+    for (size_t i = 0; i < measured.plan.nodes.size(); ++i) {
+      const PlanNode& n = measured.plan.nodes[i];
+      const std::vector<int>& optional = op_def(n.op).optional_outputs;
+      REQUIRE(n.optional_outputs.size() == optional.size());
+      for (size_t o = 0; o < optional.size(); ++o)
+        CHECK(n.optional_outputs[o] == n.outputs[static_cast<size_t>(optional[o])]);
+      if (optional.empty()) {
+        CHECK(n.lean_ms == -1);
+        continue;
+      }
+      INFO(n.name << " (" << n.op << ")");
+      CHECK(n.lean_ms > 0);
+      // The estimate leaves the optional outputs' bytes out.
+      CHECK(estimated.plan.nodes[i].lean_ms > 0);
+      CHECK(estimated.plan.nodes[i].lean_ms <= estimated.plan.nodes[i].time_ms);
+      if (n.op == "Attention") CHECK(estimated.plan.nodes[i].lean_ms < estimated.plan.nodes[i].time_ms);
+      ++lean;
+    }
+    CHECK(lean >= 2);
+    // Written and read back.
+    TempFile file(std::string("lean_") + (model[0] == '.' ? "gpt2" : model) + ".json");
+    write_profile(file.path, measured);
+    const Profile back = read_profile(file.path);
+    for (size_t i = 0; i < measured.plan.nodes.size(); ++i) {
+      CHECK(back.plan.nodes[i].optional_outputs == measured.plan.nodes[i].optional_outputs);
+      CHECK(back.plan.nodes[i].lean_ms == measured.plan.nodes[i].lean_ms);
+    }
+  }
+}
+
 TEST_CASE("cuDNN algorithms become implementations: deterministic, not beaten in time and workspace, scaled",
           "[profile][algorithms]") {
   Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
@@ -521,7 +561,7 @@ TEST_CASE("batch norm's own kernels become implementations beside cuDNN's, after
   CHECK(simulate(q.plan, ours).time_ms == Approx(simulate(q.plan, s).time_ms - 0.75 - 1.5));
   const CheckpointProblem cp = make_problem(q.plan, 0, true);
   int fwd_choices = 0;
-  for (int k = 0; k < cp.num_fwd(); ++k) fwd_choices += cp.num_fwd_impls(k) > 1;
+  for (int k = 0; k < cp.num_fwd(); ++k) fwd_choices += cp.num_fwd_impls(k) > 1 && cp.fwd_lean[k] < 0;  // not lean runs
   CHECK(fwd_choices == 1);
 }
 
@@ -575,7 +615,7 @@ TEST_CASE("re-deriving algorithm choices from recorded timings: stale variants g
   // The full-mode problem offers the forward choice (test_milp solves such problems against brute force).
   CheckpointProblem cp = make_problem(p.plan, 0, true);
   int with_choice = 0;
-  for (int k = 0; k < cp.num_fwd(); ++k) with_choice += cp.num_fwd_impls(k) > 1;
+  for (int k = 0; k < cp.num_fwd(); ++k) with_choice += cp.num_fwd_impls(k) > 1 && cp.fwd_lean[k] < 0;  // not lean runs
   CHECK(with_choice == 1);
 }
 

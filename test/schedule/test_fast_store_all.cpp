@@ -79,6 +79,45 @@ TEST_CASE("fast store-all: each node's fastest implementation, the least workspa
   CHECK(r.objective_ms >= r.fast_store_all.time_ms);
 }
 
+// An attention-like pair: f0 writes a0 and an optional a0p (Attention's O and P) and runs in lean_ms without a0p; b0
+// reads a0p under `probs` (the default, faster by itself) and not under `recompute`. The fast store-all takes
+// recompute where f0's lean run saves more than recompute costs, and the simulator times f0 lean exactly then.
+TEST_CASE("fast store-all: a node's lean run counts where its readers may leave its optional outputs unread",
+          "[store_all]") {
+  for (const double lean_ms : {1.0, 4.5, 6.0}) {
+    INFO("lean " << lean_ms);
+    PlanGraph p;
+    auto value = [&](const char* name, bool resident) {
+      p.values.push_back({name, kAlignBytes, resident, -1});
+      return static_cast<int>(p.values.size()) - 1;
+    };
+    auto node = [&](const char* name, Stage st, std::vector<int> in, std::vector<int> out, double ms) {
+      for (int v : out) p.values[v].producer = static_cast<int>(p.nodes.size());
+      p.nodes.push_back({name, "Op", st, std::move(in), std::move(out), ms, 0});
+      return static_cast<int>(p.nodes.size()) - 1;
+    };
+    const int x = value("x", true), w = value("w", true), a0 = value("a0", false), a0p = value("a0p", false);
+    const int loss = value("loss", false), g1 = value("g1", false), g0 = value("g0", false);
+    const int f0 = node("f0", Stage::forward, {x, w}, {a0, a0p}, 5.0);
+    p.nodes[f0].optional_outputs = {a0p};
+    p.nodes[f0].lean_ms = lean_ms;
+    node("loss", Stage::loss, {a0}, {loss}, 0.1);
+    node("loss_grad", Stage::backward, {a0, loss}, {g1}, 0.1);
+    const int b0 = node("b0", Stage::backward, {g1, x, w, a0p}, {g0}, 2.0);
+    p.nodes[b0].impls.push_back({"probs", {g1, x, w, a0p}, 2.0, 0});
+    p.nodes[b0].impls.push_back({"recompute", {g1, x, w, a0}, 3.0, 0});
+    node("update", Stage::update, {w, g0}, {}, 0.2);
+    const std::vector<int> fast = fast_store_all_impls(p);
+    const bool lean = lean_ms + 3.0 < 5.0 + 2.0;  // recompute's extra second against f0's saving
+    CHECK(fast[b0] == (lean ? 1 : 0));
+    const SimResult sim = simulate(p, fast_store_all_schedule(p));
+    CHECK(sim.time_ms == Approx((lean ? lean_ms + 3.0 : 5.0 + 2.0) + 0.1 + 0.1 + 0.2));
+    CHECK(lean_nodes(p, fast_store_all_schedule(p))[f0] == lean);
+    // The defaults read a0p: f0 is timed as written, whatever its lean time.
+    CHECK(simulate(p, store_all_schedule(p)).time_ms == Approx(5.0 + 2.0 + 0.1 + 0.1 + 0.2));
+  }
+}
+
 TEST_CASE("lean store-all: never above the fast store-all's peak or the defaults'", "[store_all]") {
   // The UNet's H200 profile of 2026-11-30: the descent from the defaults alone stopped at 13.15 GB, where every
   // single change towards the fast store-all (mask-reading ReluGrads, argmax-reading MaxPoolGrads, faster

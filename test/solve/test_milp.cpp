@@ -22,6 +22,7 @@ using namespace monet;
 using monet::test::kNoClock;
 using monet::test::exact_options;
 using monet::test::solve_exactly;
+using Catch::Matchers::Contains;
 using monet::test::activity;
 using monet::test::PlanBuilder;
 using monet::test::chain_plan;
@@ -37,7 +38,7 @@ size_t binary_variables(const CheckpointProblem& p) {
     for (size_t f = 0; f < p.fvals.size(); ++f) vars += p.has_s(t, static_cast<int>(f));
     vars += p.candidates[t].size() + (p.num_impls(t) > 1);
   }
-  for (int k = 0; k < p.num_fwd(); ++k) vars += p.num_fwd_impls(k) > 1;
+  for (int k = 0; k < p.num_fwd(); ++k) vars += p.num_fwd_impls(k) > 1 && p.fwd_lean[k] < 0;  // a lean run follows M
   return vars;
 }
 
@@ -57,7 +58,7 @@ void for_each_assignment(const CheckpointProblem& p, const std::function<void(co
       choices.push_back(&a.M[t]);
     }
   for (int k = 0; k < p.num_fwd(); ++k)
-    if (p.num_fwd_impls(k) > 1) {
+    if (p.num_fwd_impls(k) > 1 && p.fwd_lean[k] < 0) {
       REQUIRE(p.num_fwd_impls(k) == 2);
       choices.push_back(&a.P[k]);
     }
@@ -65,6 +66,9 @@ void for_each_assignment(const CheckpointProblem& p, const std::function<void(co
   for (uint64_t mask = 0; mask < (uint64_t{1} << (vars.size() + choices.size())); ++mask) {
     for (size_t i = 0; i < vars.size(); ++i) *vars[i] = (mask >> i) & 1;
     for (size_t i = 0; i < choices.size(); ++i) *choices[i] = (mask >> (vars.size() + i)) & 1;
+    // Lean runs where no chosen implementation reads the optional outputs (in place: `choices` points into a.P).
+    const std::vector<int> settled = settle_lean(p, a.M, a.P);
+    std::copy(settled.begin(), settled.end(), a.P.begin());
     visit(a);
   }
 }
@@ -129,13 +133,15 @@ bool check_exact_count(const CheckpointProblem& p, const Assignment& a, const Si
 // enumerates S per step; the MILP has one S column per keep segment, so equal optima also prove that taking S
 // constant on a segment loses nothing.
 void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false,
-                              bool fwd_algos = false, bool bwd_in_place = false) {
+                              bool fwd_algos = false, bool bwd_in_place = false, bool optional = false) {
   int compared = 0, exact = 0, with_choices = 0, with_in_place = 0, with_bwd_in_place = 0, with_algo_steps = 0,
-      with_fwd_algo_steps = 0;
-  for (uint64_t seed = 1; seed <= 80 && compared < wanted; ++seed) {
-    PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos, bwd_in_place);
+      with_fwd_algo_steps = 0, with_lean = 0, with_written = 0;
+  for (uint64_t seed = 1; seed <= (optional ? 300 : 80) && compared < wanted; ++seed) {
+    PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos, bwd_in_place, optional);
     CheckpointProblem p = make_problem(plan, window, impls);
     if (binary_variables(p) > 20) continue;
+    // With optional outputs, only graphs with a lean run to choose.
+    if (optional && std::all_of(p.fwd_lean.begin(), p.fwd_lean.end(), [](int l) { return l < 0; })) continue;
     const int64_t store_all = simulate(plan, store_all_schedule(plan)).peak_bytes;
     const int64_t lb = p.lower_bound_bytes();
     for (int64_t budget : {lb, (lb + store_all) / 2, store_all}) {
@@ -171,6 +177,14 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
         if (st.algo == 5) ++(fwd ? with_fwd_algo_steps : with_algo_steps);
       }
       CHECK(sim.time_ms == Approx(p.base_ms + e.recompute_ms));
+      // A lean run is chosen exactly where the schedule reads none of the node's optional outputs (the simulator's
+      // and the engine's rule).
+      const std::vector<char> lean = lean_nodes(plan, s);
+      for (int k = 0; k < p.num_fwd(); ++k) {
+        if (p.fwd_lean[k] < 0) continue;
+        CHECK((a.P[k] == p.fwd_lean[k]) == (lean[p.fwd_nodes[k]] != 0));
+        ++(a.P[k] == p.fwd_lean[k] ? with_lean : with_written);
+      }
       ++compared;
       with_choices += p.has_choices();
       with_in_place += std::any_of(p.fwd_in_place.begin(), p.fwd_in_place.end(), [](int f) { return f >= 0; });
@@ -185,6 +199,11 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
   if (bwd_in_place) CHECK(with_bwd_in_place >= wanted / 3);
   if (algos) CHECK(with_algo_steps >= wanted / 3);
   if (fwd_algos) CHECK(with_fwd_algo_steps >= wanted / 3);
+  if (optional) {
+    INFO("lean " << with_lean << " written " << with_written << " compared " << compared);
+    CHECK(with_lean >= 1);  // both outcomes are chosen somewhere (optima: mostly lean)
+    CHECK(with_written >= 1);
+  }
 
 }
 
@@ -633,6 +652,67 @@ TEST_CASE("joint MILP with forward algorithm variants (one per node, every run) 
           "[solve][milp]") {
   compare_with_brute_force(true, 12, 0, false, false, true);      // forward choices and saved-tensor choices
   compare_with_brute_force(true, 8, 0, true, true, true);         // with in place and backward algorithms too
+}
+
+TEST_CASE("joint MILP with lean runs (optional outputs unwritten where nothing reads them) equals brute force",
+          "[solve][milp]") {
+  compare_with_brute_force(true, 12, 0, false, false, false, false, true);
+  compare_with_brute_force(true, 8, 0, true, false, false, true, true);  // with in place forward and backward
+}
+
+// f0 writes a (kept for b0) and an optional p; b0 reads p under its default and not under `recompute`. The forward
+// implementation follows the step's: evaluate() refuses either disagreement, settle_lean() and fix_impls() make it.
+TEST_CASE("a lean run follows the implementations of the optional outputs' readers", "[solve]") {
+  PlanBuilder pb;
+  const int x = pb.value("x", 1, true), w = pb.value("w", 1, true);
+  const int a = pb.value("a", 2, false), pv = pb.value("p", 4, false), l = pb.value("l", 1, false);
+  const int g = pb.value("g", 2, false), gx = pb.value("gx", 1, false);
+  const int f0 = pb.node("f0", Stage::forward, {x, w}, {a, pv}, 5.0);
+  pb.plan.nodes[f0].optional_outputs = {pv};
+  pb.plan.nodes[f0].lean_ms = 3.0;
+  pb.node("loss", Stage::loss, {a}, {l});
+  pb.node("loss_grad", Stage::backward, {a, l}, {g});
+  const int b0 = pb.node("b0", Stage::backward, {g, pv}, {gx}, 2.0);
+  pb.plan.nodes[b0].impls = {{"probs", {g, pv}, 2.0, 0}, {"recompute", {g, x, w, a}, 3.0, 0}};
+  pb.node("update", Stage::update, {w, gx}, {});
+  const PlanGraph& plan = pb.plan;
+  const CheckpointProblem p = make_problem(plan, 0, true);
+  REQUIRE(p.fwd_lean[0] == 1);
+  REQUIRE(p.lean_readers[0] == std::vector<std::pair<int, int>>{{1, 0}});  // step 1 (b0) under probs
+  CHECK(p.fwd_impl_ms[0][1] == Approx(-2.0));
+  Assignment as = store_all_assignment(fix_impls(p, {0, 0, 0}));  // p's assignment with the defaults
+  CHECK(as.P[0] == 0);  // the defaults read p
+  CHECK(evaluate(p, as).feasible);
+  as.P[0] = 1;
+  CHECK_THAT(evaluate(p, as).violation, Contains("runs lean while a step reads its optional outputs"));
+  as.M[1] = 1;
+  as.S[1][p.fval_of[a]] = 1;  // what recompute reads
+  // The lean run writes no p: keeping it is refused, and its bytes leave f0's position (a negative workspace).
+  CHECK_THAT(evaluate(p, as).violation, Contains("which the lean run does not write"));
+  CHECK(p.fwd_impl_ws[0][1] == -4 * kAlignBytes);
+  for (auto& kept : as.S) kept[p.fval_of[pv]] = 0;
+  CHECK(evaluate(p, as).feasible);
+  CHECK(evaluate(p, as).recompute_ms == Approx(-2.0 + 3.0 - 2.0));
+  as.P[0] = 0;
+  CHECK_THAT(evaluate(p, as).violation, Contains("writes optional outputs that no step reads"));
+  CHECK(settle_lean(p, as.M, as.P) == std::vector<int>{1});
+  CHECK(settle_lean(p, {0, 0, 0}, {}) == std::vector<int>{0});
+  // Fixed to recompute, the forward node is lean whatever fwd says; its plan implementation is the default.
+  const CheckpointProblem q = fix_impls(p, {0, 1, 0});
+  CHECK(q.fwd_ms[0] == Approx(3.0));
+  CHECK(q.fwd_lean[0] == -1);
+  CHECK(p.fwd_plan_impl(0, 1) == 0);
+  // The joint program at store-all's budget takes recompute and the lean run: 3 + 3 against 5 + 2.
+  const int64_t budget = evaluate(p, store_all_assignment(fix_impls(p, {0, 0, 0}))).peak_bytes;
+  MilpLayout layout;
+  const CbcResult r = solve_exactly(checkpoint_milp(p, budget, &layout));
+  REQUIRE(r.status == CbcResult::Status::optimal);
+  const Assignment best = from_columns(p, layout, r.x);
+  CHECK(best.M[1] == 1);
+  CHECK(best.P[0] == 1);
+  const Schedule sched = extract_schedule(p, best, "full");
+  CHECK(lean_nodes(plan, sched)[f0] == 1);
+  CHECK(simulate(plan, sched).time_ms == Approx(p.base_ms + evaluate(p, best).recompute_ms));
 }
 
 // A forward node whose default algorithm's workspace alone exceeds the budget, with an algorithm without any: the

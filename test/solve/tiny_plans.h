@@ -39,9 +39,11 @@ struct PlanBuilder {
 // algos,
 // the second implementation is instead an algorithm variant of the first (same reads, its own time and workspace:
 // what a CUDA profile adds for a backward convolution). With fwd_algos, about half the forward nodes get an algorithm
-// variant too (what a CUDA profile adds for a forward convolution).
+// variant too (what a CUDA profile adds for a forward convolution). With optional, about half the forward nodes get a
+// second, optional output (PlanNode::optional_outputs) and a lean time, faster or slower than their time, and its
+// backward node (instead of impls' implementations) reads it always, never, or under one of two implementations (Attention's P and AttentionGrad's probs and recompute).
 inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_place = false, bool algos = false,
-                      bool fwd_algos = false, bool bwd_in_place = false) {
+                      bool fwd_algos = false, bool bwd_in_place = false, bool optional = false) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   PlanBuilder pb;
@@ -59,7 +61,7 @@ inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_p
   };
   const int x = pb.value("x", 2, true);
   const int w = pb.value("w", 1, true);
-  std::vector<int> outs, ins0;
+  std::vector<int> outs, ins0, opt(n, -1);
   std::vector<std::vector<int>> ins(n);
   for (int i = 0; i < n; ++i) {
     ins[i].push_back(i == 0 ? x : outs[pick(std::max(0, i - 2), i - 1)]);
@@ -72,7 +74,18 @@ inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_p
     const int ms = pick(1, 9);
     const int has_ws = pick(0, 1);
     const int ws = has_ws * pick(1, 3);
-    pb.node("f" + std::to_string(i), Stage::forward, ins[i], {y}, ms, ws);
+    std::vector<int> made = {y};
+    if (optional && !fwd_algos && pick(0, 1)) {
+      const int o_units = pick(1, 4);
+      opt[i] = pb.value("o" + std::to_string(i), o_units, false);
+      made.push_back(opt[i]);
+    }
+    pb.node("f" + std::to_string(i), Stage::forward, ins[i], made, ms, ws);
+    if (opt[i] >= 0) {
+      p.nodes.back().optional_outputs = {opt[i]};
+      const int saved = pick(-3, 3);  // below 0: the lean run is slower (a measurement may say so)
+      p.nodes.back().lean_ms = std::max(0.5, static_cast<double>(ms - saved));
+    }
     if (over) p.nodes.back().in_place = {ins[i][0]};
     if (fwd_algos && pick(0, 1)) add_algorithm(p.nodes.back());
     outs.push_back(y);
@@ -94,7 +107,7 @@ inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_p
     const int ws = pick(0, 1);
     pb.node("b" + std::to_string(i), Stage::backward, in, {g}, ms, ws);
     if (over) p.nodes.back().in_place = {grad};
-    if (impls && pick(0, 1)) {
+    if (impls && opt[i] < 0 && pick(0, 1)) {
       PlanNode& b = p.nodes.back();
       std::vector<int> alt = {grad};
       if (std::find(in.begin(), in.end(), outs[i]) == in.end()) alt.push_back(outs[i]);
@@ -105,6 +118,19 @@ inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_p
         b.impls.push_back({"a", b.inputs, b.time_ms, b.workspace_bytes});
         b.impls.push_back({"b", alt, static_cast<double>(pick(1, 9)), pick(0, 2) * kAlignBytes});
         if (over) b.impls.back().in_place = pick(0, 1);
+      }
+    }
+    if (opt[i] >= 0 && p.nodes.back().impls.empty()) {
+      PlanNode& b = p.nodes.back();
+      const int how = pick(0, 3);  // 0: always read, 1: never, 2: by the default only, 3: by the second only
+      if (how == 0) b.inputs.push_back(opt[i]);
+      if (how >= 2) {
+        std::vector<int> with = b.inputs;
+        with.push_back(opt[i]);
+        const double other_ms = pick(1, 9);
+        b.impls.push_back({"a", how == 2 ? with : b.inputs, b.time_ms, b.workspace_bytes});
+        b.impls.push_back({"b", how == 2 ? b.inputs : with, other_ms, b.workspace_bytes});
+        b.inputs = b.impls[0].inputs;
       }
     }
     grad = g;
