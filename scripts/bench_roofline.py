@@ -82,18 +82,27 @@ def is_library(op, impl, extra):
     return (op, impl) in CUDNN_OTHER
 
 
-def node_calls(node, values):
+def node_calls(node, read):
     """(implementation name or None for the default, inputs, time_ms, outputs written or None for those some default
-    reads) of every implementation a node lists, and of its lean run ("lean": none of its optional outputs written,
-    lean_time_ms; Attention's fused forward) where the profile times one."""
+    reads) of every implementation a node lists. A node the profile times both ways (lean_time_ms: none of its
+    optional outputs written; Attention's fused forward) appears as the defaults' store-all runs it (lean where no
+    default reads its optional outputs) and, apart, the other way ("lean" or "written")."""
     impls = node.get("impls") or []
+    if "lean_time_ms" in node and not impls:
+        optional = set(node.get("optional_outputs", []))
+        lean = (node["lean_time_ms"], [v for v in node["outputs"] if v not in optional])
+        written = (node["time_ms"], list(node["outputs"]))
+        if optional & read:
+            yield (None, node["inputs"]) + written
+            yield ("lean", node["inputs"]) + lean
+        else:
+            yield (None, node["inputs"]) + lean
+            yield ("written", node["inputs"]) + written
+        return
     if not impls:
         yield None, node["inputs"], node["time_ms"], None
     for k, im in enumerate(impls):
         yield (None if k == 0 else im["name"]), im["inputs"], im["time_ms"], None
-    if "lean_time_ms" in node:
-        optional = set(node.get("optional_outputs", []))
-        yield "lean", node["inputs"], node["lean_time_ms"], [v for v in node["outputs"] if v not in optional]
 
 
 def analyse(profile, path, a):
@@ -115,7 +124,7 @@ def analyse(profile, path, a):
         impls = node.get("impls") or []
         if impls:
             default_impl_name[op] = impls[0]["name"]
-        for impl, inputs, t, written in node_calls(node, values):
+        for impl, inputs, t, written in node_calls(node, read):
             if impl is not None and impl.startswith("cudnn"):
                 continue  # a cuDNN algorithm variant: library code, and its op's default is listed already
             ids = list(inputs) + (written if written is not None else [v for v in node["outputs"] if v in read])

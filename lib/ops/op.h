@@ -130,9 +130,9 @@ struct OpDef {
   // place only when that input has output 0's bytes and nothing reads it afterwards.
   std::vector<int> in_place = {};
   // Outputs (index > 0) that only some implementations of the node's consumers read (Relu's mask, MaxPool's
-  // argmax): where no step of a schedule reads one, the executor passes it with data null and the kernels skip
-  // writing it, on every backend. Its bytes stay placed (the arena and the planner count them), and a profiling
-  // step writes it anyway (a node's profiled time covers all its outputs, whatever a schedule picks downstream).
+  // argmax, Attention's probabilities): where no step of a schedule reads one, the executor neither allocates it nor
+  // writes it (it passes it with data null and the kernels skip it, on every backend), profiled steps included: a
+  // profile times such a node both ways (PlanNode::lean_ms), and the planner counts no bytes for it there.
   std::vector<int> optional_outputs = {};
   // Output 0 is input 0's bytes unchanged under another shape (Reshape, Flatten, Squeeze, Unsqueeze, ReshapeGrad,
   // Identity): with in_place = {0} the planner may run it in place over an input of equal bytes whatever its shape,

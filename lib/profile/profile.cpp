@@ -217,14 +217,18 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend_ref, int warmu
 
 ProfileTotals profile_totals(const Profile& p) {
   ProfileTotals t;
-  for (const PlanNode& n : p.plan.nodes) {
+  // Each node as the defaults' store-all runs it: lean where no default reads its optional outputs.
+  const std::vector<char> lean = lean_nodes(p.plan, store_all_schedule(p.plan));
+  for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
+    const PlanNode& n = p.plan.nodes[i];
+    const double ms = n.run_ms(0, lean[i]);
     switch (n.stage) {
       case Stage::forward:
-      case Stage::loss: t.forward_ms += n.time_ms; break;
-      case Stage::backward: t.backward_ms += n.time_ms; break;
-      case Stage::update: t.update_ms += n.time_ms; break;
+      case Stage::loss: t.forward_ms += ms; break;
+      case Stage::backward: t.backward_ms += ms; break;
+      case Stage::update: t.update_ms += ms; break;
     }
-    t.step_ms += n.time_ms;
+    t.step_ms += ms;
   }
   const SimResult sim = simulate(p.plan, lean_store_all_schedule(p.plan));
   t.resident_bytes = sim.resident_bytes;
@@ -653,14 +657,20 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& path) {
             p.plan.values[v].bytes != p.plan.values[n.outputs[0]].bytes || p.plan.values[v].resident)
           r.bad(at + ".in_place", "value ", v, " is not a transient input of output 0's bytes");
     }
+    // The op's optional outputs (the engine's rule); a profile written before the field takes them, one that lists
+    // others is refused.
+    std::vector<int> ops_optional;
+    if (const OpDef* def = find_op(n.op))
+      for (int o : def->optional_outputs)
+        if (o < static_cast<int>(n.outputs.size())) ops_optional.push_back(n.outputs[static_cast<size_t>(o)]);
+    n.optional_outputs = ops_optional;
     if (nodes[i].contains("optional_outputs")) {
       n.optional_outputs = r.ids(nodes[i], at, "optional_outputs", values.size(), "values");
       for (int v : n.optional_outputs)
         if (std::find(n.outputs.begin(), n.outputs.end(), v) == n.outputs.end())
           r.bad(at + ".optional_outputs", "value ", v, " is not an output of the node");
-    } else if (const OpDef* def = find_op(n.op)) {  // a profile written before the field: the op's
-      for (int o : def->optional_outputs)
-        if (o < static_cast<int>(n.outputs.size())) n.optional_outputs.push_back(n.outputs[static_cast<size_t>(o)]);
+      if (find_op(n.op) && n.optional_outputs != ops_optional)
+        r.bad(at + ".optional_outputs", "differ from op ", n.op, "'s (the engine leaves those unwritten)");
     }
     if (nodes[i].contains("lean_time_ms")) {
       n.lean_ms = r.number(nodes[i], at, "lean_time_ms", 1e9);

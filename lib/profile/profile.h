@@ -79,7 +79,8 @@ Profile measure_profile(const TrainingGraph& tg, Backend& backend, int warmup, i
 Profile measure_profile_cpu(const TrainingGraph& tg, int warmup, int repeats, const ProgressFn& progress = nullptr,
                             uint64_t seed = 0);
 
-// Sums per stage (forward includes the loss node) and the simulated store-all peak.
+// Sums per stage (forward includes the loss node) of each node's default time as the defaults' store-all runs it
+// (lean where no default reads its optional outputs), and the simulated peak of the lean store-all.
 struct ProfileTotals {
   double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
   int64_t resident_bytes = 0;

@@ -558,7 +558,9 @@ void consider_pressure(CheapestWithin& best, const CheckpointProblem& q, const I
 Assignment copies_for_recomputations(const CheckpointProblem& p, Assignment a, int64_t budget_bytes, Deadline deadline) {
   if (!p.offload() || a.H.empty()) return a;
   const int T = p.num_steps();
-  const std::vector<std::vector<int>> outputs = p.values_by_producer();
+  // The outputs each node writes (not the optional ones a lean run or nothing reads: those are never kept or copied).
+  std::vector<std::vector<int>> outputs = p.values_by_producer();
+  for (std::vector<int>& made : outputs) std::erase_if(made, [&](int f) { return !p.written(f, a.P); });
   Evaluation now = evaluate(p, a);
   if (!now.feasible || now.peak_bytes > budget_bytes) return a;
   // b's time where it is feasible and within the budget, else infinity.

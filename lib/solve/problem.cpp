@@ -93,6 +93,8 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
       p.fval_of[v] = static_cast<int>(p.fvals.size());
       p.fvals.push_back(v);
       p.fval_bytes.push_back(plan.values[v].bytes);
+      p.fval_optional.push_back(std::find(n.optional_outputs.begin(), n.optional_outputs.end(), v) !=
+                                n.optional_outputs.end());
       p.producer.push_back(k);
       p.last_fwd.push_back(k);
     }
@@ -347,6 +349,13 @@ int CheckpointProblem::lean_choice(int k, const std::vector<int>& M) const {
   for (const auto& [t, i] : lean_readers[k])
     if (M.at(static_cast<size_t>(t)) == i) return 0;
   return fwd_lean[k];
+}
+
+bool CheckpointProblem::written(int f, const std::vector<int>& P) const {
+  if (fval_optional.empty() || !fval_optional[f]) return true;
+  const int k = producer[f];
+  if (!fwd_lean.empty() && fwd_lean[k] >= 0) return P.at(static_cast<size_t>(k)) != fwd_lean[k];
+  return fval_bytes[f] > 0 || plan->values[fvals[f]].bytes == 0;  // 0 bytes: nothing can read it
 }
 
 std::vector<int> settle_lean(const CheckpointProblem& p, const std::vector<int>& impl, std::vector<int> fwd) {

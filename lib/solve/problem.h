@@ -85,6 +85,7 @@ struct CheckpointProblem {
 
   std::vector<int> fvals;         // transient outputs of forward nodes (plan value ids)
   std::vector<int64_t> fval_bytes;  // fval -> its bytes (0: an optional output nothing can read, never allocated)
+  std::vector<char> fval_optional;  // fval -> an optional output of its producer (PlanNode::optional_outputs)
   std::vector<int> fval_of;       // plan value id -> index into fvals, or -1
   std::vector<int> producer;      // fval -> forward position of its producer
   std::vector<int> last_fwd;      // fval -> last stage-0 position reading it (its producer's if none)
@@ -198,10 +199,13 @@ struct CheckpointProblem {
   // Forward position k's implementation under the steps' implementations M where it has a lean run: the lean run
   // when no (step, implementation) of lean_readers[k] is chosen, else the default; -1 where it has none.
   int lean_choice(int k, const std::vector<int>& M) const;
+  // Whether value f is written under the forward implementations P: not an optional output that nothing can read,
+  // nor one of a node that P runs lean.
+  bool written(int f, const std::vector<int>& P) const;
   bool has_choices() const;  // some step or forward node has more than one implementation
   bool read_by_all(int t, int f) const;        // every implementation of step t's node reads f (f in needs[t])
   bool read_by(int t, int impl, int f) const;  // implementation impl of step t's node reads f
-  int64_t bytes(int fval) const { return plan->values[fvals[fval]].bytes; }
+  int64_t bytes(int fval) const { return fval_bytes[fval]; }
   double time_ms(int pos) const { return fwd_ms[pos]; }
   bool has_s(int t, int f) const { return t <= last_use[f]; }
   bool offload() const { return !offloadable.empty(); }
