@@ -292,6 +292,31 @@ TEST_CASE("read_profile rejects bad files with one line naming the file and the 
   j["nodes"][0]["in_place"] = nlohmann::json::array({j["nodes"][0]["inputs"][0]});
   f.write(j.dump());
   CHECK_THAT(read_error(f.path), Contains("nodes[0].in_place: value") && Contains("is not a transient input"));
+
+  // Optional outputs: the op's (the engine's rule), taken from it where absent; a lean time only beside them.
+  size_t relu = 0;
+  while (relu < j["nodes"].size() && good["nodes"][relu]["op"] != "Relu") ++relu;
+  REQUIRE(relu < j["nodes"].size());
+  const std::string at = "nodes[" + std::to_string(relu) + "]";
+  REQUIRE(good["nodes"][relu]["optional_outputs"] == nlohmann::json::array({good["nodes"][relu]["outputs"][1]}));
+  REQUIRE(good["nodes"][relu].contains("lean_time_ms"));
+  j = good;
+  j["nodes"][relu]["optional_outputs"] = nlohmann::json::array({j["nodes"][relu]["outputs"][0]});
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains(at + ".optional_outputs: differ from op Relu's"));
+  j = good;
+  j["nodes"][relu]["optional_outputs"] = nlohmann::json::array({j["nodes"][0]["inputs"][0]});
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains(at + ".optional_outputs: value") && Contains("is not an output of the node"));
+  j = good;
+  j["nodes"][0]["lean_time_ms"] = 1.0;  // the first node is no Relu
+  REQUIRE(good["nodes"][0]["op"] != "Relu");
+  f.write(j.dump());
+  CHECK_THAT(read_error(f.path), Contains("nodes[0].lean_time_ms: only a node with optional outputs"));
+  j = good;
+  for (auto& node : j["nodes"]) node.erase("optional_outputs");  // a profile written before the field
+  f.write(j.dump());
+  CHECK(read_profile(f.path).plan.nodes[relu].optional_outputs == p.plan.nodes[relu].optional_outputs);
 }
 
 TEST_CASE("the host link: written when known, read back equal, bad figures refused", "[profile][host_link]") {
