@@ -139,6 +139,27 @@ void check_against_store_all(const Case& c, const std::string& schedule_path, in
   CHECK(s->executor->arena().in_use_bytes() == s->predicted.resident_bytes);
 }
 
+// The smallest budget the full-mode heuristics reach on the plan.
+int64_t smallest_full_budget(const PlanGraph& plan) {
+  SolveOptions probe;
+  probe.budget_bytes = 1;
+  probe.mode = "full";
+  return solve(plan, probe).smallest_found_bytes;
+}
+
+// A full-mode solve by work, not the clock: the heuristics and the search run to their ends, CBC stops at its root
+// node, on one thread (the same schedule on any machine).
+SolveOutcome solve_full_by_work(const PlanGraph& plan, int64_t budget) {
+  SolveOptions so;
+  so.budget_bytes = budget;
+  so.mode = "full";
+  so.threads = 1;
+  so.time_limit_s = kNoClock;
+  so.max_nodes = 1;
+  so.max_sub_mips = 4;
+  return solve(plan, so);
+}
+
 // Max relative difference of loss and gradients between the scheduled session and store-all (same seed), with
 // the CPU backend in float (4) or double (8); the arena's peak equals the simulator's and stays within budget.
 double max_rel_diff_to_store_all(const Case& c, const std::string& schedule_path, int64_t budget, int float_bytes) {
@@ -330,31 +351,20 @@ TEST_CASE("full-mode schedules: gradients as store-all's, bitwise as store-all o
   const int64_t store_all_peak = simulate(profile.plan, store_all_schedule(profile.plan)).peak_bytes;
   // Budgets: the smallest the heuristics reach (activations are a sliver of resnet50's memory at this size, so
   // only tight budgets make saved-tensor choices pay) and the midpoint to store-all's peak.
-  SolveOptions probe;
-  probe.budget_bytes = 1;
-  probe.mode = "full";
-  const int64_t smallest = solve(profile.plan, probe).smallest_found_bytes;
+  const int64_t smallest = smallest_full_budget(profile.plan);
   int runs = 0, non_default = 0;
   for (int64_t budget : {smallest, (smallest + store_all_peak) / 2}) {
-    SolveOptions so;
-    so.budget_bytes = budget;
-    so.mode = "full";
-    so.threads = 1;
-    // By work, not the clock: the heuristics and the search run to their ends, CBC stops at its root node.
-    so.time_limit_s = kNoClock;
-    so.max_nodes = 1;
-    so.max_sub_mips = 4;
-    const SolveOutcome out = solve(profile.plan, so);
-    INFO("budget " << so.budget_bytes << " (store-all " << store_all_peak << "): " << out.status);
+    const SolveOutcome out = solve_full_by_work(profile.plan, budget);
+    INFO("budget " << budget << " (store-all " << store_all_peak << "): " << out.status);
     if (!out.fits) continue;
     ++runs;
     for (const auto& [name, count] : out.implementations) non_default += count;
     TempSchedule file("resnet50_full_" + std::to_string(runs));
-    write_file(file.path, tg, profile.plan, out.schedule, so.budget_bytes);
-    CHECK(max_rel_diff_to_store_all(c, file.path, so.budget_bytes, 8) < 1e-10);
-    CHECK(max_rel_diff_to_store_all(c, file.path, so.budget_bytes, 4) < 1e-3);
+    write_file(file.path, tg, profile.plan, out.schedule, budget);
+    CHECK(max_rel_diff_to_store_all(c, file.path, budget, 8) < 1e-10);
+    CHECK(max_rel_diff_to_store_all(c, file.path, budget, 4) < 1e-3);
     // Against store-all on the schedule's own implementations: every value from the same kernel, bitwise.
-    for (int float_bytes : {4, 8}) check_against_store_all(c, file.path, so.budget_bytes, true, float_bytes);
+    for (int float_bytes : {4, 8}) check_against_store_all(c, file.path, budget, true, float_bytes);
   }
   CHECK(runs == 2);
   CHECK(non_default > 0);
@@ -372,20 +382,10 @@ TEST_CASE("lean attention: schedules whose AttentionGrads recompute leave P unal
     if (n.op == "Attention") n.lean_ms = n.time_ms / 2;
   const PlanGraph& plan = profile.plan;
   const int64_t store_all_peak = simulate(plan, store_all_schedule(plan)).peak_bytes;
-  SolveOptions probe;
-  probe.budget_bytes = 1;
-  probe.mode = "full";
-  const int64_t smallest = solve(plan, probe).smallest_found_bytes;
+  const int64_t smallest = smallest_full_budget(plan);
   int runs = 0, lean = 0, lean_recomputed = 0;
   for (int64_t budget : {smallest, (smallest + store_all_peak) / 2, store_all_peak}) {
-    SolveOptions so;
-    so.budget_bytes = budget;
-    so.mode = "full";
-    so.threads = 1;
-    so.time_limit_s = kNoClock;
-    so.max_nodes = 1;
-    so.max_sub_mips = 4;
-    const SolveOutcome out = solve(plan, so);
+    const SolveOutcome out = solve_full_by_work(plan, budget);
     INFO("budget " << budget << " (store-all " << store_all_peak << "): " << out.status);
     if (!out.fits) continue;
     ++runs;
