@@ -380,9 +380,12 @@ TEST_CASE("measured CPU profile: every node timed, progress reported", "[profile
     INFO(n.name);
     CHECK(n.time_ms > 0);
   }
-  // Same graph, same sizes as the estimate: only the times differ.
+  // Same graph, same sizes as the estimate: only the times differ. (The lean store-all breaks ties of peak by time,
+  // so its peak may differ between measured and estimated times: the defaults' store-all is compared.)
   const Profile e = estimate_profile(tg, Roofline{});
-  CHECK(profile_totals(p).store_all_peak_bytes == profile_totals(e).store_all_peak_bytes);
+  REQUIRE(p.plan.values.size() == e.plan.values.size());
+  for (size_t v = 0; v < p.plan.values.size(); ++v) CHECK(p.plan.values[v].bytes == e.plan.values[v].bytes);
+  CHECK(simulate(p.plan, store_all_schedule(p.plan)).peak_bytes == simulate(e.plan, store_all_schedule(e.plan)).peak_bytes);
   CHECK_THROWS_WITH(measure_profile_cpu(tg, 0, 0), Contains("--repeats must be positive"));
 }
 
