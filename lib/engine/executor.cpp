@@ -107,7 +107,8 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   const int fb = backend.float_bytes();
   // Validates the schedule (throws naming the step) before anything runs; each node's workspace is its
   // algorithm's.
-  simulate(g, schedule_, workspace_with(backend, g, algorithms_of(g, schedule_)), fb);
+  const PlanGraph plan = plan_of(g, workspace_with(backend, g, algorithms_of(g, schedule_)), fb);
+  simulate(plan, schedule_);
 
   const std::vector<int> resident = resident_values(g);
   home_.assign(g.values.size(), 0);
@@ -119,18 +120,8 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
     else dry_offset[v] = dry.allocate(value_bytes(g, v, fb));
   }
   // Optional outputs (OpDef::optional_outputs) that no step's implementation reads: never allocated, and run() passes
-  // them without data (the simulator's rule, unwritten_values).
-  std::vector<char> read(g.values.size(), 0);
-  for (const Step& st : schedule_.steps) {
-    if (st.kind != Step::Kind::compute) continue;
-    const Node& n = g.nodes[st.id];
-    const ImplDef impl = impls_of(n).at(st.impl);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (impl.reads_input(static_cast<int>(i))) read[n.inputs[i]] = 1;
-  }
-  unread_optional_.assign(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int o : op_def(n.op).optional_outputs) unread_optional_[n.outputs[o]] = !read[n.outputs[o]];
+  // them without data (the simulator's rule).
+  unread_optional_ = unwritten_values(plan, schedule_);
 
   move_host_.assign(schedule_.steps.size(), -1);
   replay(g, schedule_, home_, unread_optional_, dry, dry_offset, dry_host, dry_host_offset, backend,
@@ -143,10 +134,8 @@ Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t
   for (size_t i = 0; i < schedule_.steps.size(); ++i) {
     const Step& st = schedule_.steps[i];
     if (st.kind != Step::Kind::compute) continue;
-    const Node& n = g.nodes[st.id];
-    const ImplDef impl = impls_of(n).at(st.impl);
-    for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (impl.reads_input(static_cast<int>(k))) step_reads_[i].push_back(n.inputs[k]);
+    const PlanNode& n = plan.nodes[st.id];
+    step_reads_[i] = n.reads(n.impl_for(st.impl, st.algo));
   }
   copies_ = scheduled_copies(schedule_, home_, [&](int step, bool outputs) -> const std::vector<int>& {
     return outputs ? g.nodes[schedule_.steps[step].id].outputs : step_reads_[step];
