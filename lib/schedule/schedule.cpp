@@ -149,35 +149,111 @@ std::vector<char> lean_nodes(const PlanGraph& p, const Schedule& s) { return lea
 
 namespace {
 
-// Coordinate descent over each node's implementations from `impl`: each change kept when it lowers the store-all's
-// peak by more than 0.01%, or its time at a peak within 0.01% of the lowest seen and not above the start's.
+// Pairs of nodes with more than one implementation that touch a common value (produce it, or read it under some
+// implementation): the nodes whose choices decide together whether a value is read at all, or may be overwritten
+// in place (a Clip over its input only where no later reader's implementation reads that input).
+std::vector<std::pair<int, int>> coupled_nodes(const PlanGraph& p) {
+  std::vector<std::vector<int>> touching(p.values.size());
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const PlanNode& node = p.nodes[n];
+    if (node.num_impls() < 2) continue;
+    auto touch = [&](int v) {
+      if (touching[v].empty() || touching[v].back() != static_cast<int>(n)) touching[v].push_back(static_cast<int>(n));
+    };
+    for (int v : node.outputs) touch(v);
+    for (int i = 0; i < node.num_impls(); ++i)
+      for (int v : node.reads(i)) touch(v);
+  }
+  std::vector<std::pair<int, int>> pairs;
+  for (const std::vector<int>& nodes : touching)
+    for (size_t a = 0; a < nodes.size(); ++a)
+      for (size_t b = a + 1; b < nodes.size(); ++b) pairs.push_back({nodes[a], nodes[b]});
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  return pairs;
+}
+
+// Descent over each node's implementations from `impl`, in two phases. First the peak alone: each change of one
+// node kept when it lowers the store-all's peak by more than 0.01%, and where no single change does, changes of two
+// coupled nodes at once (coupled_nodes), then single changes again after one is kept: one node's change alone can
+// leave the peak where it was (a value still read by the other), where the two together lower it. Then time: each
+// single change kept when it is faster at a peak within 0.01% of the first phase's. Time is traded only once the
+// peak is settled: a faster implementation with more workspace taken early fills a step up to the peak and blocks
+// the changes that lower it later.
 std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p, std::vector<int> impl) {
-  SimResult best = simulate(p, store_all_schedule(p, impl));
-  // Peaks within 0.01% count as equal: a few hundred bytes (a BatchNorm's saved mean) do not buy a slower kernel.
-  // Time is traded only against the lowest peak seen, so that small steps cannot add up to more memory, and never
-  // above the start's peak.
-  const int64_t defaults = best.peak_bytes;
-  int64_t lowest = best.peak_bytes;
-  for (int round = 0; round < 4; ++round) {
+  // The bytes in use at every compute step, highest first: in the first phase a change that leaves the peak where
+  // it is but lowers the highest steps below it is kept too (several steps at the peak, each lowered by another
+  // node's change). Descending order compared lexicographically is a strict order: the descent ends.
+  auto levels = [](const std::vector<MemoryPoint>& timeline) {
+    std::vector<int64_t> l;
+    l.reserve(timeline.size());
+    for (const MemoryPoint& m : timeline) l.push_back(m.total());
+    std::sort(l.begin(), l.end(), std::greater<>());
+    return l;
+  };
+  std::vector<MemoryPoint> timeline;
+  SimResult best = simulate(p, store_all_schedule(p, impl), &timeline);
+  std::vector<int64_t> best_levels = levels(timeline);
+  bool peak_phase = true;
+  int64_t settled = 0;  // the first phase's peak
+  // Whether the implementations now in `impl` are kept (else the caller restores them).
+  auto better = [&]() {
+    timeline.clear();
+    const SimResult r = simulate(p, store_all_schedule(p, impl), peak_phase ? &timeline : nullptr);
+    bool keep;
+    if (peak_phase) {
+      // Peaks within 0.01% count as equal: a few hundred bytes (a BatchNorm's saved mean) do not buy a slower kernel.
+      std::vector<int64_t> l = levels(timeline);
+      keep = r.peak_bytes + best.peak_bytes / 10000 < best.peak_bytes ||
+             (r.peak_bytes <= best.peak_bytes && l < best_levels);
+      if (keep) best_levels = std::move(l);
+    } else {
+      keep = r.peak_bytes <= settled + settled / 10000 && r.time_ms < best.time_ms - 1e-9;
+    }
+    if (keep) best = r;
+    return keep;
+  };
+  auto singles = [&]() {
     bool changed = false;
     for (size_t n = 0; n < p.nodes.size(); ++n)
       for (int i = 0; i < p.nodes[n].num_impls(); ++i) {
         if (i == impl[n]) continue;
         const int was = impl[n];
         impl[n] = i;
-        const SimResult r = simulate(p, store_all_schedule(p, impl));
-        const int64_t tol = lowest / 10000;
-        if (r.peak_bytes + tol < best.peak_bytes ||
-            (r.peak_bytes <= std::min(lowest + tol, defaults) && r.time_ms < best.time_ms - 1e-9)) {
-          lowest = std::min(lowest, r.peak_bytes);
-          best = r;
-          changed = true;
-        } else {
-          impl[n] = was;
-        }
+        if (better()) changed = true;
+        else impl[n] = was;
       }
-    if (!changed) break;
-  }
+    return changed;
+  };
+  const std::vector<std::pair<int, int>> pairs = coupled_nodes(p);
+  auto pair_changes = [&]() {
+    bool changed = false;
+    for (const auto& [a, b] : pairs)
+      for (int i = 0; i < p.nodes[a].num_impls(); ++i)
+        for (int j = 0; j < p.nodes[b].num_impls(); ++j) {
+          if (i == impl[a] || j == impl[b]) continue;  // a single change: tried by singles
+          const int was_a = impl[a], was_b = impl[b];
+          impl[a] = i;
+          impl[b] = j;
+          if (better()) {
+            changed = true;
+          } else {
+            impl[a] = was_a;
+            impl[b] = was_b;
+          }
+        }
+    return changed;
+  };
+  // Single changes until none is kept, then pairs, then singles again after a pair is kept; a bounded number of
+  // rounds per phase.
+  auto descend = [&]() {
+    for (int round = 0; round < 8; ++round)
+      if (!singles() && !pair_changes()) break;
+  };
+  descend();
+  peak_phase = false;
+  settled = best.peak_bytes;
+  descend();
   return {std::move(impl), best};
 }
 

@@ -84,11 +84,12 @@ std::vector<char> unwritten_values(const PlanGraph& p, const Schedule& s);
 // Per node: whether schedule s runs it lean (PlanNode::lean_ms): every optional output of it unwritten.
 std::vector<char> lean_nodes(const PlanGraph& p, const Schedule& s);
 
-// The implementations of the lean store-all: the lowest store-all peak, then the least time (coordinate descent over
-// each node's implementations, each change kept when it lowers the peak by more than 0.01%, or the time at a peak
-// within 0.01% of the lowest seen; from the defaults and from the fast store-all's choices, the lower peak of the
-// two, so never above either). On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan
-// has no times (a plan on a backend, not a profile) it is the least peak, ties keeping the defaults.
+// The implementations of the lean store-all: the lowest store-all peak, then the least time (docs/planner.md, "The
+// lean store-all"): a descent first on memory (a change kept when it lowers the peak by more than 0.01%, or the
+// bytes of the steps below an unchanged peak), by changes of one node and of two coupled nodes, then on time at that
+// peak; from the defaults and from the fast store-all's choices, the lower peak of the two, so never above either.
+// On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan has no
+// times (a plan on a backend, not a profile) it is the memory phase alone.
 std::vector<int> lean_store_all_impls(const PlanGraph& p);
 // store_all_schedule(p, lean_store_all_impls(p)): the smallest store-all peak; the baseline of monet-solve's and
 // monet-fit's overheads and of profiles' store-all peak.
