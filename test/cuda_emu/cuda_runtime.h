@@ -71,6 +71,11 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 
+// The high 32 bits of the 64-bit product.
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<uint64_t>(a) * b) >> 32);
+}
+
 inline unsigned __ballot_sync(unsigned, int predicate) { return ::monet_emu::ballot(predicate); }
 
 template <class T>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
 
 using namespace monet::cuda;
 
@@ -95,6 +96,7 @@ std::vector<Geometry> geometries() {
        }()},
       {"17x17 window: 16-bit taps", pool(2, 20, 21, 17, 17, 1, 1, 0)},
       {"3x3 stride 3 (a runtime stride)", pool(3, 15, 16, 3, 3, 3, 3, 0)},
+      {"3x3 stride 2 pad 1 (ResNet's stem), width 15", pool(4, 15, 15, 3, 3, 2, 2, 1)},
   };
 }
 
@@ -130,4 +132,35 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
     CHECK(std::memcmp(dx_input.data(), want.dx.data(), in * sizeof(float)) == 0);
     CHECK(std::memcmp(dx_taps.data(), want.dx.data(), in * sizeof(float)) == 0);
   }
+}
+
+// DivBy<int32_t> (launch.cuh), which splits the pool kernels' indices: its multiply-high and shift against the
+// division, for every divisor up to 4096 and divisors across the range (powers of two and their neighbours, random
+// ones, the largest), at numerators around multiples of the divisor, small ones, random ones and the largest.
+TEST_CASE("DivBy<int32_t>: the multiply-high division equals n / d for 0 <= n < 2^31", "[cuda_emu][max_pool]") {
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int32_t> any(0, INT32_MAX), any_divisor(1, INT32_MAX);
+  std::vector<int32_t> divisors;
+  for (int32_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int k = 12; k <= 30; ++k)
+    for (int64_t d : {(int64_t{1} << k) - 1, int64_t{1} << k, (int64_t{1} << k) + 1}) divisors.push_back(static_cast<int32_t>(d));
+  divisors.push_back(INT32_MAX);
+  for (int r = 0; r < 2000; ++r) divisors.push_back(any_divisor(rng));
+  int64_t wrong = 0, checked = 0;
+  for (const int32_t d : divisors) {
+    const DivBy<int32_t> by(d);
+    auto check = [&](int64_t n) {
+      if (n < 0 || n > INT32_MAX) return;
+      const int32_t n32 = static_cast<int32_t>(n);
+      wrong += by.div(n32) != n32 / d;
+      ++checked;
+    };
+    for (int64_t n = 0; n < 64; ++n) check(n);
+    for (int64_t q : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{1000}, INT32_MAX / int64_t{d}, INT32_MAX / int64_t{d} - 1})
+      for (int64_t off = -2; off <= 2; ++off) check(q * d + off);
+    for (int r = 0; r < 64; ++r) check(any(rng));
+    check(INT32_MAX);
+  }
+  INFO(checked << " divisions");
+  CHECK(wrong == 0);
 }

@@ -867,16 +867,21 @@ __global__ void channel_sum_kernel(int64_t C, int64_t P, const double* partial, 
 
 // Pool's geometry in the kernels' index type I: int32_t when every index of x and y fits (64-bit division is
 // emulated on the GPU and made these kernels several times slower than the memory allows), else int64_t.
+// The divisors that split an element's index (DivBy): by the plane's size and row width, of y and of x, and by
+// the number of four-element groups of an x row.
 template <class I>
 struct PoolI {
   I planes, H, W, OH, OW, kH, kW, sH, sW, dH, dW, padT, padL;
+  DivBy<I> by_OHOW, by_OW, by_HW, by_W, by_H, by_W4;
 };
 template <class I>
 PoolI<I> narrow(const Pool& p) {
-  return {static_cast<I>(p.planes), static_cast<I>(p.H),  static_cast<I>(p.W),  static_cast<I>(p.OH),
-          static_cast<I>(p.OW),     static_cast<I>(p.kH), static_cast<I>(p.kW), static_cast<I>(p.sH),
-          static_cast<I>(p.sW),     static_cast<I>(p.dH), static_cast<I>(p.dW), static_cast<I>(p.padT),
-          static_cast<I>(p.padL)};
+  auto by = [](int64_t d) { return DivBy<I>(static_cast<I>(d < 1 ? 1 : d)); };
+  return {static_cast<I>(p.planes), static_cast<I>(p.H),  static_cast<I>(p.W),    static_cast<I>(p.OH),
+          static_cast<I>(p.OW),     static_cast<I>(p.kH), static_cast<I>(p.kW),   static_cast<I>(p.sH),
+          static_cast<I>(p.sW),     static_cast<I>(p.dH), static_cast<I>(p.dW),   static_cast<I>(p.padT),
+          static_cast<I>(p.padL),   by(p.OH * p.OW),      by(p.OW),               by(p.H * p.W),
+          by(p.W),                  by(p.H),              by(p.W / 4)};
 }
 bool fits32(const Pool& p) {
   const int64_t limit = int64_t{1} << 31;
@@ -931,9 +936,9 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
     for (I k = 0; k < per; ++k) {
       const I i = g * per + k;
       if (i >= n) break;
-      const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
+      const I plane = p.by_OHOW.div(i), o = i - plane * (p.OH * p.OW);
       const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
-      const I oh = o / p.OW, ow = o - oh * p.OW;
+      const I oh = p.by_OW.div(o), ow = o - oh * p.OW;
       float best;
       const I tap = window_tap<I, KH, KW>(p, xp, oh, ow, best);
       y[i] = best;
@@ -959,16 +964,26 @@ __global__ void max_pool_kernel(PoolI<I> p, const float* x, float* y, uint8_t* t
 template <class I, int KW, int BITS>
 struct WindowMax {
   const void* src;
+  __device__ __forceinline__ I tap(int64_t w) const {
+    const uint8_t* t = static_cast<const uint8_t*>(src);
+    if constexpr (BITS == 4) return static_cast<I>((t[w / 2] >> (4 * (w % 2))) & 0xf);
+    else if constexpr (BITS == 8) return static_cast<I>(t[w]);
+    else return static_cast<I>(t[2 * w] | (static_cast<unsigned>(t[2 * w + 1]) << 8));
+  }
+  // The index in the plane of window (oh, ow)'s maximum.
   __device__ __forceinline__ I operator()(const PoolI<I>& p, int64_t w, I oh, I ow) const {
+    if constexpr (BITS == 0) return static_cast<I>(static_cast<const int32_t*>(src)[w]);
+    else return tap_index<I, KW>(p, oh, ow, tap(w));
+  }
+  // Whether window (oh, ow)'s maximum is element e of the plane, which lies in the window's span at row rh and
+  // column rw from its first element (0 <= rh, rw; within (kH - 1) dH and (kW - 1) dW). Undilated, the taps compare
+  // with the element's own tap rh kW + rw, without placing the maximum in the plane.
+  __device__ __forceinline__ bool hits(const PoolI<I>& p, int64_t w, I oh, I ow, I e, I rh, I rw) const {
     if constexpr (BITS == 0) {
-      return static_cast<I>(static_cast<const int32_t*>(src)[w]);
+      return static_cast<I>(static_cast<const int32_t*>(src)[w]) == e;
     } else {
-      const uint8_t* t = static_cast<const uint8_t*>(src);
-      I tap;
-      if constexpr (BITS == 4) tap = static_cast<I>((t[w / 2] >> (4 * (w % 2))) & 0xf);
-      else if constexpr (BITS == 8) tap = static_cast<I>(t[w]);
-      else tap = static_cast<I>(t[2 * w] | (static_cast<unsigned>(t[2 * w + 1]) << 8));
-      return tap_index<I, KW>(p, oh, ow, tap);
+      if (p.dH == 1 && p.dW == 1) return tap(w) == rh * (KW ? KW : p.kW) + rw;
+      return tap_index<I, KW>(p, oh, ow, tap(w)) == e;
     }
   }
 };
@@ -977,9 +992,9 @@ template <class I, int KH, int KW>
 __global__ void max_pool_argmax_kernel(PoolI<I> p, const float* x, int32_t* argmax) {
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.OH * p.OW) {
     const I i = static_cast<I>(il);
-    const I plane = i / (p.OH * p.OW), o = i - plane * (p.OH * p.OW);
+    const I plane = p.by_OHOW.div(i), o = i - plane * (p.OH * p.OW);
     const float* xp = x + static_cast<int64_t>(plane) * p.H * p.W;
-    const I oh = o / p.OW, ow = o - oh * p.OW;
+    const I oh = p.by_OW.div(o), ow = o - oh * p.OW;
     float best;
     argmax[i] = static_cast<int32_t>(tap_index<I, KW>(p, oh, ow, window_tap<I, KH, KW>(p, xp, oh, ow, best)));
   }
@@ -1002,17 +1017,20 @@ __global__ void max_pool_grad_kernel(PoolI<I> p, const float* dy, Max window_max
   const I sH = SH ? SH : p.sH, sW = SW ? SW : p.sW;
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * p.W) {
     const I i = static_cast<I>(il);
-    const I plane = i / (p.H * p.W), e = i - plane * (p.H * p.W);
-    const I ih = e / p.W, iw = e - ih * p.W;
+    const I plane = p.by_HW.div(i), e = i - plane * (p.H * p.W);
+    const I ih = p.by_W.div(e), iw = e - ih * p.W;
     I oh_lo, oh_hi, ow_lo, ow_hi;
     window_range<I>(ih, p.padT, sH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
     window_range<I>(iw, p.padL, sW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, ow_hi);
     const int64_t w0 = static_cast<int64_t>(plane) * p.OH * p.OW;
     const float* dyp = dy + w0;
     float acc = 0.f;
-    for (I oh = oh_lo; oh <= oh_hi; ++oh)
+    for (I oh = oh_lo; oh <= oh_hi; ++oh) {
+      const I rh = ih - (oh * sH - p.padT);
       for (I ow = ow_lo; ow <= ow_hi; ++ow)
-        if (window_max(p, w0 + oh * p.OW + ow, oh, ow) == e) acc += dyp[oh * p.OW + ow];
+        if (window_max.hits(p, w0 + oh * p.OW + ow, oh, ow, e, rh, iw - (ow * sW - p.padL)))
+          acc += dyp[oh * p.OW + ow];
+    }
     dx[i] = acc;
   }
 }
@@ -1026,8 +1044,8 @@ __global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, Max window_ma
   const I W4 = p.W / 4;
   MONET_GRID_LOOP(il, static_cast<int64_t>(p.planes) * p.H * W4) {
     const I i = static_cast<I>(il);
-    const I row = i / W4, iw0 = (i - row * W4) * 4;
-    const I plane = row / p.H, ih = row - plane * p.H;
+    const I row = p.by_W4.div(i), iw0 = (i - row * W4) * 4;
+    const I plane = p.by_H.div(row), ih = row - plane * p.H;
     I oh_lo, oh_hi, ow_lo, ow_hi, unused;
     window_range<I>(ih, p.padT, SH, (p.kH - 1) * p.dH + 1, p.OH, oh_lo, oh_hi);
     window_range<I>(iw0, p.padL, SW, (p.kW - 1) * p.dW + 1, p.OW, ow_lo, unused);

@@ -51,6 +51,36 @@ void launch_kernel(void (*kernel)(Params...), dim3 blocks, dim3 threads, size_t 
 // Whether float4 (16-byte) loads and stores may be used at p.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Division by a divisor fixed for a launch, in the kernels' index type I. For int32_t, n / d for 0 <= n < 2^31 and
+// 1 <= d < 2^31 as one multiply-high, an add and a shift (Granlund and Montgomery, "Division by invariant integers
+// using multiplication", PLDI 1994): with s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1 (which fits 32
+// bits, as 2^s - d < d), n / d = (umulhi(n, m) + n) >> s; the sum stays below 2^32 as umulhi(n, m) <= n < 2^31.
+// A 32-bit integer division by a runtime divisor is a sequence of some twenty instructions on the GPU, and the
+// pool kernels split an index into plane, row and column per element. int64_t divides plainly.
+template <class I>
+struct DivBy {
+  I d = 1;
+  DivBy() = default;
+  explicit DivBy(I divisor) : d(divisor) {}
+  __host__ __device__ __forceinline__ I div(I n) const { return n / d; }
+};
+template <>
+struct DivBy<int32_t> {
+  int32_t d = 1;
+  uint32_t m = 1, s = 0;
+  DivBy() = default;
+  explicit DivBy(int32_t divisor) : d(divisor) {
+    while ((uint64_t{1} << s) < static_cast<uint64_t>(d)) ++s;
+    m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - static_cast<uint64_t>(d))) /
+                                  static_cast<uint64_t>(d) +
+                              1);
+  }
+  __device__ __forceinline__ int32_t div(int32_t n) const {
+    const uint32_t u = static_cast<uint32_t>(n);
+    return static_cast<int32_t>((__umulhi(u, m) + u) >> s);
+  }
+};
+
 #define MONET_GRID_LOOP(i, n)                                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);       \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
