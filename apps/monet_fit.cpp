@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
                       {"store_all_peak_bytes", t.store_all_peak_bytes},
                       {"predicted_peak_bytes", t.peak_bytes},
                       {"overhead", t.overhead},
-                      {"lower_bound_bytes", t.outcome.lower_bound_bytes}});
+                      {"lower_bound_bytes", t.outcome.lower_bound_bytes},
+                      {"lower_bound_node", t.outcome.lower_bound_node}});
     nlohmann::json j = {{"model", model},
                         {"budget_bytes", budget},
                         {"max_overhead", max_overhead_pct ? nlohmann::json(*max_overhead_pct / 100) : nlohmann::json(nullptr)},

@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
                         {"fast_store_all_peak_bytes", r.fast_store_all.peak_bytes},
                         {"fast_store_all_step_ms", r.fast_store_all.time_ms},
                         {"lower_bound_bytes", r.lower_bound_bytes},
+                        {"lower_bound_node", r.lower_bound_node},
                         {"smallest_found_bytes", r.smallest_found_bytes},
                         {"time_to_first_feasible_s", r.first_feasible_s},
                         {"solve_s", r.solve_s},
@@ -265,7 +266,8 @@ int main(int argc, char** argv) {
       const std::string lb = format_bytes(r.lower_bound_bytes), found = format_bytes(r.smallest_found_bytes);
       if (r.why_none == "below_lower_bound") {
         std::fprintf(stderr, "monet-solve: budget %s is below what any schedule reaches: the smallest feasible budget is "
-                     "at least %s (the schedules found need %s)\n", format_bytes(budget).c_str(), lb.c_str(), found.c_str());
+                     "at least %s, at node '%s' (the schedules found need %s)\n", format_bytes(budget).c_str(), lb.c_str(),
+                     r.lower_bound_node.c_str(), found.c_str());
         return kExitInfeasible;
       }
       if (r.why_none == "mode") {

@@ -308,7 +308,7 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
   return p;
 }
 
-int64_t CheckpointProblem::lower_bound_bytes() const {
+CheckpointProblem::LowerBound CheckpointProblem::lower_bound() const {
   // With every optimizer state on the host where it may be (the host limit aside).
   auto away = [&](int t, int k = 0) {  // in step t (stage 0: at position k)
     int64_t b = 0;
@@ -316,10 +316,13 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
       if (states[s].narrow() && (!states[s].covers(t) || (t < 0 && states[s].fetch > k))) b += state_bytes(s);
     return b;
   };
-  int64_t lb = 0;
+  LowerBound lb;
+  auto at_least = [&](int64_t bytes, int node) {
+    if (bytes > lb.bytes || lb.node < 0) lb = {std::max(bytes, lb.bytes), node};
+  };
   for (int k = 0; k < static_cast<int>(fwd_fixed.size()); ++k) {  // at the least-workspace implementation
     const int64_t least = k < num_fwd() ? *std::min_element(fwd_impl_ws[k].begin(), fwd_impl_ws[k].end()) : 0;
-    lb = std::max(lb, fwd_fixed[k] + least - away(-1, k));
+    at_least(fwd_fixed[k] + least - away(-1, k), k < num_fwd() ? fwd_nodes[k] : loss_node);
   }
   for (int t = 0; t < num_steps(); ++t) {
     int64_t m = bwd_fixed[t] - away(t);
@@ -330,7 +333,7 @@ int64_t CheckpointProblem::lower_bound_bytes() const {
       for (int f : impl_extra[t][i]) extra += bytes(f);
       least = std::min(least, extra);
     }
-    lb = std::max(lb, m + least);
+    at_least(m + least, steps[t]);
   }
   return lb;
 }

@@ -226,8 +226,14 @@ struct CheckpointProblem {
   int64_t state_bytes(int s) const { return plan->values[states[s].value].bytes; }
   // Forward position -> the fvals it produces (the inverse of `producer`).
   std::vector<std::vector<int>> values_by_producer() const;
-  // The smallest budget any schedule could meet: what each step must hold at least (a lower bound).
-  int64_t lower_bound_bytes() const;
+  // The smallest budget any schedule could meet: what each step must hold at least (a lower bound), and the plan
+  // node of the step that holds the most (-1 when there is none).
+  struct LowerBound {
+    int64_t bytes = 0;
+    int node = -1;
+  };
+  LowerBound lower_bound() const;
+  int64_t lower_bound_bytes() const { return lower_bound().bytes; }
 };
 
 // Turns offload on (the copies priced with the link's figures while a kernel runs; host_limit_bytes: 0 = none).

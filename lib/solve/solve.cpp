@@ -637,7 +637,9 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
 
   std::optional<CheckpointProblem> unwindowed;
   CheckpointProblem p = set_up(plan, o, milp, impls, unwindowed);
-  out.lower_bound_bytes = p.lower_bound_bytes();
+  const CheckpointProblem::LowerBound lower_bound = p.lower_bound();
+  out.lower_bound_bytes = lower_bound.bytes;
+  if (lower_bound.node >= 0) out.lower_bound_node = plan.nodes[lower_bound.node].name;
   std::optional<Assignment> widened_start = bracket_budget(plan, o, clock, milp, impls, unwindowed, p, out);
   if (p.offload()) {
     out.copy_timing = copy_timing_name(p.copy_timing);
@@ -665,6 +667,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
       retry.store_all = out.store_all;
       retry.fast_store_all = out.fast_store_all;
       retry.lower_bound_bytes = out.lower_bound_bytes;
+      retry.lower_bound_node = out.lower_bound_node;
       retry.smallest_found_bytes = out.smallest_found_bytes;
       retry.window_infeasible = p.window;
       retry.copy_timing = out.copy_timing;

@@ -78,6 +78,9 @@ struct SolveOutcome {
   int widened_steps = 0, widened_levels = 0;
   int64_t columns = 0, rows = 0, nonzeros = 0;
   int64_t lower_bound_bytes = 0;     // no schedule needs less
+  // The plan node of the step that sets lower_bound_bytes (what it must hold at least is the most of any step);
+  // empty when there is none.
+  std::string lower_bound_node;
   // The lowest peak of the heuristic schedules (an achievable budget), or where they reach the budget the first
   // peak found within it.
   int64_t smallest_found_bytes = 0;

@@ -1582,3 +1582,30 @@ TEST_CASE("a negative objective keeps its bound: the gap of a solve stopped at i
   CHECK(r.bound_ms < r.objective_ms);
   CHECK(r.gap > 0);
 }
+
+// The lower bound names the step that sets it: a backward node's workspace, then a forward node's larger one.
+TEST_CASE("the lower bound names the node of the step that holds the most", "[solve][milp]") {
+  for (const int fwd_ws : {0, 40}) {
+    INFO("forward workspace " << fwd_ws);
+    PlanBuilder pb;
+    const int x = pb.value("x", 1, true), a0 = pb.value("a0", 1, false), a1 = pb.value("a1", 1, false);
+    const int l = pb.value("l", 1, false), g1 = pb.value("g1", 2, false), g0 = pb.value("g0", 1, false);
+    const int f0 = pb.node("f0", Stage::forward, {x}, {a0}, 1.0, fwd_ws);
+    pb.node("f1", Stage::forward, {a0}, {a1});
+    pb.node("loss", Stage::loss, {a1}, {l});
+    pb.node("bl", Stage::backward, {a1, l}, {g1});
+    const int b1 = pb.node("b1", Stage::backward, {g1, a0}, {g0}, 1.0, 20);
+    const CheckpointProblem p = make_problem(pb.plan, 0);
+    const CheckpointProblem::LowerBound lb = p.lower_bound();
+    CHECK(lb.node == (fwd_ws > 0 ? f0 : b1));
+    CHECK(lb.bytes == p.lower_bound_bytes());
+    CHECK(lb.bytes >= (fwd_ws > 0 ? fwd_ws : 20) * kAlignBytes);
+    CHECK(lb.bytes <= simulate(pb.plan, store_all_schedule(pb.plan)).peak_bytes);
+    SolveOptions o;
+    o.budget_bytes = lb.bytes - 1;
+    o.time_limit_s = 5;
+    const SolveOutcome r = solve(pb.plan, o);
+    CHECK(r.why_none == "below_lower_bound");
+    CHECK(r.lower_bound_node == pb.plan.nodes[lb.node].name);
+  }
+}
