@@ -293,11 +293,17 @@ CheckpointProblem make_problem(const PlanGraph& plan, int window, bool impls, co
     for (int i = 0; i < p.num_impls(t); ++i) {
       const std::vector<int>& reads = n.reads(i);
       int over = -1;
-      for (int v : n.impl_in_place(i) ? n.in_place : std::vector<int>{})
-        if (grad_last[v] == t && std::find(reads.begin(), reads.end(), v) != reads.end()) {
+      for (int v : n.impl_in_place(i) ? n.in_place : std::vector<int>{}) {
+        // A forward value ends here in every schedule when no later step may use it (nor recompute from it): the
+        // logits at the loss's gradient.
+        const int f = p.fval_of[v];
+        const bool ends = f >= 0 ? p.last_use[f] == t && (p.fval_optional.empty() || !p.fval_optional[f])
+                                 : grad_last[v] == t;
+        if (ends && std::find(reads.begin(), reads.end(), v) != reads.end()) {
           over = v;
           break;
         }
+      }
       p.bwd_in_place[t].push_back(over);
     }
     auto saved = [&](int i) { return p.bwd_in_place[t][i] >= 0 ? plan.values[p.bwd_in_place[t][i]].bytes : 0; };

@@ -101,10 +101,12 @@ struct CheckpointProblem {
   std::vector<std::vector<std::vector<int>>> impl_extra;
   std::vector<std::vector<double>> impl_ms;
   std::vector<std::vector<int64_t>> impl_ws;
-  // bwd_in_place[t][i]: the gradient (plan value id) whose memory output 0 of step t's node takes over when it runs
-  // implementation i, or -1. Gradients live from their producer to their last reader whatever the decisions, so a
-  // node runs in place whenever its implementation may (PlanNode::impl_in_place) and one of its in_place inputs
-  // ends there: its output then costs nothing at the node (the first such input, as store_all_schedule picks).
+  // bwd_in_place[t][i]: the value (plan value id) whose memory output 0 of step t's node takes over when it runs
+  // implementation i, or -1: a gradient, or a forward value that no later step may use (last_use; the logits at
+  // SoftmaxCrossEntropyGrad). Gradients live from their producer to their last reader whatever the decisions, and
+  // such a forward value is present at its last step whatever they are, so a node runs in place whenever its
+  // implementation may (PlanNode::impl_in_place) and one of its in_place inputs ends there: its output then costs
+  // nothing at the node (the first such input, as store_all_schedule picks).
   std::vector<std::vector<int>> bwd_in_place;
 
   // Memory that no decision changes. fwd_fixed[k]: at stage-0 position k (k = F is the loss node): resident +

@@ -3,9 +3,12 @@
 // float4 rows where the length allows, a block per row beyond) and over an inner axis (a thread per column), and
 // LayerNorm with both gradient paths (the fused warp-per-row kernel for D <= 1024, D % 4 == 0; the column and row
 // kernels otherwise), from x and from y. Same tolerance as monet_cuda_tests: 1e-6 + 1e-4 of the reference's scale.
+// SoftmaxCrossEntropyGrad in place over its logits, bitwise as out of place, in its three layouts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -115,5 +118,47 @@ TEST_CASE("LayerNorm and its gradient on the CUDA emulation match a double refer
       check_close(want_dscale, as_double(dscale), "dscale");
       check_close(want_dbias, as_double(dbias), "dbias");
     }
+  }
+}
+
+// SoftmaxCrossEntropyGrad's kernels run in place over the logits (OpDef::in_place): each of the three layouts (a warp
+// per row, a block per row of more than 1024 classes, a thread per column of an inner axis) gives with dx == x the
+// bits it gives into a separate buffer, and those match the formula in double.
+TEST_CASE("SoftmaxCrossEntropyGrad on the CUDA emulation: in place over the logits, bitwise as out of place",
+          "[cuda_emu][cross_entropy]") {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  struct Case {
+    int64_t N, C, P;
+  };
+  for (const Case k : {Case{6, 37, 1}, Case{3, 1500, 1}, Case{2, 5, 9}}) {
+    INFO("N " << k.N << " C " << k.C << " P " << k.P);
+    const size_t n = static_cast<size_t>(k.N * k.C * k.P);
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    std::vector<int64_t> labels(static_cast<size_t>(k.N * k.P));
+    for (int64_t& l : labels) l = std::uniform_int_distribution<int64_t>(0, k.C - 1)(rng);
+    const float dloss = 0.75f;
+    std::vector<float> dx(n, -1.f), aliased = x;
+    REQUIRE(softmax_cross_entropy_grad(k.N, k.C, k.P, &dloss, x.data(), labels.data(), dx.data(), nullptr) ==
+            cudaSuccess);
+    REQUIRE(softmax_cross_entropy_grad(k.N, k.C, k.P, &dloss, aliased.data(), labels.data(), aliased.data(),
+                                       nullptr) == cudaSuccess);
+    CHECK(std::memcmp(dx.data(), aliased.data(), n * sizeof(float)) == 0);
+    double worst = 0;
+    for (int64_t a = 0; a < k.N; ++a)
+      for (int64_t p = 0; p < k.P; ++p) {
+        auto at = [&](int64_t c) { return static_cast<size_t>((a * k.C + c) * k.P + p); };
+        double mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < k.C; ++c) mx = std::max(mx, static_cast<double>(x[at(c)]));
+        for (int64_t c = 0; c < k.C; ++c) sum += std::exp(static_cast<double>(x[at(c)]) - mx);
+        const int64_t label = labels[static_cast<size_t>(a * k.P + p)];
+        for (int64_t c = 0; c < k.C; ++c) {
+          const double want = (std::exp(static_cast<double>(x[at(c)]) - mx) / sum - (c == label ? 1.0 : 0.0)) *
+                              dloss / static_cast<double>(k.N * k.P);
+          worst = std::max(worst, std::abs(dx[at(c)] - want));
+        }
+      }
+    CHECK(worst < 1e-6);
   }
 }

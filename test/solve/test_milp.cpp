@@ -135,7 +135,7 @@ bool check_exact_count(const CheckpointProblem& p, const Assignment& a, const Si
 void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_place = false, bool algos = false,
                               bool fwd_algos = false, bool bwd_in_place = false, bool optional = false) {
   int compared = 0, exact = 0, with_choices = 0, with_in_place = 0, with_bwd_in_place = 0, with_algo_steps = 0,
-      with_fwd_algo_steps = 0, with_lean = 0, with_written = 0;
+      with_fwd_algo_steps = 0, with_lean = 0, with_written = 0, over_forward = 0;
   for (uint64_t seed = 1; seed <= (optional ? 300 : 80) && compared < wanted; ++seed) {
     PlanGraph plan = random_plan(3, seed, impls, in_place, algos, fwd_algos, bwd_in_place, optional);
     CheckpointProblem p = make_problem(plan, window, impls);
@@ -189,6 +189,10 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
       with_choices += p.has_choices();
       with_in_place += std::any_of(p.fwd_in_place.begin(), p.fwd_in_place.end(), [](int f) { return f >= 0; });
       with_bwd_in_place += bwd_in_place;
+      // A backward step in place over a forward value that ends there (the loss's gradient over the logits).
+      for (const Step& st : s.steps)
+        over_forward += st.kind == Step::Kind::compute && st.in_place >= 0 && plan.nodes[st.id].stage != Stage::forward &&
+                        p.fval_of[st.in_place] >= 0;
 
     }
   }
@@ -197,6 +201,7 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
   if (impls) CHECK(with_choices >= wanted / 3);
   if (in_place) CHECK(with_in_place >= wanted / 3);
   if (bwd_in_place) CHECK(with_bwd_in_place >= wanted / 3);
+  if (bwd_in_place) CHECK(over_forward >= 1);
   if (algos) CHECK(with_algo_steps >= wanted / 3);
   if (fwd_algos) CHECK(with_fwd_algo_steps >= wanted / 3);
   if (optional) {
@@ -212,7 +217,8 @@ void compare_with_brute_force(bool impls, int wanted, int window = 0, bool in_pl
 TEST_CASE("checkpoint MILP optimum equals brute force on tiny graphs", "[solve][milp]") {
   compare_with_brute_force(false, 12);
   compare_with_brute_force(false, 12, 0, true);  // forward nodes in place over an input that ends there
-  compare_with_brute_force(false, 12, 0, true, false, false, true);  // and backward nodes over their gradient
+  compare_with_brute_force(false, 24, 0, true, false, false, true);  // and backward nodes over their gradient, or over
+                                                                     // the last forward value (the logits)
   compare_with_brute_force(false, 6, 1);  // a window of one level: fewer candidates, longer segments
 }
 

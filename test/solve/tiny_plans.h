@@ -92,8 +92,14 @@ inline PlanGraph random_plan(int n, uint64_t seed, bool impls = false, bool in_p
   }
   const int loss = pb.value("loss", 1, false);
   pb.node("loss", Stage::loss, {outs.back()}, {loss}, 1, 0);
-  int grad = pb.value("g_out", outs.empty() ? 1 : 2, false);
+  // With bwd_in_place, on every other seed the loss's gradient may also run in place over the last forward value
+  // (SoftmaxCrossEntropyGrad over the logits), which it can only where no later step uses that value. Decided by
+  // the seed, not drawn, so that the draws (and the graphs of other seeds) stay as they were.
+  const bool loss_over = bwd_in_place && !outs.empty() && seed % 2 == 0;
+  int grad = pb.value("g_out", loss_over ? static_cast<int>(p.values[outs.back()].bytes / kAlignBytes) : outs.empty() ? 1 : 2,
+                      false);
   pb.node("loss_grad", Stage::backward, {outs.back()}, {grad}, 1, 0);
+  if (loss_over) p.nodes.back().in_place = {outs.back()};
   for (int i = n - 1; i >= 0; --i) {
     std::vector<int> in = {grad};
     for (int v : ins[i])

@@ -103,8 +103,10 @@ void ce_grad_cpu(const CpuCall& c) {
 
 const OpDef ce = {.name = "SoftmaxCrossEntropy", .infer = infer_ce, .backward = backward_ce,
                   .cpu_f32 = ce_cpu<float>, .cpu_f64 = ce_cpu<double>};
+// In place over the logits (input 1) where nothing reads them afterwards: every kernel, CPU and CUDA, reads a row's
+// elements for its maximum and sum before it writes any, and each element of the row just before writing it.
 const OpDef ce_grad = {.name = "SoftmaxCrossEntropyGrad", .infer = infer_ce_grad,
-                       .cpu_f32 = ce_grad_cpu<float>, .cpu_f64 = ce_grad_cpu<double>};
+                       .cpu_f32 = ce_grad_cpu<float>, .cpu_f64 = ce_grad_cpu<double>, .in_place = {1}};
 
 }  // namespace
 
