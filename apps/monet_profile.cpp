@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
         std::printf("wrote %s (fingerprint %s)\n", output.c_str(), p.plan.fingerprint.c_str());
         return kExitOk;
       }
+      const int refreshed = refresh_in_place(p, tg, rederive);
       const int added = rederive_algorithm_variants(p, nondeterministic, rederive);
       if (given_link) p.host_link = given_link;
+      std::printf("in place: options changed on %d of %zu nodes (as the ops allow now)\n", refreshed, p.plan.nodes.size());
       std::printf("algorithms: %d implementations from %s's timings (%s, not beaten in both time and workspace)\n",
                   added, rederive.c_str(), nondeterministic ? "deterministic or not" : "deterministic");
       write_profile(output, p);

@@ -475,6 +475,21 @@ int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::st
   return added;
 }
 
+int refresh_in_place(Profile& p, const TrainingGraph& tg, const std::string& path) {
+  if (p.plan.fingerprint != fingerprint(tg))
+    fail(path, ": the profile is of another training graph (fingerprint ", p.plan.fingerprint, ", the model's ",
+         fingerprint(tg), ")");
+  const PlanGraph now = plan_of(tg.graph, nullptr, 4);  // in-place options depend on shapes and dtypes, not bytes
+  MONET_CHECK(now.nodes.size() == p.plan.nodes.size(), "same fingerprint, different node counts");
+  int changed = 0;
+  for (size_t i = 0; i < now.nodes.size(); ++i) {
+    if (p.plan.nodes[i].in_place == now.nodes[i].in_place) continue;
+    p.plan.nodes[i].in_place = now.nodes[i].in_place;
+    ++changed;
+  }
+  return changed;
+}
+
 namespace {
 
 // Typed access to a profile file's fields; every failure names the file and the field ("nodes[3].inputs[1]").

@@ -593,6 +593,34 @@ TEST_CASE("batch norm's own kernels become implementations beside cuDNN's, after
   CHECK(fwd_choices == 1);
 }
 
+// A profile records each node's in-place options when it is made; refresh_in_place (monet-profile --rederive) sets
+// them to what the ops allow now, and nothing else.
+TEST_CASE("refreshing a profile's in-place options from the current ops", "[profile]") {
+  const TrainingGraph tg = training_graph("tiny", 2);
+  const Profile fresh = estimate_profile(tg, Roofline{});
+  Profile old = fresh;
+  int had = 0, loss_grad = -1;
+  for (size_t i = 0; i < old.plan.nodes.size(); ++i) {
+    PlanNode& n = old.plan.nodes[i];
+    had += !n.in_place.empty();
+    if (n.op == "SoftmaxCrossEntropyGrad") loss_grad = static_cast<int>(i);
+    n.in_place.clear();  // as a profile made before any op ran in place
+  }
+  REQUIRE(loss_grad >= 0);
+  CHECK(had > 1);
+  CHECK(refresh_in_place(old, tg, "p.json") == had);
+  CHECK(old.plan.nodes[static_cast<size_t>(loss_grad)].in_place.size() == 1);  // over the logits
+  for (size_t i = 0; i < old.plan.nodes.size(); ++i) {
+    CHECK(old.plan.nodes[i].in_place == fresh.plan.nodes[i].in_place);
+    CHECK(old.plan.nodes[i].time_ms == fresh.plan.nodes[i].time_ms);
+  }
+  CHECK(refresh_in_place(old, tg, "p.json") == 0);
+  CHECK(simulate(old.plan, store_all_schedule(old.plan)).peak_bytes ==
+        simulate(fresh.plan, store_all_schedule(fresh.plan)).peak_bytes);
+  CHECK_THROWS_WITH(refresh_in_place(old, training_graph("tiny", 4), "p.json"),
+                    Contains("p.json: the profile is of another training graph"));
+}
+
 TEST_CASE("re-deriving algorithm choices from recorded timings: stale variants go, every recorded conv gets its own",
           "[profile][algorithms]") {
   Profile p = estimate_profile(training_graph("tiny", 2), Roofline{});
