@@ -483,9 +483,18 @@ int refresh_in_place(Profile& p, const TrainingGraph& tg, const std::string& pat
   MONET_CHECK(now.nodes.size() == p.plan.nodes.size(), "same fingerprint, different node counts");
   int changed = 0;
   for (size_t i = 0; i < now.nodes.size(); ++i) {
-    if (p.plan.nodes[i].in_place == now.nodes[i].in_place) continue;
-    p.plan.nodes[i].in_place = now.nodes[i].in_place;
-    ++changed;
+    PlanNode& n = p.plan.nodes[i];
+    const PlanNode& want = now.nodes[i];
+    bool differs = n.in_place != want.in_place;
+    n.in_place = want.in_place;
+    // Each implementation's (ImplDef::in_place); an algorithm variant follows the op implementation it runs.
+    for (int k = 0; k < static_cast<int>(n.impls.size()); ++k) {
+      const int op = n.op_impl(k);
+      if (op < 0 || op >= static_cast<int>(want.impls.size())) continue;
+      differs = differs || n.impls[static_cast<size_t>(k)].in_place != want.impls[static_cast<size_t>(op)].in_place;
+      n.impls[static_cast<size_t>(k)].in_place = want.impls[static_cast<size_t>(op)].in_place;
+    }
+    changed += differs;
   }
   return changed;
 }

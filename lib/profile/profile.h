@@ -107,10 +107,12 @@ int add_algorithm_variants(PlanNode& n, const nlohmann::json& algorithms, bool n
 // recorded none. Returns how many implementations were added.
 int rederive_algorithm_variants(Profile& p, bool nondeterministic, const std::string& path);
 
-// Sets each node's in-place options (PlanNode::in_place) to what the ops allow now (OpDef::in_place): a profile
-// records them when it is made, so one made before an op allowed running in place (SoftmaxCrossEntropyGrad over
-// the logits) keeps the older options. Times, workspaces and implementations stay. Fails naming `path` when tg is
-// another training graph. Returns how many nodes changed (monet-profile --rederive).
+// Sets each node's in-place options (PlanNode::in_place, and each implementation's PlanImpl::in_place) to what the
+// ops allow now (OpDef::in_place, ImplDef::in_place): a profile records them when it is made, so one made before an
+// op allowed running in place (SoftmaxCrossEntropyGrad over the logits) keeps the older options. Times, workspaces
+// and implementations stay: a node that newly runs in place keeps the time measured out of place (for a view,
+// whose in-place run does nothing, an overestimate). Fails naming `path` when tg is another training graph. Returns
+// how many nodes changed (monet-profile --rederive).
 int refresh_in_place(Profile& p, const TrainingGraph& tg, const std::string& path);
 
 // The profile of training graph tg derived from a measured profile of the same model, batch, input shape and loss

@@ -173,17 +173,18 @@ std::vector<std::pair<int, int>> coupled_nodes(const PlanGraph& p) {
   return pairs;
 }
 
-// Descent over each node's implementations from `impl`, in two phases. First the peak alone: each change of one
-// node kept when it lowers the store-all's peak by more than 0.01%, and where no single change does, changes of two
-// coupled nodes at once (coupled_nodes), then single changes again after one is kept: one node's change alone can
-// leave the peak where it was (a value still read by the other), where the two together lower it. Then time: each
-// single change kept when it is faster at a peak within 0.01% of the first phase's. Time is traded only once the
-// peak is settled: a faster implementation with more workspace taken early fills a step up to the peak and blocks
-// the changes that lower it later.
+// Descent over each node's implementations from `impl`, in two phases. First memory alone: a change kept when it
+// lowers the bytes in use at the steps, highest first (below), by changes of one node and, where none of those is
+// kept, of two coupled nodes at once (coupled_nodes), then single changes again after one is kept: one node's change
+// alone can leave the peak where it was (a value still read by the other), where the two together lower it. Then
+// time, by the same moves: a change kept when it is faster at a peak within 0.01% of the first phase's and not above
+// the start's (peaks within 0.01% count as equal: a few hundred bytes, a BatchNorm's saved mean, do not buy a
+// slower kernel). Time is traded only once the peak is settled: a faster implementation with more workspace taken
+// early fills a step up to the peak and blocks the changes that lower it later.
 std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p, std::vector<int> impl) {
-  // The bytes in use at every compute step, highest first: in the first phase a change that leaves the peak where
-  // it is but lowers the highest steps below it is kept too (several steps at the peak, each lowered by another
-  // node's change). Descending order compared lexicographically is a strict order: the descent ends.
+  // The bytes in use at every compute step, highest first (the first is the peak): a change that leaves the peak
+  // where it is but lowers the highest steps below it is kept too (several steps at the peak, each lowered by
+  // another node's change). Descending order compared lexicographically is a strict order: the descent ends.
   auto levels = [](const std::vector<MemoryPoint>& timeline) {
     std::vector<int64_t> l;
     l.reserve(timeline.size());
@@ -194,21 +195,20 @@ std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p
   std::vector<MemoryPoint> timeline;
   SimResult best = simulate(p, store_all_schedule(p, impl), &timeline);
   std::vector<int64_t> best_levels = levels(timeline);
+  const int64_t start = best.peak_bytes;
   bool peak_phase = true;
-  int64_t settled = 0;  // the first phase's peak
+  int64_t cap = 0;  // the time phase's: the first phase's peak within 0.01%, never above the start's
   // Whether the implementations now in `impl` are kept (else the caller restores them).
   auto better = [&]() {
     timeline.clear();
     const SimResult r = simulate(p, store_all_schedule(p, impl), peak_phase ? &timeline : nullptr);
     bool keep;
     if (peak_phase) {
-      // Peaks within 0.01% count as equal: a few hundred bytes (a BatchNorm's saved mean) do not buy a slower kernel.
       std::vector<int64_t> l = levels(timeline);
-      keep = r.peak_bytes + best.peak_bytes / 10000 < best.peak_bytes ||
-             (r.peak_bytes <= best.peak_bytes && l < best_levels);
+      keep = l < best_levels;
       if (keep) best_levels = std::move(l);
     } else {
-      keep = r.peak_bytes <= settled + settled / 10000 && r.time_ms < best.time_ms - 1e-9;
+      keep = r.peak_bytes <= cap && r.time_ms < best.time_ms - 1e-9;
     }
     if (keep) best = r;
     return keep;
@@ -252,7 +252,7 @@ std::pair<std::vector<int>, SimResult> descend_store_all_peak(const PlanGraph& p
   };
   descend();
   peak_phase = false;
-  settled = best.peak_bytes;
+  cap = std::min(best.peak_bytes + best.peak_bytes / 10000, start);
   descend();
   return {std::move(impl), best};
 }

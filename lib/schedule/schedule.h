@@ -85,9 +85,10 @@ std::vector<char> unwritten_values(const PlanGraph& p, const Schedule& s);
 std::vector<char> lean_nodes(const PlanGraph& p, const Schedule& s);
 
 // The implementations of the lean store-all: the lowest store-all peak, then the least time (docs/planner.md, "The
-// lean store-all"): a descent first on memory (a change kept when it lowers the peak by more than 0.01%, or the
-// bytes of the steps below an unchanged peak), by changes of one node and of two coupled nodes, then on time at that
-// peak; from the defaults and from the fast store-all's choices, the lower peak of the two, so never above either.
+// lean store-all"): a descent first on memory (a change kept when it lowers the bytes in use at the steps, highest
+// first: the peak, or below an unchanged peak), by changes of one node and of two coupled nodes, then on time within
+// 0.01% of that peak and not above the start's; from the defaults and from the fast store-all's choices, the lower
+// peak of the two, so never above either.
 // On MobileNetV2 output-activated ClipGrads let every ReLU6 run in place, as PyTorch's does. Where the plan has no
 // times (a plan on a backend, not a profile) it is the memory phase alone.
 std::vector<int> lean_store_all_impls(const PlanGraph& p);

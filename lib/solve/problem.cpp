@@ -323,8 +323,11 @@ CheckpointProblem::LowerBound CheckpointProblem::lower_bound() const {
     return b;
   };
   LowerBound lb;
+  bool set = false;
   auto at_least = [&](int64_t bytes, int node) {
-    if (bytes > lb.bytes || lb.node < 0) lb = {std::max(bytes, lb.bytes), node};
+    if (set && bytes <= lb.bytes) return;
+    lb = {std::max(bytes, lb.bytes), node};
+    set = true;
   };
   for (int k = 0; k < static_cast<int>(fwd_fixed.size()); ++k) {  // at the least-workspace implementation
     const int64_t least = k < num_fwd() ? *std::min_element(fwd_impl_ws[k].begin(), fwd_impl_ws[k].end()) : 0;

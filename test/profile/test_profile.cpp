@@ -605,14 +605,21 @@ TEST_CASE("refreshing a profile's in-place options from the current ops", "[prof
     had += !n.in_place.empty();
     if (n.op == "SoftmaxCrossEntropyGrad") loss_grad = static_cast<int>(i);
     n.in_place.clear();  // as a profile made before any op ran in place
+    for (PlanImpl& im : n.impls) im.in_place = !im.in_place;  // and every implementation's flag the other way round
   }
   REQUIRE(loss_grad >= 0);
+  int with_impls = 0;  // nodes with implementations but no in-place option: changed by their flags alone
+  for (const PlanNode& n : fresh.plan.nodes) with_impls += n.in_place.empty() && !n.impls.empty();
   CHECK(had > 1);
-  CHECK(refresh_in_place(old, tg, "p.json") == had);
+  CHECK(with_impls > 0);
+  CHECK(refresh_in_place(old, tg, "p.json") == had + with_impls);
   CHECK(old.plan.nodes[static_cast<size_t>(loss_grad)].in_place.size() == 1);  // over the logits
   for (size_t i = 0; i < old.plan.nodes.size(); ++i) {
     CHECK(old.plan.nodes[i].in_place == fresh.plan.nodes[i].in_place);
     CHECK(old.plan.nodes[i].time_ms == fresh.plan.nodes[i].time_ms);
+    REQUIRE(old.plan.nodes[i].impls.size() == fresh.plan.nodes[i].impls.size());
+    for (size_t k = 0; k < old.plan.nodes[i].impls.size(); ++k)
+      CHECK(old.plan.nodes[i].impls[k].in_place == fresh.plan.nodes[i].impls[k].in_place);
   }
   CHECK(refresh_in_place(old, tg, "p.json") == 0);
   CHECK(simulate(old.plan, store_all_schedule(old.plan)).peak_bytes ==

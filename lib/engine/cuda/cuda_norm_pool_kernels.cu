@@ -885,7 +885,9 @@ PoolI<I> narrow(const Pool& p) {
 }
 bool fits32(const Pool& p) {
   const int64_t limit = int64_t{1} << 31;
-  return p.planes * p.H * p.W < limit && p.planes * p.OH * p.OW < limit && p.kH * p.kW < limit &&
+  // A plane's sizes on their own too: with no planes the products are 0 whatever they are, and DivBy takes them.
+  return p.planes * p.H * p.W < limit && p.planes * p.OH * p.OW < limit && p.H * p.W < limit &&
+         p.OH * p.OW < limit && p.kH * p.kW < limit &&
          (p.OH + 1) * p.sH + p.kH * p.dH < limit && (p.OW + 1) * p.sW + p.kW * p.dW < limit;
 }
 
