@@ -483,7 +483,7 @@ std::vector<ImplPolicy> impl_policies(const CheckpointProblem& p, const std::vec
     }
   policies.push_back({choice, least});
   // The lean store-all's implementations (lean_store_all_impls): what store-all itself runs.
-  const std::vector<int> lean = lean_store_all_impls(*p.plan);
+  const std::vector<int> lean = p.store_all_impls.empty() ? lean_store_all_impls(*p.plan) : p.store_all_impls;
   ImplPolicy store_all{std::vector<int>(T, 0), fwd_defaults};
   for (int t = 0; t < T; ++t) store_all.M[t] = std::min(lean[p.steps[t]], p.num_impls(t) - 1);
   for (int k = 0; k < F; ++k) store_all.P[k] = std::min(lean[p.fwd_nodes[k]], p.num_fwd_impls(k) - 1);

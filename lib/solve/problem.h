@@ -75,6 +75,9 @@ inline bool lean_take(CopyTiming t) { return t == CopyTiming::lean || t == CopyT
 
 struct CheckpointProblem {
   const PlanGraph* plan = nullptr;
+  // lean_store_all_impls(*plan) where the caller has it (solve() computes it once for all its problems; the
+  // heuristics' policies start from it); empty: computed where needed.
+  std::vector<int> store_all_impls;
   int window = 0;                 // the recomputation window in levels (0: none)
   std::vector<int> step_windows;  // [t]: step t's window where it differs from `window` (empty: none does)
   std::vector<int> fwd_nodes;     // plan node ids of the forward nodes, in order (position k = 0..F-1)

@@ -128,9 +128,10 @@ std::vector<std::vector<int>> search_windows(const CheckpointProblem& p, const M
 }
 
 // make_problem with the solve's offload, if any.
-CheckpointProblem problem_for(const PlanGraph& plan, int window, bool impls, const SolveOptions& o,
-                              const std::vector<int>& step_windows = {}) {
+CheckpointProblem problem_for(const PlanGraph& plan, const std::vector<int>& store_all_impls, int window, bool impls,
+                              const SolveOptions& o, const std::vector<int>& step_windows = {}) {
   CheckpointProblem p = make_problem(plan, window, impls, step_windows);
+  p.store_all_impls = store_all_impls;
   if (o.offload) enable_offload(p, *o.offload, o.host_limit_bytes, o.copy_timing.value_or(CopyTiming::hidden));
   return p;
 }
@@ -154,11 +155,11 @@ std::optional<Widened> widen_window(const PlanGraph& plan, const CheckpointProbl
   const int64_t every = window_candidates(unwindowed, 0);
   for (int w = 2 * from; !past(deadline); w *= 2) {
     const bool all = window_candidates(unwindowed, w) >= every;
-    std::optional<Assignment> a = pressure_fits(all ? unwindowed : problem_for(plan, w, impls, o), budget_bytes,
-                                                deadline);
+    std::optional<Assignment> a = pressure_fits(
+        all ? unwindowed : problem_for(plan, unwindowed.store_all_impls, w, impls, o), budget_bytes, deadline);
     if (a) {
       const std::vector<int> windows = windows_needed(unwindowed, *a, from);
-      CheckpointProblem q = problem_for(plan, from, impls, o, windows);
+      CheckpointProblem q = problem_for(plan, unwindowed.store_all_impls, from, impls, o, windows);
       trim(q, *a);  // keeps past a value's last use in q (its candidates are fewer) dropped
       const Evaluation e = evaluate(q, *a);
       if (!e.feasible || e.peak_bytes > budget_bytes) return std::nullopt;  // cannot happen: q offers what a does
@@ -236,12 +237,12 @@ struct SolveClock {
 
 // 1. Setup: the problem, with the auto window (or the one asked for); `unwindowed` keeps the problem without a
 // window when the auto window was chosen (its widening starts from it).
-CheckpointProblem set_up(const PlanGraph& plan, const SolveOptions& o, bool milp, bool impls,
-                         std::optional<CheckpointProblem>& unwindowed) {
-  if (!milp || o.window != kAutoWindow) return problem_for(plan, milp ? o.window : 0, impls, o);
-  unwindowed = problem_for(plan, 0, impls, o);
+CheckpointProblem set_up(const PlanGraph& plan, const std::vector<int>& store_all_impls, const SolveOptions& o,
+                         bool milp, bool impls, std::optional<CheckpointProblem>& unwindowed) {
+  if (!milp || o.window != kAutoWindow) return problem_for(plan, store_all_impls, milp ? o.window : 0, impls, o);
+  unwindowed = problem_for(plan, store_all_impls, 0, impls, o);
   const int w = auto_window(*unwindowed, o.auto_window_candidates);
-  return w == 0 ? *unwindowed : problem_for(plan, w, impls, o);
+  return w == 0 ? *unwindowed : problem_for(plan, store_all_impls, w, impls, o);
 }
 
 // 2. Smallest feasible budget: the lowest peak the heuristics reach (or the first within the budget), and where the
@@ -629,14 +630,16 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
     fail("--mode '", o.mode, "': expected full, checkpoint, store-all or sqrtn");
   SolveOutcome out;
   // The baselines every report carries.
-  const Schedule store_all = lean_store_all_schedule(plan);
+  // Once: the descent simulates the store-all a few thousand times, and every heuristic pass starts from it.
+  const std::vector<int> lean_impls = lean_store_all_impls(plan);
+  const Schedule store_all = store_all_schedule(plan, lean_impls);
   out.store_all = simulate(plan, store_all);
   out.fast_store_all = simulate(plan, fast_store_all_schedule(plan));
   const bool milp = o.mode == "checkpoint" || o.mode == "full";
   const bool impls = o.mode == "full";
 
   std::optional<CheckpointProblem> unwindowed;
-  CheckpointProblem p = set_up(plan, o, milp, impls, unwindowed);
+  CheckpointProblem p = set_up(plan, lean_impls, o, milp, impls, unwindowed);
   const CheckpointProblem::LowerBound lower_bound = p.lower_bound();
   out.lower_bound_bytes = lower_bound.bytes;
   if (lower_bound.node >= 0) out.lower_bound_node = plan.nodes[lower_bound.node].name;
