@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
       import.batch = batch;
       const TrainingGraph tg = build_training_graph(import_onnx(model, import), train);
       t.profile = measured ? rescale_profile(tg, *measured, measured_path) : estimate_profile(tg, Roofline{});
-      const Schedule store_all = lean_store_all_schedule(t.profile.plan);
+      const std::vector<int> lean_impls = lean_store_all_impls(t.profile.plan);
+      const Schedule store_all = store_all_schedule(t.profile.plan, lean_impls);
       const SimResult sa = simulate(t.profile.plan, store_all);
       t.store_all_peak_bytes = sa.peak_bytes;
       if (sa.peak_bytes <= budget) {
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
         SolveOptions o;
         o.budget_bytes = budget;
         o.mode = mode;
+        o.store_all_impls = lean_impls;
         solver.apply(o);
         if (with_offload) {
           offload.apply(o, t.profile, measured ? measured_path : "the estimated profile");

@@ -352,7 +352,7 @@ int main(int argc, char** argv) {
                     fmt::format("{:+.2f}%", 100 * overhead);
       chart.budget_bytes = budget;
       chart.schedule = memory_timeline(plan, r.schedule);
-      chart.store_all = memory_timeline(plan, lean_store_all_schedule(plan));
+      chart.store_all = memory_timeline(plan, store_all_schedule(plan, r.store_all_impls));
       write_text_atomic(timeline_path, memory_timeline_svg(chart));
     }
     write_schedule(out_path, f, plan);

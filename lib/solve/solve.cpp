@@ -631,7 +631,11 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
   SolveOutcome out;
   // The baselines every report carries.
   // Once: the descent simulates the store-all a few thousand times, and every heuristic pass starts from it.
-  const std::vector<int> lean_impls = lean_store_all_impls(plan);
+  MONET_CHECK(o.store_all_impls.empty() || o.store_all_impls.size() == plan.nodes.size(),
+              "SolveOptions::store_all_impls: ", o.store_all_impls.size(), " implementations for ", plan.nodes.size(),
+              " nodes");
+  out.store_all_impls = o.store_all_impls.empty() ? lean_store_all_impls(plan) : o.store_all_impls;
+  const std::vector<int>& lean_impls = out.store_all_impls;
   const Schedule store_all = store_all_schedule(plan, lean_impls);
   out.store_all = simulate(plan, store_all);
   out.fast_store_all = simulate(plan, fast_store_all_schedule(plan));

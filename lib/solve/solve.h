@@ -43,6 +43,9 @@ struct SolveOptions {
   // of a solve without offload). It stands in for the program without copies' phase, and the program with copies
   // gets the whole time limit from it (monet-fit, which solves each batch without offload first).
   std::optional<Assignment> without_copies;
+  // The lean store-all's implementations of this plan (lean_store_all_impls), where the caller computed them
+  // already (monet-fit, which tests the store-all's peak before it solves); empty: solve() computes them.
+  std::vector<int> store_all_impls;
 };
 
 struct SolveOutcome {
@@ -51,6 +54,7 @@ struct SolveOutcome {
   Schedule schedule;
   SimResult predicted;               // the simulator on the schedule
   SimResult store_all;               // the simulator on the lean store-all (the baseline of overheads)
+  std::vector<int> store_all_impls;  // the lean store-all's implementations (store_all_schedule draws it)
   SimResult fast_store_all;          // the simulator on the fast store-all (its time: no schedule is faster)
   double objective_ms = 0;           // predicted step time (every node once + recomputations)
   double bound_ms = 0;               // proven lower bound on the step time (MILP modes)

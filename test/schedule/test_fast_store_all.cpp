@@ -286,3 +286,21 @@ TEST_CASE("lean store-all: never above the defaults' peak, even by less than 0.0
   CHECK(lean_store_all_impls(p)[static_cast<size_t>(b0)] == 0);
   CHECK(simulate(p, lean_store_all_schedule(p)).peak_bytes == defaults);
 }
+
+TEST_CASE("solve: the lean store-all's implementations computed once, or taken from the caller", "[store_all]") {
+  const PlanGraph p = two_choice_plan();
+  SolveOptions o;
+  o.mode = "store-all";
+  o.budget_bytes = int64_t{1} << 40;
+  const SolveOutcome computed = solve(p, o);
+  CHECK(computed.store_all_impls == lean_store_all_impls(p));
+  CHECK(computed.store_all.peak_bytes == simulate(p, lean_store_all_schedule(p)).peak_bytes);
+  // The caller's implementations are the baseline as given (here the fast store-all's, whose peak is higher).
+  o.store_all_impls = fast_store_all_impls(p);
+  REQUIRE(o.store_all_impls != computed.store_all_impls);
+  const SolveOutcome given = solve(p, o);
+  CHECK(given.store_all_impls == o.store_all_impls);
+  CHECK(given.store_all.peak_bytes == simulate(p, fast_store_all_schedule(p)).peak_bytes);
+  o.store_all_impls.pop_back();
+  CHECK_THROWS_WITH(solve(p, o), Catch::Contains("implementations for"));
+}
