@@ -52,6 +52,8 @@ struct ModelFlags {
   std::string math = "default";
   std::string attention = "strided";
   CLI::Option* attention_option = nullptr;
+  std::string loss_head = "fused";
+  CLI::Option* loss_head_option = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -66,6 +68,11 @@ struct ModelFlags {
         "stored them: their Transposes and scalar scales taken in; the planner chooses per layer between keeping "
         "its probabilities and recomputing them; default), fused (the same with the operands' Transposes and "
         "scales left as nodes) or materialized (the exported nodes as they are); a schedule's or profile's applies");
+    loss_head_option = app.add_option(
+        "--loss-head", loss_head,
+        "fused (a token model's output MatMul and its cross-entropy as one node: the planner chooses between "
+        "keeping the logits and recomputing them a chunk of rows at a time in the backward; default) or separate "
+        "(the MatMul, the logits and the loss as three nodes); a schedule's or profile's applies");
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -86,6 +93,10 @@ struct ModelFlags {
       fail("--attention '", attention, "': expected strided, fused or materialized");
     set_attention_mode(o.import, attention);
     o.attention_given = attention_option && attention_option->count() > 0;
+    if (loss_head != "fused" && loss_head != "separate")
+      fail("--loss-head '", loss_head, "': expected fused or separate");
+    o.import.fuse_loss_head = loss_head == "fused";
+    o.loss_head_given = loss_head_option && loss_head_option->count() > 0;
     return o;
   }
 };

@@ -106,7 +106,7 @@ CheckResult check_against_torch(const CheckOptions& options, std::FILE* out) {
   if (s->tg.labels >= 0) {
     write_values(work_dir + "/labels.npy", g.values[s->tg.labels], s->initial[s->tg.labels], o.float_bytes);
     manifest["labels"] = "labels.npy";
-    manifest["class_axis"] = g.nodes[static_cast<size_t>(s->tg.loss_node)].attrs.i("axis", 1);
+    manifest["class_axis"] = s->tg.class_axis;
   }
   manifest["dropout_masks"] = nlohmann::json::object();
   for (size_t i = 0; i < masks.size(); ++i) {

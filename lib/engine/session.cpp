@@ -91,12 +91,17 @@ Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& rea
   return s;
 }
 
-// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention must agree.
-void import_as_file(ImportOptions& import, const ImportMode& mode, bool attention_given, const char* what,
+// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention or --loss-head
+// must agree.
+void import_as_file(ImportOptions& import, const ImportMode& mode, const SessionOptions& o, const char* what,
                     const std::string& path) {
-  if (attention_given && import_attention_mode(import) != mode.attention)
+  if (o.attention_given && import_attention_mode(import) != mode.attention)
     fail("--attention ", import_attention_mode(import), " differs from the ", what, "'s ", mode.attention, " (", path,
          "); omit --attention to use the ", what, "'s");
+  const char* loss_head = import.fuse_loss_head ? "fused" : "separate";
+  if (o.loss_head_given && loss_head != mode.loss_head)
+    fail("--loss-head ", loss_head, " differs from the ", what, "'s ", mode.loss_head, " (", path,
+         "); omit --loss-head to use the ", what, "'s");
   apply_import_mode(import, mode);
 }
 
@@ -110,7 +115,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
     std::optional<Profile> profile;
     if (!o.profile_path.empty()) {
       profile = read_profile(o.profile_path);
-      import_as_file(import, profile->import, o.attention_given, "profile", o.profile_path);
+      import_as_file(import, profile->import, o, "profile", o.profile_path);
     }
     m.tg = build_training_graph(import_onnx(o.model_path, import), o.train);
     b.limit_workspace(0, resident_bytes_of(m.tg.graph, b.float_bytes()));
@@ -142,7 +147,7 @@ ScheduledModel load_scheduled_model(const SessionOptions& o, Backend& b) {
          "); omit --input-shape to use the schedule's");
   import.batch = header.batch;
   import.input_shape = chw;
-  import_as_file(import, header.import, o.attention_given, "schedule", path);
+  import_as_file(import, header.import, o, "schedule", path);
 
   Graph forward;
   try {

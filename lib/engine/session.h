@@ -33,6 +33,7 @@ struct SessionOptions {
   // import.fuse_attention was given on the command line (--attention): with a schedule, it must agree with the
   // schedule's attention (which applies otherwise).
   bool attention_given = false;
+  bool loss_head_given = false;  // the same for import.fuse_loss_head (--loss-head)
   // Without a schedule: which store-all. `defaults` is the bitwise reference of schedules that run the defaults.
   StoreAll store_all = StoreAll::fast;
   // Without a schedule: a PROFILE.json of the same training graph (fingerprint) whose times and implementations

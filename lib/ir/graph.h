@@ -104,6 +104,9 @@ struct Graph {
   std::vector<Node> nodes;        // in a valid execution (topological) order
   int data_input = -1;
   std::vector<int> outputs;       // model outputs
+  // build_training_graph fuses a token model's output MatMul with its cross-entropy (fuse_linear_loss.h): set by
+  // the importer from ImportOptions::fuse_loss_head; a graph built by hand leaves them separate.
+  bool fuse_loss_head = false;
 
   int add_value(Value v);
   int find_value(const std::string& name) const;  // -1 if absent

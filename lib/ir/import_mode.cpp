@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ir/fuse_attention.h"
+#include "ir/fuse_linear_loss.h"
 #include "ir/matmul_bias.h"
 #include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
@@ -29,6 +30,7 @@ const std::vector<Field>& fields() {
       {"matmul_bias", &ImportMode::matmul_bias, {"fused", "separate"}, "separate"},
       {"matmul_transpose", &ImportMode::matmul_transpose, {"fused", "separate"}, "separate"},
       {"matmul_rows", &ImportMode::matmul_rows, {"fused", "separate"}, "separate"},
+      {"loss_head", &ImportMode::loss_head, {"fused", "separate"}, "separate"},
   };
   return f;
 }
@@ -44,7 +46,8 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 }  // namespace
 
 ImportMode import_mode_of(const Graph& g) {
-  return {attention_mode(g), slices_mode(g), matmul_bias_mode(g), matmul_transpose_mode(g), matmul_rows_mode(g)};
+  return {attention_mode(g),        slices_mode(g),      matmul_bias_mode(g),
+          matmul_transpose_mode(g), matmul_rows_mode(g), loss_head_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -54,6 +57,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   o.matmul_bias = m.matmul_bias == "fused";
   o.matmul_transpose = m.matmul_transpose == "fused";
   o.matmul_rows = m.matmul_rows == "fused";
+  o.fuse_loss_head = m.loss_head == "fused";
 }
 
 void write_import_mode(nlohmann::json& j, const ImportMode& m) {

@@ -17,6 +17,7 @@ struct ImportMode {
   std::string matmul_bias = "fused";  // "fused" or "separate" (matmul_bias.h matmul_bias_mode)
   std::string matmul_transpose = "fused";  // "fused" or "separate" (matmul_transpose.h matmul_transpose_mode)
   std::string matmul_rows = "fused";       // "fused" or "separate" (matmul_rows.h matmul_rows_mode)
+  std::string loss_head = "fused";         // "fused" or "separate" (fuse_linear_loss.h loss_head_mode)
   bool operator==(const ImportMode&) const = default;
 };
 
@@ -26,9 +27,9 @@ ImportMode import_mode_of(const Graph& g);
 // The import options that give a graph of mode m; throws on a string outside a field's values.
 void apply_import_mode(ImportOptions& o, const ImportMode& m);
 
-// The fields "attention", "slices", "matmul_bias", "matmul_transpose" and "matmul_rows" of a profile's or
-// schedule's top level: written, and read with each absent field at its value before its rewrite ("materialized",
-// "sliced", "separate", "separate", "separate"); a bad value is one error naming `path` and the field.
+// The fields "attention", "slices", "matmul_bias", "matmul_transpose", "matmul_rows" and "loss_head" of a
+// profile's or schedule's top level: written, and read with each absent field at its value before its rewrite
+// ("materialized", "sliced", "separate", "separate", "separate", "separate"); a bad value is one error naming `path` and the field.
 void write_import_mode(nlohmann::json& j, const ImportMode& m);
 ImportMode read_import_mode(const nlohmann::json& j, const std::string& path);
 

@@ -63,6 +63,7 @@ class Importer {
     if (options_.matmul_bias) matmul_bias(g);
     if (options_.matmul_transpose) matmul_transpose(g);
     if (options_.matmul_rows) matmul_rows(g, {.bias = options_.matmul_bias, .trans_b = options_.matmul_transpose});
+    g.fuse_loss_head = options_.fuse_loss_head;
     return std::move(g);
   }
 

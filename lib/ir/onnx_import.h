@@ -20,6 +20,9 @@ struct ImportOptions {
   bool matmul_bias = true;               // a MatMul's bias Add taken into the MatMul (matmul_bias.h)
   bool matmul_transpose = true;          // a MatMul's weight read through its Transpose as stored (matmul_transpose.h)
   bool matmul_rows = true;               // a MatMul's A read through its Transpose as stored (matmul_rows.h)
+  // The training graph's cross-entropy and the output MatMul it reads as one node (fuse_linear_loss.h); carried
+  // as Graph::fuse_loss_head.
+  bool fuse_loss_head = true;
   // --input NAME=FILE.npy: graph input NAME takes FILE's values (shape and dtype class must match): a data input
   // keeps them for every step, an integer buffer (an input of static shape) becomes a constant at import.
   std::map<std::string, std::string> input_files;

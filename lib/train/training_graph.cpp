@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/fuse_linear_loss.h"
 #include "ops/op.h"
 #include "train/autodiff.h"
 
@@ -104,9 +105,18 @@ TrainingGraph build_training_graph(Graph forward, const TrainOptions& options) {
     labels.dtype = DType::i64;
     labels.role = Role::label;
     tg.labels = g.add_value(labels);
-    Attrs attrs;
-    if (axis != 1) attrs.set("axis", axis);
-    tg.loss_node = append_node(g, "loss", "SoftmaxCrossEntropy", {out, tg.labels}, attrs, {loss});
+    tg.class_axis = axis;
+    // A token model's output MatMul and the loss as one node, the loss node the mean of its rows' terms.
+    const std::optional<int> losses = tokens && g.fuse_loss_head ? fuse_linear_loss(g, out, tg.labels) : std::nullopt;
+    if (losses) {
+      Attrs mean;
+      mean.set("keepdims", int64_t{0});
+      tg.loss_node = append_node(g, "loss", "ReduceMean", {*losses}, mean, {loss});
+    } else {
+      Attrs attrs;
+      if (axis != 1) attrs.set("axis", axis);
+      tg.loss_node = append_node(g, "loss", "SoftmaxCrossEntropy", {out, tg.labels}, attrs, {loss});
+    }
   } else {
     tg.loss_node = append_node(g, "loss", "SumLoss", {out}, {}, {loss});
   }
@@ -289,9 +299,7 @@ std::vector<std::vector<double>> initial_values(const TrainingGraph& tg, uint64_
         break;
       }
       case Role::label: {
-        const Node& loss = g.nodes[static_cast<size_t>(tg.loss_node)];
-        const int64_t axis = loss.attrs.i("axis", 1);
-        const int64_t classes = g.values[g.outputs[0]].shape[static_cast<size_t>(axis)];
+        const int64_t classes = g.values[g.outputs[0]].shape[static_cast<size_t>(tg.class_axis)];
         std::uniform_int_distribution<int64_t> pick(0, classes - 1);
         for (double& e : x) e = static_cast<double>(pick(rng));
         break;

@@ -31,6 +31,7 @@ struct TrainingGraph {
   int loss_node = -1;      // the loss node (right after the forward pass)
   int loss = -1;           // loss value ()
   int labels = -1;         // label value (cross-entropy only)
+  int64_t class_axis = 1;  // the output's class axis (cross-entropy only): 1, or the last for a token model
   std::vector<ParamSlot> params;
 };
 

@@ -283,6 +283,15 @@ std::vector<Case> cases() {
   c.push_back({"SoftmaxCrossEntropy", attrs({{"axis", int64_t{2}}}), {{2, 3, 5}, {2, 3}}, {Fill::wide, Fill::labels},
                {DType::f32, DType::i64}, {}, 1, 5});
   c.push_back({"GatherIdx", {}, {{6, 4}, {3, 5}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1, 6});
+  // A language model's head and loss as one node (its logits take no gradient): warp rows of 37 classes in chunks
+  // of 4 of 6 rows; block rows of 1500 classes from a (V, D) weight (trans_b) in chunks of 2 of 5. Pass 0 runs the
+  // gradient from the stored logits, pass 1 recomputes them.
+  c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{4}}}), {{2, 3, 8}, {8, 37}, {2, 3}},
+               {Fill::uniform, Fill::uniform, Fill::labels}, {DType::f32, DType::f32, DType::i64},
+               {true, true, false}, 2, 37, {true, false}});
+  c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{2}}, {"trans_b", int64_t{1}}}),
+               {{5, 16}, {1500, 16}, {5}}, {Fill::uniform, Fill::uniform, Fill::labels},
+               {DType::f32, DType::f32, DType::i64}, {true, true, false}, 2, 1500, {true, false}});
   // ReduceMax (ties at 0 under Fill::relu share the gradient), CumSum in both directions, Trilu both halves, Tile.
   c.push_back({"ReduceMax", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}, {Fill::relu}});
   c.push_back({"ReduceMax", attrs({{"axes", I{0}}}), {{300, 7}}});
@@ -735,6 +744,10 @@ TEST_CASE("optional outputs left without data change no other output on CUDA", "
   cs.push_back({"MaxPool", attrs({{"kernel_shape", I{5, 4}}, {"strides", I{2, 1}}}), {{1, 3, 9, 6}}, {}, {}, {}, 2});
   cs.push_back({"MaxPool", attrs({{"kernel_shape", I{17, 16}}, {"strides", I{1, 2}}}), {{1, 1, 18, 19}}, {}, {}, {},
                 2});
+  // A language model's head: its losses (output 0) the same bits with and without the logits.
+  cs.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{3}}}), {{7, 16}, {16, 37}, {7}},
+                {Fill::uniform, Fill::uniform, Fill::labels}, {DType::f32, DType::f32, DType::i64},
+                {true, true, false}, 2, 37, {true, false}});
   uint64_t seed = 91;
   for (const Case& k : cs) {
     INFO(k.op << " " << shape_str(k.shapes[0]));

@@ -162,3 +162,51 @@ TEST_CASE("SoftmaxCrossEntropyGrad on the CUDA emulation: in place over the logi
     CHECK(worst < 1e-6);
   }
 }
+
+// LinearCrossEntropy's row kernels: each contiguous row's term (warp per row up to 1024 classes, block per row
+// beyond), a bad label flagged, and the gradient with a scale per row, in place bitwise as out of place; against the
+// formulas in double.
+TEST_CASE("the cross-entropy row kernels of LinearCrossEntropy on the CUDA emulation", "[cuda_emu][cross_entropy]") {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (const int64_t C : {int64_t{37}, int64_t{1500}}) {
+    const int64_t R = 7;
+    INFO("R " << R << " C " << C);
+    const size_t n = static_cast<size_t>(R * C);
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    std::vector<int64_t> labels(static_cast<size_t>(R));
+    for (int64_t& l : labels) l = std::uniform_int_distribution<int64_t>(0, C - 1)(rng);
+    std::vector<float> dterms(static_cast<size_t>(R));
+    for (float& d : dterms) d = normal(rng);
+    std::vector<double> partial(static_cast<size_t>(softmax_cross_entropy_parts(R, C, 1)));
+    std::vector<float> terms(static_cast<size_t>(R), -1.f);
+    int bad = 7;
+    REQUIRE(cross_entropy_rows(R, C, x.data(), labels.data(), partial.data(), &bad, terms.data(), nullptr) ==
+            cudaSuccess);
+    CHECK(bad == 0);
+    std::vector<float> dx(n, -1.f), aliased = x;
+    REQUIRE(cross_entropy_rows_grad(R, C, dterms.data(), x.data(), labels.data(), dx.data(), nullptr) == cudaSuccess);
+    REQUIRE(cross_entropy_rows_grad(R, C, dterms.data(), aliased.data(), labels.data(), aliased.data(), nullptr) ==
+            cudaSuccess);
+    CHECK(std::memcmp(dx.data(), aliased.data(), n * sizeof(float)) == 0);
+    std::vector<double> want_terms(static_cast<size_t>(R)), want_dx(n);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* row = x.data() + r * C;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < C; ++c) mx = std::max(mx, static_cast<double>(row[c]));
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(row[c]) - mx);
+      const int64_t label = labels[static_cast<size_t>(r)];
+      want_terms[static_cast<size_t>(r)] = std::log(sum) + mx - row[label];
+      for (int64_t c = 0; c < C; ++c)
+        want_dx[static_cast<size_t>(r * C + c)] =
+            (std::exp(static_cast<double>(row[c]) - mx) / sum - (c == label ? 1.0 : 0.0)) * dterms[static_cast<size_t>(r)];
+    }
+    check_close(want_terms, as_double(terms), "terms");
+    check_close(want_dx, as_double(dx), "dx");
+    labels[3] = C;  // out of range: flagged
+    REQUIRE(cross_entropy_rows(R, C, x.data(), labels.data(), partial.data(), &bad, terms.data(), nullptr) ==
+            cudaSuccess);
+    CHECK(bad == 1);
+  }
+}

@@ -23,6 +23,7 @@ const CudaKernelTable& kernel_table() {
     add_norm_pool_kernels(t);
     add_shape_kernels(t);
     add_attention_kernels(t);
+    add_linear_ce_kernels(t);
     return t;
   }();
   return table;

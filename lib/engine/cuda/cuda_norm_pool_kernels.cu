@@ -485,9 +485,10 @@ __device__ __forceinline__ double ce_term(const MaxSum& ms, const float* row, in
 }
 
 // P == 1, C <= 1024: block g's warp w takes rows g * 8 + w + k * 8 * G (G = gridDim.x), lane 0 adding the terms
-// in k order; the block's 8 warp totals are added in warp order into partial[g].
+// in k order; the block's 8 warp totals are added in warp order into partial[g]. With terms (not null) each row's
+// term is written there too, as a float.
 __global__ void ce_rows_warp_kernel(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
-                                    int* bad_label) {
+                                    int* bad_label, float* terms) {
   __shared__ double sh[32];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t warps = blockDim.x / 32;
@@ -497,7 +498,11 @@ __global__ void ce_rows_warp_kernel(int64_t R, int64_t C, const float* x, const 
     MaxSum ms;
     for (int64_t c = lane; c < C; c += 32) online_add(ms, row[c]);
     ms = warp_combine(ms);
-    if (lane == 0) acc += ce_term(ms, row, 1, C, labels[r], bad_label);
+    if (lane == 0) {
+      const double term = ce_term(ms, row, 1, C, labels[r], bad_label);
+      acc += term;
+      if (terms) terms[r] = static_cast<float>(term);
+    }
   }
   if (lane == 0) sh[warp] = acc;
   __syncthreads();
@@ -534,15 +539,20 @@ __device__ __forceinline__ MaxSum thread_max_sum(const float* row, int64_t C) {
   return ms;
 }
 
-// P == 1, C > 1024: block g takes rows g, g + G, ...; thread 0 adds their terms in that order into partial[g].
+// P == 1, C > 1024: block g takes rows g, g + G, ...; thread 0 adds their terms in that order into partial[g]
+// (and writes each to terms, when not null).
 __global__ void ce_rows_block_kernel(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
-                                     int* bad_label) {
+                                     int* bad_label, float* terms) {
   double acc = 0;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {  // block-uniform
     const float* row = x + r * C;
     MaxSum ms = thread_max_sum(row, C);
     ms = block_combine(ms);
-    if (threadIdx.x == 0) acc += ce_term(ms, row, 1, C, labels[r], bad_label);
+    if (threadIdx.x == 0) {
+      const double term = ce_term(ms, row, 1, C, labels[r], bad_label);
+      acc += term;
+      if (terms) terms[r] = static_cast<float>(term);
+    }
   }
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -575,30 +585,35 @@ __device__ __forceinline__ float ce_grad_of(float v, const MaxSum& ms, double in
   return static_cast<float>((static_cast<double>(expf(v - ms.m)) * inv_sum - (is_label ? 1.0 : 0.0)) * scale);
 }
 
+// kPerRow: row r's scale is dloss[r] (LinearCrossEntropyGrad's dlosses), else dloss[0] / R (the mean's).
+__device__ __forceinline__ double ce_grad_scale(bool per_row, const float* dloss, int64_t r, int64_t R) {
+  return per_row ? static_cast<double>(dloss[r]) : static_cast<double>(dloss[0]) / static_cast<double>(R);
+}
+
+template <bool kPerRow>
 __global__ void ce_grad_warp_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
                                     float* dx) {
-  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t r = warp_index(); r < R; r += warp_count()) {
     const float* row = x + r * C;
     MaxSum ms;
     for (int64_t c = lane; c < C; c += 32) online_add(ms, row[c]);
     ms = warp_combine(ms);
-    const double inv_sum = 1.0 / ms.s;
+    const double inv_sum = 1.0 / ms.s, scale = ce_grad_scale(kPerRow, dloss, r, R);
     const int64_t label = labels[r];
     for (int64_t c = lane; c < C; c += 32) dx[r * C + c] = ce_grad_of(row[c], ms, inv_sum, c == label, scale);
   }
 }
 
+template <bool kPerRow>
 __global__ void ce_grad_block_kernel(int64_t R, int64_t C, const float* dloss, const float* x, const int64_t* labels,
                                      float* dx) {
-  const double scale = static_cast<double>(dloss[0]) / static_cast<double>(R);
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const float* row = x + r * C;
     float* drow = dx + r * C;
     MaxSum ms = thread_max_sum(row, C);
     ms = block_combine(ms);
-    const double inv_sum = 1.0 / ms.s;
+    const double inv_sum = 1.0 / ms.s, scale = ce_grad_scale(kPerRow, dloss, r, R);
     const int64_t label = labels[r];
     for_row_columns(row, C, [&](int64_t c, float v) { drow[c] = ce_grad_of(v, ms, inv_sum, c == label, scale); });
   }
@@ -1190,9 +1205,11 @@ cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* 
   const int64_t G = softmax_cross_entropy_parts(N, C, P), R = N * P;
   const unsigned g = static_cast<unsigned>(G);
   // Every group writes its partial (0 without rows), so the sum never reads unwritten workspace.
+  float* const no_terms = nullptr;
   if (P == 1 && C <= kWarpRowMax)
-    launch_kernel(ce_rows_warp_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label);
-  else if (P == 1) launch_kernel(ce_rows_block_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label);
+    launch_kernel(ce_rows_warp_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label, no_terms);
+  else if (P == 1)
+    launch_kernel(ce_rows_block_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label, no_terms);
   else launch_kernel(ce_rows_thread_kernel, g, kThreads, 0, stream, N, C, P, x, labels, partial, bad_label);
   launch_kernel(ce_sum_kernel, 1, kThreads, 0, stream, G, R, partial, loss);
   return cudaGetLastError();
@@ -1203,11 +1220,33 @@ cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const fl
   const int64_t R = N * P;
   if (R == 0) return cudaSuccess;
   if (P == 1 && C <= kWarpRowMax)
-    launch_kernel(ce_grad_warp_kernel, blocks_for(R * 32), kThreads, 0, stream, R, C, dloss, x, labels, dx);
+    launch_kernel(ce_grad_warp_kernel<false>, blocks_for(R * 32), kThreads, 0, stream, R, C, dloss, x, labels, dx);
   else if (P == 1)
-    launch_kernel(ce_grad_block_kernel, blocks_for_rows(R), kThreads, 0, stream, R, C, dloss, x, labels, dx);
+    launch_kernel(ce_grad_block_kernel<false>, blocks_for_rows(R), kThreads, 0, stream, R, C, dloss, x, labels, dx);
   else
     launch_kernel(ce_grad_thread_kernel, blocks_for(R), kThreads, 0, stream, N, C, P, dloss, x, labels, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t cross_entropy_rows(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
+                               int* bad_label, float* terms, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(bad_label, 0, sizeof(int), stream);
+  if (err != cudaSuccess || R == 0) return err;
+  const unsigned g = static_cast<unsigned>(softmax_cross_entropy_parts(R, C, 1));
+  if (C <= kWarpRowMax)
+    launch_kernel(ce_rows_warp_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label, terms);
+  else
+    launch_kernel(ce_rows_block_kernel, g, kThreads, 0, stream, R, C, x, labels, partial, bad_label, terms);
+  return cudaGetLastError();
+}
+
+cudaError_t cross_entropy_rows_grad(int64_t R, int64_t C, const float* dterms, const float* x, const int64_t* labels,
+                                    float* dx, cudaStream_t stream) {
+  if (R == 0) return cudaSuccess;
+  if (C <= kWarpRowMax)
+    launch_kernel(ce_grad_warp_kernel<true>, blocks_for(R * 32), kThreads, 0, stream, R, C, dterms, x, labels, dx);
+  else
+    launch_kernel(ce_grad_block_kernel<true>, blocks_for_rows(R), kThreads, 0, stream, R, C, dterms, x, labels, dx);
   return cudaGetLastError();
 }
 

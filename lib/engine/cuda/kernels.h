@@ -160,6 +160,13 @@ cudaError_t softmax_cross_entropy(int64_t N, int64_t C, int64_t P, const float* 
 // or thread per row); the sum of exponentials in double.
 cudaError_t softmax_cross_entropy_grad(int64_t N, int64_t C, int64_t P, const float* dloss, const float* x,
                                        const int64_t* labels, float* dx, cudaStream_t stream);
+// LinearCrossEntropy's rows (contiguous, P = 1, the same row kernels): terms[r] = row r's term as a float, partial
+// (softmax_cross_entropy_parts(R, C, 1) doubles) and *bad_label as above; no mean is taken.
+cudaError_t cross_entropy_rows(int64_t R, int64_t C, const float* x, const int64_t* labels, double* partial,
+                               int* bad_label, float* terms, cudaStream_t stream);
+// dx = (softmax(x) - onehot(label)) * dterms[r] for row r; dx may be x.
+cudaError_t cross_entropy_rows_grad(int64_t R, int64_t C, const float* dterms, const float* x, const int64_t* labels,
+                                    float* dx, cudaStream_t stream);
 
 // ------------------------------------------------------------------------------------ norm and pool (.cu)
 

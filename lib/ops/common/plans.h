@@ -170,6 +170,15 @@ struct CeLayout {
 };
 CeLayout ce_layout(const Attrs& a, const Shape& x);
 
+// lib/ops/linear_cross_entropy: H (rows_shape..., D) times W (D, V), or W (V, D) with trans_b, in chunks of `chunk`
+// rows (attribute chunk_rows, at most R).
+struct LinearCeGeom {
+  Shape rows_shape;
+  int64_t R = 0, D = 0, V = 0, chunk = 1;
+  bool trans_b = false;
+};
+LinearCeGeom linear_ce_geometry(const Node& node, const Shape& h, const Shape& w);
+
 // lib/ops/clip: (min, max), -inf / +inf where absent.
 std::pair<double, double> clip_bounds(const Attrs& a);
 
