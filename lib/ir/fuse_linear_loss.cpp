@@ -11,7 +11,7 @@ std::optional<int> fuse_linear_loss(Graph& g, int logits, int labels, int64_t ch
   const int p = g.values[logits].producer;
   if (p < 0) return std::nullopt;
   const Node& mm = g.nodes[p];
-  if (mm.op != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1) return std::nullopt;
+  if (mm.op != "MatMul" || mm.inputs.size() < 2 || mm.outputs.size() != 1) return std::nullopt;
   for (const auto& [name, value] : mm.attrs.all())
     if (name != "trans_b") return std::nullopt;  // a_perm (rows read through a Transpose) and others: unfused
   const Value &h = g.values[mm.inputs[0]], &w = g.values[mm.inputs[1]], &z = g.values[logits];
@@ -27,7 +27,7 @@ std::optional<int> fuse_linear_loss(Graph& g, int logits, int labels, int64_t ch
   const int id = g.add_value(std::move(losses));
   Node& n = g.nodes[p];
   n.op = "LinearCrossEntropy";
-  n.inputs.push_back(labels);
+  n.inputs.insert(n.inputs.begin() + 2, labels);  // H, W, labels[, bias]
   n.outputs = {id, logits};
   n.attrs.set("chunk_rows", std::clamp<int64_t>(chunk_bytes / std::max<int64_t>(V * 4, 1), 1, std::max<int64_t>(R, 1)));
   infer_node(g, p);

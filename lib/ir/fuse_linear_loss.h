@@ -14,9 +14,10 @@ namespace monet {
 // The bytes of logits one chunk holds at most (the node's chunk_rows: this over V floats, at least 1 row).
 inline constexpr int64_t kLossChunkBytes = int64_t{128} << 20;
 
-// Before:  Z = MatMul(H, W) (W of rank 2, attribute trans_b alone at most, no bias), the logits, read by no node.
-// After:   losses, Z = LinearCrossEntropy(H, W, labels; trans_b, chunk_rows) at the MatMul's position; Z keeps its
-//          value (name and id), losses is a new value "<Z>/losses" of labels' shape (Z's without its last axis).
+// Before:  Z = MatMul(H, W[, bias]) (W of rank 2, attribute trans_b alone at most), the logits, read by no node.
+// After:   losses, Z = LinearCrossEntropy(H, W, labels[, bias]; trans_b, chunk_rows) at the MatMul's position;
+//          Z keeps its value (name and id), losses is a new value "<Z>/losses" of labels' shape (Z's without its
+//          last axis).
 // The caller averages the losses (the loss node). Returns the losses' value, or nothing where Z is not such a
 // product (the graph is then unchanged). chunk_bytes: kLossChunkBytes, less in tests that want several chunks.
 std::optional<int> fuse_linear_loss(Graph& g, int logits, int labels, int64_t chunk_bytes = kLossChunkBytes);

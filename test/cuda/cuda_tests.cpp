@@ -284,14 +284,18 @@ std::vector<Case> cases() {
                {DType::f32, DType::i64}, {}, 1, 5});
   c.push_back({"GatherIdx", {}, {{6, 4}, {3, 5}}, {Fill::uniform, Fill::labels}, {DType::f32, DType::i64}, {}, 1, 6});
   // A language model's head and loss as one node (its logits take no gradient): warp rows of 37 classes in chunks
-  // of 4 of 6 rows; block rows of 1500 classes from a (V, D) weight (trans_b) in chunks of 2 of 5. Pass 0 runs the
-  // gradient from the stored logits, pass 1 recomputes them.
+  // of 4 of 6 rows; block rows of 1500 classes from a (V, D) weight (trans_b) in chunks of 2 of 5; a bias, chunks
+  // of 5 of 12. Pass 0 runs the gradient from the stored logits, pass 1 recomputes them.
   c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{4}}}), {{2, 3, 8}, {8, 37}, {2, 3}},
                {Fill::uniform, Fill::uniform, Fill::labels}, {DType::f32, DType::f32, DType::i64},
                {true, true, false}, 2, 37, {true, false}});
   c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{2}}, {"trans_b", int64_t{1}}}),
                {{5, 16}, {1500, 16}, {5}}, {Fill::uniform, Fill::uniform, Fill::labels},
                {DType::f32, DType::f32, DType::i64}, {true, true, false}, 2, 1500, {true, false}});
+  // With a bias (1, V) as the MatMul-bias rewrite leaves one: its gradient the chunks' column sums.
+  c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{5}}}), {{3, 4, 8}, {8, 37}, {3, 4}, {1, 37}},
+               {Fill::uniform, Fill::uniform, Fill::labels, Fill::uniform},
+               {DType::f32, DType::f32, DType::i64, DType::f32}, {true, true, false, true}, 2, 37, {true, false}});
   // ReduceMax (ties at 0 under Fill::relu share the gradient), CumSum in both directions, Trilu both halves, Tile.
   c.push_back({"ReduceMax", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}, {Fill::relu}});
   c.push_back({"ReduceMax", attrs({{"axes", I{0}}}), {{300, 7}}});

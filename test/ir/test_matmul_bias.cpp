@@ -96,6 +96,8 @@ TEST_CASE("bert_tiny's Linears take their biases: the same loss and gradients as
   separate.import.matmul_bias = false;
   // Without the MatMul-rows rewrite on both: with it the out-projections' Gemms become MatMuls with a bias too.
   fused.import.matmul_rows = separate.import.matmul_rows = false;
+  // And without the loss-head fusion, which takes the classifier's MatMul and its bias into the loss's node.
+  fused.import.fuse_loss_head = separate.import.fuse_loss_head = false;
   auto a = open_session(fused);
   auto b = open_session(separate);
   const std::map<std::string, int> ops_a = op_counts(a->tg.graph), ops_b = op_counts(b->tg.graph);

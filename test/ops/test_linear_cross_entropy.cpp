@@ -29,7 +29,8 @@ using Doubles = std::vector<double>;
 
 constexpr int64_t kB = 2, kT = 3, kD = 4, kV = 5;
 
-OpCase head_case(bool trans_b, int64_t chunk_rows) {
+// bias: a fourth input of shape (1, V), as the MatMul-bias rewrite leaves one.
+OpCase head_case(bool trans_b, int64_t chunk_rows, bool bias = false) {
   OpCase c;
   c.op = "LinearCrossEntropy";
   c.attrs.set("chunk_rows", chunk_rows);
@@ -38,13 +39,20 @@ OpCase head_case(bool trans_b, int64_t chunk_rows) {
   c.dtypes = {DType::f32, DType::f32, DType::i64};
   c.data = {random_values(c.shapes[0], 11), random_values(c.shapes[1], 12), {4, 0, 2, 1, 3, 2}};
   c.grad = {true, true, false};
+  if (bias) {
+    c.shapes.push_back({1, kV});
+    c.dtypes.push_back(DType::f32);
+    c.data.push_back(random_values(c.shapes[3], 13));
+    c.grad.push_back(true);
+  }
   c.num_outputs = 2;
   c.loss_outputs = {true, false};  // the logits take no gradient
   return c;
 }
 
-// Z = H W (or H W^T) and each row's log-sum-exp less its label's logit.
+// Z = H W (or H W^T) [+ bias] and each row's log-sum-exp less its label's logit.
 void reference(const OpCase& c, bool trans_b, Doubles& z, Doubles& losses) {
+  const bool bias = c.data.size() == 4;
   const Doubles &h = c.data[0], &w = c.data[1];
   const int64_t R = kB * kT;
   z.assign(R * kV, 0);
@@ -52,7 +60,7 @@ void reference(const OpCase& c, bool trans_b, Doubles& z, Doubles& losses) {
   for (int64_t r = 0; r < R; ++r) {
     double mx = -INFINITY;
     for (int64_t v = 0; v < kV; ++v) {
-      double acc = 0;
+      double acc = bias ? c.data[3][v] : 0.0;
       for (int64_t d = 0; d < kD; ++d) acc += h[r * kD + d] * (trans_b ? w[v * kD + d] : w[d * kV + v]);
       z[r * kV + v] = acc;
       mx = std::max(mx, acc);
@@ -68,29 +76,32 @@ void reference(const OpCase& c, bool trans_b, Doubles& z, Doubles& losses) {
 TEST_CASE("LinearCrossEntropy: the product's rows' cross-entropies and the logits, in any chunks",
           "[ops][linear_cross_entropy]") {
   for (bool trans_b : {false, true})
-    for (int64_t chunk : {1, 2, 4, 6, 100}) {
-      INFO("trans_b " << trans_b << ", chunk_rows " << chunk);
-      const OpCase c = head_case(trans_b, chunk);
-      Doubles z, losses;
-      reference(c, trans_b, z, losses);
-      const OpResult r = run_forward(c);
-      CHECK(r.shapes[0] == Shape{kB, kT});
-      CHECK(r.shapes[1] == Shape{kB, kT, kV});
-      check_relative(r.values[0], losses, 1e-12);
-      check_relative(r.values[1], z, 1e-12);
-    }
+    for (int64_t chunk : {1, 2, 4, 6, 100})
+      for (bool bias : {false, true}) {
+        INFO("trans_b " << trans_b << ", chunk_rows " << chunk << ", bias " << bias);
+        const OpCase c = head_case(trans_b, chunk, bias);
+        Doubles z, losses;
+        reference(c, trans_b, z, losses);
+        const OpResult r = run_forward(c);
+        CHECK(r.shapes[0] == Shape{kB, kT});
+        CHECK(r.shapes[1] == Shape{kB, kT, kV});
+        check_relative(r.values[0], losses, 1e-12);
+        check_relative(r.values[1], z, 1e-12);
+      }
 }
 
 TEST_CASE("LinearCrossEntropyGrad: both implementations match finite differences, in any chunks",
           "[ops][linear_cross_entropy]") {
   for (bool trans_b : {false, true})
     for (int64_t chunk : {1, 4, 6})
-      for (int impl : {0, 1}) {
-        INFO("trans_b " << trans_b << ", chunk_rows " << chunk << ", implementation " << impl);
-        OpCase c = head_case(trans_b, chunk);
-        c.backward_impl = impl;
-        CHECK(gradient_error(c) < 1e-7);
-      }
+      for (int impl : {0, 1})
+        for (bool bias : {false, true}) {
+          INFO("trans_b " << trans_b << ", chunk_rows " << chunk << ", implementation " << impl << ", bias "
+                          << bias);
+          OpCase c = head_case(trans_b, chunk, bias);
+          c.backward_impl = impl;
+          CHECK(gradient_error(c) < 1e-7);
+        }
 }
 
 TEST_CASE("LinearCrossEntropy: bad operands and labels are one error naming the node",
@@ -107,11 +118,15 @@ TEST_CASE("LinearCrossEntropy: bad operands and labels are one error naming the 
   c = head_case(false, 2);
   c.data[2][3] = kV;
   CHECK_THROWS_WITH(run_forward(c), Catch::Contains("label 5 out of range [0, 5)"));
+  c = head_case(false, 2, true);
+  c.shapes[3] = {kV, 1};
+  CHECK_THROWS_WITH(run_forward(c), Catch::Contains("bias [5,1] is not one value per class of 5"));
 }
 
 TEST_CASE("the loss head fused on the exported language models: the same loss and gradients, logits not kept",
           "[import][linear_cross_entropy]") {
-  for (const char* model : {"gpt2_tiny.onnx", "llama_tiny.onnx"}) {
+  // bert_tiny's token classifier adds a bias: the fused node takes it in.
+  for (const char* model : {"gpt2_tiny.onnx", "llama_tiny.onnx", "bert_tiny.onnx"}) {
     INFO(model);
     SessionOptions fused, separate;
     fused.model_path = separate.model_path = data_path(model);
@@ -134,8 +149,8 @@ TEST_CASE("the loss head fused on the exported language models: the same loss an
 
 TEST_CASE("the loss-head fusion leaves logits read elsewhere, rows read through a Transpose and 3-D weights",
           "[import][linear_cross_entropy]") {
-  enum class Variant { plain, read_twice, a_perm, three_d };
-  for (Variant v : {Variant::plain, Variant::read_twice, Variant::a_perm, Variant::three_d}) {
+  enum class Variant { plain, bias, read_twice, a_perm, three_d };
+  for (Variant v : {Variant::plain, Variant::bias, Variant::read_twice, Variant::a_perm, Variant::three_d}) {
     INFO("variant " << static_cast<int>(v));
     Graph g;
     g.model_name = "head";
@@ -146,11 +161,13 @@ TEST_CASE("the loss-head fusion leaves logits read elsewhere, rows read through 
     g.data_input = x;
     Attrs a;
     if (v == Variant::a_perm) a.set("a_perm", std::vector<int64_t>{1, 0, 2});
-    const int z = add_node(g, "mm", "MatMul", {x, w}, "z", a);
+    std::vector<int> in = {x, w};
+    if (v == Variant::bias) in.push_back(g.add_value({.name = "b", .shape = {5}, .role = Role::param}));
+    const int z = add_node(g, "mm", "MatMul", in, "z", a);
     if (v == Variant::read_twice) add_node(g, "relu", "Relu", {z}, "r");
     g.outputs = {z};
     const std::optional<int> losses = fuse_linear_loss(g, z, labels, 2 * 5 * 4);
-    CHECK(losses.has_value() == (v == Variant::plain));
+    CHECK(losses.has_value() == (v == Variant::plain || v == Variant::bias));
     if (!losses) {
       CHECK(g.nodes[0].op == "MatMul");
       continue;
@@ -159,6 +176,9 @@ TEST_CASE("the loss-head fusion leaves logits read elsewhere, rows read through 
     CHECK(n.op == "LinearCrossEntropy");
     CHECK(n.name == "mm");
     CHECK(n.outputs == std::vector<int>{*losses, z});
+    CHECK(n.inputs.size() == (v == Variant::bias ? 4u : 3u));
+    CHECK(n.inputs[2] == labels);
+    if (v == Variant::bias) CHECK(g.values[n.inputs[3]].name == "b");
     CHECK(g.values[*losses].shape == Shape{2, 3});
     CHECK(n.attrs.i("chunk_rows") == 2);  // 40 bytes of logits a chunk, 20 a row
     CHECK(std::string(loss_head_mode(g)) == "fused");
