@@ -46,6 +46,7 @@ struct Search {
 int main(int argc, char** argv) {
   CLI::App app{"monet-fit: the largest batch of a model that trains within a memory budget (and an overhead)"};
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
+  std::string loss_head = "fused";
   std::optional<double> max_overhead_pct;
   app::SolverFlags solver(20);
   app::OffloadFlags offload;
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   app::add_input_files_option(app, inputs);
   app.add_option("--loss", loss, "ce (mean softmax cross-entropy over dim 1, default) or sum");
+  CLI::Option* loss_head_option = app.add_option(
+      "--loss-head", loss_head,
+      "fused (a token model's output MatMul and its cross-entropy as one node, default) or separate; a --profile's "
+      "applies");
   app.add_option("--profile", measured_path,
                  "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
                  "roofline estimate");
@@ -78,12 +83,18 @@ int main(int argc, char** argv) {
     ImportOptions import;
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
     import.input_files = app::parse_input_files(inputs);
+    if (loss_head != "fused" && loss_head != "separate")
+      fail("--loss-head '", loss_head, "': expected fused or separate");
+    import.fuse_loss_head = loss_head == "fused";
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
     if (!measured_path.empty()) {
       measured = read_profile(measured_path);
       // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
+      if (loss_head_option->count() && loss_head != measured->import.loss_head)
+        fail("--loss-head ", loss_head, " differs from the profile's ", measured->import.loss_head, " (",
+             measured_path, "); omit --loss-head to use the profile's");
       apply_import_mode(import, measured->import);
     }
     offload.require_link(measured ? &*measured : nullptr,

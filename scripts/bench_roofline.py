@@ -34,7 +34,9 @@ import sys
 # Ops that run library code on the CUDA engine (lib/engine/cuda): every other op is one of our kernels.
 CUDNN_CONV = {"Conv", "ConvGradData", "ConvGradWeight", "ConvTranspose", "ConvTransposeGradData",
               "ConvTransposeGradWeight"}
-CUBLAS = {"Gemm", "GemmGradA", "GemmGradB", "MatMul", "MatMulGradA", "MatMulGradB"}
+# The fused loss head: its products on cuBLAS are most of its time and bytes.
+CUBLAS = {"Gemm", "GemmGradA", "GemmGradB", "MatMul", "MatMulGradA", "MatMulGradB", "LinearCrossEntropy",
+          "LinearCrossEntropyGrad"}
 # BatchNormalization on cuDNN (its one implementation, "default" where the profile lists its algorithm variants);
 # BatchNormGrad's input-activated implementation (its default) on cuDNN, the output-activated one ours; their
 # algorithm variant "ours" (our kernels) is ours.
