@@ -41,7 +41,9 @@ int matmul_bias(Graph& g) {
 
 const char* matmul_bias_mode(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (n.op == "MatMul" && n.inputs.size() == 3) return "fused";
+    // The loss-head fusion (fuse_linear_loss.h) keeps the MatMul's bias as its node's fourth input.
+    if ((n.op == "MatMul" && n.inputs.size() == 3) || (n.op == "LinearCrossEntropy" && n.inputs.size() == 4))
+      return "fused";
   return "separate";
 }
 

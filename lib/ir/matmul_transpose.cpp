@@ -33,7 +33,8 @@ int matmul_transpose(Graph& g) {
 
 const char* matmul_transpose_mode(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (n.op == "MatMul" && n.attrs.i("trans_b", 0) != 0) return "fused";
+    // The loss-head fusion (fuse_linear_loss.h) keeps the MatMul's trans_b on the node it makes.
+    if ((n.op == "MatMul" || n.op == "LinearCrossEntropy") && n.attrs.i("trans_b", 0) != 0) return "fused";
   return "separate";
 }
 

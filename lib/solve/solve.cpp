@@ -672,6 +672,7 @@ SolveOutcome solve(const PlanGraph& plan, const SolveOptions& o) {
                    p.window, o.time_limit_s - clock.seconds());
       SolveOutcome retry;
       retry.store_all = out.store_all;
+      retry.store_all_impls = out.store_all_impls;
       retry.fast_store_all = out.fast_store_all;
       retry.lower_bound_bytes = out.lower_bound_bytes;
       retry.lower_bound_node = out.lower_bound_node;

@@ -292,8 +292,8 @@ std::vector<Case> cases() {
   c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{2}}, {"trans_b", int64_t{1}}}),
                {{5, 16}, {1500, 16}, {5}}, {Fill::uniform, Fill::uniform, Fill::labels},
                {DType::f32, DType::f32, DType::i64}, {true, true, false}, 2, 1500, {true, false}});
-  // With a bias (1, V) as the MatMul-bias rewrite leaves one: its gradient the chunks' column sums.
-  c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{5}}}), {{3, 4, 8}, {8, 37}, {3, 4}, {1, 37}},
+  // With a bias (1, 1, V), as the MatMul-bias rewrite may leave one: its gradient the chunks' column sums.
+  c.push_back({"LinearCrossEntropy", attrs({{"chunk_rows", int64_t{5}}}), {{3, 4, 8}, {8, 37}, {3, 4}, {1, 1, 37}},
                {Fill::uniform, Fill::uniform, Fill::labels, Fill::uniform},
                {DType::f32, DType::f32, DType::i64, DType::f32}, {true, true, false, true}, 2, 37, {true, false}});
   // ReduceMax (ties at 0 under Fill::relu share the gradient), CumSum in both directions, Trilu both halves, Tile.

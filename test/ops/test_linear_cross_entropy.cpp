@@ -11,6 +11,8 @@
 #include "ir/add_node.h"
 #include "ir/fuse_linear_loss.h"
 #include "ir/import_mode.h"
+#include "ir/matmul_bias.h"
+#include "ir/matmul_transpose.h"
 #include "ir/op_counts.h"
 #include "ir/same_step.h"
 #include "op_harness.h"
@@ -183,6 +185,29 @@ TEST_CASE("the loss-head fusion leaves logits read elsewhere, rows read through 
     CHECK(n.attrs.i("chunk_rows") == 2);  // 40 bytes of logits a chunk, 20 a row
     CHECK(std::string(loss_head_mode(g)) == "fused");
   }
+}
+
+TEST_CASE("the loss-head fusion keeps the import modes of the MatMul it takes in: its trans_b and its bias",
+          "[import][linear_cross_entropy]") {
+  // The head the only MatMul that reads its weight as stored and takes a bias: after the fusion the graph still
+  // says so, so that a profile or schedule of it imports to the same graph again.
+  Graph g;
+  g.model_name = "head";
+  const int x = g.add_value({.name = "x", .shape = {2, 3, 4}, .role = Role::input});
+  const int w = g.add_value({.name = "w", .shape = {5, 4}, .role = Role::param});
+  const int b = g.add_value({.name = "b", .shape = {1, 1, 5}, .role = Role::param});
+  const int labels = g.add_value({.name = "labels", .shape = {2, 3}, .dtype = DType::i64, .role = Role::label});
+  g.data_input = x;
+  Attrs a;
+  a.set("trans_b", int64_t{1});
+  const int z = add_node(g, "mm", "MatMul", {x, w, b}, "z", a);
+  g.outputs = {z};
+  CHECK(std::string(matmul_transpose_mode(g)) == "fused");
+  CHECK(std::string(matmul_bias_mode(g)) == "fused");
+  REQUIRE(fuse_linear_loss(g, z, labels).has_value());
+  CHECK(g.nodes[0].op == "LinearCrossEntropy");
+  CHECK(std::string(matmul_transpose_mode(g)) == "fused");
+  CHECK(std::string(matmul_bias_mode(g)) == "fused");
 }
 
 TEST_CASE("the loss head fused: where the logits outweigh the rest, the lean store-all keeps none of them",

@@ -60,8 +60,9 @@ T* at(const CudaCall& c, int64_t offset) {
 
 // Z_c (rows, V) = H_c op(W) [+ bias] for rows [r0, r0 + rows).
 void chunk_logits(const CudaCall& c, const ops::LinearCeGeom& g, const float* h, const float* w, const float* bias,
-                  const Shape* bias_shape, int64_t r0, int64_t rows, float* z) {
-  if (bias) binary_op(c, Binary::copy_a, Shape{rows, g.V}, *bias_shape, bias, *bias_shape, nullptr, z);
+                  int64_t r0, int64_t rows, float* z) {
+  // The bias is V contiguous floats whatever its shape ((V) or (1, ..., 1, V)).
+  if (bias) binary_op(c, Binary::copy_a, Shape{rows, g.V}, Shape{g.V}, bias, Shape{g.V}, nullptr, z);
   gemm_rm_batched(c, false, g.trans_b, rows, g.V, g.D, 1.f, h + r0 * g.D, g.D, 0, w, g.trans_b ? g.D : g.V, 0,
                   bias ? 1.f : 0.f, z, g.V, 0, 1);
 }
@@ -84,14 +85,13 @@ void run_lce(const CudaCall& c) {
   const auto* labels = static_cast<const int64_t*>(c.in[2].data);
   const bool has_bias = c.in.size() == 4;
   const float* bias = has_bias ? c.fin(3) : nullptr;
-  const Shape* bias_shape = has_bias ? &c.in_shape(3) : nullptr;
   float* losses = c.fout(0);
   float* logits = c.fout(1);  // null where no step reads them
   int* flags = at<int>(c, l.flags_at);
   for (int64_t k = 0, r0 = 0; r0 < g.R; ++k, r0 += g.chunk) {
     const int64_t rows = std::min(g.chunk, g.R - r0);
     float* z = at<float>(c, l.logits_at);
-    chunk_logits(c, g, h, w, bias, bias_shape, r0, rows, z);
+    chunk_logits(c, g, h, w, bias, r0, rows, z);
     if (logits)
       MONET_CUDA_CHECK(cudaMemcpyAsync(logits + r0 * g.V, z, static_cast<size_t>(rows * g.V * 4),
                                        cudaMemcpyDeviceToDevice, c.ctx.stream));
@@ -118,14 +118,13 @@ void run_lce_grad(const CudaCall& c) {
   const auto* labels = static_cast<const int64_t*>(c.in[3].data);
   const float* logits = c.fin(4);  // the logits implementation only
   const float* bias = has_bias ? c.fin(5) : nullptr;  // the recompute implementation only
-  const Shape* bias_shape = has_bias ? &c.in_shape(5) : nullptr;
   float* dh = c.fout(0);
   float* dw = c.fout(1);
   float* db = has_bias ? c.fout(2) : nullptr;
   float* dz = at<float>(c, l.logits_at);
   for (int64_t r0 = 0; r0 < g.R; r0 += g.chunk) {
     const int64_t rows = std::min(g.chunk, g.R - r0);
-    if (recompute) chunk_logits(c, g, h, w, bias, bias_shape, r0, rows, dz);
+    if (recompute) chunk_logits(c, g, h, w, bias, r0, rows, dz);
     const float* z = recompute ? dz : logits + r0 * g.V;
     MONET_CUDA_CHECK(cross_entropy_rows_grad(rows, g.V, dl + r0, z, labels + r0, dz, c.ctx.stream));
     gemm_rm_batched(c, false, !g.trans_b, rows, g.D, g.V, 1.f, dz, g.V, 0, w, g.trans_b ? g.D : g.V, 0, 0.f,

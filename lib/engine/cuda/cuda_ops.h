@@ -105,8 +105,8 @@ void add_conv_kernels(CudaKernelTable& t);
 void add_gemm_kernels(CudaKernelTable& t);
 void add_norm_pool_kernels(CudaKernelTable& t);
 void add_shape_kernels(CudaKernelTable& t);
-void add_attention_kernels(CudaKernelTable& t);
-void add_linear_ce_kernels(CudaKernelTable& t);   // cuda_linear_ce.cpp: LinearCrossEntropy and its gradient  // cuda_attention.cpp: Attention, AttentionGrad
+void add_attention_kernels(CudaKernelTable& t);  // cuda_attention.cpp: Attention, AttentionGrad
+void add_linear_ce_kernels(CudaKernelTable& t);  // cuda_linear_ce.cpp: LinearCrossEntropy and its gradient
 
 // The whole table (built on first use; needs no GPU).
 const CudaKernelTable& kernel_table();

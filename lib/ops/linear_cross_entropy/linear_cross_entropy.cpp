@@ -181,7 +181,9 @@ void lce_grad_cpu(const CpuCall& c) {
   T* dw = c.out[1].as<T>();
   T* db = has_bias ? c.out[2].as<T>() : nullptr;
   T* dz = static_cast<T*>(c.workspace);  // (chunk, V)
-  double* db_sum = reinterpret_cast<double*>(dz + g.chunk * g.V);  // (V), with a bias
+  // (V) doubles, with a bias, 8-byte aligned after the chunk (lce_grad_workspace).
+  double* db_sum = reinterpret_cast<double*>(static_cast<char*>(c.workspace) +
+                                             (g.chunk * g.V * static_cast<int64_t>(sizeof(T)) + 7) / 8 * 8);
   if (db) std::fill(db_sum, db_sum + g.V, 0.0);
   const bool recompute = c.impl == kRecomputeImpl;
   for (int64_t r0 = 0; r0 < g.R; r0 += g.chunk) {
