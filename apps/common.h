@@ -93,9 +93,7 @@ struct ModelFlags {
       fail("--attention '", attention, "': expected strided, fused or materialized");
     set_attention_mode(o.import, attention);
     o.attention_given = attention_option && attention_option->count() > 0;
-    if (loss_head != "fused" && loss_head != "separate")
-      fail("--loss-head '", loss_head, "': expected fused or separate");
-    o.import.fuse_loss_head = loss_head == "fused";
+    set_loss_head_mode(o.import, loss_head);
     o.loss_head_given = loss_head_option && loss_head_option->count() > 0;
     return o;
   }

@@ -83,18 +83,15 @@ int main(int argc, char** argv) {
     ImportOptions import;
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
     import.input_files = app::parse_input_files(inputs);
-    if (loss_head != "fused" && loss_head != "separate")
-      fail("--loss-head '", loss_head, "': expected fused or separate");
-    import.fuse_loss_head = loss_head == "fused";
+    set_loss_head_mode(import, loss_head);
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
     if (!measured_path.empty()) {
       measured = read_profile(measured_path);
       // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
-      if (loss_head_option->count() && loss_head != measured->import.loss_head)
-        fail("--loss-head ", loss_head, " differs from the profile's ", measured->import.loss_head, " (",
-             measured_path, "); omit --loss-head to use the profile's");
+      if (loss_head_option->count())
+        require_recorded_mode("loss-head", loss_head, measured->import.loss_head, "profile", measured_path);
       apply_import_mode(import, measured->import);
     }
     offload.require_link(measured ? &*measured : nullptr,

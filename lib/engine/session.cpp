@@ -95,13 +95,8 @@ Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& rea
 // must agree.
 void import_as_file(ImportOptions& import, const ImportMode& mode, const SessionOptions& o, const char* what,
                     const std::string& path) {
-  if (o.attention_given && import_attention_mode(import) != mode.attention)
-    fail("--attention ", import_attention_mode(import), " differs from the ", what, "'s ", mode.attention, " (", path,
-         "); omit --attention to use the ", what, "'s");
-  const char* loss_head = import.fuse_loss_head ? "fused" : "separate";
-  if (o.loss_head_given && loss_head != mode.loss_head)
-    fail("--loss-head ", loss_head, " differs from the ", what, "'s ", mode.loss_head, " (", path,
-         "); omit --loss-head to use the ", what, "'s");
+  if (o.attention_given) require_recorded_mode("attention", import_attention_mode(import), mode.attention, what, path);
+  if (o.loss_head_given) require_recorded_mode("loss-head", import_loss_head_mode(import), mode.loss_head, what, path);
   apply_import_mode(import, mode);
 }
 

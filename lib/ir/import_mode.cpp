@@ -57,7 +57,14 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   o.matmul_bias = m.matmul_bias == "fused";
   o.matmul_transpose = m.matmul_transpose == "fused";
   o.matmul_rows = m.matmul_rows == "fused";
-  o.fuse_loss_head = m.loss_head == "fused";
+  set_loss_head_mode(o, m.loss_head);
+}
+
+void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,
+                           const std::string& path) {
+  if (given != recorded)
+    fail("--", flag, " ", given, " differs from the ", what, "'s ", recorded, " (", path, "); omit --", flag,
+         " to use the ", what, "'s");
 }
 
 void write_import_mode(nlohmann::json& j, const ImportMode& m) {

@@ -27,9 +27,15 @@ ImportMode import_mode_of(const Graph& g);
 // The import options that give a graph of mode m; throws on a string outside a field's values.
 void apply_import_mode(ImportOptions& o, const ImportMode& m);
 
+// An explicit command-line flag's mode against the one a file records: fails "--<flag> <given> differs from the
+// <what>'s <recorded> (<path>); omit --<flag> to use the <what>'s" where they differ.
+void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,
+                           const std::string& path);
+
 // The fields "attention", "slices", "matmul_bias", "matmul_transpose", "matmul_rows" and "loss_head" of a
 // profile's or schedule's top level: written, and read with each absent field at its value before its rewrite
-// ("materialized", "sliced", "separate", "separate", "separate", "separate"); a bad value is one error naming `path` and the field.
+// ("materialized", "sliced", "separate", "separate", "separate", "separate"); a bad value is one error naming
+// `path` and the field.
 void write_import_mode(nlohmann::json& j, const ImportMode& m);
 ImportMode read_import_mode(const nlohmann::json& j, const std::string& path);
 

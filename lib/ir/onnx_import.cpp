@@ -258,4 +258,11 @@ const char* import_attention_mode(const ImportOptions& o) {
   return !o.fuse_attention ? "materialized" : o.strided_attention ? "strided" : "fused";
 }
 
+void set_loss_head_mode(ImportOptions& o, const std::string& mode) {
+  if (mode != "fused" && mode != "separate") fail("--loss-head '", mode, "': expected fused or separate");
+  o.fuse_loss_head = mode == "fused";
+}
+
+const char* import_loss_head_mode(const ImportOptions& o) { return o.fuse_loss_head ? "fused" : "separate"; }
+
 }  // namespace monet

@@ -32,6 +32,10 @@ struct ImportOptions {
 // "fused" or "materialized"; throws on any other string), and the mode that given options import in.
 void set_attention_mode(ImportOptions& o, const std::string& mode);
 const char* import_attention_mode(const ImportOptions& o);
+// The same for the loss head (fuse_linear_loss.h loss_head_mode: "fused" or "separate"; any other string throws
+// "--loss-head '<mode>': expected fused or separate").
+void set_loss_head_mode(ImportOptions& o, const std::string& mode);
+const char* import_loss_head_mode(const ImportOptions& o);
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);
