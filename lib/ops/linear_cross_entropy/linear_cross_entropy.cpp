@@ -167,6 +167,9 @@ void infer_lce_grad(InferCtx& c) {
   if (bias) c.set_out(2, c.shape(5));
 }
 
+// The gradient's workspace: a chunk of logits, then (with a bias) V doubles of column sums, 8-byte aligned.
+int64_t sums_offset(const LinearCeGeom& g, int64_t float_bytes) { return (g.chunk * g.V * float_bytes + 7) / 8 * 8; }
+
 template <class T>
 void lce_grad_cpu(const CpuCall& c) {
   const LinearCeGeom g = linear_ce_geometry(c.node, *c.in[1].shape, *c.in[2].shape);
@@ -181,9 +184,7 @@ void lce_grad_cpu(const CpuCall& c) {
   T* dw = c.out[1].as<T>();
   T* db = has_bias ? c.out[2].as<T>() : nullptr;
   T* dz = static_cast<T*>(c.workspace);  // (chunk, V)
-  // (V) doubles, with a bias, 8-byte aligned after the chunk (lce_grad_workspace).
-  double* db_sum = reinterpret_cast<double*>(static_cast<char*>(c.workspace) +
-                                             (g.chunk * g.V * static_cast<int64_t>(sizeof(T)) + 7) / 8 * 8);
+  double* db_sum = reinterpret_cast<double*>(static_cast<char*>(c.workspace) + sums_offset(g, sizeof(T)));
   if (db) std::fill(db_sum, db_sum + g.V, 0.0);
   const bool recompute = c.impl == kRecomputeImpl;
   for (int64_t r0 = 0; r0 < g.R; r0 += g.chunk) {
@@ -216,11 +217,9 @@ void lce_grad_cpu(const CpuCall& c) {
     for (int64_t k = 0; k < g.V; ++k) db[k] = static_cast<T>(db_sum[k]);
 }
 
-// One chunk of logits, and with a bias the column sums in double.
 int64_t lce_grad_workspace(const Graph& gr, const Node& n, int float_bytes) {
   const LinearCeGeom g = linear_ce_geometry(n, gr.values[n.inputs[1]].shape, gr.values[n.inputs[2]].shape);
-  const int64_t sums = n.inputs.size() == 6 ? g.V * 8 : 0;
-  return (g.chunk * g.V * float_bytes + 7) / 8 * 8 + sums;
+  return sums_offset(g, float_bytes) + (n.inputs.size() == 6 ? g.V * 8 : 0);
 }
 
 // logits: two products (4 R D V) and about 6 per logit; recompute: the forward product again.
