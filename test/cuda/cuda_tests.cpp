@@ -271,6 +271,16 @@ std::vector<Case> cases() {
                                 {"coordinate_transformation_mode", std::string("pytorch_half_pixel")},
                                 {"scales", D{1, 1, 1.5, 2}}}),
                {{1, 3, 6, 140}}});
+  // Nearest by whole factors runs without tables (float4 units at widths 4 and 300, one float a thread at 150; a
+  // factor of 3 at run time); a factor that is not whole takes the tables.
+  c.push_back({"Resize", attrs({{"mode", std::string("nearest")},
+                                {"coordinate_transformation_mode", std::string("asymmetric")},
+                                {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 3, 3}}}),
+               {{2, 2, 3, 8}}});
+  c.push_back({"Resize", attrs({{"mode", std::string("nearest")},
+                                {"coordinate_transformation_mode", std::string("asymmetric")},
+                                {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 1.5, 2}}}),
+               {{1, 2, 4, 40}}});
   c.push_back({"Gather", attrs({{"axis", int64_t{1}}, {"indices", I{0, 3, 3, -1}}}), {{4, 5, 3}}});
   c.push_back({"SoftmaxCrossEntropy", {}, {{4, 5}, {4}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64}, {},
                1, 5});

@@ -225,6 +225,27 @@ Layout resize_layout(const ops::ResizeSpec& r) {
   return l;
 }
 
+// The factor f where an axis's nearest taps are those of upsampling `in` by f (out = f in, tap o = o / f), else 0.
+// Such a Resize runs without its tables (kernels.h resize_nearest_up); its workspace stays the tables' size, so that
+// a profile's workspaces hold whichever kernel runs.
+int whole_factor(const std::vector<int64_t>& taps, int64_t in) {
+  const int64_t out = static_cast<int64_t>(taps.size());
+  if (in < 1 || out % in != 0 || out / in > (int64_t{1} << 20)) return 0;
+  const int64_t f = out / in;
+  for (int64_t o = 0; o < out; ++o)
+    if (taps[static_cast<size_t>(o)] != o / f) return 0;
+  return static_cast<int>(f);
+}
+
+struct WholeFactors {
+  int h = 0, w = 0;
+  bool any() const { return h > 0 && w > 0; }
+};
+WholeFactors nearest_whole_factors(const ops::ResizeSpec& r, const Shape& xs) {
+  if (r.linear) return {};
+  return {whole_factor(r.i0h, xs[2]), whole_factor(r.i0w, xs[3])};
+}
+
 int64_t resize_workspace(const Graph& g, const Node& n, CudaContext&) {
   return resize_layout(ops::resize_spec(n.attrs, g.values[n.inputs[0]].shape)).total;
 }
@@ -232,6 +253,10 @@ int64_t resize_workspace(const Graph& g, const Node& n, CudaContext&) {
 void run_resize(const CudaCall& c) {
   const Shape& xs = c.in_shape(0);
   const ops::ResizeSpec r = ops::resize_spec(c.node.attrs, xs);
+  if (const WholeFactors f = nearest_whole_factors(r, xs); f.any()) {
+    MONET_CUDA_CHECK(resize_nearest_up(xs[0] * xs[1] * xs[2], xs[3], f.h, f.w, c.fin(0), c.fout(0), c.ctx.stream));
+    return;
+  }
   const Layout l = resize_layout(r);
   ResizeTables t;
   t.i0h = upload_table(c, l.at[0], r.i0h);
@@ -295,6 +320,11 @@ int64_t resize_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
 void run_resize_grad(const CudaCall& c) {
   const Shape& xs = c.out_shape(0);
   const ops::ResizeSpec r = ops::resize_spec(c.node.attrs, xs);
+  if (const WholeFactors f = nearest_whole_factors(r, xs); f.any()) {
+    MONET_CUDA_CHECK(
+        resize_nearest_up_grad(xs[0] * xs[1] * xs[2], xs[3], f.h, f.w, c.fin(0), c.fout(0), c.ctx.stream));
+    return;
+  }
   const ResizeGradPlan p = resize_grad_plan(r, xs);
   ResizeGradTables t;
   t.start_h = upload_table(c, p.layout.at[0], p.h.start);

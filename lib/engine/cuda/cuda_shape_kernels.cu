@@ -1,7 +1,7 @@
-// Data-movement kernels: strided copies (Slice, Transpose, Concat, Split and their gradients), Gather, Pad and
-// Resize with their gradients. The gradients that the CPU writes by scattering (+=) are computed here by
-// gathering, each input-gradient element owned by one thread that visits its readers in the CPU's order:
-// deterministic, no atomics, and (for Pad, Gather, GatherIdx and nearest Resize) equal to the CPU bit for bit.
+// Data-movement kernels: strided copies (Slice, Transpose, Concat, Split and their gradients), Gather and Pad with
+// their gradients (Resize's are in cuda_resize_kernels.cu). The gradients that the CPU writes by scattering (+=) are
+// computed here by gathering, each input-gradient element owned by one thread that visits its readers in the CPU's
+// order: deterministic, no atomics, and (for Pad, Gather and GatherIdx) equal to the CPU bit for bit.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -178,56 +178,6 @@ __global__ void pad_grad_kernel(Dims xd, Dims yd, const int64_t* csr, CsrAxes ax
     }
     dx[i] = acc;
   }
-}
-
-// Resize and its gradient a row at a time: block b takes rows b, b + G, ... (G = gridDim.x) of the output (plane,
-// oh) or of dx (plane, ih), its threads the row's columns. A row's source rows, weights and CSR range are read once
-// per thread and row; no division per element (one element per thread with three 64-bit divisions of its index
-// made UNet's nearest 2x upsampling instruction-bound: 1.43 ms for a 0.89 GB pass on the H200, 13% of the
-// bandwidth). Each element's arithmetic, and so its bits, are those of one element per thread.
-__global__ void resize_rows_kernel(int64_t rows, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear,
-                                   ResizeTables t, const float* x, float* y) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // block-uniform
-    const int64_t plane = r / OH, oh = r - plane * OH;
-    const float* xp = x + plane * H * W;
-    const float* r0 = xp + t.i0h[oh] * W;
-    float* yr = y + r * OW;
-    if (!linear) {
-      for (int64_t ow = threadIdx.x; ow < OW; ow += blockDim.x) yr[ow] = r0[t.i0w[ow]];
-      continue;
-    }
-    const float* r1 = xp + t.i1h[oh] * W;
-    const double a0 = t.w0h[oh], a1 = t.w1h[oh];
-    for (int64_t ow = threadIdx.x; ow < OW; ow += blockDim.x) {
-      const int64_t j0 = t.i0w[ow], j1 = t.i1w[ow];
-      const double b0 = t.w0w[ow], b1 = t.w1w[ow];
-      yr[ow] = static_cast<float>(a0 * (b0 * r0[j0] + b1 * r0[j1]) + a1 * (b0 * r1[j0] + b1 * r1[j1]));
-    }
-  }
-}
-
-__global__ void resize_grad_rows_kernel(int64_t rows, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                                        ResizeGradTables t, const float* dy, float* dx) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // block-uniform
-    const int64_t plane = r / H, ih = r - plane * H;
-    const float* g = dy + plane * OH * OW;
-    const int64_t h0 = t.start_h[ih], h1 = t.start_h[ih + 1];
-    float* dr = dx + r * W;
-    for (int64_t iw = threadIdx.x; iw < W; iw += blockDim.x) {
-      const int64_t w0 = t.start_w[iw], w1 = t.start_w[iw + 1];
-      float acc = 0.f;
-      for (int64_t eh = h0; eh < h1; ++eh)
-        for (int64_t ew = w0; ew < w1; ++ew)
-          acc += static_cast<float>(t.weight_h[eh] * t.weight_w[ew] * g[t.out_h[eh] * OW + t.out_w[ew]]);
-      dr[iw] = acc;
-    }
-  }
-}
-
-// A block of whole warps for rows of `len` columns (at most kThreads).
-unsigned row_threads(int64_t len) {
-  const int64_t warps = (len + 31) / 32;
-  return static_cast<unsigned>(warps < 1 ? 32 : warps * 32 > kThreads ? kThreads : warps * 32);
 }
 
 int64_t count(const Dims& d) {
@@ -582,22 +532,6 @@ cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr,
                      const float* dy, float* dx, cudaStream_t stream) {
   const int64_t n = count(x_dims);
   launch_kernel(pad_grad_kernel, blocks_for(n), kThreads, 0, stream, x_dims, y_dims, csr, axes, dy, dx, n);
-  return cudaGetLastError();
-}
-
-cudaError_t resize(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, bool linear, const ResizeTables& t,
-                   const float* x, float* y, cudaStream_t stream) {
-  if (planes * OH * OW == 0) return cudaSuccess;
-  launch_kernel(resize_rows_kernel, blocks_for_rows(planes * OH), row_threads(OW), 0, stream, planes * OH, H, W, OH, OW,
-                linear, t, x, y);
-  return cudaGetLastError();
-}
-
-cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const ResizeGradTables& t,
-                        const float* dy, float* dx, cudaStream_t stream) {
-  if (planes * H * W == 0) return cudaSuccess;
-  launch_kernel(resize_grad_rows_kernel, blocks_for_rows(planes * H), row_threads(W), 0, stream, planes * H, H, W, OH,
-                OW, t, dy, dx);
   return cudaGetLastError();
 }
 

@@ -324,7 +324,7 @@ cudaError_t pad_grad(const Dims& x_dims, const Dims& y_dims, const int64_t* csr,
 
 // Resize (N*C planes of H x W -> OH x OW): output (oh, ow) reads rows i0h/i1h with weights w0h/w1h and columns
 // likewise (tables in device memory). linear = false: nearest (i0, weight 1). Both directions a row at a time: a
-// block per output (dx) row, its threads over the columns, no division per element.
+// block per output (dx) row, its threads over the columns, no division per element (cuda_resize_kernels.cu).
 struct ResizeTables {
   const int64_t* i0h; const int64_t* i1h; const double* w0h; const double* w1h;  // (OH)
   const int64_t* i0w; const int64_t* i1w; const double* w0w; const double* w1w;  // (OW)
@@ -338,6 +338,12 @@ struct ResizeGradTables {
 };
 cudaError_t resize_grad(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const ResizeGradTables& t,
                         const float* dy, float* dx, cudaStream_t stream);
+// Nearest upsampling by whole factors (output (oh, ow) of a plane reads input (oh / fh, ow / fw)), without tables:
+// x is `rows` (N*C*H) rows of W floats, y rows * fh rows of W * fw. Its gradient sums each input's fh x fw readers
+// in the order resize_grad adds them (the same bits).
+cudaError_t resize_nearest_up(int64_t rows, int64_t W, int fh, int fw, const float* x, float* y, cudaStream_t stream);
+cudaError_t resize_nearest_up_grad(int64_t rows, int64_t W, int fh, int fw, const float* dy, float* dx,
+                                   cudaStream_t stream);
 
 // Fills n floats with a deterministic pseudo-random pattern in [-1, 1) (profiling inputs).
 cudaError_t fill_pattern(int64_t n, float* x, uint64_t seed, cudaStream_t stream);
