@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "ops/common/blas.h"
+#include "ops/common/cross_entropy.h"
 #include "ops/common/plans.h"
 #include "ops/op.h"
 
@@ -92,9 +93,7 @@ void backward_lce(GradBuilder& b) {
 }
 
 int64_t checked_label(const int64_t* labels, int64_t r, int64_t classes) {
-  const int64_t k = labels[r];
-  if (k < 0 || k >= classes) fail("LinearCrossEntropy: label ", k, " out of range [0, ", classes, ")");
-  return k;
+  return ops::checked_label("LinearCrossEntropy", labels, r, classes);
 }
 
 // Z_c (rows, V) = H_c W [+ bias] for rows [r0, r0 + rows): with a bias, each row starts as it (MatMul's order).
@@ -104,15 +103,6 @@ void chunk_logits(const LinearCeGeom& g, const T* h, const T* w, const T* bias, 
     for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + g.V, z + r * g.V);
   blas_gemm(false, g.trans_b, rows, g.V, g.D, T(1), h + r0 * g.D, g.D, w, g.trans_b ? g.D : g.V, T(bias ? 1 : 0), z,
             g.V);
-}
-
-// A row's max and sum of exp(z - max) (in double), as SoftmaxCrossEntropy's kernel takes them.
-template <class T>
-void row_max_sum(const T* z, int64_t V, double& mx, double& sum) {
-  mx = z[0];
-  for (int64_t k = 1; k < V; ++k) mx = std::max<double>(mx, z[k]);
-  sum = 0;
-  for (int64_t k = 0; k < V; ++k) sum += std::exp(z[k] - mx);
 }
 
 template <class T>
@@ -132,7 +122,7 @@ void lce_cpu(const CpuCall& c) {
     for (int64_t i = 0; i < rows; ++i) {
       const T* row = z + i * g.V;
       double mx, sum;
-      row_max_sum(row, g.V, mx, sum);
+      softmax_row_stats(row, g.V, int64_t{1}, mx, sum);
       losses[r0 + i] = static_cast<T>(std::log(sum) + mx - row[checked_label(y, r0 + i, g.V)]);
     }
   }
@@ -196,7 +186,7 @@ void lce_grad_cpu(const CpuCall& c) {
     for (int64_t i = 0; i < rows; ++i) {
       T* row = dz + i * g.V;
       double mx, sum;
-      row_max_sum(row, g.V, mx, sum);
+      softmax_row_stats(row, g.V, int64_t{1}, mx, sum);
       const int64_t label = checked_label(y, r0 + i, g.V);
       const double scale = static_cast<double>(dl[r0 + i]);
       for (int64_t k = 0; k < g.V; ++k)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/op.h"
+#include "ops/common/cross_entropy.h"
 #include "ops/common/plans.h"
 
 namespace monet::ops {
@@ -47,9 +48,7 @@ struct Layout {
 };
 
 int64_t checked_label(const int64_t* labels, int64_t i, int64_t classes) {
-  int64_t k = labels[i];
-  if (k < 0 || k >= classes) fail("SoftmaxCrossEntropy: label ", k, " out of range [0, ", classes, ")");
-  return k;
+  return ops::checked_label("SoftmaxCrossEntropy", labels, i, classes);
 }
 
 template <class T>
@@ -61,10 +60,8 @@ void ce_cpu(const CpuCall& c) {
   for (int64_t n = 0; n < l.n; ++n)
     for (int64_t p = 0; p < l.p; ++p) {
       const T* row = x + n * l.c * l.p + p;  // stride P along C
-      double mx = row[0];
-      for (int64_t k = 1; k < l.c; ++k) mx = std::max<double>(mx, row[k * l.p]);
-      double sum = 0;
-      for (int64_t k = 0; k < l.c; ++k) sum += std::exp(row[k * l.p] - mx);
+      double mx, sum;
+      softmax_row_stats(row, l.c, l.p, mx, sum);
       int64_t label = checked_label(y, n * l.p + p, l.c);
       total += std::log(sum) + mx - row[label * l.p];
     }
@@ -89,10 +86,8 @@ void ce_grad_cpu(const CpuCall& c) {
     for (int64_t p = 0; p < l.p; ++p) {
       const T* row = x + n * l.c * l.p + p;
       T* drow = dx + n * l.c * l.p + p;
-      double mx = row[0];
-      for (int64_t k = 1; k < l.c; ++k) mx = std::max<double>(mx, row[k * l.p]);
-      double sum = 0;
-      for (int64_t k = 0; k < l.c; ++k) sum += std::exp(row[k * l.p] - mx);
+      double mx, sum;
+      softmax_row_stats(row, l.c, l.p, mx, sum);
       int64_t label = checked_label(y, n * l.p + p, l.c);
       for (int64_t k = 0; k < l.c; ++k) {
         double s = std::exp(row[k * l.p] - mx) / sum - (k == label ? 1.0 : 0.0);
