@@ -27,10 +27,11 @@ Stage parse_stage(const std::string& s);
 // its workspace. Outputs are the node's, whatever the implementation. Most are the op's own implementations
 // (OpDef::impls, in that order, the default first); a CUDA profile appends algorithm variants of a convolution
 // (cuDNN algorithm `algo` of op implementation `op_impl`, with that algorithm's time and workspace).
-// A backend algorithm number at or above kBatchSlices runs a convolution's weight gradient over the batch in
-// slices: cuDNN algorithm `algo % kBatchSlices` on `algo / kBatchSlices` equal slices of the batch, one after
-// another, each adding into the gradient (a fixed order: deterministic where the algorithm is), in the workspace of
-// one slice. Its name in a plan: "cudnn<algorithm>/<slices>".
+// A backend algorithm number at or above kBatchSlices runs a convolution (forward, data or weight gradient) over
+// the batch in slices: cuDNN algorithm `algo % kBatchSlices` on `algo / kBatchSlices` equal slices of the batch,
+// one after another, each writing its slice of the output or, for a weight gradient, adding into the gradient (a
+// fixed order: deterministic where the algorithm is), in the workspace of one slice. Its name in a plan:
+// "cudnn<algorithm>/<slices>".
 inline constexpr int kBatchSlices = 1000;
 // The backend algorithm kOwnAlgorithm runs monet's own CUDA kernels where a node's default runs a library's:
 // BatchNormalization and the input-activated BatchNormGrad (cuDNN's is their algorithm 0). Its name: "ours".

@@ -12,10 +12,10 @@
 // budget, less what stays allocated; Backend::limit_workspace) and, for the two backward kinds, is deterministic
 // (so a schedule's recomputation matches store-all bit for bit), else for those the deterministic one with the least
 // workspace where the device's free memory holds it, else the first within the cap that succeeds, else the one
-// that succeeds with the least workspace. A weight gradient may also run over the batch in slices (an algorithm
-// number at or above kBatchSlices, plan.h: the slice's problem, each slice adding into dW in order), which a profile
-// times beside cuDNN's own algorithms: where every deterministic algorithm of the whole batch needs gigabytes of
-// workspace, a slice's needs a fraction of it. Its workspace is what
+// that succeeds with the least workspace. Any of them may also run over the batch in slices (an algorithm number at
+// or above kBatchSlices, plan.h: the slice's problem on each slice in order, a weight gradient's slices adding into
+// dW), which a profile times beside cuDNN's own algorithms: where the fast algorithms of the whole batch need
+// gigabytes of workspace, a slice's need a fraction of it. Its workspace is what
 // workspace_bytes() reports, so the planner and the arena account for it. Math: default mode lets cuDNN use
 // TF32 tensor cores (descriptor math = the heuristic's choice, as PyTorch); fp32 mode pins CUDNN_FMA_MATH.
 #include <algorithm>
@@ -56,7 +56,7 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   std::vector<Candidate> candidates;                 // in the heuristics' order
   Candidate chosen;
-  int slices = 1;  // backward_filter over the batch in this many slices; descriptors and g: one slice's problem
+  int slices = 1;  // over the batch in this many slices, one after another; descriptors and g: one slice's problem
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
@@ -175,8 +175,7 @@ std::vector<Candidate> list_candidates(const CudaContext& ctx, const ConvPlan& p
 std::shared_ptr<ConvPlan> make_plan(CudaContext& ctx, const Node& n, const Problem& pr, int algo = -1) {
   if (algo >= kBatchSlices) {  // the problem of one slice, its cuDNN algorithm `algo % kBatchSlices`
     const int slices = algo / kBatchSlices;
-    if (pr.kind != ConvKind::backward_filter)
-      fail("node '", n.name, "' (", n.op, "): algorithm ", algo, " slices a weight gradient's batch; this node is not one");
+    if (slices < 2) fail("node '", n.name, "' (", n.op, "): algorithm ", algo, " names ", slices, " slices of the batch");
     if (pr.g.N % slices != 0)
       fail("node '", n.name, "' (", n.op, "): algorithm ", algo, " runs over ", slices, " slices of the batch, which ",
            pr.g.N, " does not divide");
@@ -269,32 +268,39 @@ std::shared_ptr<ConvPlan> plan_for(CudaContext& ctx, const Graph& gr, const Node
   return p;
 }
 
-// Runs algorithm c of plan p: the three tensors are the conv input, filter and output (or their gradients).
+// Runs algorithm c of plan p: the three tensors are the conv input, filter and output (or their gradients). Over
+// p.slices slices of the batch, one after another, in order: the forward and the data gradient each write their
+// slice of the output (the batch is the outermost dim of x and y, so a slice is a contiguous range of both); the
+// weight gradient's slices add into dw.
 cudnnStatus_t execute(const CudaContext& ctx, const ConvPlan& p, const Candidate& c, const void* a, const void* b,
                       void* out, void* ws, int64_t ws_bytes) {
   const float one = 1.f, zero = 0.f;
   const size_t wsb = static_cast<size_t>(ws_bytes);
-  switch (p.kind) {
-    case ConvKind::forward:  // a = x, b = w, out = y
-      return cudnnConvolutionForward(ctx.cudnn, &one, p.x, a, p.w, b, p.conv,
-                                     static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, wsb, &zero, p.y, out);
-    case ConvKind::backward_data:  // a = dy, b = w, out = dx
-      return cudnnConvolutionBackwardData(ctx.cudnn, &one, p.w, b, p.y, a, p.conv,
+  const ops::ConvGeom& g = p.g;
+  const int64_t x_step = g.N * g.C * g.H * g.W, y_step = g.N * g.M * g.oH * g.oW;  // one slice's elements
+  auto in = [](const void* base, int64_t at) { return static_cast<const float*>(base) + at; };
+  auto to = [](void* base, int64_t at) { return static_cast<float*>(base) + at; };
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  for (int i = 0; i < p.slices && st == CUDNN_STATUS_SUCCESS; ++i) {
+    switch (p.kind) {
+      case ConvKind::forward:  // a = x, b = w, out = y
+        st = cudnnConvolutionForward(ctx.cudnn, &one, p.x, in(a, i * x_step), p.w, b, p.conv,
+                                     static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, wsb, &zero, p.y,
+                                     to(out, i * y_step));
+        break;
+      case ConvKind::backward_data:  // a = dy, b = w, out = dx
+        st = cudnnConvolutionBackwardData(ctx.cudnn, &one, p.w, b, p.y, in(a, i * y_step), p.conv,
                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, wsb, &zero, p.x,
-                                          out);
-    case ConvKind::backward_filter: {  // a = x, b = dy, out = dw; slice by slice, each adding into dw
-      const ops::ConvGeom& g = p.g;
-      const int64_t x_step = g.N * g.C * g.H * g.W, y_step = g.N * g.M * g.oH * g.oW;
-      cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-      for (int i = 0; i < p.slices && st == CUDNN_STATUS_SUCCESS; ++i)
-        st = cudnnConvolutionBackwardFilter(ctx.cudnn, &one, p.x, static_cast<const float*>(a) + i * x_step, p.y,
-                                            static_cast<const float*>(b) + i * y_step, p.conv,
+                                          to(out, i * x_step));
+        break;
+      case ConvKind::backward_filter:  // a = x, b = dy, out = dw
+        st = cudnnConvolutionBackwardFilter(ctx.cudnn, &one, p.x, in(a, i * x_step), p.y, in(b, i * y_step), p.conv,
                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, wsb,
                                             i == 0 ? &zero : &one, p.w, out);
-      return st;
+        break;
     }
   }
-  return CUDNN_STATUS_BAD_PARAM;
+  return st;
 }
 
 // The (a, b) operands of execute() for a node: see the table at the top of the file.
@@ -370,7 +376,7 @@ void add_conv_kernels(CudaKernelTable& t) {
   t["ConvGradBias"] = {run_conv_grad_bias, conv_grad_bias_workspace};
 }
 
-// time_conv_algorithms stops slicing a weight gradient's batch once a slice's workspace is this small.
+// time_conv_algorithms stops slicing a batch once a slice's workspace is this small.
 constexpr int64_t kSliceWorkspaceEnough = int64_t{64} << 20;
 
 nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node& n, int warmup, int repeats) {
@@ -440,9 +446,18 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       }
       list.push_back(r);
     }
-    // A weight gradient over the batch in 2, 4, 8, ... slices (each with the algorithm the default rule picks for
-    // a slice, where that one is deterministic), until a slice's workspace is small.
-    for (int64_t slices = 2; pr.kind == ConvKind::backward_filter && slices <= geo.N; slices *= 2) {
+    // The problem over the batch in 2, 4, 8, ... slices (each with the algorithm the default rule picks for a
+    // slice, where that one is deterministic), until a slice's workspace is small: for a weight gradient always,
+    // for a forward or data gradient where the fastest deterministic algorithm of the whole batch needs more than
+    // a small workspace (else no slice can beat it in both).
+    const nlohmann::json* fastest = nullptr;
+    for (const nlohmann::json& r : list)
+      if (r["status"] == "ok" && r["deterministic"].get<bool>() &&
+          (!fastest || r["time_ms"].get<double>() < (*fastest)["time_ms"].get<double>()))
+        fastest = &r;
+    const bool try_slices = pr.kind == ConvKind::backward_filter ||
+                            (fastest && (*fastest)["workspace_bytes"].get<int64_t>() > kSliceWorkspaceEnough);
+    for (int64_t slices = 2; try_slices && slices <= geo.N; slices *= 2) {
       if (geo.N % slices != 0) continue;
       Problem slice = pr;
       slice.g.N /= slices;
