@@ -446,8 +446,9 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       }
       list.push_back(r);
     }
-    // The problem over the batch in 2, 4, 8, ... slices (each with the algorithm the default rule picks for a
-    // slice, where that one is deterministic), until a slice's workspace is small: for a weight gradient always,
+    // The problem over the batch in k equal slices, k the divisors of the batch from 2 up (each with the algorithm
+    // the default rule picks for a slice, where that one is deterministic), until a slice's workspace is small
+    // (UNet's batch of 11 divides only into 11): for a weight gradient always,
     // for a forward or data gradient where the fastest deterministic algorithm of the whole batch needs more than
     // a small workspace (else no slice can beat it in both).
     const nlohmann::json* fastest = nullptr;
@@ -457,7 +458,7 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
         fastest = &r;
     const bool try_slices = pr.kind == ConvKind::backward_filter ||
                             (fastest && (*fastest)["workspace_bytes"].get<int64_t>() > kSliceWorkspaceEnough);
-    for (int64_t slices = 2; try_slices && slices <= geo.N; slices *= 2) {
+    for (int64_t slices = 2; try_slices && slices <= geo.N && slices < kBatchSlices; ++slices) {
       if (geo.N % slices != 0) continue;
       Problem slice = pr;
       slice.g.N /= slices;
