@@ -462,7 +462,11 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       if (geo.N % slices != 0) continue;
       Problem slice = pr;
       slice.g.N /= slices;
-      std::shared_ptr<ConvPlan> sp = make_plan(ctx, n, slice);
+      // The default rule's algorithm for a slice, then the plan a schedule naming that number runs (make_plan's
+      // first candidate of the number, which in default math may be another math type than the rule's pick): what
+      // is timed and recorded is what will run.
+      const int slice_algo = make_plan(ctx, n, slice)->chosen.algo;
+      std::shared_ptr<ConvPlan> sp = make_plan(ctx, n, slice, slice_algo);
       sp->slices = static_cast<int>(slices);
       const Candidate& c = sp->chosen;
       if (!c.deterministic || c.workspace > ws_cap) continue;
