@@ -1064,6 +1064,26 @@ TEST_CASE("a weight gradient over slices of the batch: the whole batch's gradien
   CHECK(relative_difference(a.momentum, b.momentum) <= 1e-4);
 }
 
+TEST_CASE("in default math a profile's slice offers are what a schedule naming them runs", "[cuda][algorithms][slices]") {
+  // cuDNN may list an algorithm number twice in default math (tensor-op and FMA); a schedule naming a number runs
+  // its first candidate, so the profile must time and record that one. VGG-16 at batch 4, 64x64: its first
+  // convolutions' fast algorithms need more than 64 MiB, so forward and data gradients are offered in slices too.
+  auto s = open_session(model_options("vgg16", 4, Shape{3, 64, 64}, "cuda", "default"));
+  const Graph& g = s->tg.graph;
+  int offers = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op != "Conv" && n.op != "ConvGradData" && n.op != "ConvGradWeight") continue;
+    for (const auto& e : cuda::time_conv_algorithms(*s->backend, g, n, 0, 1)) {
+      if (!e.contains("slices")) continue;
+      INFO(n.name << ": " << e.dump());
+      CHECK(s->backend->workspace_bytes(g, n, e["algo"].get<int>()) == e["workspace_bytes"].get<int64_t>());
+      ++offers;
+    }
+  }
+  INFO(offers << " slice offers");
+  CHECK(offers > 0);
+}
+
 TEST_CASE("a convolution and its data gradient over slices of the batch: the whole batch's step, deterministic",
           "[cuda][model][algorithms][slices]") {
   // ResNet-50 at batch 4, 64x64 in fp32 math: every Conv and ConvGradData over 2 slices of the batch, each slice
