@@ -371,6 +371,19 @@ std::vector<std::string> node_keys(const PlanGraph& p) {
 
 namespace {
 
+// A convolution's recorded timings over k slices of its batch (`"slices": k`) apply only where k divides its batch
+// now (dim 0 of input 0, the data or its gradient, for every convolution op): a rescaled profile's batch need not
+// be a multiple of the measured one's slice counts, and the CUDA engine refuses such an algorithm.
+void drop_slices_not_dividing(nlohmann::json& entry, const Graph& g, const Node& n) {
+  if (!entry.contains("algorithms") || !entry["algorithms"].is_array() || n.inputs.empty()) return;
+  const Shape& s = g.values[n.inputs[0]].shape;
+  if (s.empty()) return;
+  std::erase_if(entry["algorithms"].get_ref<nlohmann::json::array_t&>(), [&](const nlohmann::json& a) {
+    const int64_t k = a.is_object() ? a.value("slices", int64_t{1}) : 1;
+    return k > 1 && s[0] % k != 0;
+  });
+}
+
 // derive_profile and rescale_profile: scale 1 carries times and workspaces as measured.
 Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path, bool nondeterministic,
                       bool rescale) {
@@ -416,6 +429,7 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
     if (old.lean_ms >= 0) n.lean_ms = f * old.lean_ms;
     if (recorded && recorded->contains(old.name)) {
       nlohmann::json entry = (*recorded)[old.name];
+      drop_slices_not_dividing(entry, tg.graph, tg.graph.nodes[i]);
       if (f != 1.0 && entry.contains("algorithms") && entry["algorithms"].is_array())
         for (nlohmann::json& a : entry["algorithms"]) {
           if (a.contains("time_ms") && a["time_ms"].is_number()) a["time_ms"] = f * a["time_ms"].get<double>();

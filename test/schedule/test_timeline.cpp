@@ -176,6 +176,45 @@ TEST_CASE("frontier: budgets from the smallest found to store-all's peak, overhe
   CHECK_THROWS_WITH(solve_frontier(prof.plan, o, 1), Contains("at least 2 budgets"));
 }
 
+TEST_CASE("a rescaled profile offers a convolution over k slices only where k divides its batch",
+          "[profile][derive][slices]") {
+  // A measured profile of tiny at batch 4 whose first convolution recorded its default algorithm and the same over
+  // 2 and 4 slices of the batch (each faster or leaner than the others, so none is dominated).
+  Profile measured = estimated("tiny", 4);
+  measured.device = "cuda";
+  int conv = -1;
+  for (size_t i = 0; i < measured.plan.nodes.size() && conv < 0; ++i)
+    if (measured.plan.nodes[i].op == "Conv") conv = static_cast<int>(i);
+  REQUIRE(conv >= 0);
+  const PlanNode& c = measured.plan.nodes[static_cast<size_t>(conv)];
+  auto entry = [&](int algo, int64_t slices, double ms, int64_t ws) {
+    nlohmann::json e = {{"algo", algo}, {"status", "ok"}, {"deterministic", true}, {"time_ms", ms},
+                        {"workspace_bytes", ws}, {"chosen_by_default", slices == 1}};
+    if (slices > 1) e["slices"] = slices;
+    return e;
+  };
+  measured.device_info["conv_algorithms"][c.name] = {
+      {"algorithms",
+       {entry(1, 1, c.time_ms, 4096), entry(2001, 2, 0.8 * c.time_ms, 2048), entry(4001, 4, 0.9 * c.time_ms, 1024)}}};
+  auto offered = [](const Profile& p, const std::string& node) {
+    std::vector<std::string> names;
+    const PlanNode& n = p.plan.nodes[static_cast<size_t>(p.plan.find_node(node))];
+    for (int k = 0; k < n.num_impls(); ++k) names.push_back(n.impl_name(k));
+    return names;
+  };
+  for (const auto& [batch, want] : std::vector<std::pair<int64_t, std::vector<std::string>>>{
+           {12, {"default", "cudnn1/2", "cudnn1/4"}}, {6, {"default", "cudnn1/2"}}, {3, {"default"}}}) {
+    ImportOptions io;
+    io.batch = batch;
+    const TrainingGraph tg = build_training_graph(import_onnx(model_path("tiny"), io), TrainOptions{});
+    const Profile r = rescale_profile(tg, measured, "m.json");
+    INFO("batch " << batch);
+    CHECK(offered(r, c.name) == want);
+    const nlohmann::json& kept = r.device_info["conv_algorithms"][c.name]["algorithms"];
+    CHECK(kept.size() == want.size());
+  }
+}
+
 TEST_CASE("a measured profile rescaled to another batch: batch-bound work scales, updates do not", "[profile][derive]") {
   Profile measured = estimated("tiny", 4);
   measured.device = "cuda";
