@@ -446,11 +446,11 @@ nlohmann::json time_conv_algorithms(Backend& backend, const Graph& g, const Node
       }
       list.push_back(r);
     }
-    // The problem over the batch in k equal slices, k the divisors of the batch from 2 up (each with the algorithm
-    // the default rule picks for a slice, where that one is deterministic), until a slice's workspace is small
-    // (UNet's batch of 11 divides only into 11): for a weight gradient always,
-    // for a forward or data gradient where the fastest deterministic algorithm of the whole batch needs more than
-    // a small workspace (else no slice can beat it in both).
+    // The problem over the batch in k equal slices, k the divisors of the batch from 2 up (UNet's batch of 11
+    // divides only into 11), each with the algorithm the default rule picks for a slice where that one is
+    // deterministic, until a slice's workspace is small: for a weight gradient always, for a forward or data
+    // gradient where the fastest deterministic algorithm of the whole batch needs more than a small workspace (else
+    // no slice can beat it in both).
     const nlohmann::json* fastest = nullptr;
     for (const nlohmann::json& r : list)
       if (r["status"] == "ok" && r["deterministic"].get<bool>() &&
