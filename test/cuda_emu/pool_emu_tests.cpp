@@ -1,4 +1,4 @@
-// MaxPool's CUDA kernels (lib/engine/cuda/cuda_norm_pool_kernels.cu) on the CUDA emulation (emu.h) against a
+// MaxPool's CUDA kernels (lib/engine/cuda/cuda_pool_kernels.cu) on the CUDA emulation (emu.h) against a
 // reference written here from the definition: the forward's maxima and packed taps (4, 8 and 16 bits), and both
 // backward forms, the input-activated one (each window's argmax from X into an int32 array, then the gather) and the
 // argmax-activated one (the gather decoding the taps itself), each bitwise equal to the reference's sums in (oh, ow)
