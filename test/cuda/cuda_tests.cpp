@@ -203,6 +203,14 @@ std::vector<Case> cases() {
                {}, 2});
   c.push_back({"MaxPool", attrs({{"kernel_shape", I{17, 16}}, {"strides", I{1, 2}}}), {{1, 1, 18, 19}}, {}, {}, {},
                2});
+  // Shared-memory tiles (kernels.h max_pool_tiled): bands of rows of planes larger than a tile; tiles of an even
+  // number of planes for an odd output count a plane; rows wider than a tile, untiled
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{1, 2, 90, 90}}, {Fill::relu},
+               {}, {}, 2});
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{2, 35, 7, 9}}, {}, {}, {},
+               2});
+  c.push_back({"MaxPool", attrs({{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}}), {{1, 1, 3, 6200}}, {}, {}, {},
+               2});
   c.push_back({"AveragePool", attrs({{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}},
                                      {"ceil_mode", int64_t{1}}, {"count_include_pad", int64_t{1}}}),
                {{2, 3, 8, 8}}});

@@ -1,9 +1,11 @@
 // MaxPool's CUDA kernels (lib/engine/cuda/cuda_pool_kernels.cu) on the CUDA emulation (emu.h) against a
 // reference written here from the definition: the forward's maxima and packed taps (4, 8 and 16 bits), and both
-// backward forms, the input-activated one (each window's argmax from X into an int32 array, then the gather) and the
-// argmax-activated one (the gather decoding the taps itself), each bitwise equal to the reference's sums in (oh, ow)
-// order. Geometries cover the kernels' specialisations: 3 x 3 and 2 x 2 windows, strides 1 and 2 and others, rows
-// whose width is a multiple of 4 (four dx elements per thread) and not, padding, ceil mode, dilation.
+// backward forms, the input-activated one (each window's argmax from X) and the argmax-activated one (decoding the
+// forward's taps), each bitwise equal to the reference's sums in (oh, ow) order. Geometries cover the kernels'
+// specialisations: 3 x 3 and 2 x 2 windows, strides 1 and 2 and others, rows whose width is a multiple of 4 (four dx
+// elements per thread) and not, padding, ceil mode, dilation; and their paths: shared-memory tiles of whole planes
+// (of an even number of planes where 4-bit taps of an odd plane would share a byte across tiles) or of bands of
+// rows, and rows too wide for any tile (the untiled kernels, the input-activated gradient's int32 argmax array).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -97,6 +99,17 @@ std::vector<Geometry> geometries() {
       {"17x17 window: 16-bit taps", pool(2, 20, 21, 17, 17, 1, 1, 0)},
       {"3x3 stride 3 (a runtime stride)", pool(3, 15, 16, 3, 3, 3, 3, 0)},
       {"3x3 stride 2 pad 1 (ResNet's stem), width 15", pool(4, 15, 15, 3, 3, 2, 2, 1)},
+      // Planes larger than a tile: bands of rows, with the 4-bit taps' even starts (OW odd: bands of even height)
+      {"3x3 stride 1 pad 1 on 90 x 90 planes: bands", pool(2, 90, 90, 3, 3, 1, 1, 1)},
+      {"2x2 stride 2 on 120 x 118 planes: bands of even height", pool(2, 120, 118, 2, 2, 2, 2, 0)},
+      {"3x3 dilation 2 pad 2 on 100 x 100 planes: bands", pool(1, 100, 100, 3, 3, 1, 1, 2, 2)},
+      // An odd number of outputs a plane: whole-plane tiles of an even number of planes, and a band-sized plane
+      // whose forward cannot start every tile at an even output (untiled) while its gradients run in bands
+      {"3x3 stride 1 pad 1 on 7 x 9 planes: tiles of an even number of planes", pool(70, 7, 9, 3, 3, 1, 1, 1)},
+      {"3x3 stride 2 pad 1 on 101 x 101 planes: forward untiled, gradients in bands", pool(2, 101, 101, 3, 3, 2, 2, 1)},
+      // Rows wider than a tile: every kernel untiled (the gather four dx a thread, then one)
+      {"3x3 stride 1 pad 1, rows of 6200: untiled", pool(1, 3, 6200, 3, 3, 1, 1, 1)},
+      {"3x3 stride 1 pad 1, rows of 6201: untiled", pool(1, 3, 6201, 3, 3, 1, 1, 1)},
   };
 }
 
@@ -106,6 +119,7 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
           "[cuda_emu][max_pool]") {
   std::mt19937_64 rng(17);
   std::uniform_int_distribution<int> small(-20, 20);  // ties within windows: the first maximum must win
+  int paths[3][2] = {};  // geometries untiled and tiled: forward, gradient from x, from taps
   for (const Geometry& k : geometries()) {
     const Pool& p = k.p;
     INFO(k.name << ": " << p.H << "x" << p.W << " -> " << p.OH << "x" << p.OW);
@@ -117,6 +131,10 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
     for (float& v : dy) v = static_cast<float>(small(rng)) * 0.1f + 0.01f;
     const Reference want = reference(p, x, dy);
     const int bits = tap_bits(p.kH * p.kW);
+    const bool tiled[3] = {max_pool_tiled(p, bits, false), max_pool_tiled(p, 0, true), max_pool_tiled(p, bits, true)};
+    INFO("tiled: forward " << tiled[0] << ", gradient from x " << tiled[1] << ", from taps " << tiled[2]);
+    paths[0][tiled[0]] += 1, paths[1][tiled[1]] += 1, paths[2][tiled[2]] += 1;
+    CHECK(max_pool_grad_workspace(p) == (tiled[1] ? 0 : static_cast<int64_t>(out * sizeof(int32_t))));
     std::vector<float> y(out);
     std::vector<uint8_t> taps(bits == 4 ? (out + 1) / 2 : bits == 8 ? out : 2 * out);
     REQUIRE(max_pool(p, x.data(), y.data(), taps.data(), bits, nullptr) == cudaSuccess);
@@ -125,12 +143,16 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
     for (size_t i = 0; i < out; ++i) wrong_taps += unpack(taps, bits, i) != want.tap[i];
     CHECK(wrong_taps == 0);
 
-    std::vector<int32_t> argmax(out, -7);
+    std::vector<int32_t> argmax(tiled[1] ? 0 : out, -7);  // tiled: none, and the kernel must not need it
     std::vector<float> dx_input(in, -1.f), dx_taps(in, -1.f);
     REQUIRE(max_pool_grad(p, dy.data(), x.data(), argmax.data(), dx_input.data(), nullptr) == cudaSuccess);
     REQUIRE(max_pool_grad_taps(p, dy.data(), taps.data(), bits, dx_taps.data(), nullptr) == cudaSuccess);
     CHECK(std::memcmp(dx_input.data(), want.dx.data(), in * sizeof(float)) == 0);
     CHECK(std::memcmp(dx_taps.data(), want.dx.data(), in * sizeof(float)) == 0);
+  }
+  for (const auto& path : paths) {  // every kernel ran both ways
+    CHECK(path[0] >= 2);
+    CHECK(path[1] >= 10);
   }
 }
 

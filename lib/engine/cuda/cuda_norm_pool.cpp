@@ -210,10 +210,12 @@ void run_max_pool(const CudaCall& c) {
                             ops::argmax_tap_bits(p.kH * p.kW), c.ctx.stream));
 }
 
-// MaxPoolGrad(dY, X, argmax): impl 0 (input-activated) finds every window's argmax from X into its workspace (an
-// int32 per output element), then gathers; impl 1 gathers straight from the forward's taps and needs none.
+// MaxPoolGrad(dY, X, argmax): impl 0 (input-activated) finds every window's argmax from X, in shared memory where
+// a tile fits, else into its workspace (an int32 per output element) before gathering (kernels.h
+// max_pool_grad_workspace); impl 1 gathers straight from the forward's taps and needs none.
 int64_t max_pool_grad_impl_workspace(const Graph& g, const Node& n, CudaContext&, int impl) {
-  return impl == 1 ? 0 : numel(g.values[n.inputs[0]].shape) * static_cast<int64_t>(sizeof(int32_t));
+  if (impl == 1) return 0;
+  return max_pool_grad_workspace(pool_of(n.attrs, g.values[n.inputs[1]].shape, true));
 }
 
 void run_max_pool_grad(const CudaCall& c) {
@@ -223,7 +225,7 @@ void run_max_pool_grad(const CudaCall& c) {
                                         ops::argmax_tap_bits(p.kH * p.kW), c.fout(0), c.ctx.stream));
     return;
   }
-  MONET_CHECK(c.workspace_bytes >= p.planes * p.OH * p.OW * 4);
+  MONET_CHECK(c.workspace_bytes >= max_pool_grad_workspace(p), "workspace too small for ", c.node.name);
   MONET_CUDA_CHECK(max_pool_grad(p, c.fin(0), c.fin(1), static_cast<int32_t*>(c.workspace), c.fout(0), c.ctx.stream));
 }
 

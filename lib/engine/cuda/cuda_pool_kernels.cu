@@ -1,6 +1,7 @@
 // MaxPool and AveragePool with their gradients (2-D planes, kernels.h Pool). The gradients gather in the CPU's
 // scatter order, each dx element owned by one thread that adds the windows' contributions in (oh, ow) order, so
 // they match the CPU kernels bit for bit; no atomics.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -39,9 +40,9 @@ bool fits32(const Pool& p) {
 
 // The tap (kh * kW + kw) of window (oh, ow)'s first maximum in one plane, the CPU's window_tap, and its value in
 // `best`. KH, KW: the window when known at compile time (0: p's), which unrolls the loops and turns the division by
-// kW in tap_index into a constant's.
+// kW in tap_index into a constant's. xp holds the plane's rows from row0 on (a tile's rows in shared memory).
 template <class I, int KH, int KW>
-__device__ __forceinline__ I window_tap(const PoolI<I>& p, const float* xp, I oh, I ow, float& best) {
+__device__ __forceinline__ I window_tap(const PoolI<I>& p, const float* xp, I oh, I ow, float& best, I row0 = 0) {
   const I kH = KH ? KH : p.kH, kW = KW ? KW : p.kW;
   const I ih0 = oh * p.sH - p.padT, iw0 = ow * p.sW - p.padL;
   float maxval = -INFINITY;
@@ -54,7 +55,7 @@ __device__ __forceinline__ I window_tap(const PoolI<I>& p, const float* xp, I oh
     for (I kw = 0; kw < kW; ++kw) {
       const I iw = iw0 + kw * p.dW;
       if (iw < 0 || iw >= p.W) continue;
-      const float v = xp[ih * p.W + iw];
+      const float v = xp[(ih - row0) * p.W + iw];
       if (tap < 0 || v > maxval || isnan(v)) {
         maxval = v;
         tap = kh * kW + kw;
@@ -216,6 +217,167 @@ __global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, Max window_ma
   }
 }
 
+// ------------------------------------------------------------------------------------- max pool on shared tiles
+// The kernels above read each input element once per window that covers it (nine times for GoogLeNet's 3 x 3
+// stride-1 pools) through the cache and split every index by division; on the H200 they moved 10-45% of the
+// memory's bandwidth. The tiled kernels give a block a contiguous part of the tensor, a tile: whole planes
+// (as many as fit) or a band of rows of one plane. The block copies what its windows read into shared memory
+// with coalesced loads, once, then every thread computes from there, and writes its outputs coalesced. They
+// compute exactly what the kernels above do, in the same order: the same bits.
+
+// A tiling (pool_tiles): planes_per_tile planes, or (planes_per_tile 1) a band of `rows` rows of the tile's own
+// rows (the forward's y rows, the gradient's dx rows); `bands` tiles per group of planes, `tiles` in all.
+// planes_per_tile 0: no tiling fits the shared memory (or the 4-bit taps, below); the kernels above run.
+struct PoolTiles {
+  int32_t planes_per_tile = 0, rows = 0, bands = 0, tiles = 0;
+  size_t shared_bytes = 0;
+};
+
+// Shared memory a tile may take: nine blocks of 256 threads an SM on an H100 or H200 (228 KB), and within the
+// 48 KB a launch gets without opting in on any GPU.
+constexpr int64_t kTileBytes = 24 * 1024;
+// The own elements (outputs written) a tile aims at when whole planes are small: about 8 a thread.
+constexpr int64_t kTileElements = 2048;
+
+// The tile of block `tile`: planes [p0, p0 + np), own rows [r0, r1) of each.
+struct Tile {
+  int32_t p0, np, r0, r1;
+};
+__device__ __forceinline__ Tile tile_of(const PoolTiles& t, int32_t planes, int32_t rows_total, int32_t tile) {
+  const int32_t group = tile / t.bands, band = tile - group * t.bands;
+  Tile r;
+  r.p0 = group * t.planes_per_tile;
+  r.np = planes - r.p0 < t.planes_per_tile ? planes - r.p0 : t.planes_per_tile;
+  r.r0 = band * t.rows;
+  r.r1 = r.r0 + t.rows < rows_total ? r.r0 + t.rows : rows_total;
+  return r;
+}
+
+// Copies n consecutive elements from global memory into shared memory, the block's threads side by side.
+template <class T>
+__device__ __forceinline__ void copy_to_shared(T* dst, const T* src, int32_t n) {
+  for (int32_t k = static_cast<int32_t>(threadIdx.x); k < n; k += static_cast<int32_t>(blockDim.x)) dst[k] = src[k];
+}
+
+// The forward on tiles of y rows. A whole-planes tile copies its planes' x; a band copies the x rows its windows
+// read. One thread per output (consecutive threads read x at the stride apart); 4-bit taps go through shared
+// memory, then a thread packs two into a byte: the tiling starts every tile at an even output, so no byte is
+// written by two blocks.
+template <int KH, int KW>
+__global__ void max_pool_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const float* x, float* y, uint8_t* taps,
+                                      int bits) {
+  MONET_DYNAMIC_SHARED(float, xs);
+  const int32_t extent = (p.kH - 1) * p.dH + 1;
+  for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < t.tiles; tile += static_cast<int32_t>(gridDim.x)) {
+    const Tile b = tile_of(t, p.planes, p.OH, tile);
+    int32_t x0 = 0, x1 = p.H;  // the x rows in shared memory
+    if (t.bands > 1) {
+      x0 = b.r0 * p.sH - p.padT, x1 = (b.r1 - 1) * p.sH - p.padT + extent;
+      x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
+      if (x1 < x0) x1 = x0;
+    }
+    const int32_t xr = x1 - x0;
+    uint8_t* ts = reinterpret_cast<uint8_t*>(xs + b.np * xr * p.W);  // 4-bit taps before packing
+    copy_to_shared(xs, x + (static_cast<int64_t>(b.p0) * p.H + x0) * p.W, b.np * xr * p.W);
+    __syncthreads();
+    const int32_t n = b.np * (b.r1 - b.r0) * p.OW;
+    const int64_t y0 = (static_cast<int64_t>(b.p0) * p.OH + b.r0) * p.OW;
+    for (int32_t o = static_cast<int32_t>(threadIdx.x); o < n; o += static_cast<int32_t>(blockDim.x)) {
+      const int32_t pl = p.by_OHOW.div(o), rem = o - pl * (p.OH * p.OW);
+      const int32_t oh_local = p.by_OW.div(rem), ow = rem - oh_local * p.OW;
+      float best;
+      const int32_t tap = window_tap<int32_t, KH, KW>(p, xs + pl * xr * p.W, b.r0 + oh_local, ow, best, x0);
+      const int64_t i = y0 + o;
+      y[i] = best;
+      if (!taps) continue;  // nothing reads them (OpDef::optional_outputs)
+      if (bits == 4) ts[o] = static_cast<uint8_t>(tap);
+      else if (bits == 8) taps[i] = static_cast<uint8_t>(tap);
+      else taps[2 * i] = static_cast<uint8_t>(tap & 0xff), taps[2 * i + 1] = static_cast<uint8_t>(tap >> 8);
+    }
+    if (taps && bits == 4) {
+      __syncthreads();
+      for (int32_t g = static_cast<int32_t>(threadIdx.x); 2 * g < n; g += static_cast<int32_t>(blockDim.x))
+        taps[y0 / 2 + g] = static_cast<uint8_t>(ts[2 * g] | (2 * g + 1 < n ? ts[2 * g + 1] << 4 : 0));
+    }
+    __syncthreads();  // the next tile overwrites xs
+  }
+}
+
+// The gradient on tiles of dx rows, both forms. The tile's windows (every window of its planes, or those whose
+// rows reach its band) are copied to shared memory: their dy and their taps, decoded from the forward's packed
+// taps (BITS 4, 8 or 16) or found from x (BITS 0: the input-activated form, which then needs no workspace). Each dx
+// element then adds the dy of the windows whose maximum it is, in (oh, ow) order, as max_pool_grad_kernel does.
+// K, S: a square window and equal strides known at compile time (0: p's); Tap: uint8_t for windows of up to 256
+// taps, else uint16_t.
+template <int K, int S, int BITS, class Tap>
+__global__ void max_pool_grad_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const float* dy, const void* src,
+                                           float* dx) {
+  MONET_DYNAMIC_SHARED(float, smem);
+  const int32_t sH = S ? S : p.sH, sW = S ? S : p.sW, kW = K ? K : p.kW;
+  const int32_t extent_h = (p.kH - 1) * p.dH + 1, extent_w = (p.kW - 1) * p.dW + 1;
+  for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < t.tiles; tile += static_cast<int32_t>(gridDim.x)) {
+    const Tile b = tile_of(t, p.planes, p.H, tile);
+    int32_t w0 = 0, w1 = p.OH - 1, unused;  // the window rows [w0, w1] in shared memory
+    if (t.bands > 1) {
+      window_range<int32_t>(b.r0, p.padT, sH, extent_h, p.OH, w0, unused);
+      window_range<int32_t>(b.r1 - 1, p.padT, sH, extent_h, p.OH, unused, w1);
+    }
+    const int32_t wr = w1 >= w0 ? w1 - w0 + 1 : 0, nw = b.np * wr * p.OW;
+    const int64_t first_window = (static_cast<int64_t>(b.p0) * p.OH + w0) * p.OW;
+    float* dys = smem;
+    copy_to_shared(dys, dy + first_window, nw);
+    Tap* tps;
+    if constexpr (BITS == 0) {
+      int32_t x0 = 0, x1 = p.H;  // the x rows the windows read
+      if (t.bands > 1) {
+        x0 = w0 * sH - p.padT, x1 = w1 * sH - p.padT + extent_h;
+        x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
+        if (x1 < x0) x1 = x0;
+      }
+      const int32_t xr = x1 - x0;
+      float* xs = smem + nw;
+      tps = reinterpret_cast<Tap*>(xs + b.np * xr * p.W);
+      copy_to_shared(xs, static_cast<const float*>(src) + (static_cast<int64_t>(b.p0) * p.H + x0) * p.W,
+                     b.np * xr * p.W);
+      __syncthreads();
+      for (int32_t k = static_cast<int32_t>(threadIdx.x); k < nw; k += static_cast<int32_t>(blockDim.x)) {
+        const int32_t pl = p.by_OHOW.div(k), rem = k - pl * (p.OH * p.OW);
+        const int32_t oh_local = p.by_OW.div(rem), ow = rem - oh_local * p.OW;
+        float best;
+        tps[k] = static_cast<Tap>(window_tap<int32_t, K, K>(p, xs + pl * xr * p.W, w0 + oh_local, ow, best, x0));
+      }
+    } else {
+      tps = reinterpret_cast<Tap*>(smem + nw);
+      const WindowMax<int32_t, K, BITS> taps{src};
+      for (int32_t k = static_cast<int32_t>(threadIdx.x); k < nw; k += static_cast<int32_t>(blockDim.x))
+        tps[k] = static_cast<Tap>(taps.tap(first_window + k));
+    }
+    __syncthreads();
+    const int32_t n = b.np * (b.r1 - b.r0) * p.W;
+    const int64_t e0 = (static_cast<int64_t>(b.p0) * p.H + b.r0) * p.W;
+    for (int32_t e = static_cast<int32_t>(threadIdx.x); e < n; e += static_cast<int32_t>(blockDim.x)) {
+      const int32_t pl = p.by_HW.div(e), rem = e - pl * (p.H * p.W);
+      const int32_t ih_local = p.by_W.div(rem), iw = rem - ih_local * p.W, ih = b.r0 + ih_local;
+      int32_t oh_lo, oh_hi, ow_lo, ow_hi;
+      window_range<int32_t>(ih, p.padT, sH, extent_h, p.OH, oh_lo, oh_hi);
+      window_range<int32_t>(iw, p.padL, sW, extent_w, p.OW, ow_lo, ow_hi);
+      const int32_t plane_windows = pl * wr * p.OW;
+      float acc = 0.f;
+      for (int32_t oh = oh_lo; oh <= oh_hi; ++oh) {
+        const int32_t rh = ih - (oh * sH - p.padT), row = plane_windows + (oh - w0) * p.OW;
+        for (int32_t ow = ow_lo; ow <= ow_hi; ++ow) {
+          const int32_t rw = iw - (ow * sW - p.padL), tap = tps[row + ow];
+          const bool hit = p.dH == 1 && p.dW == 1 ? tap == rh * kW + rw
+                                                  : (tap / kW) * p.dH == rh && (tap % kW) * p.dW == rw;
+          if (hit) acc += dys[row + ow];
+        }
+      }
+      dx[e0 + e] = acc;
+    }
+    __syncthreads();  // the next tile overwrites the shared arrays
+  }
+}
+
 // ----------------------------------------------------------------------------------------------- average pool
 
 // The CPU's avg_window: real rows/cols [h0, h1) x [w0, w1) of window (oh, ow) and its divisor.
@@ -323,25 +485,143 @@ void launch_max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* ta
   else launch_max_pool_gather<I>(p, q, dy, WindowMax<I, 0, 16>{taps}, dx, stream);
 }
 
+
+// A tiling of `planes` planes of `rows` own rows of `row_len` elements whose tiles take bytes(np, r, whole) of
+// shared memory: whole planes, as many as reach kTileElements within kTileBytes, else the tallest band that fits.
+// even: every tile starts at an even own element (the forward's 4-bit taps).
+template <class Bytes>
+PoolTiles tiles_of(int64_t planes, int64_t rows, int64_t row_len, bool even, const Bytes& bytes) {
+  PoolTiles t;
+  const int64_t plane = rows * row_len;
+  if (planes <= 0 || plane <= 0) return t;
+  const int64_t whole = bytes(1, rows, true);
+  int64_t np = 1, r = rows;
+  if (whole <= kTileBytes) {
+    np = std::min({kTileBytes / whole, std::max<int64_t>(1, (kTileElements + plane - 1) / plane), planes});
+    if (even && plane % 2 && np % 2 && np < planes) {
+      if (np > 1) --np;
+      else if (2 * whole <= kTileBytes) np = 2;
+      else return t;
+    }
+  } else {
+    if (even && plane % 2) return t;
+    int64_t lo = 0, hi = rows;  // the tallest band within kTileBytes
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (bytes(1, mid, false) <= kTileBytes) lo = mid;
+      else hi = mid - 1;
+    }
+    r = even && row_len % 2 ? lo - lo % 2 : lo;
+    if (r < 1) return t;
+  }
+  t.planes_per_tile = static_cast<int32_t>(np);
+  t.rows = static_cast<int32_t>(r);
+  t.bands = static_cast<int32_t>((rows + r - 1) / r);
+  t.tiles = static_cast<int32_t>((planes + np - 1) / np * t.bands);
+  t.shared_bytes = static_cast<size_t>(bytes(np, r, r == rows));
+  return t;
+}
+
+// The forward's tiles of y rows: the x rows a band's windows read, or whole planes of x, and a byte an output for
+// 4-bit taps.
+PoolTiles forward_tiles(const Pool& p, int tap_bits) {
+  if (!fits32(p)) return {};
+  const int64_t extent = (p.kH - 1) * p.dH + 1;
+  return tiles_of(p.planes, p.OH, p.OW, tap_bits == 4, [&](int64_t np, int64_t r, bool whole) {
+    const int64_t xr = whole ? p.H : std::min(p.H, (r - 1) * p.sH + extent);
+    return np * (xr * p.W * 4 + (tap_bits == 4 ? r * p.OW : 0));
+  });
+}
+
+// The gradient's tiles of dx rows: the windows a band reaches (their dy and taps) and, from x (tap_bits 0), the x
+// rows those windows read.
+PoolTiles grad_tiles(const Pool& p, int tap_bits) {
+  if (!fits32(p)) return {};
+  const int64_t extent = (p.kH - 1) * p.dH + 1, tap_bytes = p.kH * p.kW <= 256 ? 1 : 2;
+  return tiles_of(p.planes, p.H, p.W, false, [&](int64_t np, int64_t r, bool whole) {
+    const int64_t wr = whole ? p.OH : std::min(p.OH, (r + extent - 2) / p.sH + 1);
+    const int64_t xr = tap_bits != 0 ? 0 : whole ? p.H : std::min(p.H, (wr - 1) * p.sH + extent);
+    return np * (wr * p.OW * (4 + tap_bytes) + xr * p.W * 4);
+  });
+}
+
+unsigned blocks_of(const PoolTiles& t) {
+  return static_cast<unsigned>(std::min<int64_t>(t.tiles, int64_t{1} << 20));
+}
+
+void launch_max_pool_tiled(const Pool& p, const PoolTiles& t, const float* x, float* y, uint8_t* taps, int tap_bits,
+                           cudaStream_t stream) {
+  const PoolI<int32_t> q = narrow<int32_t>(p);
+  const unsigned b = blocks_of(t);
+  if (p.kH == 3 && p.kW == 3)
+    launch_kernel(max_pool_tiled_kernel<3, 3>, b, kThreads, t.shared_bytes, stream, q, t, x, y, taps, tap_bits);
+  else if (p.kH == 2 && p.kW == 2)
+    launch_kernel(max_pool_tiled_kernel<2, 2>, b, kThreads, t.shared_bytes, stream, q, t, x, y, taps, tap_bits);
+  else launch_kernel(max_pool_tiled_kernel<0, 0>, b, kThreads, t.shared_bytes, stream, q, t, x, y, taps, tap_bits);
+}
+
+// The tiled gradient on the kernel for its window and strides: 3 x 3 at stride 1 or 2 and 2 x 2 at stride 2 compiled
+// in (their taps take 4 bits), any other from p.
+template <int BITS, class Tap>
+void launch_max_pool_grad_tiled(const Pool& p, const PoolTiles& t, const float* dy, const void* src, float* dx,
+                                cudaStream_t stream) {
+  const PoolI<int32_t> q = narrow<int32_t>(p);
+  const unsigned b = blocks_of(t);
+  const size_t sh = t.shared_bytes;
+  const bool square = p.kH == p.kW && p.sH == p.sW;
+  if constexpr (BITS <= 4 && sizeof(Tap) == 1) {
+    if (square && p.kH == 3 && p.sH == 1)
+      return launch_kernel(max_pool_grad_tiled_kernel<3, 1, BITS, Tap>, b, kThreads, sh, stream, q, t, dy, src, dx);
+    if (square && p.kH == 3 && p.sH == 2)
+      return launch_kernel(max_pool_grad_tiled_kernel<3, 2, BITS, Tap>, b, kThreads, sh, stream, q, t, dy, src, dx);
+    if (square && p.kH == 2 && p.sH == 2)
+      return launch_kernel(max_pool_grad_tiled_kernel<2, 2, BITS, Tap>, b, kThreads, sh, stream, q, t, dy, src, dx);
+  }
+  launch_kernel(max_pool_grad_tiled_kernel<0, 0, BITS, Tap>, b, kThreads, sh, stream, q, t, dy, src, dx);
+}
+
 }  // namespace
 
+bool max_pool_tiled(const Pool& p, int tap_bits, bool grad) {
+  return (grad ? grad_tiles(p, tap_bits) : forward_tiles(p, tap_bits)).planes_per_tile > 0;
+}
+
+int64_t max_pool_grad_workspace(const Pool& p) {
+  return max_pool_tiled(p, 0, true) ? 0 : p.planes * p.OH * p.OW * static_cast<int64_t>(sizeof(int32_t));
+}
+
 cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream) {
-  if (fits32(p)) launch_max_pool<int32_t>(p, x, y, argmax, tap_bits, stream);
+  if (const PoolTiles t = forward_tiles(p, tap_bits); t.planes_per_tile > 0)
+    launch_max_pool_tiled(p, t, x, y, argmax, tap_bits, stream);
+  else if (fits32(p)) launch_max_pool<int32_t>(p, x, y, argmax, tap_bits, stream);
   else launch_max_pool<int64_t>(p, x, y, argmax, tap_bits, stream);
   return cudaGetLastError();
 }
 
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream) {
-  if (fits32(p)) launch_max_pool_grad<int32_t>(p, dy, x, argmax, dx, stream);
-  else launch_max_pool_grad<int64_t>(p, dy, x, argmax, dx, stream);
+  if (const PoolTiles t = grad_tiles(p, 0); t.planes_per_tile > 0) {
+    if (p.kH * p.kW <= 256) launch_max_pool_grad_tiled<0, uint8_t>(p, t, dy, x, dx, stream);
+    else launch_max_pool_grad_tiled<0, uint16_t>(p, t, dy, x, dx, stream);
+  } else if (fits32(p)) {
+    launch_max_pool_grad<int32_t>(p, dy, x, argmax, dx, stream);
+  } else {
+    launch_max_pool_grad<int64_t>(p, dy, x, argmax, dx, stream);
+  }
   return cudaGetLastError();
 }
 
 cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, float* dx,
                                cudaStream_t stream) {
-  if (fits32(p)) launch_max_pool_grad_taps<int32_t>(p, dy, taps, tap_bits, dx, stream);
-  else launch_max_pool_grad_taps<int64_t>(p, dy, taps, tap_bits, dx, stream);
+  if (const PoolTiles t = grad_tiles(p, tap_bits); t.planes_per_tile > 0) {
+    if (tap_bits == 4) launch_max_pool_grad_tiled<4, uint8_t>(p, t, dy, taps, dx, stream);
+    else if (tap_bits == 8) launch_max_pool_grad_tiled<8, uint8_t>(p, t, dy, taps, dx, stream);
+    else launch_max_pool_grad_tiled<16, uint16_t>(p, t, dy, taps, dx, stream);
+  } else if (fits32(p)) {
+    launch_max_pool_grad_taps<int32_t>(p, dy, taps, tap_bits, dx, stream);
+  } else {
+    launch_max_pool_grad_taps<int64_t>(p, dy, taps, tap_bits, dx, stream);
+  }
   return cudaGetLastError();
 }
 

@@ -259,19 +259,26 @@ struct Pool {
 };
 // Max pool: the first maximum of each window scanned row-major (NaN wins), as the CPU kernel; its tap
 // (kh * kW + kw) packed into `argmax` with tap_bits bits per output element (4, 8 or 16; lib/ops/common/pool.h);
-// argmax null: y alone. One thread per output (per two with 4-bit taps); 3 x 3 and 2 x 2 windows on kernels with
-// the window's size compiled in (the loops unrolled, the tap's split by kW a constant's), so are MaxPoolGrad's
-// argmax passes for those windows (and for a width of 3 or 2 when decoding taps).
+// argmax null: y alone. Where a tile fits in shared memory (max_pool_tiled: whole planes or a band of rows; nearly
+// every pool of a CNN), a block copies the x its windows read into shared memory once and computes from there;
+// else one thread per output (per two with 4-bit taps) reads through the cache. 3 x 3 and 2 x 2 windows run on
+// kernels with the window's size compiled in (the loops unrolled, the tap's split by kW a constant's), and so do
+// the gradients' (with strides 1 and 2).
 cudaError_t max_pool(const Pool& p, const float* x, float* y, uint8_t* argmax, int tap_bits, cudaStream_t stream);
-// Max pool backward in two deterministic passes: each window's argmax (int32 index within its plane) into
-// `argmax` (planes*OH*OW ints of workspace), then each dx element sums the dy of the windows whose argmax it is,
-// in the CPU's (oh, ow) order.
+// Max pool backward from X: each dx element sums the dy of the windows whose argmax it is, in the CPU's (oh, ow)
+// order. Tiled, a block finds its windows' argmax from X in shared memory and `argmax` is not used; else two passes,
+// every window's argmax (int32 index within its plane) into `argmax` (max_pool_grad_workspace bytes), then the
+// gather.
 cudaError_t max_pool_grad(const Pool& p, const float* dy, const float* x, int32_t* argmax, float* dx,
                           cudaStream_t stream);
-// The same from the forward's packed taps instead of X, in one pass: each dx element decodes the taps of the windows
-// that may contain it (half a byte each for windows of up to 16 taps), no argmax array.
+// The same from the forward's packed taps instead of X, in one pass, no workspace: tiled, a block decodes its
+// windows' taps into shared memory; else each dx element decodes the taps of the windows that may contain it.
 cudaError_t max_pool_grad_taps(const Pool& p, const float* dy, const uint8_t* taps, int tap_bits, float* dx,
                                cudaStream_t stream);
+// Whether max_pool (grad false, with tap_bits) or a gradient (grad true; tap_bits 0: max_pool_grad, else
+// max_pool_grad_taps) runs on shared-memory tiles; and the workspace max_pool_grad needs (0 where tiled).
+bool max_pool_tiled(const Pool& p, int tap_bits, bool grad);
+int64_t max_pool_grad_workspace(const Pool& p);
 // Average pool with PyTorch's divisors (count_include_pad); grad gathers dy / divisor per dx element in order.
 cudaError_t average_pool(const Pool& p, bool count_include_pad, const float* x, float* y, cudaStream_t stream);
 cudaError_t average_pool_grad(const Pool& p, bool count_include_pad, const float* dy, float* dx,
