@@ -7,6 +7,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -203,6 +204,7 @@ void run_grid(Index3 blocks, Index3 shape, size_t shared_bytes, const std::funct
   g.body = &body;
   g.lanes.assign(threads, 0);
   g.shared.assign((shared_bytes + 15) / 16 * 16, 0);
+  totals.most_shared = std::max(totals.most_shared, shared_bytes);
   running = &g;
   for (unsigned z = 0; z < blocks.z; ++z)
     for (unsigned y = 0; y < blocks.y; ++y)

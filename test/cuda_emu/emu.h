@@ -28,7 +28,7 @@ int syncthreads_and(int predicate);
 uint64_t shuffle_xor(uint64_t bits, int lane_mask);
 // Bit l set where lane l of this warp passed a true predicate; every lane of the warp must call it.
 unsigned ballot(int predicate);
-// The launch's dynamic shared memory (16-byte aligned, zero-filled at each block's start).
+// The launch's dynamic shared memory (16-byte aligned, filled with 0xff bytes, NaN as floats, at each block's start).
 void* dynamic_shared();
 
 // Runs body once per thread of a grid of blocks.x * blocks.y * blocks.z blocks of threads.x * threads.y * threads.z
@@ -40,6 +40,7 @@ int take_last_error();
 // Counted over every launch so far (tests read the difference to see what a kernel did).
 struct Counters {
   int64_t block_barriers = 0;  // __syncthreads and __syncthreads_or/and calls, by thread 0 of each block
+  size_t most_shared = 0;      // the most dynamic shared memory a launch asked for (a test may reset it)
 };
 Counters& counters();
 

@@ -110,6 +110,9 @@ std::vector<Geometry> geometries() {
       // Rows wider than a tile: every kernel untiled (the gather four dx a thread, then one)
       {"3x3 stride 1 pad 1, rows of 6200: untiled", pool(1, 3, 6200, 3, 3, 1, 1, 1)},
       {"3x3 stride 1 pad 1, rows of 6201: untiled", pool(1, 3, 6201, 3, 3, 1, 1, 1)},
+      // One band holding every y row that windows make, of a plane whose last rows no window reads: sized as the
+      // band, not as the whole plane (64 KB, past what a launch may take without opting in)
+      {"1x1 stride 3 on 3 x 5226 planes: one band of the rows read", pool(3, 3, 5226, 1, 1, 3, 3, 0)},
   };
 }
 
@@ -135,6 +138,7 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
     INFO("tiled: forward " << tiled[0] << ", gradient from x " << tiled[1] << ", from taps " << tiled[2]);
     paths[0][tiled[0]] += 1, paths[1][tiled[1]] += 1, paths[2][tiled[2]] += 1;
     CHECK(max_pool_grad_workspace(p) == (tiled[1] ? 0 : static_cast<int64_t>(out * sizeof(int32_t))));
+    monet_emu::counters().most_shared = 0;
     std::vector<float> y(out);
     std::vector<uint8_t> taps(bits == 4 ? (out + 1) / 2 : bits == 8 ? out : 2 * out);
     REQUIRE(max_pool(p, x.data(), y.data(), taps.data(), bits, nullptr) == cudaSuccess);
@@ -149,6 +153,7 @@ TEST_CASE("MaxPool's CUDA kernels match a reference on the CUDA emulation, both 
     REQUIRE(max_pool_grad_taps(p, dy.data(), taps.data(), bits, dx_taps.data(), nullptr) == cudaSuccess);
     CHECK(std::memcmp(dx_input.data(), want.dx.data(), in * sizeof(float)) == 0);
     CHECK(std::memcmp(dx_taps.data(), want.dx.data(), in * sizeof(float)) == 0);
+    CHECK(monet_emu::counters().most_shared <= 24 * 1024);  // the tiles' budget (48 KB: a launch's without opt-in)
   }
   for (const auto& path : paths) {  // every kernel ran both ways
     CHECK(path[0] >= 2);

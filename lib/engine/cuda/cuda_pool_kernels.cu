@@ -225,18 +225,21 @@ __global__ void max_pool_grad4_kernel(PoolI<I> p, const float* dy, Max window_ma
 // with coalesced loads, once, then every thread computes from there, and writes its outputs coalesced. They
 // compute exactly what the kernels above do, in the same order: the same bits.
 
-// A tiling (pool_tiles): planes_per_tile planes, or (planes_per_tile 1) a band of `rows` rows of the tile's own
-// rows (the forward's y rows, the gradient's dx rows); `bands` tiles per group of planes, `tiles` in all.
-// planes_per_tile 0: no tiling fits the shared memory (or the 4-bit taps, below); the kernels above run.
+// A tiling (tiles_of): planes_per_tile whole planes, or (banded) bands of `rows` of one plane's own rows (the
+// forward's y rows, the gradient's dx rows), each copying only the rows its windows read; `bands` tiles a group of
+// planes, `tiles` in all. planes_per_tile 0: no tiling fits the shared memory (or the 4-bit taps, below); the
+// kernels above run.
 struct PoolTiles {
   int32_t planes_per_tile = 0, rows = 0, bands = 0, tiles = 0;
+  bool banded = false;
   size_t shared_bytes = 0;
 };
 
 // Shared memory a tile may take: nine blocks of 256 threads an SM on an H100 or H200 (228 KB), and within the
 // 48 KB a launch gets without opting in on any GPU.
 constexpr int64_t kTileBytes = 24 * 1024;
-// The own elements (outputs written) a tile aims at when whole planes are small: about 8 a thread.
+// The own elements (outputs written) a tile aims at when whole planes are small: about 8 a thread; a band takes at
+// most 4 times as many (more, and few planes would leave SMs idle).
 constexpr int64_t kTileElements = 2048;
 
 // The tile of block `tile`: planes [p0, p0 + np), own rows [r0, r1) of each.
@@ -279,7 +282,7 @@ __global__ void max_pool_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const float
   for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < t.tiles; tile += static_cast<int32_t>(gridDim.x)) {
     const Tile b = tile_of(t, p.planes, p.OH, tile);
     int32_t x0 = 0, x1 = p.H;  // the x rows in shared memory
-    if (t.bands > 1) {
+    if (t.banded) {
       x0 = b.r0 * p.sH - p.padT, x1 = (b.r1 - 1) * p.sH - p.padT + extent;
       x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
       if (x1 < x0) x1 = x0;
@@ -326,7 +329,7 @@ __global__ void max_pool_grad_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const 
   for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < t.tiles; tile += static_cast<int32_t>(gridDim.x)) {
     const Tile b = tile_of(t, p.planes, p.H, tile);
     int32_t w0 = 0, w1 = p.OH - 1, unused;  // the window rows [w0, w1] in shared memory
-    if (t.bands > 1) {
+    if (t.banded) {
       window_range<int32_t>(b.r0, p.padT, sH, extent_h, p.OH, w0, unused);
       window_range<int32_t>(b.r1 - 1, p.padT, sH, extent_h, p.OH, unused, w1);
     }
@@ -337,7 +340,7 @@ __global__ void max_pool_grad_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const 
     Tap* tps;
     if constexpr (BITS == 0) {
       int32_t x0 = 0, x1 = p.H;  // the x rows the windows read
-      if (t.bands > 1) {
+      if (t.banded) {
         x0 = w0 * sH - p.padT, x1 = w1 * sH - p.padT + extent_h;
         x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
         if (x1 < x0) x1 = x0;
@@ -513,7 +516,8 @@ PoolTiles tiles_of(int64_t planes, int64_t rows, int64_t row_len, bool even, con
     }
   } else {
     if (even && plane % 2) return t;
-    int64_t lo = 0, hi = rows;  // the tallest band within kTileBytes
+    // The tallest band within kTileBytes and 4 kTileElements (2 rows at least where bands must be of even height)
+    int64_t lo = 0, hi = std::min(rows, std::max<int64_t>(even ? 2 : 1, 4 * kTileElements / row_len));
     while (lo < hi) {
       const int64_t mid = (lo + hi + 1) / 2;
       if (bytes(1, mid, false) <= kTileBytes) lo = mid;
@@ -526,7 +530,8 @@ PoolTiles tiles_of(int64_t planes, int64_t rows, int64_t row_len, bool even, con
   t.rows = static_cast<int32_t>(r);
   t.bands = static_cast<int32_t>((rows + r - 1) / r);
   t.tiles = static_cast<int32_t>((planes + np - 1) / np * t.bands);
-  t.shared_bytes = static_cast<size_t>(bytes(np, r, r == rows));
+  t.banded = whole > kTileBytes;
+  t.shared_bytes = static_cast<size_t>(bytes(np, r, !t.banded));
   return t;
 }
 
