@@ -235,8 +235,8 @@ struct PoolTiles {
   size_t shared_bytes = 0;
 };
 
-// Shared memory a tile may take: nine blocks of 256 threads an SM on an H100 or H200 (228 KB), and within the
-// 48 KB a launch gets without opting in on any GPU.
+// Shared memory a tile may take: eight blocks of 256 threads (an SM's 2,048 threads) fit an H100's or H200's 228 KB
+// with it, and it is within the 48 KB a launch gets without opting in on any GPU.
 constexpr int64_t kTileBytes = 24 * 1024;
 // The own elements (outputs written) a tile aims at when whole planes are small: about 8 a thread; a band takes at
 // most 4 times as many (more, and few planes would leave SMs idle).
