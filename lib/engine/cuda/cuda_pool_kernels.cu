@@ -270,6 +270,14 @@ __device__ __forceinline__ void copy_to_shared(T* dst, const T* src, int32_t n) 
   for (; k < n; k += step) dst[k] = src[k];
 }
 
+// The x rows [x0, x1) that the windows of output rows first .. last read (extent: a window's span of rows).
+__device__ __forceinline__ void rows_read(const PoolI<int32_t>& p, int32_t first, int32_t last, int32_t extent,
+                                          int32_t& x0, int32_t& x1) {
+  x0 = first * p.sH - p.padT, x1 = last * p.sH - p.padT + extent;
+  x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
+  if (x1 < x0) x1 = x0;
+}
+
 // The forward on tiles of y rows. A whole-planes tile copies its planes' x; a band copies the x rows its windows
 // read. One thread per output (consecutive threads read x at the stride apart); 4-bit taps go through shared
 // memory, then a thread packs two into a byte: the tiling starts every tile at an even output, so no byte is
@@ -282,11 +290,7 @@ __global__ void max_pool_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const float
   for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < t.tiles; tile += static_cast<int32_t>(gridDim.x)) {
     const Tile b = tile_of(t, p.planes, p.OH, tile);
     int32_t x0 = 0, x1 = p.H;  // the x rows in shared memory
-    if (t.banded) {
-      x0 = b.r0 * p.sH - p.padT, x1 = (b.r1 - 1) * p.sH - p.padT + extent;
-      x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
-      if (x1 < x0) x1 = x0;
-    }
+    if (t.banded) rows_read(p, b.r0, b.r1 - 1, extent, x0, x1);
     const int32_t xr = x1 - x0;
     uint8_t* ts = reinterpret_cast<uint8_t*>(xs + b.np * xr * p.W);  // 4-bit taps before packing
     copy_to_shared(xs, x + (static_cast<int64_t>(b.p0) * p.H + x0) * p.W, b.np * xr * p.W);
@@ -340,11 +344,7 @@ __global__ void max_pool_grad_tiled_kernel(PoolI<int32_t> p, PoolTiles t, const 
     Tap* tps;
     if constexpr (BITS == 0) {
       int32_t x0 = 0, x1 = p.H;  // the x rows the windows read
-      if (t.banded) {
-        x0 = w0 * sH - p.padT, x1 = w1 * sH - p.padT + extent_h;
-        x0 = x0 < 0 ? 0 : x0, x1 = x1 > p.H ? p.H : x1;
-        if (x1 < x0) x1 = x0;
-      }
+      if (t.banded) rows_read(p, w0, w1, extent_h, x0, x1);
       const int32_t xr = x1 - x0;
       float* xs = smem + nw;
       tps = reinterpret_cast<Tap*>(xs + b.np * xr * p.W);
