@@ -54,6 +54,8 @@ struct ModelFlags {
   CLI::Option* attention_option = nullptr;
   std::string loss_head = "fused";
   CLI::Option* loss_head_option = nullptr;
+  std::string concat_conv = "split";
+  CLI::Option* concat_conv_option = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -73,6 +75,11 @@ struct ModelFlags {
         "fused (a token model's output MatMul and its cross-entropy as one node: the planner chooses between "
         "keeping the logits and recomputing them a chunk of rows at a time in the backward; default) or separate "
         "(the MatMul, the logits and the loss as three nodes); a schedule's or profile's applies");
+    concat_conv_option = app.add_option(
+        "--concat-conv", concat_conv,
+        "split (a convolution over a channel concatenation as one convolution per concatenated input, summed: the "
+        "concatenation and its gradient are never stored; default) or joined (as exported); a schedule's or "
+        "profile's applies");
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -95,6 +102,8 @@ struct ModelFlags {
     o.attention_given = attention_option && attention_option->count() > 0;
     set_loss_head_mode(o.import, loss_head);
     o.loss_head_given = loss_head_option && loss_head_option->count() > 0;
+    set_concat_conv_mode(o.import, concat_conv);
+    o.concat_conv_given = concat_conv_option && concat_conv_option->count() > 0;
     return o;
   }
 };

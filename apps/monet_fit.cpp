@@ -46,7 +46,7 @@ struct Search {
 int main(int argc, char** argv) {
   CLI::App app{"monet-fit: the largest batch of a model that trains within a memory budget (and an overhead)"};
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
-  std::string loss_head = "fused";
+  std::string loss_head = "fused", concat_conv = "split";
   std::optional<double> max_overhead_pct;
   app::SolverFlags solver(20);
   app::OffloadFlags offload;
@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
       "--loss-head", loss_head,
       "fused (a token model's output MatMul and its cross-entropy as one node, default) or separate; a --profile's "
       "applies");
+  CLI::Option* concat_conv_option = app.add_option(
+      "--concat-conv", concat_conv,
+      "split (a convolution over a channel concatenation as one convolution per input, summed; default) or joined; "
+      "a --profile's applies");
   app.add_option("--profile", measured_path,
                  "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
                  "roofline estimate");
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
     if (!input_shape.empty()) import.input_shape = parse_input_shape(input_shape);
     import.input_files = app::parse_input_files(inputs);
     set_loss_head_mode(import, loss_head);
+    set_concat_conv_mode(import, concat_conv);
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
@@ -92,6 +97,8 @@ int main(int argc, char** argv) {
       // Each batch's graph imports as the measured one did, so that its nodes find their measured twins.
       if (loss_head_option->count())
         require_recorded_mode("loss-head", loss_head, measured->import.loss_head, "profile", measured_path);
+      if (concat_conv_option->count())
+        require_recorded_mode("concat-conv", concat_conv, measured->import.concat_conv, "profile", measured_path);
       apply_import_mode(import, measured->import);
     }
     offload.require_link(measured ? &*measured : nullptr,

@@ -60,9 +60,11 @@ int main(int argc, char** argv) {
       Profile p = read_profile(rederive);
       // A Split has no measured twin among Slices, nor they among it, nor a bias's gradient made by a MatMul among
       // one made by an Add: the rewrites as the profile says; the attention as --attention says (its measured twin
-      // is found).
+      // is found), and the convolutions over concatenations as an explicit --concat-conv says (split ones from
+      // joined ones: estimated from their twins' share, profile.h derive_profile).
       ImportMode mode = p.import;
       mode.attention = import_attention_mode(o.import);
+      if (o.concat_conv_given) mode.concat_conv = import_concat_conv_mode(o.import);
       apply_import_mode(o.import, mode);
       const TrainingGraph tg = build_training_graph(import_onnx(o.model_path, o.import), o.train);
       if (p.plan.fingerprint != fingerprint(tg)) {

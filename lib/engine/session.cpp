@@ -91,12 +91,14 @@ Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& rea
   return s;
 }
 
-// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention or --loss-head
-// must agree.
+// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention, --loss-head or
+// --concat-conv must agree.
 void import_as_file(ImportOptions& import, const ImportMode& mode, const SessionOptions& o, const char* what,
                     const std::string& path) {
   if (o.attention_given) require_recorded_mode("attention", import_attention_mode(import), mode.attention, what, path);
   if (o.loss_head_given) require_recorded_mode("loss-head", import_loss_head_mode(import), mode.loss_head, what, path);
+  if (o.concat_conv_given)
+    require_recorded_mode("concat-conv", import_concat_conv_mode(import), mode.concat_conv, what, path);
   apply_import_mode(import, mode);
 }
 

@@ -10,6 +10,7 @@
 #include "ir/matmul_bias.h"
 #include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
+#include "ir/split_concat_conv.h"
 #include "ir/split_slices.h"
 
 namespace monet {
@@ -31,6 +32,7 @@ const std::vector<Field>& fields() {
       {"matmul_transpose", &ImportMode::matmul_transpose, {"fused", "separate"}, "separate"},
       {"matmul_rows", &ImportMode::matmul_rows, {"fused", "separate"}, "separate"},
       {"loss_head", &ImportMode::loss_head, {"fused", "separate"}, "separate"},
+      {"concat_conv", &ImportMode::concat_conv, {"split", "joined"}, "joined"},
   };
   return f;
 }
@@ -46,8 +48,8 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 }  // namespace
 
 ImportMode import_mode_of(const Graph& g) {
-  return {attention_mode(g),        slices_mode(g),      matmul_bias_mode(g),
-          matmul_transpose_mode(g), matmul_rows_mode(g), loss_head_mode(g)};
+  return {attention_mode(g),        slices_mode(g),      matmul_bias_mode(g), matmul_transpose_mode(g),
+          matmul_rows_mode(g),      loss_head_mode(g),   concat_conv_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -58,6 +60,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   o.matmul_transpose = m.matmul_transpose == "fused";
   o.matmul_rows = m.matmul_rows == "fused";
   set_loss_head_mode(o, m.loss_head);
+  set_concat_conv_mode(o, m.concat_conv);
 }
 
 void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,

@@ -20,6 +20,7 @@
 #include "ir/matmul_bias.h"
 #include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
+#include "ir/split_concat_conv.h"
 #include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
@@ -63,6 +64,7 @@ class Importer {
     if (options_.matmul_bias) matmul_bias(g);
     if (options_.matmul_transpose) matmul_transpose(g);
     if (options_.matmul_rows) matmul_rows(g, {.bias = options_.matmul_bias, .trans_b = options_.matmul_transpose});
+    if (options_.split_concat_conv) split_concat_conv(g);
     g.fuse_loss_head = options_.fuse_loss_head;
     return std::move(g);
   }
@@ -264,5 +266,12 @@ void set_loss_head_mode(ImportOptions& o, const std::string& mode) {
 }
 
 const char* import_loss_head_mode(const ImportOptions& o) { return o.fuse_loss_head ? "fused" : "separate"; }
+
+void set_concat_conv_mode(ImportOptions& o, const std::string& mode) {
+  if (mode != "split" && mode != "joined") fail("--concat-conv '", mode, "': expected split or joined");
+  o.split_concat_conv = mode == "split";
+}
+
+const char* import_concat_conv_mode(const ImportOptions& o) { return o.split_concat_conv ? "split" : "joined"; }
 
 }  // namespace monet

@@ -20,6 +20,7 @@ struct ImportOptions {
   bool matmul_bias = true;               // a MatMul's bias Add taken into the MatMul (matmul_bias.h)
   bool matmul_transpose = true;          // a MatMul's weight read through its Transpose as stored (matmul_transpose.h)
   bool matmul_rows = true;               // a MatMul's A read through its Transpose as stored (matmul_rows.h)
+  bool split_concat_conv = true;         // a Conv over a channel Concat as one Conv per input (split_concat_conv.h)
   // The training graph's cross-entropy and the output MatMul it reads as one node (fuse_linear_loss.h); carried
   // as Graph::fuse_loss_head.
   bool fuse_loss_head = true;
@@ -36,6 +37,10 @@ const char* import_attention_mode(const ImportOptions& o);
 // "--loss-head '<mode>': expected fused or separate").
 void set_loss_head_mode(ImportOptions& o, const std::string& mode);
 const char* import_loss_head_mode(const ImportOptions& o);
+// The same for a convolution over a channel concatenation (split_concat_conv.h concat_conv_mode: "split" or
+// "joined"; any other string throws "--concat-conv '<mode>': expected split or joined").
+void set_concat_conv_mode(ImportOptions& o, const std::string& mode);
+const char* import_concat_conv_mode(const ImportOptions& o);
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);

@@ -11,6 +11,7 @@
 #include "core/json_io.h"
 #include "engine/executor.h"
 #include "ir/onnx_import.h"
+#include "ir/split_concat_conv.h"
 #include "ops/op.h"
 #include "schedule/schedule.h"
 
@@ -384,6 +385,41 @@ void drop_slices_not_dividing(nlohmann::json& entry, const Graph& g, const Node&
   });
 }
 
+// A node of a split convolution (split_concat_conv.h) without a measured twin, carried from a profile of the joined
+// graph: a part Conv and its backward nodes take the joined Conv's (or its backward node's) measurements times their
+// share of its FLOPs ("<conv>/part<i>" read as "<conv>" in the key); the weight's Split and its gradient, the Sum
+// and any other node the split made take bytes_moved over the GB/s the measured profile's nodes of the op reached
+// (of every node that moves more bytes than it does FLOPs, where the profile has none of the op).
+struct SplitConvEstimate {
+  const std::map<std::string, int>* old_of;
+  const Profile* measured;
+
+  // The twin of key `key` of a node named `name` as the joined graph has it, or -1.
+  int twin(const std::string& name, const std::string& key) const {
+    const std::string origin = split_conv_origin(name);
+    if (origin.empty() || key.compare(0, origin.size(), origin) != 0) return -1;
+    const size_t part = origin.size();
+    if (key.compare(part, 5, "/part") != 0) return -1;
+    const size_t end = key.find_first_not_of("0123456789", part + 5);
+    auto it = old_of->find(origin + (end == std::string::npos ? "" : key.substr(end)));
+    return it == old_of->end() ? -1 : it->second;
+  }
+
+  // GB/s (bytes per ms) of the measured nodes of `op`, else of every memory-bound measured node.
+  double bytes_per_ms(const std::string& op) const {
+    double bytes = 0, ms = 0, all_bytes = 0, all_ms = 0;
+    for (size_t i = 0; i < measured->plan.nodes.size(); ++i) {
+      const PlanNode& n = measured->plan.nodes[i];
+      const NodeCost& c = measured->costs[i];
+      if (!(n.time_ms > 0) || c.bytes_moved <= 0) continue;
+      if (n.op == op) bytes += static_cast<double>(c.bytes_moved), ms += n.time_ms;
+      if (c.flops <= static_cast<double>(c.bytes_moved))
+        all_bytes += static_cast<double>(c.bytes_moved), all_ms += n.time_ms;
+    }
+    return ms > 0 ? bytes / ms : all_ms > 0 ? all_bytes / all_ms : 0;
+  }
+};
+
 // derive_profile and rescale_profile: scale 1 carries times and workspaces as measured.
 Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path, bool nondeterministic,
                       bool rescale) {
@@ -412,13 +448,32 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
   nlohmann::json algorithms = nlohmann::json::object();
   const nlohmann::json* recorded = measured.device_info.contains("conv_algorithms")
                                        ? &measured.device_info["conv_algorithms"] : nullptr;
+  const SplitConvEstimate split{&old_of, &measured};
+  nlohmann::json estimated = nlohmann::json::array();
   for (size_t i = 0; i < p.plan.nodes.size(); ++i) {
     PlanNode& n = p.plan.nodes[i];
     auto it = old_of.find(keys[i]);
+    double share = 1.0;  // a part of a split convolution: its share of the joined one's FLOPs
+    if (it == old_of.end() && !split_conv_origin(n.name).empty()) {
+      const int t = split.twin(n.name, keys[i]);
+      const double flops = t >= 0 ? measured.costs[static_cast<size_t>(t)].flops : 0;
+      if (t >= 0 && measured.plan.nodes[static_cast<size_t>(t)].op == n.op && flops > 0) {
+        it = old_of.find(old_keys[static_cast<size_t>(t)]);
+        share = std::min(1.0, p.costs[i].flops / flops);
+      } else {
+        const double bpm = split.bytes_per_ms(n.op);
+        if (!(bpm > 0)) fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin and nothing to time it by");
+        const double f = n.stage == Stage::update ? 1.0 : scale;
+        for (int impl = 0; impl < n.num_impls(); ++impl) n.set_impl_ms(impl, f * p.costs[i].bytes_moved / bpm);
+        estimated.push_back(n.name);
+        continue;
+      }
+      estimated.push_back(n.name);
+    }
     if (it == old_of.end() || measured.plan.nodes[it->second].op != n.op)
       fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin (key ", keys[i], ")");
     const PlanNode& old = measured.plan.nodes[it->second];
-    const double f = n.stage == Stage::update ? 1.0 : scale;
+    const double f = (n.stage == Stage::update ? 1.0 : scale) * share;
     n.workspace_bytes = bytes(old.workspace_bytes, f);
     for (int impl = 0; impl < n.num_impls(); ++impl) {
       const int o = old.find_impl(n.impl_name(impl));
@@ -452,6 +507,12 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
                       : std::string("times and workspaces carried by node key from a profile measured on an earlier "
                                     "training graph; in-place runs timed as their out-of-place twins; re-measure on "
                                     "a GPU")}};
+  if (!estimated.empty())
+    p.device_info["derived"]["split_conv_estimates"] = {
+        {"nodes", estimated},
+        {"how", "nodes of convolutions split over their concatenated inputs, which the measured profile has joined: "
+                "a part's convolution nodes at their share of the joined node's FLOPs (its cuDNN timings and "
+                "workspaces too), the others at the GB/s the profile's nodes of their op reached; an estimate"}};
   if (!algorithms.empty()) rederive_algorithm_variants(p, nondeterministic, path);
   return p;
 }

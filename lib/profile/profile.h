@@ -121,8 +121,10 @@ int refresh_in_place(Profile& p, const TrainingGraph& tg, const std::string& pat
 // node's name; a backward node's forward node, op and rank among that forward node's nodes of the op, so that a
 // reordered backward keeps its timings), each implementation's by its name; an implementation the measured profile
 // lacks is timed as the node's default. Recorded cuDNN timings follow their nodes and the algorithm variants are
-// made again from them. device_info.derived says so; bytes are tg's own. Throws naming `path` on any other model
-// or a node without a measured twin.
+// made again from them. device_info.derived says so; bytes are tg's own. A graph with convolutions split over
+// their concatenated inputs (split_concat_conv.h) derives from a profile of the joined graph: the nodes the split
+// made are estimated (carry_profile's SplitConvEstimate) and listed under device_info.derived.split_conv_estimates.
+// Throws naming `path` on any other model or any other node without a measured twin.
 Profile derive_profile(const TrainingGraph& tg, const Profile& measured, const std::string& path,
                        bool nondeterministic = false);
 

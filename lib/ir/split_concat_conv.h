@@ -1,0 +1,33 @@
+// A convolution over a channel concatenation as one convolution per concatenated input, their outputs summed: the
+// concatenation is never stored, nor its gradient (each input's gradient comes from its own data gradient). A
+// U-Net's decoder convolves the concatenation of an upsampled map and a skip connection; on UNet b11 that
+// concatenation (1.42 GB) and its gradient set the floor of every schedule. The sum runs in place over a part's
+// output; the weight is one parameter, split along its input channels (its gradient joined by SplitGrad).
+#pragma once
+
+#include "ir/graph.h"
+
+namespace monet {
+
+// Before:  x = Concat(x_0, ..., x_{k-1}; axis = 1), k >= 2, every x_i with at least one channel, x read by one
+//          node and not a graph output; y = Conv(x, W[, B]) with group 1; x at least twice W's size (the split
+//          holds W's pieces and their gradients, up to twice W, where the joined Conv holds x and its gradient: a
+//          function of the shapes, so a model splits at a large batch or image and stays joined at a small one).
+// After:   W_0, ..., W_{k-1} = Split(W; axis = 1, split = the x_i's channels, from_concat = 1), named
+//          "<conv>/weight_split";
+//          y_i = Conv(x_i, W_i[, B for i = 0]; the Conv's attributes, concat_part = i), named "<conv>/part<i>";
+//          y = Sum(y_0, ..., y_{k-1}; from_concat = 1), named "<conv>/sum";
+//          all three at the Conv's position; the Concat and x are gone, y keeps its value (name, id). New values are
+//          named "<conv>/weight_part<i>" and "<conv>/part<i>_out". Returns the number of Convs split.
+int split_concat_conv(Graph& g);
+
+// "split" when g holds a Conv made by split_concat_conv, else "joined": how a schedule or profile of g says to
+// import the model again (importing without the rewrite gives the same graph where nothing was rewritten).
+const char* concat_conv_mode(const Graph& g);
+
+// The name of the Conv that a node of a split convolution comes from (the part Convs, the weight's Split, the Sum,
+// and their backward nodes): "<conv>" for a name "<conv>/part<i>...", "<conv>/weight_split..." or "<conv>/sum...";
+// empty for any other name.
+std::string split_conv_origin(const std::string& name);
+
+}  // namespace monet
