@@ -594,8 +594,9 @@ namespace {
 // its outputs and then its inputs as the node left them (running statistics), the overwritten input left out.
 // skip_optional: the op's optional outputs are passed without data (what the executor does where nothing reads
 // them) and come back empty. impl: the op implementation that runs.
+// poison: every output element NaN before the node runs (an element the kernel leaves unwritten stays NaN).
 std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool in_place, bool skip_optional = false,
-                                             int impl = 0, int algo = -1) {
+                                             int impl = 0, int algo = -1, bool poison = false) {
   const Graph& g = b.g;
   const Node& n = g.nodes[0];
   std::vector<int64_t> offset(g.values.size(), -1);
@@ -610,7 +611,10 @@ std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool i
     be.upload(ref(v), b.inputs.at(v));
     in.push_back(ref(v));
   }
-  for (int v : n.outputs) out.push_back(ref(v));
+  for (int v : n.outputs) {
+    out.push_back(ref(v));
+    if (poison) be.upload(ref(v), std::vector<double>(static_cast<size_t>(numel(g.values[v].shape)), std::nan("")));
+  }
   const int over = in_place ? op_def(n.op).in_place.at(0) : -1;
   if (in_place) out[0].data = in[static_cast<size_t>(over)].data;
   if (skip_optional)
@@ -627,6 +631,24 @@ std::vector<std::vector<double>> run_forward(const Built& b, Backend& be, bool i
 }
 
 }  // namespace
+
+TEST_CASE("SplitGrad on CUDA writes every element once: present pieces copied, absent ones zero", "[cuda][ops]") {
+  auto cpu = make_cpu_backend(1);
+  auto gpu = cuda::make_cuda_backend("fp32");
+  std::vector<Case> cs;
+  cs.push_back({"SplitGrad", attrs({{"axis", int64_t{1}}, {"split", I{2, 3, 1, 2}}, {"present", I{1, 0, 1, 0}}}),
+                {{2, 2, 5}, {2, 1, 5}}});
+  cs.push_back({"SplitGrad", attrs({{"axis", int64_t{-1}}, {"split", I{3, 4}}, {"present", I{0, 1}}}), {{3, 4}}});
+  cs.push_back({"SplitGrad", attrs({{"axis", int64_t{0}}, {"split", I{2, 1}}, {"present", I{1, 1}}}), {{2, 6}, {1, 6}}});
+  uint64_t seed = 301;
+  for (const Case& k : cs) {
+    INFO(k.op << " " << shape_str(k.shapes[0]));
+    const Built b = build(k, seed++);
+    const auto want = run_forward(b, *cpu, false), got = run_forward(b, *gpu, false, false, 0, -1, true);
+    REQUIRE(want.size() == got.size());
+    for (size_t i = 0; i < want.size(); ++i) CHECK(want[i] == got[i]);
+  }
+}
 
 TEST_CASE("ops that may run in place give on CUDA the bits they give out of place", "[cuda][ops][in_place]") {
   auto gpu = cuda::make_cuda_backend("fp32");

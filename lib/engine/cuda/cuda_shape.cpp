@@ -85,7 +85,8 @@ void run_split(const CudaCall& c) {
   }
 }
 
-// SplitGrad(dy_present...): the present pieces copied into place, the absent ones zero.
+// SplitGrad(dy_present...): the present pieces copied into place, the absent ones zero (each absent piece's columns
+// of every outer row set alone: the output is written once).
 void run_split_grad(const CudaCall& c) {
   const Shape& xs = c.out_shape(0);
   const int64_t axis = normalised_axis(c.node.attrs.i("axis", 0), xs.size());
@@ -93,7 +94,6 @@ void run_split_grad(const CudaCall& c) {
   int64_t outer, inner;
   outer_inner(xs, axis, outer, inner);
   const int64_t x_row = xs[axis] * inner;
-  MONET_CUDA_CHECK(cudaMemsetAsync(c.out[0].data, 0, static_cast<size_t>(c.out[0].numel()) * 4, c.ctx.stream));
   int64_t col = 0;
   int i = 0;
   for (size_t o = 0; o < sizes.size(); ++o) {
@@ -102,6 +102,9 @@ void run_split_grad(const CudaCall& c) {
       MONET_CUDA_CHECK(strided_copy(4, dims2(outer, y_row), strides2(y_row, 1), 0, c.in[i].data, strides2(x_row, 1),
                                     col, c.out[0].data, c.ctx.stream));
       ++i;
+    } else if (y_row > 0 && outer > 0) {
+      MONET_CUDA_CHECK(cudaMemset2DAsync(static_cast<float*>(c.out[0].data) + col, static_cast<size_t>(x_row) * 4, 0,
+                                         static_cast<size_t>(y_row) * 4, static_cast<size_t>(outer), c.ctx.stream));
     }
     col += y_row;
   }
