@@ -107,6 +107,9 @@ struct Graph {
   // build_training_graph fuses a token model's output MatMul with its cross-entropy (fuse_linear_loss.h): set by
   // the importer from ImportOptions::fuse_loss_head; a graph built by hand leaves them separate.
   bool fuse_loss_head = false;
+  // The import ran the Concat-Conv split (split_concat_conv.h), whether or not any convolution met its conditions:
+  // set by the importer from ImportOptions::split_concat_conv, read by concat_conv_mode.
+  bool split_concat_conv = false;
 
   int add_value(Value v);
   int find_value(const std::string& name) const;  // -1 if absent

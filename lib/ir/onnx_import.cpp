@@ -65,6 +65,7 @@ class Importer {
     if (options_.matmul_transpose) matmul_transpose(g);
     if (options_.matmul_rows) matmul_rows(g, {.bias = options_.matmul_bias, .trans_b = options_.matmul_transpose});
     if (options_.split_concat_conv) split_concat_conv(g);
+    g.split_concat_conv = options_.split_concat_conv;
     g.fuse_loss_head = options_.fuse_loss_head;
     return std::move(g);
   }

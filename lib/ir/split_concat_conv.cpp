@@ -43,8 +43,7 @@ int split_concat_conv(Graph& g) {
     if (k < 0) continue;
     const Node& concat = g.nodes[k];
     const int w = conv.inputs[1];
-    const Value& wv = g.values[w];
-    const Value& yv = g.values[conv.outputs[0]];
+    const DType w_dtype = g.values[w].dtype, y_dtype = g.values[conv.outputs[0]].dtype;  // add_value moves values
     const int parts = static_cast<int>(concat.inputs.size());
     std::vector<Node> nodes;
 
@@ -58,7 +57,7 @@ int split_concat_conv(Graph& g) {
       channels.push_back(ci);
       Value part;
       part.name = conv.name + "/weight_part" + std::to_string(i);
-      part.dtype = wv.dtype;
+      part.dtype = w_dtype;
       split.outputs.push_back(g.add_value(std::move(part)));
     }
     split.attrs.set("axis", int64_t{1});
@@ -81,7 +80,7 @@ int split_concat_conv(Graph& g) {
       if (i == 0 && conv.inputs.size() > 2) p.inputs.push_back(conv.inputs[2]);
       Value out;
       out.name = p.name + "_out";
-      out.dtype = yv.dtype;
+      out.dtype = y_dtype;
       p.outputs = {g.add_value(std::move(out))};
       sum.inputs.push_back(p.outputs[0]);
       convs.push_back(std::move(p));
@@ -122,24 +121,33 @@ int split_concat_conv(Graph& g) {
 }
 
 const char* concat_conv_mode(const Graph& g) {
+  if (g.split_concat_conv) return "split";
   for (const Node& n : g.nodes)
     if (n.op == "Conv" && n.attrs.has("concat_part")) return "split";
   return "joined";
 }
 
+bool from_split_conv(const Graph& g, int node) {
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const Node& f = n.forward_node >= 0 ? g.nodes[static_cast<size_t>(n.forward_node)] : n;
+  return f.attrs.has("concat_part") || f.attrs.has("from_concat");
+}
+
 std::string split_conv_origin(const std::string& name) {
-  for (const char* mark : {"/part", "/weight_split", "/sum"}) {
+  size_t best = std::string::npos;  // the last mark that ends a segment: a Conv's own name may hold such words
+  for (const std::string mark : {"/part", "/weight_split", "/sum"}) {
     for (size_t at = name.find(mark); at != std::string::npos; at = name.find(mark, at + 1)) {
-      size_t end = at + std::string(mark).size();
-      if (std::string(mark) == "/part") {
+      size_t end = at + mark.size();
+      if (mark == "/part") {
         const size_t digits = name.find_first_not_of("0123456789", end);
         if (digits == end) continue;
         end = digits == std::string::npos ? name.size() : digits;
       }
-      if (end == name.size() || name[end] == '/' || name.compare(end, 4, "_out") == 0) return name.substr(0, at);
+      const bool ends = end == name.size() || name[end] == '/' || name.compare(end, 4, "_out") == 0;
+      if (ends && (best == std::string::npos || at > best)) best = at;
     }
   }
-  return "";
+  return best == std::string::npos ? "" : name.substr(0, best);
 }
 
 }  // namespace monet

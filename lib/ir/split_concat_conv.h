@@ -17,17 +17,24 @@ namespace monet {
 //          "<conv>/weight_split";
 //          y_i = Conv(x_i, W_i[, B for i = 0]; the Conv's attributes, concat_part = i), named "<conv>/part<i>";
 //          y = Sum(y_0, ..., y_{k-1}; from_concat = 1), named "<conv>/sum";
-//          all three at the Conv's position; the Concat and x are gone, y keeps its value (name, id). New values are
-//          named "<conv>/weight_part<i>" and "<conv>/part<i>_out". Returns the number of Convs split.
+//          all three at the Conv's position; the Concat and x are gone (the values after x move down one id), y
+//          keeps its name. New values are named "<conv>/weight_part<i>" and "<conv>/part<i>_out". Returns the number
+//          of Convs split.
 int split_concat_conv(Graph& g);
 
-// "split" when g holds a Conv made by split_concat_conv, else "joined": how a schedule or profile of g says to
-// import the model again (importing without the rewrite gives the same graph where nothing was rewritten).
+// "split" when g was imported with the rewrite on (Graph::split_concat_conv) or holds a Conv it made, else "joined":
+// how a schedule or profile of g says to import the model again. The rewrite's size condition depends on the batch
+// and input shape, so the mode records the option, not whether anything was split: a profile whose convolutions all
+// stayed joined at its batch still imports split at a batch where they meet the condition (monet-fit --profile).
 const char* concat_conv_mode(const Graph& g);
 
+// Whether node `node` of g is one the rewrite made (a part Conv, the weight's Split, the Sum) or a backward node of
+// one.
+bool from_split_conv(const Graph& g, int node);
+
 // The name of the Conv that a node of a split convolution comes from (the part Convs, the weight's Split, the Sum,
-// and their backward nodes): "<conv>" for a name "<conv>/part<i>...", "<conv>/weight_split..." or "<conv>/sum...";
-// empty for any other name.
+// and their backward nodes): "<conv>" for a name "<conv>/part<i>...", "<conv>/weight_split..." or "<conv>/sum...",
+// at the last such mark (the Conv's own name may hold one); empty for any other name.
 std::string split_conv_origin(const std::string& name);
 
 }  // namespace monet

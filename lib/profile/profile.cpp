@@ -385,38 +385,98 @@ void drop_slices_not_dividing(nlohmann::json& entry, const Graph& g, const Node&
   });
 }
 
-// A node of a split convolution (split_concat_conv.h) without a measured twin, carried from a profile of the joined
-// graph: a part Conv and its backward nodes take the joined Conv's (or its backward node's) measurements times their
-// share of its FLOPs ("<conv>/part<i>" read as "<conv>" in the key); the weight's Split and its gradient, the Sum
-// and any other node the split made take bytes_moved over the GB/s the measured profile's nodes of the op reached
-// (of every node that moves more bytes than it does FLOPs, where the profile has none of the op).
+// Nodes without a measured twin where the two graphs split convolutions over their concatenated inputs differently
+// (split_concat_conv.h: another import mode, or another batch or input shape under the rewrite's size condition):
+// - a node of a split convolution measured joined: a part Conv and its backward nodes take the joined Conv's (or its
+//   backward node's) measurements times their share of its FLOPs ("<conv>/part<i>" read as "<conv>" in the key);
+// - a joined convolution measured split: its nodes take the sum of its parts' ("<conv>" read as "<conv>/part<i>",
+//   i = 0, 1, ... while the profile has one), without algorithm variants;
+// - the nodes only one graph has (the weight's Split and SplitGrad and the Sum, or the Concat and its gradient's
+//   Split) take bytes_moved over the GB/s the measured profile's nodes of their op reached (of the other copy ops
+//   among Concat, Split and SplitGrad where it has none of the op, else of every node that moves more bytes than it
+//   does FLOPs), and at least the least time of any measured node (a launch).
+// The first kind is recognised by the nodes' marks (split_concat_conv.h from_split_conv), the others only where
+// the measured profile was imported with the split.
 struct SplitConvEstimate {
   const std::map<std::string, int>* old_of;
   const Profile* measured;
 
-  // The twin of key `key` of a node named `name` as the joined graph has it, or -1.
-  int twin(const std::string& name, const std::string& key) const {
-    const std::string origin = split_conv_origin(name);
-    if (origin.empty() || key.compare(0, origin.size(), origin) != 0) return -1;
-    const size_t part = origin.size();
-    if (key.compare(part, 5, "/part") != 0) return -1;
-    const size_t end = key.find_first_not_of("0123456789", part + 5);
-    auto it = old_of->find(origin + (end == std::string::npos ? "" : key.substr(end)));
-    return it == old_of->end() ? -1 : it->second;
+  struct Found {
+    int twin = -1;           // one measured node, times `share`
+    double share = 1.0;
+    std::vector<int> parts;  // the measured parts, summed
+    bool by_bytes = false;   // none: bytes over a measured bandwidth
+  };
+
+  int find(const std::string& key, const std::string& op) const {
+    auto it = old_of->find(key);
+    return it != old_of->end() && measured->plan.nodes[static_cast<size_t>(it->second)].op == op ? it->second : -1;
   }
 
-  // GB/s (bytes per ms) of the measured nodes of `op`, else of every memory-bound measured node.
+  // Node i of graph g (plan node n, key `key`, `flops` at g's batch, `scale`: g's batch over the measured one's);
+  // nothing found (every field at its default) where the node has no counterpart of either kind.
+  Found of(const Graph& g, size_t i, const PlanNode& n, const std::string& key, double flops, double scale) const {
+    Found f;
+    if (from_split_conv(g, static_cast<int>(i))) {
+      const std::string origin = split_conv_origin(n.name);
+      if (!origin.empty() && key.compare(0, origin.size(), origin) == 0 &&
+          key.compare(origin.size(), 5, "/part") == 0) {
+        const size_t end = key.find_first_not_of("0123456789", origin.size() + 5);
+        f.twin = find(origin + (end == std::string::npos ? "" : key.substr(end)), n.op);
+        const double joined = f.twin >= 0 ? measured->costs[static_cast<size_t>(f.twin)].flops * scale : 0;
+        if (joined > 0) {  // the twin's time at g's batch, times this part's share of its FLOPs there
+          f.share = flops / joined;
+          return f;
+        }
+        f.twin = -1;
+      }
+      f.by_bytes = true;
+      return f;
+    }
+    if (measured->import.concat_conv != "split") return f;
+    const size_t grad = key.find("/grad/");
+    const std::string fwd = grad == std::string::npos ? key : key.substr(0, grad);
+    const std::string rest = grad == std::string::npos ? "" : key.substr(grad);
+    for (int part = 0;; ++part) {
+      const int t = find(fwd + "/part" + std::to_string(part) + rest, n.op);
+      if (t < 0) break;
+      f.parts.push_back(t);
+    }
+    if (!f.parts.empty()) return f;
+    const Node& node = g.nodes[i];
+    f.by_bytes = node.op == "Concat" || (node.forward_node >= 0 && g.nodes[node.forward_node].op == "Concat");
+    return f;
+  }
+
+  // The least time of any measured node: what a kernel of the fewest bytes costs.
+  double least_ms() const {
+    double least = 0;
+    for (const PlanNode& n : measured->plan.nodes)
+      if (n.time_ms > 0 && (least == 0 || n.time_ms < least)) least = n.time_ms;
+    return least;
+  }
+
+  // GB/s (bytes per ms) of the measured nodes of `op`, else of its kin (Concat, Split and SplitGrad copy pieces of a
+  // tensor alike), else of every memory-bound measured node.
   double bytes_per_ms(const std::string& op) const {
-    double bytes = 0, ms = 0, all_bytes = 0, all_ms = 0;
+    const std::vector<std::string> copies = {"Concat", "Split", "SplitGrad"};
+    const bool copy = std::find(copies.begin(), copies.end(), op) != copies.end();
+    double bytes[3] = {}, ms[3] = {};  // the op, its kin, every memory-bound node
     for (size_t i = 0; i < measured->plan.nodes.size(); ++i) {
       const PlanNode& n = measured->plan.nodes[i];
       const NodeCost& c = measured->costs[i];
       if (!(n.time_ms > 0) || c.bytes_moved <= 0) continue;
-      if (n.op == op) bytes += static_cast<double>(c.bytes_moved), ms += n.time_ms;
-      if (c.flops <= static_cast<double>(c.bytes_moved))
-        all_bytes += static_cast<double>(c.bytes_moved), all_ms += n.time_ms;
+      const bool kin = copy && std::find(copies.begin(), copies.end(), n.op) != copies.end();
+      const bool memory_bound = c.flops <= static_cast<double>(c.bytes_moved);
+      for (int k = 0; k < 3; ++k)
+        if (k == 0 ? n.op == op : k == 1 ? kin : memory_bound) {
+          bytes[k] += static_cast<double>(c.bytes_moved);
+          ms[k] += n.time_ms;
+        }
     }
-    return ms > 0 ? bytes / ms : all_ms > 0 ? all_bytes / all_ms : 0;
+    for (int k = 0; k < 3; ++k)
+      if (ms[k] > 0) return bytes[k] / ms[k];
+    return 0;
   }
 };
 
@@ -454,21 +514,41 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
     PlanNode& n = p.plan.nodes[i];
     auto it = old_of.find(keys[i]);
     double share = 1.0;  // a part of a split convolution: its share of the joined one's FLOPs
-    if (it == old_of.end() && !split_conv_origin(n.name).empty()) {
-      const int t = split.twin(n.name, keys[i]);
-      const double flops = t >= 0 ? measured.costs[static_cast<size_t>(t)].flops : 0;
-      if (t >= 0 && measured.plan.nodes[static_cast<size_t>(t)].op == n.op && flops > 0) {
-        it = old_of.find(old_keys[static_cast<size_t>(t)]);
-        share = std::min(1.0, p.costs[i].flops / flops);
-      } else {
+    if (it == old_of.end()) {
+      const double f = n.stage == Stage::update ? 1.0 : scale;
+      const SplitConvEstimate::Found found = split.of(tg.graph, i, n, keys[i], p.costs[i].flops, f);
+      if (found.by_bytes) {  // bytes at g's batch: no scaling
         const double bpm = split.bytes_per_ms(n.op);
         if (!(bpm > 0)) fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin and nothing to time it by");
-        const double f = n.stage == Stage::update ? 1.0 : scale;
-        for (int impl = 0; impl < n.num_impls(); ++impl) n.set_impl_ms(impl, f * p.costs[i].bytes_moved / bpm);
+        const double ms = std::max(static_cast<double>(p.costs[i].bytes_moved) / bpm, split.least_ms());
+        for (int impl = 0; impl < n.num_impls(); ++impl) n.set_impl_ms(impl, ms);
         estimated.push_back(n.name);
         continue;
       }
-      estimated.push_back(n.name);
+      if (!found.parts.empty()) {  // a joined convolution's node: the sum of its measured parts'
+        int64_t workspace = 0;
+        for (int impl = 0; impl < n.num_impls(); ++impl) {
+          double ms = 0;
+          int64_t ws = 0;
+          for (int t : found.parts) {
+            const PlanNode& part = measured.plan.nodes[static_cast<size_t>(t)];
+            const int o = part.find_impl(n.impl_name(impl));
+            ms += o >= 0 ? part.impl_ms(o) : part.time_ms;
+            ws = std::max(ws, o >= 0 ? part.impl_workspace(o) : part.workspace_bytes);
+          }
+          n.set_impl_ms(impl, f * ms);
+          if (!n.impls.empty()) n.impls[impl].workspace_bytes = bytes(ws, f);
+          workspace = std::max(workspace, ws);
+        }
+        n.workspace_bytes = bytes(workspace, f);
+        estimated.push_back(n.name);
+        continue;
+      }
+      if (found.twin >= 0) {
+        it = old_of.find(old_keys[static_cast<size_t>(found.twin)]);
+        share = found.share;
+        estimated.push_back(n.name);
+      }
     }
     if (it == old_of.end() || measured.plan.nodes[it->second].op != n.op)
       fail(path, ": node '", n.name, "' (", n.op, ") has no measured twin (key ", keys[i], ")");
@@ -510,9 +590,11 @@ Profile carry_profile(const TrainingGraph& tg, const Profile& measured, const st
   if (!estimated.empty())
     p.device_info["derived"]["split_conv_estimates"] = {
         {"nodes", estimated},
-        {"how", "nodes of convolutions split over their concatenated inputs, which the measured profile has joined: "
-                "a part's convolution nodes at their share of the joined node's FLOPs (its cuDNN timings and "
-                "workspaces too), the others at the GB/s the profile's nodes of their op reached; an estimate"}};
+        {"how", "nodes of convolutions over concatenations that the measured profile splits otherwise (split "
+                "there, joined here, or the reverse): a part's convolution nodes at their share of the joined "
+                "node's FLOPs (its cuDNN timings and workspaces too), a joined convolution's nodes at the sum of its "
+                "parts' (its cuDNN timings not carried), the nodes only one graph has at the GB/s the profile's "
+                "nodes of their op reached; an estimate"}};
   if (!algorithms.empty()) rederive_algorithm_variants(p, nondeterministic, path);
   return p;
 }

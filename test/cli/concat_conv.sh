@@ -4,7 +4,8 @@
 # store-all runs with the arena's peak equal to the prediction and bitwise as store-all on its implementations;
 # --concat-conv joined imports the Concats; a split schedule refuses an explicit --concat-conv joined; the H200
 # profile of the joined graph (no concat_conv field) derives a profile of the split graph with the split's nodes
-# listed as estimates. Gradients against PyTorch: check_unet_f64 and check_unet_f32 (split by default).
+# listed as estimates, and the small split profile derives the joined graph's. Gradients against PyTorch:
+# check_unet_f64 and check_unet_f32 (split by default).
 # Usage: concat_conv.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -49,4 +50,9 @@ out=$("$apps/monet-profile" "$model" --batch 11 --input-shape 3,416,608 --rederi
   -o "$tmp/d.json" 2>&1) || fail "deriving the split graph's profile: $out"
 grep -q '"concat_conv": "split"' "$tmp/d.json" || fail "the derived profile does not say split"
 grep -q '"split_conv_estimates"' "$tmp/d.json" || fail "the derived profile does not list its estimates"
+# And back: the split profile derived to the joined graph (each joined convolution at its parts' sum).
+out=$("$apps/monet-profile" "$model" "${small[@]}" --rederive "$tmp/p.json" --concat-conv joined -o "$tmp/dj.json" 2>&1) ||
+  fail "deriving the joined graph's profile from the split one: $out"
+grep -q '"concat_conv": "joined"' "$tmp/dj.json" || fail "the profile derived back does not say joined"
+grep -q '"split_conv_estimates"' "$tmp/dj.json" || fail "the profile derived back does not list its estimates"
 echo "concat_conv: PASS"

@@ -145,6 +145,10 @@ TEST_CASE("split_conv_origin names the Conv a split convolution's nodes come fro
   CHECK(split_conv_origin("layer/party/Conv") == "");
   CHECK(split_conv_origin("layer/part/Conv") == "");
   CHECK(split_conv_origin("a/summary") == "");
+  // The last mark: a Conv's own name may hold one.
+  CHECK(split_conv_origin("/enc/part1/Conv/part0") == "/enc/part1/Conv");
+  CHECK(split_conv_origin("/enc/part1/Conv/part0/grad/ConvGradWeight0") == "/enc/part1/Conv");
+  CHECK(split_conv_origin("/dec/sum/Conv/weight_split") == "/dec/sum/Conv");
 }
 
 TEST_CASE("the UNet split: the same step as joined, and a lower bound on the peak below the joined graph's",
@@ -181,9 +185,66 @@ TEST_CASE("a profile records the Concat-Conv mode, and a file without the field 
   CHECK(read_import_mode(j, "f.json").concat_conv == "joined");
   j["concat_conv"] = "both";
   CHECK_THROWS_WITH(read_import_mode(j, "f.json"), "f.json: concat_conv 'both': expected split or joined");
+  // The mode records the option: a model with nothing to split imports "split" with it on.
+  ImportOptions tiny;
+  tiny.batch = 2;
+  CHECK(import_mode_of(import_onnx(model_path("tiny"), tiny)).concat_conv == "split");
+  tiny.split_concat_conv = false;
+  CHECK(import_mode_of(import_onnx(model_path("tiny"), tiny)).concat_conv == "joined");
   ImportOptions o;
   CHECK(std::string(import_concat_conv_mode(o)) == "split");
   set_concat_conv_mode(o, "joined");
   CHECK(!o.split_concat_conv);
   CHECK_THROWS_WITH(set_concat_conv_mode(o, "x"), "--concat-conv 'x': expected split or joined");
+}
+
+namespace {
+
+// The UNet at 3 x 64 x 96 and `batch` (up.1's convolution splits from batch 6 on, up.2's and up.3's at every batch).
+TrainingGraph unet_at(int64_t batch) {
+  ImportOptions o;
+  o.batch = batch;
+  o.input_shape = Shape{3, 64, 96};
+  return build_training_graph(import_onnx(model_path("unet"), o), TrainOptions{});
+}
+
+double node_ms(const Profile& p, const std::string& name) {
+  const int n = p.plan.find_node(name);
+  REQUIRE(n >= 0);
+  return p.plan.nodes[static_cast<size_t>(n)].time_ms;
+}
+
+}  // namespace
+
+TEST_CASE("a profile rescaled to a batch that splits other convolutions: parts by FLOP share, joined by their sum",
+          "[import][split_concat_conv][profile]") {
+  const std::string up1 = "/up.1/conv/block/block.0/Conv";
+  const TrainingGraph tg1 = unet_at(1), tg8 = unet_at(8);
+  REQUIRE(tg1.graph.find_value(up1 + "/part1_out") < 0);  // joined at batch 1
+  REQUIRE(tg8.graph.find_value(up1 + "/part1_out") >= 0);  // split at batch 8
+  const Profile p1 = estimate_profile(tg1, Roofline{}), p8 = estimate_profile(tg8, Roofline{});
+
+  // Up: the parts share the joined convolution's time at batch 8 by their FLOPs (input channels): together, all of it.
+  const Profile up = rescale_profile(tg8, p1, "p1.json");
+  CHECK(node_ms(up, up1 + "/part0") + node_ms(up, up1 + "/part1") == Approx(8 * node_ms(p1, up1)).epsilon(1e-12));
+  const std::string weight_grad = "/grad/ConvGradWeight0";
+  CHECK(node_ms(up, up1 + "/part0" + weight_grad) + node_ms(up, up1 + "/part1" + weight_grad) ==
+        Approx(8 * node_ms(p1, up1 + weight_grad)).epsilon(1e-12));
+  CHECK(node_ms(up, up1 + "/sum") > 0);
+  CHECK(up.device_info["derived"]["split_conv_estimates"]["nodes"].size() > 0);
+
+  // Down: the joined convolution takes its parts' sum.
+  const Profile down = rescale_profile(tg1, p8, "p8.json");
+  CHECK(node_ms(down, up1) == Approx((node_ms(p8, up1 + "/part0") + node_ms(p8, up1 + "/part1")) / 8).epsilon(1e-12));
+  CHECK(node_ms(down, "/up.1/Concat") > 0);
+
+  // The same splits: nothing estimated. Any other node without a twin is still an error.
+  CHECK(!rescale_profile(tg1, p1, "p1.json").device_info["derived"].contains("split_conv_estimates"));
+  Profile renamed = p1;
+  for (PlanNode& n : renamed.plan.nodes)
+    if (n.op == "Relu") {
+      n.name += "_renamed";
+      break;
+    }
+  CHECK_THROWS_WITH(rescale_profile(tg8, renamed, "r.json"), Catch::Contains("has no measured twin"));
 }
