@@ -290,6 +290,8 @@ std::vector<Case> cases() {
                                 {"nearest_mode", std::string("floor")}, {"scales", D{1, 1, 1.5, 2}}}),
                {{1, 2, 4, 40}}});
   c.push_back({"Gather", attrs({{"axis", int64_t{1}}, {"indices", I{0, 3, 3, -1}}}), {{4, 5, 3}}});
+  // Repeated indices apart and out of order, and a row no index names (GatherGrad: sorted keys, stable positions).
+  c.push_back({"Gather", attrs({{"axis", int64_t{0}}, {"indices", I{2, 0, 2, -4, 0}}}), {{5, 4}}});
   c.push_back({"SoftmaxCrossEntropy", {}, {{4, 5}, {4}}, {Fill::wide, Fill::labels}, {DType::f32, DType::i64}, {},
                1, 5});
   // 300 contiguous classes: one block per row.

@@ -4,6 +4,8 @@
 // Pad, Resize and Gather read index tables that their op folders compute (ops/common/plans.h) and that are copied
 // into the node's workspace (so they live in the arena like every other device byte). Byte-moving ops serve every
 // dtype, as on the CPU.
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "engine/cuda/cuda_ops.h"
@@ -353,11 +355,19 @@ void run_gather(const CudaCall& c) {
                           c.in[0].data, c.out[0].data, c.ctx.stream));
 }
 
+// The indices are the node's constants: sorted on the host with their positions (stable: k order among equal ones),
+// in the same K x 8 bytes of workspace as the forward's table.
 void run_gather_grad(const CudaCall& c) {
   const ops::GatherSpec s = ops::gather_spec(c.node.attrs, c.out_shape(0));
-  const int64_t* idx = upload_table(c, 0, s.index);
-  MONET_CUDA_CHECK(gather_grad(s.outer, s.A, static_cast<int64_t>(s.index.size()), s.inner, idx, c.fin(0), c.fout(0),
-                               c.ctx.stream));
+  const int64_t K = static_cast<int64_t>(s.index.size());
+  MONET_CHECK(s.A <= INT32_MAX && K <= INT32_MAX, c.node.name, ": GatherGrad on CUDA takes at most 2^31 - 1 rows and indices");
+  std::vector<int32_t> order(static_cast<size_t>(K)), keys(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) order[static_cast<size_t>(k)] = static_cast<int32_t>(k);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return s.index[x] < s.index[y]; });
+  for (int64_t k = 0; k < K; ++k) keys[static_cast<size_t>(k)] = static_cast<int32_t>(s.index[order[k]]);
+  const int32_t* keys_d = upload_table(c, 0, keys);
+  const int32_t* order_d = upload_table(c, K * 4, order);
+  MONET_CUDA_CHECK(gather_grad(s.outer, s.A, K, s.inner, keys_d, order_d, c.fin(0), c.fout(0), c.ctx.stream));
 }
 
 void run_gather_idx(const CudaCall& c) {

@@ -47,13 +47,20 @@ __global__ void gather_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner
   }
 }
 
-__global__ void gather_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
-                                   const float* dy, float* dx) {
+// keys: the indices sorted, order: their positions k (ascending k among equal keys): a row a finds its first key by
+// bisection and adds its positions' dy in k order.
+__global__ void gather_grad_kernel(int64_t outer, int64_t A, int64_t K, int64_t inner, const int32_t* keys,
+                                   const int32_t* order, const float* dy, float* dx) {
   MONET_GRID_LOOP(i, outer * A * inner) {
     const int64_t j = i % inner, a = (i / inner) % A, o = i / (inner * A);
+    int64_t lo = 0, hi = K;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (keys[mid] < a) lo = mid + 1;
+      else hi = mid;
+    }
     float acc = 0.f;
-    for (int64_t k = 0; k < K; ++k)
-      if (idx[k] == a) acc += dy[(o * K + k) * inner + j];
+    for (int64_t p = lo; p < K && keys[p] == a; ++p) acc += dy[(o * K + order[p]) * inner + j];
     dx[i] = acc;
   }
 }
@@ -514,10 +521,10 @@ cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, 
   return cudaGetLastError();
 }
 
-cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
-                        float* dx, cudaStream_t stream) {
-  launch_kernel(gather_grad_kernel, blocks_for(outer * A * inner), kThreads, 0, stream, outer, A, K, inner, idx, dy,
-                dx);
+cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int32_t* keys, const int32_t* order,
+                        const float* dy, float* dx, cudaStream_t stream) {
+  launch_kernel(gather_grad_kernel, blocks_for(outer * A * inner), kThreads, 0, stream, outer, A, K, inner, keys,
+                order, dy, dx);
   return cudaGetLastError();
 }
 

@@ -299,9 +299,11 @@ cudaError_t strided_copy(int elem_bytes, const Dims& shape, const Strides& src_s
 // Gather along an axis: x (outer, A, inner) -> y (outer, K, inner) with indices idx[K] (device, in [0, A)).
 cudaError_t gather(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
                    const void* x, void* y, cudaStream_t stream);
-// dx (outer, A, inner) = sum over k with idx[k] == a of dy (outer, K, inner), in k order (no atomics).
-cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
-                        float* dx, cudaStream_t stream);
+// dx (outer, A, inner) = sum over k with idx[k] == a of dy (outer, K, inner), in k order (no atomics): keys[K] the
+// indices sorted ascending, order[K] their positions (ascending among equal keys), both device int32; each row
+// bisects keys for its own.
+cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int32_t* keys, const int32_t* order,
+                        const float* dy, float* dx, cudaStream_t stream);
 // GatherIdx: the same with indices idx[K] computed at run time (device int64; negative ones count from the end, one
 // out of [-A, A) yields zeros: the CPU refuses it). Grad: the indices' rows sorted with their positions k (CUB's
 // stable radix sort of int32 keys over the bits of A, in workspace: deterministic), then one block per dx row (outer
