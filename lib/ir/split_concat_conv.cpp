@@ -29,9 +29,32 @@ int splittable_concat(const Graph& g, const Node& conv, const std::vector<std::v
   return k;
 }
 
-std::string part_name(const std::string& conv, int i) { return conv + "/part" + std::to_string(i); }
+// The last mark of a split convolution's node in `name` that ends a segment (split_concat_conv.h
+// split_conv_joined_name): where it starts and ends (npos when there is none), and whether it is a part's.
+struct Mark {
+  size_t at = std::string::npos, end = std::string::npos;
+  bool part = false;
+};
+Mark last_mark(const std::string& name) {
+  Mark best;
+  for (const std::string mark : {"/part", "/weight_split", "/sum"}) {
+    for (size_t at = name.find(mark); at != std::string::npos; at = name.find(mark, at + 1)) {
+      size_t end = at + mark.size();
+      if (mark == "/part") {
+        const size_t digits = name.find_first_not_of("0123456789", end);
+        if (digits == end) continue;
+        end = digits == std::string::npos ? name.size() : digits;
+      }
+      const bool ends = end == name.size() || name[end] == '/';
+      if (ends && (best.at == std::string::npos || at > best.at)) best = {at, end, mark == "/part"};
+    }
+  }
+  return best;
+}
 
 }  // namespace
+
+std::string split_conv_part_name(const std::string& conv, int part) { return conv + "/part" + std::to_string(part); }
 
 int split_concat_conv(Graph& g) {
   const std::vector<std::vector<int>> readers = g.consumers();
@@ -69,24 +92,22 @@ int split_concat_conv(Graph& g) {
     sum.op = "Sum";
     sum.outputs = {conv.outputs[0]};
     sum.attrs.set("from_concat", int64_t{1});
-    std::vector<Node> convs;
+    nodes.push_back(std::move(split));
     for (int i = 0; i < parts; ++i) {
       Node p;
-      p.name = part_name(conv.name, i);
+      p.name = split_conv_part_name(conv.name, i);
       p.op = "Conv";
       p.attrs = conv.attrs;
       p.attrs.set("concat_part", static_cast<int64_t>(i));
-      p.inputs = {concat.inputs[i], split.outputs[i]};
+      p.inputs = {concat.inputs[i], nodes.front().outputs[i]};
       if (i == 0 && conv.inputs.size() > 2) p.inputs.push_back(conv.inputs[2]);
       Value out;
       out.name = p.name + "_out";
       out.dtype = y_dtype;
       p.outputs = {g.add_value(std::move(out))};
       sum.inputs.push_back(p.outputs[0]);
-      convs.push_back(std::move(p));
+      nodes.push_back(std::move(p));
     }
-    nodes.push_back(std::move(split));
-    for (Node& p : convs) nodes.push_back(std::move(p));
     nodes.push_back(std::move(sum));
     replaced[static_cast<int>(c)] = std::move(nodes);
     drop_node[static_cast<size_t>(k)] = 1;
@@ -133,21 +154,9 @@ bool from_split_conv(const Graph& g, int node) {
   return f.attrs.has("concat_part") || f.attrs.has("from_concat");
 }
 
-std::string split_conv_origin(const std::string& name) {
-  size_t best = std::string::npos;  // the last mark that ends a segment: a Conv's own name may hold such words
-  for (const std::string mark : {"/part", "/weight_split", "/sum"}) {
-    for (size_t at = name.find(mark); at != std::string::npos; at = name.find(mark, at + 1)) {
-      size_t end = at + mark.size();
-      if (mark == "/part") {
-        const size_t digits = name.find_first_not_of("0123456789", end);
-        if (digits == end) continue;
-        end = digits == std::string::npos ? name.size() : digits;
-      }
-      const bool ends = end == name.size() || name[end] == '/' || name.compare(end, 4, "_out") == 0;
-      if (ends && (best == std::string::npos || at > best)) best = at;
-    }
-  }
-  return best == std::string::npos ? "" : name.substr(0, best);
+std::string split_conv_joined_name(const std::string& name) {
+  const Mark m = last_mark(name);
+  return m.part ? name.substr(0, m.at) + name.substr(m.end) : "";
 }
 
 }  // namespace monet

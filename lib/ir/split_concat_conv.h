@@ -32,9 +32,12 @@ const char* concat_conv_mode(const Graph& g);
 // one.
 bool from_split_conv(const Graph& g, int node);
 
-// The name of the Conv that a node of a split convolution comes from (the part Convs, the weight's Split, the Sum,
-// and their backward nodes): "<conv>" for a name "<conv>/part<i>...", "<conv>/weight_split..." or "<conv>/sum...",
-// at the last such mark (the Conv's own name may hold one); empty for any other name.
-std::string split_conv_origin(const std::string& name);
+// "<conv>/part<i>": the name of part i's Conv (the rewrite's, and how profile.cpp finds a joined Conv's parts).
+std::string split_conv_part_name(const std::string& conv, int part);
+
+// The name (or profile key) a part's node has in the joined graph: "<conv>/part<i><rest>" read as "<conv><rest>" at
+// the last mark of a split convolution's node ("/part<i>", "/weight_split", "/sum" ending a segment: a Conv's own
+// name may hold such words); empty where there is none or it is not a part's.
+std::string split_conv_joined_name(const std::string& name);
 
 }  // namespace monet

@@ -418,11 +418,8 @@ struct SplitConvEstimate {
   Found of(const Graph& g, size_t i, const PlanNode& n, const std::string& key, double flops, double scale) const {
     Found f;
     if (from_split_conv(g, static_cast<int>(i))) {
-      const std::string origin = split_conv_origin(n.name);
-      if (!origin.empty() && key.compare(0, origin.size(), origin) == 0 &&
-          key.compare(origin.size(), 5, "/part") == 0) {
-        const size_t end = key.find_first_not_of("0123456789", origin.size() + 5);
-        f.twin = find(origin + (end == std::string::npos ? "" : key.substr(end)), n.op);
+      if (const std::string joined_key = split_conv_joined_name(key); !joined_key.empty()) {
+        f.twin = find(joined_key, n.op);
         const double joined = f.twin >= 0 ? measured->costs[static_cast<size_t>(f.twin)].flops * scale : 0;
         if (joined > 0) {  // the twin's time at g's batch, times this part's share of its FLOPs there
           f.share = flops / joined;
@@ -438,7 +435,7 @@ struct SplitConvEstimate {
     const std::string fwd = grad == std::string::npos ? key : key.substr(0, grad);
     const std::string rest = grad == std::string::npos ? "" : key.substr(grad);
     for (int part = 0;; ++part) {
-      const int t = find(fwd + "/part" + std::to_string(part) + rest, n.op);
+      const int t = find(split_conv_part_name(fwd, part) + rest, n.op);
       if (t < 0) break;
       f.parts.push_back(t);
     }

@@ -134,21 +134,24 @@ TEST_CASE("a Concat another node reads, of another axis, under a grouped Conv, o
   }
 }
 
-TEST_CASE("split_conv_origin names the Conv a split convolution's nodes come from", "[import][split_concat_conv]") {
-  CHECK(split_conv_origin("up.1/conv/Conv/part0") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv/part12/grad/ConvGradData0") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv/part1_out") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv/weight_split") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv/weight_split/grad/SplitGrad0") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv/sum") == "up.1/conv/Conv");
-  CHECK(split_conv_origin("up.1/conv/Conv") == "");
-  CHECK(split_conv_origin("layer/party/Conv") == "");
-  CHECK(split_conv_origin("layer/part/Conv") == "");
-  CHECK(split_conv_origin("a/summary") == "");
+TEST_CASE("a part's node named as the joined graph names it, at the last mark", "[import][split_concat_conv]") {
+  CHECK(split_conv_part_name("/up/Conv", 3) == "/up/Conv/part3");
+  CHECK(split_conv_joined_name("up.1/conv/Conv/part0") == "up.1/conv/Conv");
+  CHECK(split_conv_joined_name("up.1/conv/Conv/part12/grad/ConvGradData0") == "up.1/conv/Conv/grad/ConvGradData0");
+  CHECK(split_conv_joined_name("/up/Conv/part1/grad/ConvGradData#0") == "/up/Conv/grad/ConvGradData#0");  // a key
+  // The weight's Split and the Sum have no joined twin; nor has a name without a mark.
+  CHECK(split_conv_joined_name("up.1/conv/Conv/weight_split") == "");
+  CHECK(split_conv_joined_name("up.1/conv/Conv/weight_split/grad/SplitGrad0") == "");
+  CHECK(split_conv_joined_name("up.1/conv/Conv/sum") == "");
+  CHECK(split_conv_joined_name("up.1/conv/Conv") == "");
+  CHECK(split_conv_joined_name("layer/party/Conv") == "");
+  CHECK(split_conv_joined_name("layer/part/Conv") == "");
+  CHECK(split_conv_joined_name("a/summary") == "");
   // The last mark: a Conv's own name may hold one.
-  CHECK(split_conv_origin("/enc/part1/Conv/part0") == "/enc/part1/Conv");
-  CHECK(split_conv_origin("/enc/part1/Conv/part0/grad/ConvGradWeight0") == "/enc/part1/Conv");
-  CHECK(split_conv_origin("/dec/sum/Conv/weight_split") == "/dec/sum/Conv");
+  CHECK(split_conv_joined_name("/enc/part1/Conv/part0") == "/enc/part1/Conv");
+  CHECK(split_conv_joined_name("/enc/part1/Conv/part0/grad/ConvGradWeight0") == "/enc/part1/Conv/grad/ConvGradWeight0");
+  CHECK(split_conv_joined_name("/dec/part2/Conv/weight_split") == "");
+  CHECK(split_conv_joined_name("/dec/sum/Conv/part1") == "/dec/sum/Conv");
 }
 
 TEST_CASE("the UNet split: the same step as joined, and a lower bound on the peak below the joined graph's",
