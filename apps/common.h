@@ -21,6 +21,11 @@
 namespace monet::app {
 
 // --input NAME=FILE.npy, repeatable: a graph input's values from a file (ImportOptions::input_files).
+// --bn-activation's help (every command that imports a model).
+inline constexpr const char* kBnActivationHelp =
+    "fused (a batch norm and the ReLU or Clip after it as one node: Y activated as it is normalised, dY gated in "
+    "the gradient's passes; default) or separate (two nodes, as exported); a schedule's or profile's applies";
+
 inline void add_input_files_option(CLI::App& app, std::vector<std::string>& inputs) {
   app.add_option("--input", inputs,
                  "NAME=FILE.npy (repeatable): graph input NAME takes the file's values: a data input for every step, "
@@ -56,6 +61,8 @@ struct ModelFlags {
   CLI::Option* loss_head_option = nullptr;
   std::string concat_conv = "split";
   CLI::Option* concat_conv_option = nullptr;
+  std::string bn_activation = "fused";
+  CLI::Option* bn_activation_option = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -80,6 +87,7 @@ struct ModelFlags {
         "split (a convolution over a channel concatenation as one convolution per concatenated input, summed: the "
         "concatenation and its gradient are never stored; default) or joined (as exported); a schedule's or "
         "profile's applies");
+    bn_activation_option = app.add_option("--bn-activation", bn_activation, kBnActivationHelp);
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -104,6 +112,8 @@ struct ModelFlags {
     o.loss_head_given = loss_head_option && loss_head_option->count() > 0;
     set_concat_conv_mode(o.import, concat_conv);
     o.concat_conv_given = concat_conv_option && concat_conv_option->count() > 0;
+    set_bn_activation_mode(o.import, bn_activation);
+    o.bn_activation_given = bn_activation_option && bn_activation_option->count() > 0;
     return o;
   }
 };

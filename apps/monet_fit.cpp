@@ -46,7 +46,7 @@ struct Search {
 int main(int argc, char** argv) {
   CLI::App app{"monet-fit: the largest batch of a model that trains within a memory budget (and an overhead)"};
   std::string model, input_shape, loss = "ce", budget_text, measured_path, mode = "full", out_path, report;
-  std::string loss_head = "fused", concat_conv = "split";
+  std::string loss_head = "fused", concat_conv = "split", bn_activation = "fused";
   std::optional<double> max_overhead_pct;
   app::SolverFlags solver(20);
   app::OffloadFlags offload;
@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
       "--concat-conv", concat_conv,
       "split (a convolution over a channel concatenation as one convolution per input, summed; default) or joined; "
       "a --profile's applies");
+  CLI::Option* bn_activation_option = app.add_option("--bn-activation", bn_activation, app::kBnActivationHelp);
   app.add_option("--profile", measured_path,
                  "a measured PROFILE.json of the model (any batch): rescaled to each batch tried instead of the "
                  "roofline estimate");
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
     import.input_files = app::parse_input_files(inputs);
     set_loss_head_mode(import, loss_head);
     set_concat_conv_mode(import, concat_conv);
+    set_bn_activation_mode(import, bn_activation);
     TrainOptions train;
     train.loss = parse_loss(loss);
     std::optional<Profile> measured;
@@ -99,6 +101,9 @@ int main(int argc, char** argv) {
         require_recorded_mode("loss-head", loss_head, measured->import.loss_head, "profile", measured_path);
       if (concat_conv_option->count())
         require_recorded_mode("concat-conv", concat_conv, measured->import.concat_conv, "profile", measured_path);
+      if (bn_activation_option->count())
+        require_recorded_mode("bn-activation", bn_activation, measured->import.bn_activation, "profile",
+                              measured_path);
       apply_import_mode(import, measured->import);
     }
     offload.require_link(measured ? &*measured : nullptr,

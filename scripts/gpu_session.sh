@@ -23,9 +23,9 @@
 #   summary  SUMMARY.md: the bench rows of every model in one table, each roofline's flagged line      ~2 s
 # Stages of later calls:
 #   zoo-runs every schedule of the committed zoo (schedules/<model>_<batch>/zoo/schedule_full_*.json, re-solved on
-#            the development machine from the profile stage's profiles; MONET_ZOO_FROM=DIR: DIR/<model>_<batch>/zoo/
-#            instead, with the profiles beside it, such as a profiling call's schedules/ folder with zoo.py solve's
-#            schedules added) run by monet-run and checked by monet-check
+#            the development machine from the profile stage's profiles; MONET_ZOO_FROM="DIR..." : per model the first
+#            DIR with DIR/<model>_<batch>/zoo/ instead, with the profiles beside it, such as a profiling call's
+#            schedules/ folder with zoo.py solve's schedules added) run by monet-run and checked by monet-check
 #            --reference store-all --math fp32, with the lean store-all (the overheads' baseline) and the fast
 #            store-all run beside them; what has a report under $OUT already is skipped         ~6-8 min (27 schedules)
 #   torch    PyTorch's memory options per model: eager with checkpoint_sequential in sqrt(n) segments (the UNet: each
@@ -390,9 +390,10 @@ stage_zoo-runs() {
       # The schedules alone: their runs and checks are this build's (the committed reports are an earlier one's),
       # the baseline is solved again on the profile of their fingerprint (profile-for: one copied from beside them,
       # else the repository's).
-      local from=${MONET_ZOO_FROM:-schedules}
-      ls "$from/${m}_$b/zoo/"schedule_full_*GB.json >/dev/null 2>&1 ||
-        { log "zoo-runs $m: no $from/${m}_$b/zoo/schedule_full_*GB.json"; continue; }
+      local from
+      from=$(util zoo-from "${m}_$b" ${MONET_ZOO_FROM:-schedules}) ||
+        { log "zoo-runs $m: no ${m}_$b/zoo/schedule_full_*GB.json in ${MONET_ZOO_FROM:-schedules}"; continue; }
+      log "zoo-runs $m: the schedules of $from/${m}_$b/zoo/"
       mkdir -p "$d/zoo"
       for f in "$from/${m}_$b/zoo/"schedule_full_*GB.json; do
         [ -f "$d/zoo/$(basename "$f")" ] || cp "$f" "$d/zoo/"

@@ -9,6 +9,9 @@
   gpu_session_util.py budgets-of MODEL PROFILE  MONeT's budgets of the model in GB, or for a model MONeT did not
                                                measure (GPT-2, BERT) the fractions MONET_ZOO_FRACTIONS (default
                                                "1/2 1/3") of the profile's store-all peak, in GB, 2 decimals
+  gpu_session_util.py zoo-from MODEL_BATCH [FROM...]  the first of the folders FROM (in order; "schedules"
+                                               where none is given) with FROM/MODEL_BATCH/zoo/schedule_full_*GB.json;
+                                               nothing (exit 1) where none has them
   gpu_session_util.py profile-for SCHEDULE     the profile of the schedule's training graph (same fingerprint) among
                                                <model>_<batch>/*/profile*.json beside its zoo/ folder, then among the
                                                repository's schedules/<model>_<batch>/*/; nothing (exit 1) where none
@@ -58,6 +61,13 @@ def profile_for(schedule):
                     return p
         except (OSError, ValueError):
             continue
+    return None
+
+
+def zoo_from(model_batch, sources):
+    for d in sources or ["schedules"]:
+        if glob.glob(os.path.join(d, model_batch, "zoo", "schedule_full_*GB.json")):
+            return d
     return None
 
 
@@ -212,6 +222,11 @@ def main(argv):
         if not p:
             return 1
         print(p)
+    elif cmd == "zoo-from" and len(rest) >= 1:
+        d = zoo_from(rest[0], rest[1:])
+        if not d:
+            return 1
+        print(d)
     elif cmd == "merge" and len(rest) >= 2:
         merge(rest[0], rest[1:])
     elif cmd == "summary" and len(rest) == 2:

@@ -91,14 +91,16 @@ Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& rea
   return s;
 }
 
-// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention, --loss-head or
-// --concat-conv must agree.
+// The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention, --loss-head,
+// --concat-conv or --bn-activation must agree.
 void import_as_file(ImportOptions& import, const ImportMode& mode, const SessionOptions& o, const char* what,
                     const std::string& path) {
   if (o.attention_given) require_recorded_mode("attention", import_attention_mode(import), mode.attention, what, path);
   if (o.loss_head_given) require_recorded_mode("loss-head", import_loss_head_mode(import), mode.loss_head, what, path);
   if (o.concat_conv_given)
     require_recorded_mode("concat-conv", import_concat_conv_mode(import), mode.concat_conv, what, path);
+  if (o.bn_activation_given)
+    require_recorded_mode("bn-activation", import_bn_activation_mode(import), mode.bn_activation, what, path);
   apply_import_mode(import, mode);
 }
 

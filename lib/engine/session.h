@@ -35,6 +35,7 @@ struct SessionOptions {
   bool attention_given = false;
   bool loss_head_given = false;  // the same for import.fuse_loss_head (--loss-head)
   bool concat_conv_given = false;  // the same for import.split_concat_conv (--concat-conv)
+  bool bn_activation_given = false;  // the same for import.fuse_bn_activation (--bn-activation)
   // Without a schedule: which store-all. `defaults` is the bitwise reference of schedules that run the defaults.
   StoreAll store_all = StoreAll::fast;
   // Without a schedule: a PROFILE.json of the same training graph (fingerprint) whose times and implementations

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ir/fuse_attention.h"
+#include "ir/fuse_bn_activation.h"
 #include "ir/fuse_linear_loss.h"
 #include "ir/matmul_bias.h"
 #include "ir/matmul_rows.h"
@@ -33,6 +34,7 @@ const std::vector<Field>& fields() {
       {"matmul_rows", &ImportMode::matmul_rows, {"fused", "separate"}, "separate"},
       {"loss_head", &ImportMode::loss_head, {"fused", "separate"}, "separate"},
       {"concat_conv", &ImportMode::concat_conv, {"split", "joined"}, "joined"},
+      {"bn_activation", &ImportMode::bn_activation, {"fused", "separate"}, "separate"},
   };
   return f;
 }
@@ -49,7 +51,7 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 
 ImportMode import_mode_of(const Graph& g) {
   return {attention_mode(g),        slices_mode(g),      matmul_bias_mode(g), matmul_transpose_mode(g),
-          matmul_rows_mode(g),      loss_head_mode(g),   concat_conv_mode(g)};
+          matmul_rows_mode(g),      loss_head_mode(g),   concat_conv_mode(g), bn_activation_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -61,6 +63,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   o.matmul_rows = m.matmul_rows == "fused";
   set_loss_head_mode(o, m.loss_head);
   set_concat_conv_mode(o, m.concat_conv);
+  set_bn_activation_mode(o, m.bn_activation);
 }
 
 void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,

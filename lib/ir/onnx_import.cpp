@@ -20,6 +20,7 @@
 #include "ir/matmul_bias.h"
 #include "ir/matmul_rows.h"
 #include "ir/matmul_transpose.h"
+#include "ir/fuse_bn_activation.h"
 #include "ir/split_concat_conv.h"
 #include "ir/split_slices.h"
 #include "ir/onnx_tensor.h"
@@ -65,6 +66,7 @@ class Importer {
     if (options_.matmul_transpose) matmul_transpose(g);
     if (options_.matmul_rows) matmul_rows(g, {.bias = options_.matmul_bias, .trans_b = options_.matmul_transpose});
     if (options_.split_concat_conv) split_concat_conv(g);
+    if (options_.fuse_bn_activation) fuse_bn_activation(g);
     g.split_concat_conv = options_.split_concat_conv;
     g.fuse_loss_head = options_.fuse_loss_head;
     return std::move(g);
@@ -274,5 +276,12 @@ void set_concat_conv_mode(ImportOptions& o, const std::string& mode) {
 }
 
 const char* import_concat_conv_mode(const ImportOptions& o) { return o.split_concat_conv ? "split" : "joined"; }
+
+void set_bn_activation_mode(ImportOptions& o, const std::string& mode) {
+  if (mode != "fused" && mode != "separate") fail("--bn-activation '", mode, "': expected fused or separate");
+  o.fuse_bn_activation = mode == "fused";
+}
+
+const char* import_bn_activation_mode(const ImportOptions& o) { return o.fuse_bn_activation ? "fused" : "separate"; }
 
 }  // namespace monet

@@ -21,6 +21,7 @@ struct ImportOptions {
   bool matmul_transpose = true;          // a MatMul's weight read through its Transpose as stored (matmul_transpose.h)
   bool matmul_rows = true;               // a MatMul's A read through its Transpose as stored (matmul_rows.h)
   bool split_concat_conv = true;         // a Conv over a channel Concat as one Conv per input (split_concat_conv.h)
+  bool fuse_bn_activation = true;        // a batch norm and the ReLU or Clip after it as one node (fuse_bn_activation.h)
   // The training graph's cross-entropy and the output MatMul it reads as one node (fuse_linear_loss.h); carried
   // as Graph::fuse_loss_head.
   bool fuse_loss_head = true;
@@ -41,6 +42,10 @@ const char* import_loss_head_mode(const ImportOptions& o);
 // "joined"; any other string throws "--concat-conv '<mode>': expected split or joined").
 void set_concat_conv_mode(ImportOptions& o, const std::string& mode);
 const char* import_concat_conv_mode(const ImportOptions& o);
+// The same for a batch norm's activation (fuse_bn_activation.h bn_activation_mode: "fused" or "separate"; any other
+// string throws "--bn-activation '<mode>': expected fused or separate").
+void set_bn_activation_mode(ImportOptions& o, const std::string& mode);
+const char* import_bn_activation_mode(const ImportOptions& o);
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);

@@ -729,7 +729,8 @@ TEST_CASE("batch norm on our kernels matches the CPU and cuDNN's: both passes, i
           "[cuda][ops][batch_norm]") {
   // BatchNormalization and the input-activated BatchNormGrad on algorithm kOwnAlgorithm (the output-activated
   // gradient is ours on every algorithm): channel sums over float4 units (S = 64, 900, 3136) and floats (S = 49, 5,
-  // 1), parts that cross images, a channel whose mean is far from 0 (the shifted sums).
+  // 1), parts that cross images, a channel whose mean is far from 0 (the shifted sums); with a fused activation
+  // (BatchNormActGrad: ours on every algorithm).
   auto cpu = make_cpu_backend(4);
   auto gpu = cuda::make_cuda_backend("fp32");
   const Attrs bn = attrs({{"epsilon", 1e-3}, {"momentum", 0.8}});
@@ -741,6 +742,18 @@ TEST_CASE("batch norm on our kernels matches the CPU and cuDNN's: both passes, i
   for (const Shape& x : std::vector<Shape>{{4, 3, 8, 8}, {8, 2, 30, 30}, {5, 3, 7, 7}, {3, 4, 5}, {64, 16},
                                            {16, 8, 56, 56}, {21, 2048, 7, 7}, {4, 2048, 28, 28}})
     cs.push_back({"BatchNormalization", bn, {x, {x[1]}, {x[1]}, {x[1]}, {x[1]}}, bn_fill, {}, bn_grad, 3});
+  // With a fused activation (ReLU, and a Clip): Y activated by our apply pass or after cuDNN's, the mask, and
+  // BatchNormActGrad gated by Y (pass 0) and by the mask (pass 1).
+  for (const char* act : {"relu", "clip"}) {
+    Attrs a = bn;
+    a.set("activation", std::string(act));
+    if (std::string(act) == "clip") {
+      a.set("activation_min", -0.3);
+      a.set("activation_max", 0.8);
+    }
+    for (const Shape& x : std::vector<Shape>{{4, 3, 8, 8}, {5, 3, 7, 7}, {16, 8, 56, 56}})
+      cs.push_back({"BatchNormalization", a, {x, {x[1]}, {x[1]}, {x[1]}, {x[1]}}, bn_fill, {}, bn_grad, 4});
+  }
   uint64_t seed = 4001;
   for (const Case& k : cs) {
     Built b = build(k, seed++);

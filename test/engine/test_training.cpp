@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -223,20 +224,27 @@ TEST_CASE("a workspace per implementation: the plan lists each, the executor res
 TEST_CASE("optional outputs nothing reads are neither allocated nor written, profiled or not, nor captured", "[engine]") {
   auto s = open_session(small_resnet50_options());
   const Graph& g = s->tg.graph;
-  const Schedule store_all = store_all_schedule(g);  // ReluGrad reads y, MaxPoolGrad X: masks and argmax unread
-  std::vector<int> impl(g.nodes.size(), 0);           // ReluGrad reads the mask, MaxPoolGrad the argmax
+  // Store-all's defaults read y (ReluGrad, BatchNormActGrad) and X (MaxPoolGrad): masks and argmax unread; `saved`
+  // reads the masks (ReluGrad, the fused batch norms' BatchNormActGrad) and the argmax (MaxPoolGrad).
+  const Schedule store_all = store_all_schedule(g);
+  std::vector<int> impl(g.nodes.size(), 0);
   for (size_t k = 0; k < g.nodes.size(); ++k)
-    impl[k] = g.nodes[k].op == "ReluGrad" ? 2 : g.nodes[k].op == "MaxPoolGrad" ? 1 : 0;
+    impl[k] = g.nodes[k].op == "ReluGrad" ? 2 : g.nodes[k].op == "MaxPoolGrad" || g.nodes[k].op == "BatchNormActGrad" ? 1 : 0;
   const Schedule saved = store_all_schedule(s->plan, impl);
   std::set<int> grads;
   for (const ParamSlot& p : s->tg.params) grads.insert(p.grad);
-  int relu_mask = -1;
+  // Output k of node n is an optional one (its op's OpDef::optional_outputs).
+  auto is_optional = [&](const Node& n, size_t k) {
+    const std::vector<int>& o = op_def(n.op).optional_outputs;
+    return k < n.outputs.size() && std::find(o.begin(), o.end(), static_cast<int>(k)) != o.end();
+  };
+  int mask = -1;  // a mask: a Relu's, else a fused batch norm's
   for (const Node& n : g.nodes)
-    if (n.op == "Relu") relu_mask = n.outputs[1];
-  REQUIRE(relu_mask >= 0);
+    if (n.op == "Relu" || (mask < 0 && n.op == "BatchNormalization" && is_optional(n, 3))) mask = n.outputs.back();
+  REQUIRE(mask >= 0);
 
   // Runs one step of `schedule` (capturing `capture`, profiled or not) and returns the gradients; `skipped`
-  // gets the nodes whose output 1 came without data, and every other output must have had data.
+  // gets the nodes with an output that came without data, and every such output must be an optional one.
   auto run = [&](const Schedule& schedule, std::set<int> capture, bool profiled, std::set<std::string>& skipped) {
     NullOutputRecorder rec;
     Executor e(g, schedule, rec, 7);
@@ -247,14 +255,16 @@ TEST_CASE("optional outputs nothing reads are neither allocated nor written, pro
     for (const auto& [name, nulls] : rec.null_outputs)
       for (size_t k = 0; k < nulls.size(); ++k)
         if (nulls[k]) {
-          CHECK(k == 1);
+          CHECK(is_optional(g.nodes[static_cast<size_t>(s->plan.find_node(name))], k));
           skipped.insert(name);
         }
     return got;
   };
-  std::set<std::string> optional;  // the Relu and MaxPool nodes
+  std::set<std::string> optional;  // the nodes with optional outputs: Relu, MaxPool, the fused batch norms
   for (const Node& n : g.nodes)
-    if (n.op == "Relu" || n.op == "MaxPool") optional.insert(n.name);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (is_optional(n, k)) optional.insert(n.name);
+  CHECK(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return is_optional(n, 3); }) > 0);
 
   std::set<std::string> skipped;
   auto base = run(store_all, {}, false, skipped);
@@ -267,10 +277,9 @@ TEST_CASE("optional outputs nothing reads are neither allocated nor written, pro
   CHECK(skipped == optional);
   skipped.clear();
   // Never allocated, they cannot be captured; under `saved` they can.
-  CHECK_THROWS_WITH(run(store_all, {relu_mask}, false, skipped),
-                    Contains("cannot capture '" + g.values[relu_mask].name + "'") &&
-                        Contains("never written"));
-  CHECK(run(saved, {relu_mask}, false, skipped).count(relu_mask) == 1);
+  CHECK_THROWS_WITH(run(store_all, {mask}, false, skipped),
+                    Contains("cannot capture '" + g.values[mask].name + "'") && Contains("never written"));
+  CHECK(run(saved, {mask}, false, skipped).count(mask) == 1);
   // Not writing them changes nothing else: the same gradients, bitwise, as the implementations that read them.
   for (int v : grads) CHECK(base.at(v) == with_saved.at(v));
   // And they take no memory: the arena holds store-all's values less them (at most the bytes they would take).
@@ -284,14 +293,16 @@ TEST_CASE("optional outputs nothing reads are neither allocated nor written, pro
   for (PlanNode& n : plan.nodes) n.optional_outputs.clear();  // every output allocated
   simulate(plan, store_all, &full);
   REQUIRE(lean.size() == full.size());
-  int relus = 0;
+  int with_optional = 0;
   for (size_t i = 0; i < lean.size(); ++i) {
     const Node& n = g.nodes[lean[i].node];
-    const int64_t missing = n.op == "Relu" || n.op == "MaxPool" ? plan.values[n.outputs[1]].bytes : 0;
+    int64_t missing = 0;
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (is_optional(n, k)) missing += plan.values[n.outputs[k]].bytes;
     CHECK(full[i].total() - lean[i].total() == missing);  // at their producer's step only (nothing reads them)
-    relus += n.op == "Relu";
+    with_optional += missing > 0;
   }
-  CHECK(relus > 0);
+  CHECK(with_optional > 0);
 }
 
 namespace {

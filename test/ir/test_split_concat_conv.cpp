@@ -245,7 +245,7 @@ TEST_CASE("a profile rescaled to a batch that splits other convolutions: parts b
   CHECK(!rescale_profile(tg1, p1, "p1.json").device_info["derived"].contains("split_conv_estimates"));
   Profile renamed = p1;
   for (PlanNode& n : renamed.plan.nodes)
-    if (n.op == "Relu") {
+    if (n.op == "MaxPool") {
       n.name += "_renamed";
       break;
     }

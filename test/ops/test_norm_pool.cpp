@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "op_harness.h"
+#include "ops/common/plans.h"
 #include "ops/common/pool.h"
 #include "ops/op.h"
 
@@ -189,6 +190,72 @@ TEST_CASE("BatchNormGrad alone matches finite differences of Y", "[ops][norm]") 
     sp[k] += eps, sm[k] -= eps, bp[k] += eps, bm[k] -= eps;
     CHECK(g.outputs[1][k] == Approx((loss(x, sp, bias) - loss(x, sm, bias)) / (2 * eps)).epsilon(0).margin(1e-7));
     CHECK(g.outputs[2][k] == Approx((loss(x, scale, bp) - loss(x, scale, bm)) / (2 * eps)).epsilon(0).margin(1e-7));
+  }
+}
+
+namespace {
+
+Attrs activation(const std::string& kind, double lo = 0, double hi = 6) {
+  Attrs a;
+  a.set("activation", kind);
+  if (kind == "clip") {
+    a.set("activation_min", lo);
+    a.set("activation_max", hi);
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("BatchNormalization with an activation: Y activated, its mask where the gradient passes", "[ops][norm]") {
+  const Shape xs = {3, 2, 5, 7};  // 210 elements: the mask's last word partly used
+  const std::vector<double> x = random_values(xs, 5), scale = {3, -2.5}, bias = {0.5, 1};
+  const std::vector<std::vector<double>> in = {x, scale, bias, {0, 0}, {1, 1}};
+  const Direct plain = run_direct("BatchNormalization", {}, {xs, {2}, {2}, {2}, {2}}, in, 3);
+  for (const Attrs& a : {activation("relu"), activation("clip", -1, 2)}) {
+    const bool relu = a.s("activation") == "relu";
+    INFO(a.s("activation"));
+    const Direct d = run_direct("BatchNormalization", a, {xs, {2}, {2}, {2}, {2}}, in, 4);
+    REQUIRE(d.outputs[3].size() == static_cast<size_t>(ops::relu_mask_bytes(210)));
+    int passing = 0, clipped = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = plain.outputs[0][i];
+      const double want = relu ? std::max(v, 0.0) : std::min(std::max(v, -1.0), 2.0);
+      CHECK(d.outputs[0][i] == want);  // the same arithmetic, then the activation: bit for bit
+      const bool bit = (static_cast<int>(d.outputs[3][i / 8]) >> (i % 8)) & 1;
+      CHECK(bit == (relu ? v > 0 : v > -1 && v < 2));
+      passing += bit;
+      clipped += !bit;
+    }
+    CHECK(passing > 20);
+    CHECK(clipped > 20);
+    for (size_t b = 210 / 8 + 1; b < d.outputs[3].size(); ++b) CHECK(d.outputs[3][b] == 0);  // padding bits 0
+    CHECK(d.outputs[1] == plain.outputs[1]);
+    CHECK(d.outputs[2] == plain.outputs[2]);
+  }
+  CHECK_THROWS_WITH(run_direct("BatchNormalization", activation("clip", 2, 1), {xs, {2}, {2}, {2}, {2}}, in, 4),
+                    Catch::Contains("activation clip needs activation_min < activation_max"));
+  CHECK_THROWS_WITH(run_direct("BatchNormalization", activation("gelu"), {xs, {2}, {2}, {2}, {2}}, in, 4),
+                    Catch::Contains("activation must be 'relu' or 'clip', got 'gelu'"));
+  CHECK_THROWS_WITH(run_direct("BatchNormalization", activation("relu"), {xs, {2}, {2}, {2}, {2}}, in, 3),
+                    Catch::Contains("expects 4 outputs (Y, saved_mean, saved_invstd, mask) with an activation"));
+}
+
+TEST_CASE("BatchNormalization with an activation: backward (BatchNormActGrad, both gates) matches finite differences",
+          "[ops][norm][impl]") {
+  const std::vector<bool> no_running = {true, true, true, false, false};
+  const std::vector<bool> weighed = {true, true, true, false};  // Y and the saved statistics; not the mask
+  const int impl = GENERATE(0, 1);  // the gate from Y, from the mask
+  INFO("implementation " << impl);
+  for (const Attrs& a : {activation("relu"), activation("clip", -0.5, 0.8)}) {
+    INFO(a.s("activation"));
+    for (Shape x : {Shape{2, 3, 4, 5}, Shape{3, 2, 7}}) {
+      INFO("X " << shape_str(x));
+      const Shape ch = {x[1]};
+      CHECK(gradient_error({.op = "BatchNormalization", .attrs = a, .shapes = {x, ch, ch, ch, ch},
+                            .grad = no_running, .num_outputs = 4, .loss_outputs = weighed, .seed = 3,
+                            .backward_impl = impl}) < 1e-6);
+    }
   }
 }
 

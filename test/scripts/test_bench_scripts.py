@@ -6,7 +6,8 @@
   a non-default implementation listed apart, BatchNormalization's default on cuDNN but its variant "ours" ours, the flags (>= 64 MB and < 50% of the bandwidth, ours only), the
   device's figures from its name, the refusal of a CPU profile without --bandwidth; and on the committed H200
   GPT-2 profile: its attention Softmax flagged, its MatMuls (cuBLAS) not;
-- scripts/gpu_session_util.py: merge keeps one eager row first;
+- scripts/gpu_session_util.py: merge keeps one eager row first; zoo-from takes, per model, the first of several
+  folders that holds its zoo schedules;
 - scripts/zoo.py table on a hand-made zoo/ of GPT-2 (what gpu_session.sh's zoo stage leaves): one row per budget,
   largest first, its fraction of store-all, overheads against the lean store-all's run, PyTorch eager and SDPA, the
   check, the torch.compile row that fits; a budget not run says so; no table for BERT, which has no solves; and on
@@ -141,6 +142,19 @@ def test_merge(tmp):
           f"merge: eager first, then the other tables' rows: {rows}")
     r = run([os.path.join(SCRIPTS, "gpu_session_util.py"), "merge", out, os.path.join(tmp, "missing.json"), b], ok=1)
     check(r.returncode == 1, "merge refuses a missing first table (the eager row)")
+
+
+def test_zoo_from(tmp):
+    util = os.path.join(SCRIPTS, "gpu_session_util.py")
+    a, b = os.path.join(tmp, "from_a"), os.path.join(tmp, "from_b")
+    for d, m in ((a, "unet_11"), (b, "unet_11"), (b, "resnet50_184")):
+        os.makedirs(os.path.join(d, m, "zoo"), exist_ok=True)
+        open(os.path.join(d, m, "zoo", "schedule_full_5.01GB.json"), "w").write("{}")
+    os.makedirs(os.path.join(a, "vgg16_176", "zoo"))  # a zoo folder without schedules does not count
+    got = {m: run([util, "zoo-from", m, a, b]).stdout.strip() for m in ("unet_11", "resnet50_184", "vgg16_176")}
+    check(got == {"unet_11": a, "resnet50_184": b, "vgg16_176": ""},
+          f"zoo-from: the first folder with the model's schedules, none for a model without: {got}")
+    check(run([util, "zoo-from", "vgg16_176", a, b], ok=1).returncode == 1, "zoo-from: exit 1 where no folder has them")
 
 
 def test_summary(tmp):
@@ -292,6 +306,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_roofline(tmp)
         test_merge(tmp)
+        test_zoo_from(tmp)
         test_summary(tmp)
         test_zoo_transformer_table(tmp)
         test_zoo_cnn_table(tmp)

@@ -56,6 +56,16 @@ bool own_algorithm(const Node& n, int algo) {
   return false;
 }
 
+// A fused batch norm's activation (ops/common/plans.h) for the kernels.
+BnActivation activation_of(const Node& n) {
+  const ops::BnActivation a = ops::bn_activation(n.attrs);
+  BnActivation k;
+  k.kind = static_cast<int>(a.kind);
+  k.lo = static_cast<float>(a.lo);
+  k.hi = static_cast<float>(a.hi);
+  return k;
+}
+
 // BatchNormalization(X, scale, B, running_mean, running_var) -> Y, saved_mean, saved_invstd.
 // cuDNN (the default, algorithm 0): its running update is running = running * (1 - factor) + stat * factor with the
 // unbiased variance: factor = 1 - momentum. Y may be X's buffer (in place): cuDNN does not document it, but the
@@ -63,7 +73,11 @@ bool own_algorithm(const Node& n, int algo) {
 // compares in place with out of place bit for bit (a 32x8x56x56 case for the multi-block kernels); it passed on the
 // H100 (schedules/GPU.md, "Correctness", series C, 2026-11-23).
 // Ours (kOwnAlgorithm): kernels.h batch_norm, the CPU kernel's rule; in place likewise.
+// A fused activation (attribute activation): ours applies it in its elementwise pass; after cuDNN's, one more pass
+// over Y (batch_norm_activate). Its mask (output 3, where a step reads it): one more pass over the activated Y.
 void run_batch_norm(const CudaCall& c) {
+  const BnActivation act = activation_of(c.node);
+  uint32_t* mask = c.out.size() > 3 ? static_cast<uint32_t*>(c.out[3].data) : nullptr;  // null: not read
   const double eps = c.node.attrs.f("epsilon", 1e-5);
   const double momentum = c.node.attrs.f("momentum", 0.9);
   float* running_mean = c.recompute ? nullptr : c.fin_mut(3);  // both null: no update (a recomputation)
@@ -72,7 +86,8 @@ void run_batch_norm(const CudaCall& c) {
     const auto [N, C, S] = ncs_of(c.in_shape(0));
     MONET_CHECK(c.workspace_bytes >= batch_norm_workspace(N, C), "BatchNormalization workspace too small");
     MONET_CUDA_CHECK(batch_norm(N, C, S, c.fin(0), c.fin(1), c.fin(2), eps, momentum, running_mean, running_var,
-                                c.fout(0), c.fout(1), c.fout(2), c.workspace, c.ctx.stream));
+                                c.fout(0), c.fout(1), c.fout(2), c.workspace, c.ctx.stream, act));
+    MONET_CUDA_CHECK(batch_norm_activate(c.out[0].numel(), c.fout(0), act, false, mask, c.ctx.stream));
     return;
   }
   const BnDescriptors d(c.in_shape(0));
@@ -80,6 +95,7 @@ void run_batch_norm(const CudaCall& c) {
   MONET_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       c.ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x(), c.fin(0), d.x(), c.fout(0), d.p(), c.fin(1), c.fin(2),
       1.0 - momentum, running_mean, running_var, eps, c.fout(1), c.fout(2)));
+  MONET_CUDA_CHECK(batch_norm_activate(c.out[0].numel(), c.fout(0), act, true, mask, c.ctx.stream));
 }
 
 int64_t batch_norm_algorithm_workspace(const Graph& g, const Node& n, CudaContext&, int algo) {
@@ -134,6 +150,19 @@ int64_t batch_norm_grad_workspace(const Graph& g, const Node& n, CudaContext&) {
 int64_t batch_norm_grad_algorithm_workspace(const Graph& g, const Node& n, CudaContext& ctx, int algo) {
   own_algorithm(n, algo);  // refuses any other algorithm; both take the same workspace
   return batch_norm_grad_workspace(g, n, ctx);
+}
+
+// BatchNormActGrad(dY, X, scale, saved_mean, saved_invstd, Y, mask) -> dX, dScale, dBias: our kernels (cuDNN's batch
+// norm backward has no activation in NCHW fp32), the input-activated form on dY gated at Y (impl 0, "output") or by
+// the mask (impl 1); workspace as BatchNormGrad's.
+void run_batch_norm_act_grad(const CudaCall& c) {
+  const auto [N, C, S] = ncs_of(c.in_shape(1));
+  MONET_CHECK(c.workspace_bytes >= 2 * C * channel_parts(N, C) * 8, "BatchNormActGrad workspace too small");
+  const uint32_t* mask = c.impl == 1 ? static_cast<const uint32_t*>(c.in[6].data) : nullptr;
+  MONET_CHECK(c.impl != 1 || mask, "BatchNormActGrad mask without the mask");
+  MONET_CUDA_CHECK(batch_norm_act_grad(N, C, S, c.fin(0), c.fin(1), c.impl == 1 ? nullptr : c.fin(5), mask,
+                                       activation_of(c.node), c.fin(2), c.fin(3), c.fin(4), c.fout(0), c.fout(1),
+                                       c.fout(2), static_cast<double*>(c.workspace), c.ctx.stream));
 }
 
 // BatchNormStatGrad(dStat, X, saved_mean, saved_invstd) -> dX.
@@ -402,6 +431,7 @@ void run_tile_grad(const CudaCall& c) {
 void add_norm_pool_kernels(CudaKernelTable& t) {
   t["BatchNormalization"] = {run_batch_norm, nullptr, batch_norm_algorithm_workspace};
   t["BatchNormGrad"] = {run_batch_norm_grad, batch_norm_grad_workspace, batch_norm_grad_algorithm_workspace};
+  t["BatchNormActGrad"] = {run_batch_norm_act_grad, batch_norm_grad_workspace};
   t["BatchNormStatGrad"] = {run_batch_norm_stat_grad};
   t["LayerNorm"] = {run_layer_norm};
   t["LayerNormGrad"] = {run_layer_norm_grad, layer_norm_grad_workspace};

@@ -688,13 +688,50 @@ __device__ __forceinline__ void for_channel_range(int64_t C, int64_t Su, int64_t
   }
 }
 
+// A fused batch norm's activation (kernels.h BnActivation), as the CPU kernel applies it and gates its gradient.
+__device__ __forceinline__ float bn_activate(const BnActivation& a, float v) {
+  if (a.kind == 1) return v > 0.f ? v : 0.f;
+  if (a.kind == 2) {
+    v = v < a.lo ? a.lo : v;     // std::max(v, lo)
+    return a.hi < v ? a.hi : v;  // std::min(v, hi)
+  }
+  return v;
+}
+__device__ __forceinline__ bool bn_passes(const BnActivation& a, float y) {
+  return a.kind == 1 ? y > 0.f : y > a.lo && y < a.hi;
+}
+
+// BatchNormActGrad's gate: the activated output y (GATE 1) or the mask bits (GATE 2, Relu's layout).
+struct BnGate {
+  const float* y = nullptr;
+  const uint32_t* mask = nullptr;
+  BnActivation act;
+};
+// g (unit u of W elements of dy) set to 0 where the activation does not pass; nothing for GATE 0.
+template <int W, int GATE>
+__device__ __forceinline__ void gate_units(const BnGate& gate, int64_t u, float (&g)[W]) {
+  if constexpr (GATE == 1) {
+    float y[W];
+    load_units<W>(gate.y, u, y);
+#pragma unroll
+    for (int j = 0; j < W; ++j) g[j] = bn_passes(gate.act, y[j]) ? g[j] : 0.f;
+  } else if constexpr (GATE == 2) {
+    const int64_t e0 = u * W;  // W divides 32: a unit's bits lie in one word
+    const uint32_t bits = gate.mask[e0 >> 5] >> (e0 & 31);
+#pragma unroll
+    for (int j = 0; j < W; ++j) g[j] = (bits >> j) & 1u ? g[j] : 0.f;
+  }
+}
+
 // BatchNormGrad's sums in either form: xhat = (v - center) * inv, with v, center, inv = y, bias, 1 / scale
 // (output-activated) or x, saved_mean, saved_invstd (input-activated, from_input).
 // First pass: block b sums range b % P of channel b / P into partial[b] (sum dy) and partial[C * P + b]
 // (sum dy * (v - center)), per-thread double, block_allsum's fixed tree.
-template <int W>
+// GATE (BatchNormActGrad): dy taken where the activation passes, else 0: 1 where act passes at the activated output
+// gate.y, 2 where gate.mask's bit is set (gate_units).
+template <int W, int GATE = 0>
 __global__ void bn_grad_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t P, const float* dy, const float* v_,
-                                       const float* center, double* __restrict__ partial) {
+                                       const float* center, double* __restrict__ partial, BnGate gate = {}) {
   for (int64_t b = blockIdx.x; b < C * P; b += gridDim.x) {  // block-uniform
     const int64_t ch = b / P, part = b - ch * P, M = N * Su;
     const double ce = center[ch];
@@ -705,6 +742,7 @@ __global__ void bn_grad_partial_kernel(int64_t N, int64_t C, int64_t Su, int64_t
         [&](int k, int64_t u) {
           load_units<W>(dy, u, g[k]);
           load_units<W>(v_, u, v[k]);
+          gate_units<W, GATE>(gate, u, g[k]);
         },
         [&](int k) {
 #pragma unroll
@@ -756,10 +794,10 @@ __global__ void bn_grad_sums_kernel(int64_t C, int64_t P, const double* partial,
 }
 
 // dx over units of W floats (S % W == 0, Su = S / W); I: int32_t when N * C * S < 2^31.
-template <class I, int W>
+template <class I, int W, int GATE = 0>
 __global__ void bn_grad_dx_kernel(I C, I Su, const float* dy, const float* v_, const float* center, bool from_input,
                                   const float* scale, const float* invstd, const float* dscale, const float* dbias,
-                                  float* dx, int64_t units, double M) {
+                                  float* dx, int64_t units, double M, BnGate gate = {}) {
   MONET_GRID_LOOP(ul, units) {
     const I u = static_cast<I>(ul);
     const I ch = (u / Su) % C;
@@ -769,6 +807,7 @@ __global__ void bn_grad_dx_kernel(I C, I Su, const float* dy, const float* v_, c
     float g[W], v[W];
     load_units<W>(dy, u, g);
     load_units<W>(v_, u, v);
+    gate_units<W, GATE>(gate, u, g);
 #pragma unroll
     for (int j = 0; j < W; ++j) g[j] = static_cast<float>((g[j] - mean_dy - (static_cast<double>(v[j]) - ce) * k) * w);
     store_units<W>(dx, u, g);
@@ -836,7 +875,8 @@ __global__ void bn_stats_finish_kernel(int64_t C, int64_t P, const double* parti
 
 // y = x * alpha + beta over units of W floats; y may be x (each unit read before it is written).
 template <class I, int W>
-__global__ void bn_apply_kernel(I C, I Su, const float* x, const float* coef, float* y, int64_t units) {
+__global__ void bn_apply_kernel(I C, I Su, const float* x, const float* coef, float* y, int64_t units,
+                                BnActivation act) {
   MONET_GRID_LOOP(ul, units) {
     const I u = static_cast<I>(ul);
     const I ch = (u / Su) % C;
@@ -844,8 +884,29 @@ __global__ void bn_apply_kernel(I C, I Su, const float* x, const float* coef, fl
     float v[W];
     load_units<W>(x, u, v);
 #pragma unroll
-    for (int j = 0; j < W; ++j) v[j] = v[j] * a + b;
+    for (int j = 0; j < W; ++j) v[j] = bn_activate(act, v[j] * a + b);
     store_units<W>(y, u, v);
+  }
+}
+
+// y = act(y) in place where `activate` (after cuDNN's batch norm), and mask (non-null) = where act passes at the
+// activated y: one warp per 32-element word, the loop bound uniform over a warp so that every lane reaches the
+// ballot (blockDim is a multiple of 32).
+__global__ void bn_activate_mask_kernel(int64_t n, float* y, BnActivation act, bool activate,
+                                        uint32_t* __restrict__ mask) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t words = (n + 31) / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < words; w += warps) {
+    const int64_t i = w * 32 + lane;
+    bool on = false;
+    if (i < n) {
+      float v = y[i];
+      if (activate) y[i] = v = bn_activate(act, v);
+      on = bn_passes(act, v);
+    }
+    const unsigned bits = __ballot_sync(0xffffffffu, on);
+    if (mask && lane == 0) mask[w] = bits;
   }
 }
 
@@ -1109,37 +1170,43 @@ unsigned blocks_of_parts(int64_t C, int64_t P) {
 
 namespace {
 
-// Both forms of BatchNormGrad: v, center = y, bias (output-activated) or x, saved_mean (from_input).
+// Both forms of BatchNormGrad: v, center = y, bias (output-activated) or x, saved_mean (from_input); GATE 1 or 2: dy
+// gated as BatchNormActGrad's (gate_units).
+template <int GATE>
 cudaError_t bn_grad(int64_t N, int64_t C, int64_t S, const float* dy, const float* v, const float* center,
                     bool from_input, const float* scale, const float* invstd, float* dx, float* dscale, float* dbias,
-                    double* partial, cudaStream_t stream) {
+                    double* partial, cudaStream_t stream, BnGate gate = {}) {
   if (C == 0) return cudaSuccess;
   const int64_t P = channel_parts(N, C);
   const unsigned pb = blocks_of_parts(C, P);
-  if (S % 4 == 0 && aligned16(dy) && aligned16(v))
-    launch_kernel(bn_grad_partial_kernel<4>, pb, kThreads, 0, stream, N, C, S / 4, P, dy, v, center, partial);
+  const bool sums4 = S % 4 == 0 && aligned16(dy) && aligned16(v) && (GATE != 1 || aligned16(gate.y));
+  if (sums4)
+    launch_kernel(bn_grad_partial_kernel<4, GATE>, pb, kThreads, 0, stream, N, C, S / 4, P, dy, v, center, partial,
+                  gate);
   else
-    launch_kernel(bn_grad_partial_kernel<1>, pb, kThreads, 0, stream, N, C, S, P, dy, v, center, partial);
+    launch_kernel(bn_grad_partial_kernel<1, GATE>, pb, kThreads, 0, stream, N, C, S, P, dy, v, center, partial, gate);
   launch_kernel(bn_grad_sums_kernel, blocks_for(C * 32), kThreads, 0, stream, C, P, partial, from_input, scale, invstd,
                 dscale, dbias);
   const int64_t n = N * C * S;
   if (n == 0) return cudaGetLastError();
   const double M = static_cast<double>(N * S);
-  const bool w4 = S % 4 == 0 && aligned16(dy) && aligned16(v) && aligned16(dx);
+  const bool w4 = sums4 && aligned16(dx);
   const int64_t units = w4 ? n / 4 : n, Su = w4 ? S / 4 : S;
   const unsigned b = blocks_for(units);
   if (fits32(n) && w4)
-    launch_kernel(bn_grad_dx_kernel<int32_t, 4>, b, kThreads, 0, stream, static_cast<int32_t>(C),
-                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int32_t, 4, GATE>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M,
+                  gate);
   else if (fits32(n))
-    launch_kernel(bn_grad_dx_kernel<int32_t, 1>, b, kThreads, 0, stream, static_cast<int32_t>(C),
-                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int32_t, 1, GATE>, b, kThreads, 0, stream, static_cast<int32_t>(C),
+                  static_cast<int32_t>(Su), dy, v, center, from_input, scale, invstd, dscale, dbias, dx, units, M,
+                  gate);
   else if (w4)
-    launch_kernel(bn_grad_dx_kernel<int64_t, 4>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input, scale,
-                  invstd, dscale, dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int64_t, 4, GATE>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input,
+                  scale, invstd, dscale, dbias, dx, units, M, gate);
   else
-    launch_kernel(bn_grad_dx_kernel<int64_t, 1>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input, scale,
-                  invstd, dscale, dbias, dx, units, M);
+    launch_kernel(bn_grad_dx_kernel<int64_t, 1, GATE>, b, kThreads, 0, stream, C, Su, dy, v, center, from_input,
+                  scale, invstd, dscale, dbias, dx, units, M, gate);
   return cudaGetLastError();
 }
 
@@ -1148,13 +1215,23 @@ cudaError_t bn_grad(int64_t N, int64_t C, int64_t S, const float* dy, const floa
 cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const float* dy, const float* y,
                                         const float* scale, const float* bias, const float* invstd, float* dx,
                                         float* dscale, float* dbias, double* partial, cudaStream_t stream) {
-  return bn_grad(N, C, S, dy, y, bias, false, scale, invstd, dx, dscale, dbias, partial, stream);
+  return bn_grad<0>(N, C, S, dy, y, bias, false, scale, invstd, dx, dscale, dbias, partial, stream);
 }
 
 cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const float* dy, const float* x,
                                        const float* scale, const float* mean, const float* invstd, float* dx,
                                        float* dscale, float* dbias, double* partial, cudaStream_t stream) {
-  return bn_grad(N, C, S, dy, x, mean, true, scale, invstd, dx, dscale, dbias, partial, stream);
+  return bn_grad<0>(N, C, S, dy, x, mean, true, scale, invstd, dx, dscale, dbias, partial, stream);
+}
+
+cudaError_t batch_norm_act_grad(int64_t N, int64_t C, int64_t S, const float* dy, const float* x, const float* y,
+                                const uint32_t* mask, BnActivation act, const float* scale, const float* mean,
+                                const float* invstd, float* dx, float* dscale, float* dbias, double* partial,
+                                cudaStream_t stream) {
+  BnGate gate;
+  gate.y = y, gate.mask = mask, gate.act = act;
+  if (mask) return bn_grad<2>(N, C, S, dy, x, mean, true, scale, invstd, dx, dscale, dbias, partial, stream, gate);
+  return bn_grad<1>(N, C, S, dy, x, mean, true, scale, invstd, dx, dscale, dbias, partial, stream, gate);
 }
 
 int64_t batch_norm_workspace(int64_t N, int64_t C) {
@@ -1164,7 +1241,8 @@ int64_t batch_norm_workspace(int64_t N, int64_t C) {
 
 cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const float* scale, const float* bias,
                        double eps, double momentum, float* running_mean, float* running_var, float* y,
-                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream) {
+                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream,
+                       BnActivation act) {
   if (C == 0) return cudaSuccess;
   const int64_t P = channel_parts(N, C);
   double* partial = static_cast<double*>(workspace);
@@ -1183,14 +1261,22 @@ cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const fl
   const unsigned b = blocks_for(units);
   if (fits32(n) && w4)
     launch_kernel(bn_apply_kernel<int32_t, 4>, b, kThreads, 0, stream, static_cast<int32_t>(C),
-                  static_cast<int32_t>(Su), x, coef, y, units);
+                  static_cast<int32_t>(Su), x, coef, y, units, act);
   else if (fits32(n))
     launch_kernel(bn_apply_kernel<int32_t, 1>, b, kThreads, 0, stream, static_cast<int32_t>(C),
-                  static_cast<int32_t>(Su), x, coef, y, units);
+                  static_cast<int32_t>(Su), x, coef, y, units, act);
   else if (w4)
-    launch_kernel(bn_apply_kernel<int64_t, 4>, b, kThreads, 0, stream, C, Su, x, coef, y, units);
+    launch_kernel(bn_apply_kernel<int64_t, 4>, b, kThreads, 0, stream, C, Su, x, coef, y, units, act);
   else
-    launch_kernel(bn_apply_kernel<int64_t, 1>, b, kThreads, 0, stream, C, Su, x, coef, y, units);
+    launch_kernel(bn_apply_kernel<int64_t, 1>, b, kThreads, 0, stream, C, Su, x, coef, y, units, act);
+  return cudaGetLastError();
+}
+
+cudaError_t batch_norm_activate(int64_t n, float* y, BnActivation act, bool activate, uint32_t* mask,
+                                cudaStream_t stream) {
+  if (n == 0 || act.kind == 0 || (!activate && !mask)) return cudaSuccess;
+  launch_kernel(bn_activate_mask_kernel, blocks_for((n + 31) / 32 * 32), kThreads, 0, stream, n, y, act, activate,
+                mask);
   return cudaGetLastError();
 }
 

@@ -216,6 +216,14 @@ cudaError_t batch_norm_stat_grad(int64_t N, int64_t C, int64_t S, bool is_mean, 
 // writing a double into `partial` (workspace), then one warp per channel adds its parts in order (double).
 int64_t channel_parts(int64_t N, int64_t C);
 
+// A fused batch norm's activation (lib/ops/batch_norm, attribute activation): kind 0 none, 1 relu (y = v > 0 ? v : 0),
+// 2 clip (y = min(max(v, lo), hi) as std::min/std::max order them: NaN stays NaN). The gradient passes where the
+// activated y is strictly inside: 0 < y (relu), lo < y < hi (clip).
+struct BnActivation {
+  int kind = 0;
+  float lo = 0, hi = 0;
+};
+
 // Output-activated BatchNormGrad (in-place-ABN form): xhat = (y - bias) / scale, per channel
 //   dbias = sum(dy), dscale = sum(dy * (y - bias)) / scale,
 //   dx = (dy - dbias / M - (y - bias) * dscale / (scale * M)) * invstd * scale      (M = N * S)
@@ -233,6 +241,13 @@ cudaError_t batch_norm_grad_from_output(int64_t N, int64_t C, int64_t S, const f
 cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const float* dy, const float* x,
                                        const float* scale, const float* mean, const float* invstd, float* dx,
                                        float* dscale, float* dbias, double* partial, cudaStream_t stream);
+// BatchNormActGrad: the input-activated form with dy gated (dy where the activation passes, else 0) in both passes:
+// by act at the activated output y, or where mask's bit is set (non-null: Relu's layout); the same sums, partial and
+// in-place rule.
+cudaError_t batch_norm_act_grad(int64_t N, int64_t C, int64_t S, const float* dy, const float* x, const float* y,
+                                const uint32_t* mask, BnActivation act, const float* scale, const float* mean,
+                                const float* invstd, float* dx, float* dscale, float* dbias, double* partial,
+                                cudaStream_t stream);
 
 // BatchNormalization in training mode on our kernels (algorithm kOwnAlgorithm; cuDNN's is the default), the CPU
 // kernel's rule: one pass over x for each channel's sums of d = x - K and d^2 (K: the channel's first element; in
@@ -241,10 +256,16 @@ cudaError_t batch_norm_grad_from_input(int64_t N, int64_t C, int64_t S, const fl
 // unbiased variance; skipped where running_mean is null: a recomputation) and y = x * alpha + beta with
 // alpha = invstd * scale, beta = bias - mean * alpha folded in double and rounded to float; then one elementwise
 // pass (float4 where S % 4 == 0 and aligned). y may be x (in place): the statistics are complete before any y is
-// written. workspace: batch_norm_workspace(N, C) bytes.
+// written. workspace: batch_norm_workspace(N, C) bytes. act: the activation applied in the elementwise pass.
 cudaError_t batch_norm(int64_t N, int64_t C, int64_t S, const float* x, const float* scale, const float* bias,
                        double eps, double momentum, float* running_mean, float* running_var, float* y,
-                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream);
+                       float* saved_mean, float* saved_invstd, void* workspace, cudaStream_t stream,
+                       BnActivation act = {});
+// Over n floats: y = act(y) in place where `activate` (after cuDNN's batch norm, which has no activation in NCHW
+// fp32), and mask (non-null) = where act passes at the activated y, 1 bit per element in Relu's layout (one warp per
+// 32-bit word). Nothing where act is none.
+cudaError_t batch_norm_activate(int64_t n, float* y, BnActivation act, bool activate, uint32_t* mask,
+                                cudaStream_t stream);
 int64_t batch_norm_workspace(int64_t N, int64_t C);
 
 // out[c] = sum of x (N, C, S) over n and s, in double in a fixed order (ConvGradBias; partial: C *

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
+#include <string>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -181,5 +183,29 @@ LinearCeGeom linear_ce_geometry(const Node& node, const Shape& h, const Shape& w
 
 // lib/ops/clip: (min, max), -inf / +inf where absent.
 std::pair<double, double> clip_bounds(const Attrs& a);
+
+// lib/ops/relu: the bytes of the 1-bit mask of n elements (32-bit little-endian words, bit k of word w for element
+// 32 w + k, padded with zero bits to a whole word): Relu's mask, and a fused batch norm's.
+int64_t relu_mask_bytes(int64_t n);
+
+// lib/ops/batch_norm: a fused batch norm's activation (attribute activation; BatchNormActGrad carries it too).
+// apply: none v; relu v > 0 ? v : 0; clip min(max(v, lo), hi) (std::max, then std::min: NaN stays NaN). The
+// gradient passes where the activated output is strictly inside [lo, hi] (relu: lo = 0, hi = +inf).
+struct BnActivation {
+  enum Kind { none, relu, clip } kind = none;
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  template <class T>
+  T apply(T v) const {
+    if (kind == relu) return v > T(0) ? v : T(0);
+    if (kind == clip) return std::min(std::max(v, static_cast<T>(lo)), static_cast<T>(hi));
+    return v;
+  }
+  template <class T>
+  bool passes(T y) const {
+    return y > static_cast<T>(lo) && y < static_cast<T>(hi);
+  }
+};
+// err (when given) gets why the attributes are bad ("" where they are not).
+BnActivation bn_activation(const Attrs& a, std::string* err = nullptr);
 
 }  // namespace monet::ops

@@ -8,11 +8,10 @@
 #include <algorithm>
 
 #include "ops/common/elementwise.h"
+#include "ops/common/plans.h"
 
 namespace monet::ops {
 namespace {
-
-int64_t relu_mask_bytes(int64_t n) { return 4 * ((n + 31) / 32); }
 
 void infer_relu(InferCtx& c) {
   c.expect_inputs(1, 1);
@@ -81,6 +80,8 @@ const OpDef relu_grad = {.name = "ReluGrad", .infer = infer_relu_grad,
                          .impls = {{"output", 0b0011}, {"input", 0b0101}, {"mask", 0b1001}}, .in_place = {0}};
 
 }  // namespace
+
+int64_t relu_mask_bytes(int64_t n) { return 4 * ((n + 31) / 32); }
 
 extern const std::vector<const OpDef*> relu_ops;
 const std::vector<const OpDef*> relu_ops = {&relu, &relu_grad};
