@@ -93,7 +93,7 @@ TEST_CASE("a batch norm and the Relu after it become one batch norm with activat
   CHECK(std::string(bn_activation_mode(b.g)) == "fused");
 }
 
-TEST_CASE("a Clip after a batch norm fuses with its bounds; an absent bound stays absent", "[import][fuse_bn_act]") {
+TEST_CASE("a Clip after a batch norm fuses with its bounds, an absent bound staying absent", "[import][fuse_bn_act]") {
   Built six = bn_act("Clip", bounds(0.0, 6.0));
   REQUIRE(fuse_bn_activation(six.g) == 1);
   const Node& bn = node_named(six.g, "bn");

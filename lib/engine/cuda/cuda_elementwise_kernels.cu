@@ -93,20 +93,12 @@ __global__ void unary4_kernel(int64_t n, const float* x, float* y, float p0, flo
 // One warp per 32-element word of the mask: the loop bound is uniform over a warp, so every lane reaches the
 // ballot (blockDim is a multiple of 32). y may be x (in place).
 __global__ void relu_mask_kernel(int64_t n, const float* x, float* y, uint32_t* __restrict__ mask) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t words = (n + 31) / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < words; w += warps) {
-    const int64_t i = w * 32 + lane;
-    bool on = false;
-    if (i < n) {
-      const float v = x[i];
-      on = v > 0.f;
-      y[i] = on ? v : 0.f;
-    }
-    const unsigned bits = __ballot_sync(0xffffffffu, on);
-    if (lane == 0) mask[w] = bits;
-  }
+  mask_words(n, mask, [&](int64_t i) {
+    const float v = x[i];
+    const bool on = v > 0.f;
+    y[i] = on ? v : 0.f;
+    return on;
+  });
 }
 
 // No __restrict__ on dy and dx here and in the gradient kernels below: dx may be dy (a gradient written in place);

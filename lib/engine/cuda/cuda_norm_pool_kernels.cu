@@ -890,24 +890,14 @@ __global__ void bn_apply_kernel(I C, I Su, const float* x, const float* coef, fl
 }
 
 // y = act(y) in place where `activate` (after cuDNN's batch norm), and mask (non-null) = where act passes at the
-// activated y: one warp per 32-element word, the loop bound uniform over a warp so that every lane reaches the
-// ballot (blockDim is a multiple of 32).
+// activated y (mask_words: one warp per 32-element word).
 __global__ void bn_activate_mask_kernel(int64_t n, float* y, BnActivation act, bool activate,
                                         uint32_t* __restrict__ mask) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t words = (n + 31) / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < words; w += warps) {
-    const int64_t i = w * 32 + lane;
-    bool on = false;
-    if (i < n) {
-      float v = y[i];
-      if (activate) y[i] = v = bn_activate(act, v);
-      on = bn_passes(act, v);
-    }
-    const unsigned bits = __ballot_sync(0xffffffffu, on);
-    if (mask && lane == 0) mask[w] = bits;
-  }
+  mask_words(n, mask, [&](int64_t i) {
+    float v = y[i];
+    if (activate) y[i] = v = bn_activate(act, v);
+    return bn_passes(act, v);
+  });
 }
 
 template <int W>

@@ -79,4 +79,19 @@ __device__ __forceinline__ void store_units(float* p, int64_t u, const float (&v
   else p[u] = v[0];
 }
 
+// A 1-bit mask of n elements (Relu's layout: bit k of 32-bit word w for element 32 w + k) written by one warp per
+// word: lane k takes element i = 32 w + k, on(i) (called for i < n only; it may write other outputs too) gives its
+// bit, and lane 0 writes the warp's ballot into mask[w] (mask null: on(i) runs, nothing is written). The loop bound
+// is uniform over a warp, so every lane reaches the ballot (blockDim a multiple of 32).
+template <class On>
+__device__ __forceinline__ void mask_words(int64_t n, uint32_t* __restrict__ mask, On on) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t words = (n + 31) / 32;
+  for (int64_t w = warp_index(); w < words; w += warp_count()) {
+    const int64_t i = w * 32 + lane;
+    const unsigned bits = __ballot_sync(kFullMask, i < n && on(i));
+    if (mask && lane == 0) mask[w] = bits;
+  }
+}
+
 }  // namespace monet::cuda
