@@ -63,6 +63,8 @@ struct ModelFlags {
   CLI::Option* concat_conv_option = nullptr;
   std::string bn_activation = "fused";
   CLI::Option* bn_activation_option = nullptr;
+  std::string identity_dropout = "dropped";
+  CLI::Option* identity_dropout_option = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("model", model, "ONNX model file")->required();
@@ -88,6 +90,10 @@ struct ModelFlags {
         "concatenation and its gradient are never stored; default) or joined (as exported); a schedule's or "
         "profile's applies");
     bn_activation_option = app.add_option("--bn-activation", bn_activation, kBnActivationHelp);
+    identity_dropout_option = app.add_option(
+        "--identity-dropout", identity_dropout,
+        "dropped (a Dropout that is the identity, in inference mode or of ratio 0, with its mask unread, is no "
+        "node; default) or kept (a node that copies its input, as exported); a schedule's or profile's applies");
     app.add_option("--math", math,
                    "cuda: default (TF32 allowed in cuDNN convolutions, cuBLAS full fp32, as PyTorch by default) or "
                    "fp32 (strict fp32 everywhere); the CPU is always strict fp32");
@@ -114,6 +120,8 @@ struct ModelFlags {
     o.concat_conv_given = concat_conv_option && concat_conv_option->count() > 0;
     set_bn_activation_mode(o.import, bn_activation);
     o.bn_activation_given = bn_activation_option && bn_activation_option->count() > 0;
+    set_identity_dropout_mode(o.import, identity_dropout);
+    o.identity_dropout_given = identity_dropout_option && identity_dropout_option->count() > 0;
     return o;
   }
 };

@@ -11,8 +11,10 @@ from onnx import TensorProto, helper
 OUT = os.path.join(os.path.dirname(__file__), "..", "test", "data")
 
 
-def save(model, name):
-    onnx.checker.check_model(model)
+def save(model, name, check=True):
+    """check=False for opsets beyond Debian's onnx 1.12 (17), whose checker validates them against older schemas."""
+    if check:
+        onnx.checker.check_model(model)
     onnx.save(model, os.path.join(OUT, name))
     print(name)
 
@@ -399,6 +401,224 @@ def input_files():
     print("truncated.npy")
 
 
+def sdpa_forms():
+    """Two attention layers as torch's ONNX exporter (opset 14 and later) writes F.scaled_dot_product_attention,
+    which torch 1.13 cannot export, so the nodes are written here as its symbolic function writes them:
+      scale:  1 / Sqrt(Cast(Slice(Shape(q), -1))) without an explicit scale, else a Constant; then
+      S = MatMul(Mul(q, Sqrt(scale)), Mul(Transpose(k, swap last two), Sqrt(scale)))
+      is_causal:  S + Where(Equal(Trilu(Expand(1.0, Concat(Slice(Shape(q), -2, -1), Slice(Shape(k), -2, -1))),
+                  upper = 0), 0), -inf, 0)
+      a bool mask m:  S + Where(m, 0, -inf)
+      O = MatMul(Softmax(S, axis -1), v)
+    Layer 1 causal with the default scale; layer 2 with scale = 0.3 and a key-padding mask `keep` (N, 1, 1, T).
+    Input x (N, 8, 16), 2 heads of 8; output y (N, 5). Parameters are graph inputs (export_params=False).
+    """
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    T, D, H = 8, 16, 2
+    nodes, params = [], []
+
+    def node(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **kw))
+        return out
+
+    def const(name, values, dtype=i64, dims=None):
+        dims = [len(values)] if dims is None else dims
+        nodes.append(helper.make_node("Constant", [], [name], name=name,
+                                      value=helper.make_tensor(name + "_t", dtype, dims, values)))
+        return name
+
+    def param(name, shape):
+        params.append(helper.make_tensor_value_info(name, f32, shape))
+        return name
+
+    def heads(t, p):  # (N, T, D) -> (N, H, T, D / H)
+        r = node("Reshape", [t, const(p + "_shape", [0, T, H, D // H])], p + "_r")
+        return node("Transpose", [r], p + "_h", perm=[0, 2, 1, 3])
+
+    def layer(x, p, causal, scale):
+        qkv = node("Add", [node("MatMul", [x, param(p + ".w_qkv", [D, 3 * D])], p + "_mm"),
+                           param(p + ".b_qkv", [3 * D])], p + "_qkv")
+        nodes.append(helper.make_node("Split", [qkv, const(p + "_split", [D, D, D])],
+                                      [p + "_q", p + "_k", p + "_v"], name=p + "_split_node", axis=2))
+        q, k, v = heads(p + "_q", p + "_q"), heads(p + "_k", p + "_k"), heads(p + "_v", p + "_v")
+        if scale is None:
+            last = node("Slice", [node("Shape", [q], p + "_qshape"), const(p + "_m1", [-1]),
+                                  const(p + "_max", [2**63 - 1])], p + "_qlast")
+            size = node("Cast", [last], p + "_size", to=f32)
+            s = node("Div", [const(p + "_one", [1.0], f32), node("Sqrt", [size], p + "_sqrt_size")], p + "_scale0")
+            s = node("Cast", [s], p + "_scale", to=f32)
+        else:
+            s = const(p + "_scale", [scale], f32, [])
+        kt = node("Transpose", [k], p + "_kt", perm=[0, 1, 3, 2])
+        qs = node("Mul", [q, node("Sqrt", [s], p + "_sqrt_q")], p + "_qs")
+        ks = node("Mul", [kt, node("Sqrt", [s], p + "_sqrt_k")], p + "_ks")
+        scores = node("MatMul", [qs, ks], p + "_scores")
+        zero, ninf = const(p + "_zero", [0.0], f32), const(p + "_ninf", [float("-inf")], f32)
+        if causal:
+            m2, m1 = const(p + "_c_m2", [-2]), const(p + "_c_m1", [-1])
+            tq = node("Slice", [node("Shape", [q], p + "_c_qshape"), m2, m1], p + "_tq")
+            tk = node("Slice", [node("Shape", [k], p + "_c_kshape"), m2, m1], p + "_tk")
+            ones = node("Expand", [const(p + "_c_one", [1.0], f32), node("Concat", [tq, tk], p + "_c_size", axis=0)],
+                        p + "_c_ones")
+            tril = node("Trilu", [ones], p + "_c_tril", upper=0)
+            mask = node("Where", [node("Equal", [tril, zero], p + "_c_eq"), ninf, zero], p + "_mask")
+        else:
+            mask = node("Where", ["keep", zero, ninf], p + "_mask")
+        probs = node("Softmax", [node("Add", [scores, mask], p + "_masked")], p + "_probs", axis=-1)
+        o = node("Transpose", [node("MatMul", [probs, v], p + "_o")], p + "_ot", perm=[0, 2, 1, 3])
+        o = node("Reshape", [o, const(p + "_oshape", [0, T, D])], p + "_or")
+        return node("Add", [x, node("MatMul", [o, param(p + ".w_o", [D, D])], p + "_proj")], p + "_out")
+
+    h = layer("x", "l1", True, None)
+    h = layer(h, "l2", False, 0.3)
+    pooled = node("ReduceMean", [h], "pooled", axes=[1], keepdims=0)
+    node("MatMul", [pooled, param("head.w", [D, 5])], "y")
+    inputs = [helper.make_tensor_value_info("x", f32, ["N", T, D]),
+              helper.make_tensor_value_info("keep", TensorProto.BOOL, ["N", 1, 1, T])] + params
+    g = helper.make_graph(nodes, "sdpa_forms", inputs, [helper.make_tensor_value_info("y", f32, ["N", 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def fold_trilu():
+    """Trilu and Sqrt folded at import on a constant of rank 3, k given both ways:
+      c = Trilu(ones(1, 3, 4), k = 1, upper = 1) + Trilu(ones(1, 3, 4), k = -1, upper = 0) * Sqrt(9)
+        = 0 on the diagonal, 1 above it, 3 below;  y = Mul(x, c)  (x (N, 3, 4))
+    """
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    ones = helper.make_tensor("ones_t", f32, [1, 3, 4], [1.0] * 12)
+    nodes = [helper.make_node("Constant", [], ["ones"], name="ones", value=ones),
+             helper.make_node("Constant", [], ["k1"], name="k1", value=helper.make_tensor("k1_t", i64, [], [1])),
+             helper.make_node("Constant", [], ["km1"], name="km1", value=helper.make_tensor("km1_t", i64, [], [-1])),
+             helper.make_node("Constant", [], ["nine"], name="nine", value=helper.make_tensor("nine_t", f32, [], [9.0])),
+             helper.make_node("Trilu", ["ones", "k1"], ["up"], name="up", upper=1),
+             helper.make_node("Trilu", ["ones", "km1"], ["low"], name="low", upper=0),
+             helper.make_node("Sqrt", ["nine"], ["three"], name="three"),
+             helper.make_node("Mul", ["low", "three"], ["low3"], name="low3"),
+             helper.make_node("Add", ["up", "low3"], ["c"], name="c"),
+             helper.make_node("Mul", ["x", "c"], ["y"], name="y")]
+    g = helper.make_graph(nodes, "fold_trilu", [helper.make_tensor_value_info("x", f32, ["N", 3, 4])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def sdpa_dynamo_forms():
+    """Two attention layers as torch's dynamo exporter (onnxscript's torch_lib, opset 18) writes
+    F.scaled_dot_product_attention, written node for node (Debian's torch 1.13 has neither):
+      scale:  CastLike(Div(CastLike(1.0, q), Sqrt(CastLike(Gather(Shape(q), [-1]), q))), q), or CastLike(c, q)
+      Kt = Reshape(Transpose(Reshape(k, [-1, Tk, d]), [0, 2, 1]), Concat(Shape(k)[:-2], [d, Tk]))
+      S = MatMul(Mul(q, Sqrt(scale)), Mul(Kt, Sqrt(scale) or CastLike(Sqrt(scale), Kt)))
+      is_causal:  S + CastLike(Where(Equal(Trilu(Expand(1.0, [Tq, Tk]), upper = 0), 0), -inf, 0), q)
+      P = Dropout(Softmax(S), dropout_p = 0) (inference mode: the identity; its mask unread);  O = MatMul(P, v)
+    Layer 1 causal with the default scale; layer 2 without a mask, scale 0.25. The mean over tokens is weighted by
+    CastLike(keep, h) of the bool input keep (N, T, 1) at run time. Input x (N, 8, 16), 2 heads of 8; output (N, 5).
+    """
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    T, D, H = 8, 16, 2
+    nodes, params = [], []
+
+    def node(op, ins, out, n_out=1, **kw):
+        outs = [out] + [f"{out}_{i}" for i in range(1, n_out)]
+        nodes.append(helper.make_node(op, ins, outs, name=out, **kw))
+        return out
+
+    def ints(name, values):
+        nodes.append(helper.make_node("Constant", [], [name], name=name, value_ints=values))
+        return name
+
+    def scalar(name, value):
+        nodes.append(helper.make_node("Constant", [], [name], name=name, value_float=value))
+        return name
+
+    def param(name, shape):
+        params.append(helper.make_tensor_value_info(name, f32, shape))
+        return name
+
+    def heads(t, p):
+        r = node("Reshape", [t, ints(p + "_shape", [0, T, H, D // H])], p + "_r")
+        return node("Transpose", [r], p + "_h", perm=[0, 2, 1, 3])
+
+    def layer(x, p, causal, scale):
+        qkv = node("MatMul", [x, param(p + ".w_qkv", [D, 3 * D])], p + "_qkv")
+        nodes.append(helper.make_node("Split", [qkv, ints(p + "_split", [D, D, D])],
+                                      [p + "_q", p + "_k", p + "_v"], name=p + "_split_node", axis=2))
+        q, k, v = heads(p + "_q", p + "_q"), heads(p + "_k", p + "_k"), heads(p + "_v", p + "_v")
+        if scale is None:
+            last = node("Gather", [node("Shape", [q], p + "_qshape"), ints(p + "_m1", [-1])], p + "_qlast")
+            size = node("CastLike", [last, q], p + "_size")
+            one = node("CastLike", [scalar(p + "_one", 1.0), q], p + "_one_q")
+            s = node("Div", [one, node("Sqrt", [size], p + "_sqrt_size")], p + "_scale0")
+        else:
+            s = scalar(p + "_scale0", scale)
+        s = node("CastLike", [s, q], p + "_scale")
+        k_last = node("Shape", [k], p + "_k_last", start=-1)
+        k_rows = node("Shape", [k], p + "_k_rows", start=-2, end=-1)
+        k_first = node("Shape", [k], p + "_k_first", end=-2)
+        k3 = node("Reshape", [k, node("Concat", [ints(p + "_minus1", [-1]), k_rows, k_last], p + "_k3_shape",
+                                      axis=0)], p + "_k3")
+        k3t = node("Transpose", [k3], p + "_k3t", perm=[0, 2, 1])
+        kt = node("Reshape", [k3t, node("Concat", [k_first, k_last, k_rows], p + "_kt_shape", axis=0)], p + "_kt")
+        qs = node("Mul", [q, node("Sqrt", [s], p + "_sqrt_q")], p + "_qs")
+        sqrt_k = node("Sqrt", [s], p + "_sqrt_k")
+        ks = node("Mul", [kt, sqrt_k if causal else node("CastLike", [sqrt_k, kt], p + "_sqrt_k_like")], p + "_ks")
+        scores = node("MatMul", [qs, ks], p + "_scores")
+        if causal:
+            tq = node("Slice", [node("Shape", [q], p + "_c_qshape"), ints(p + "_c_m2", [-2]), ints(p + "_c_m1", [-1])],
+                      p + "_tq")
+            tk = node("Slice", [node("Shape", [k], p + "_c_kshape"), ints(p + "_c_m2k", [-2]),
+                                ints(p + "_c_m1k", [-1])], p + "_tk")
+            ones = node("Expand", [scalar(p + "_c_one", 1.0), node("Concat", [tq, tk], p + "_c_size", axis=0)],
+                        p + "_c_ones")
+            tril = node("Trilu", [ones], p + "_c_tril", upper=0)
+            mask = node("Where", [node("Equal", [tril, scalar(p + "_c_zero", 0.0)], p + "_c_eq"),
+                                  scalar(p + "_c_ninf", float("-inf")), scalar(p + "_c_zero2", 0.0)], p + "_mask0")
+            scores = node("Add", [scores, node("CastLike", [mask, q], p + "_mask")], p + "_masked")
+        probs = node("Softmax", [scores], p + "_probs", axis=-1)
+        probs = node("Dropout", [probs, scalar(p + "_p", 0.0)], p + "_dropped", n_out=2)
+        o = node("Transpose", [node("MatMul", [probs, v], p + "_o")], p + "_ot", perm=[0, 2, 1, 3])
+        o = node("Reshape", [o, ints(p + "_oshape", [0, T, D])], p + "_or")
+        return node("Add", [x, node("MatMul", [o, param(p + ".w_o", [D, D])], p + "_proj")], p + "_out")
+
+    h = layer("x", "l1", True, None)
+    h = layer(h, "l2", False, 0.25)
+    weighted = node("Mul", [h, node("CastLike", ["keep", h], "keep_f")], "weighted")
+    pooled = node("ReduceMean", [weighted, ints("pool_axes", [1])], "pooled", keepdims=0)  # opset 18: axes input
+    node("MatMul", [pooled, param("head.w", [D, 5])], "y")
+    inputs = [helper.make_tensor_value_info("x", f32, ["N", T, D]),
+              helper.make_tensor_value_info("keep", TensorProto.BOOL, ["N", T, 1])] + params
+    g = helper.make_graph(nodes, "sdpa_dynamo_forms", inputs, [helper.make_tensor_value_info("y", f32, ["N", 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def opset20_ops():
+    """Ops whose opset 18-20 forms differ from opset 13's: Gelu (opset 20, exact), Split by num_outputs (18: 5
+    channels as 2, 2, 1), Resize with axes (18: scales for H and W only), ReduceMean with axes as an input (18).
+    Input x (N, 3, 6, 6): Conv 3x3 to 5 channels, Gelu, the split, the first part resized 2x (nearest), each part's
+    spatial mean, concatenated (N, 5), a MatMul to (N, 3).
+    """
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+
+    def ints(name, values):
+        return helper.make_node("Constant", [], [name], name=name, value_ints=values)
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Gelu", ["c"], ["g"], name="gelu"),
+             helper.make_node("Split", ["g"], ["a", "b", "d"], name="split", axis=1, num_outputs=3),
+             helper.make_node("Constant", [], ["scales"], name="scales",
+                              value=helper.make_tensor("scales_t", f32, [2], [2.0, 2.0])),
+             helper.make_node("Resize", ["a", "", "scales"], ["r"], name="resize", axes=[2, 3], mode="nearest"),
+             ints("hw", [2, 3]),
+             helper.make_node("ReduceMean", ["r", "hw"], ["ma"], name="mean_a", keepdims=0),
+             helper.make_node("ReduceMean", ["b", "hw"], ["mb"], name="mean_b", keepdims=0),
+             helper.make_node("ReduceMean", ["d", "hw"], ["md"], name="mean_d", keepdims=0),
+             helper.make_node("Concat", ["ma", "mb", "md"], ["m"], name="concat", axis=1),
+             helper.make_node("MatMul", ["m", "head"], ["y"], name="head_mm")]
+    g = helper.make_graph(nodes, "opset20_ops", [helper.make_tensor_value_info("x", f32, ["N", 3, 6, 6]),
+                                                 helper.make_tensor_value_info("w", f32, [5, 3, 3, 3]),
+                                                 helper.make_tensor_value_info("head", f32, [5, 3])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -440,6 +660,18 @@ def main():
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "int_buffer_input.onnx")
     input_files()
     save(einsum_forms(), "einsum_forms.onnx")
+    save(sdpa_forms(), "sdpa_forms.onnx")
+    save(fold_trilu(), "fold_trilu.onnx")
+    save(sdpa_dynamo_forms(), "sdpa_dynamo_forms.onnx", check=False)
+    save(opset20_ops(), "opset20_ops.onnx", check=False)
+    # Refused: an opset beyond monet's (24) and opset 20's Gelu with its tanh approximation.
+    m = conv_relu(batch=2)
+    m.opset_import[0].version = 24
+    save(m, "opset24.onnx", check=False)
+    m = conv_relu(op="Gelu", batch=2)
+    m.graph.node[1].attribute.append(helper.make_attribute("approximate", "tanh"))
+    m.opset_import[0].version = 20
+    save(m, "gelu_tanh.onnx", check=False)
     g = helper.make_graph([helper.make_node("Einsum", ["x", "w"], ["y"], name="ellipsis", equation="...ij,jk->...ik")],
                           "einsum_ellipsis", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4]),
                                               helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 5])],

@@ -394,11 +394,19 @@ def op_resize(ctx, ins, at):
     n = x.dim() - 2
     if ctx.opset < 11:
         raise ctx.unsupported("opset 10 semantics")
-    if "axes" in at:
-        raise ctx.unsupported("axes")
     scales, sizes = given(ins, 2), given(ins, 3)
     scales = floats(scales) if scales is not None and scales.numel() else None
     sizes = ints(sizes) if sizes is not None and sizes.numel() else None
+    if at.get("antialias", 0) and at.get("mode", "nearest") != "nearest":
+        raise ctx.unsupported("antialias")
+    if "axes" in at:  # opset 18: scales or sizes of these axes only, the others kept
+        full_scales, full_sizes = [1.0] * x.dim(), list(x.shape)
+        for k, axis in enumerate(at["axes"]):
+            if scales is not None:
+                full_scales[axis % x.dim()] = scales[k]
+            else:
+                full_sizes[axis % x.dim()] = sizes[k]
+        scales, sizes = (full_scales, None) if scales is not None else (None, full_sizes)
     if (scales is not None and scales[:2] != [1.0, 1.0]) or (sizes is not None and sizes[:2] != list(x.shape[:2])):
         raise ctx.unsupported("resizing batch or channel dims")
     size_in = list(x.shape[2:])
@@ -443,7 +451,7 @@ def op_dropout(ctx, ins, at):
     ratio = ins[1].item() if given(ins, 1) is not None else at.get("ratio", 0.5)
     # Before opset 12 there is no training_mode input; a mask in the manifest then says it is training.
     training = bool(ins[2].item()) if given(ins, 2) is not None else name in ctx.masks
-    if not training:
+    if not training or ratio == 0:  # the identity (monet imports it as no node)
         return [x, torch.ones_like(x, dtype=torch.bool)]
     if name not in ctx.masks:
         raise BadInput(f"Dropout node '{name}' trains but the manifest has no mask for it")
@@ -559,6 +567,17 @@ def op_cast(ctx, ins, at):
     return ins[0].to(torch_type(at["to"], ctx.dtype))
 
 
+def op_cast_like(ctx, ins, at):
+    """CastLike (opset 15): to the second input's type."""
+    return ins[0].to(ins[1].dtype)
+
+
+def op_gelu(ctx, ins, at):
+    """Gelu (opset 20): exact, or its tanh approximation."""
+    approximate = at.get("approximate", "none")
+    return F.gelu(ins[0], approximate=approximate.decode() if isinstance(approximate, bytes) else approximate)
+
+
 def op_constant_of_shape(ctx, ins, at):
     value = to_torch(at.get("value", np.zeros(1, dtype=np.float32)), ctx.dtype).reshape(-1)
     return torch.full(ints(ins[0]), value[0].item(), dtype=value.dtype)
@@ -651,6 +670,8 @@ OPS = {
     "Unsqueeze": op_unsqueeze,
     "Squeeze": op_squeeze,
     "Cast": op_cast,
+    "CastLike": op_cast_like,
+    "Gelu": op_gelu,
     "ConstantOfShape": op_constant_of_shape,
     "Expand": op_expand,
     "Equal": binary(torch.eq),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "schedule/streams.h"
@@ -104,6 +106,12 @@ WorkspaceFn workspace_with(const Backend& backend, const Graph& g, std::vector<i
 
 Executor::Executor(const Graph& g, Schedule schedule, Backend& backend, uint64_t seed)
     : g_(g), schedule_(std::move(schedule)), backend_(backend), seed_(seed), offset_(g.values.size(), -1) {
+  std::unordered_map<std::string, uint64_t> seen;
+  for (const Node& n : g.nodes) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the name
+    for (unsigned char c : n.name) h = (h ^ c) * 0x100000001b3ULL;
+    node_key_.push_back(mix_seed(h, seen[n.name]++));
+  }
   const int fb = backend.float_bytes();
   // Validates the schedule (throws naming the step) before anything runs; each node's workspace is its
   // algorithm's.
@@ -279,7 +287,7 @@ std::map<int, std::vector<double>> Executor::step(const std::set<int>& capture, 
       backend_.timer_mark();
       timed.push_back(node);
     }
-    backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, static_cast<uint64_t>(node)),
+    backend_.run(g_, n, in, out, ws >= 0 ? block_ + ws : nullptr, mix_seed(step_seed, node_key_[node]),
                  computed[node] != 0, st.impl, st.algo);
     if (on_node) on_node(node);
     for (int v : n.outputs)

@@ -56,6 +56,10 @@ class Executor {
   Schedule schedule_;
   Backend& backend_;
   uint64_t seed_;
+  // Per node: a hash of its name (and, where several nodes share a name, its rank among them), mixed with each
+  // step's seed into the node's, so that a node's draws (Dropout's mask) do not depend on where import rewrites
+  // put it among the nodes.
+  std::vector<uint64_t> node_key_;
   int64_t step_index_ = 0;
   std::unique_ptr<Arena> arena_;
   int64_t reserved_ = 0;

@@ -92,7 +92,7 @@ Schedule store_all_of(const SessionOptions& o, const std::optional<Profile>& rea
 }
 
 // The import a profile's or schedule's file (`what`, at `path`) records; an explicit --attention, --loss-head,
-// --concat-conv or --bn-activation must agree.
+// --concat-conv, --bn-activation or --identity-dropout must agree.
 void import_as_file(ImportOptions& import, const ImportMode& mode, const SessionOptions& o, const char* what,
                     const std::string& path) {
   if (o.attention_given) require_recorded_mode("attention", import_attention_mode(import), mode.attention, what, path);
@@ -101,6 +101,9 @@ void import_as_file(ImportOptions& import, const ImportMode& mode, const Session
     require_recorded_mode("concat-conv", import_concat_conv_mode(import), mode.concat_conv, what, path);
   if (o.bn_activation_given)
     require_recorded_mode("bn-activation", import_bn_activation_mode(import), mode.bn_activation, what, path);
+  if (o.identity_dropout_given)
+    require_recorded_mode("identity-dropout", import_identity_dropout_mode(import), mode.identity_dropout, what,
+                          path);
   apply_import_mode(import, mode);
 }
 

@@ -36,6 +36,7 @@ struct SessionOptions {
   bool loss_head_given = false;  // the same for import.fuse_loss_head (--loss-head)
   bool concat_conv_given = false;  // the same for import.split_concat_conv (--concat-conv)
   bool bn_activation_given = false;  // the same for import.fuse_bn_activation (--bn-activation)
+  bool identity_dropout_given = false;  // the same for import.drop_identity_dropout (--identity-dropout)
   // Without a schedule: which store-all. `defaults` is the bitwise reference of schedules that run the defaults.
   StoreAll store_all = StoreAll::fast;
   // Without a schedule: a PROFILE.json of the same training graph (fingerprint) whose times and implementations

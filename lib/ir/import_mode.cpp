@@ -35,6 +35,7 @@ const std::vector<Field>& fields() {
       {"loss_head", &ImportMode::loss_head, {"fused", "separate"}, "separate"},
       {"concat_conv", &ImportMode::concat_conv, {"split", "joined"}, "joined"},
       {"bn_activation", &ImportMode::bn_activation, {"fused", "separate"}, "separate"},
+      {"identity_dropout", &ImportMode::identity_dropout, {"dropped", "kept"}, "kept"},
   };
   return f;
 }
@@ -51,7 +52,8 @@ void check(const Field& f, const std::string& value, const std::string& where) {
 
 ImportMode import_mode_of(const Graph& g) {
   return {attention_mode(g),        slices_mode(g),      matmul_bias_mode(g), matmul_transpose_mode(g),
-          matmul_rows_mode(g),      loss_head_mode(g),   concat_conv_mode(g), bn_activation_mode(g)};
+          matmul_rows_mode(g),      loss_head_mode(g),   concat_conv_mode(g), bn_activation_mode(g),
+          identity_dropout_mode(g)};
 }
 
 void apply_import_mode(ImportOptions& o, const ImportMode& m) {
@@ -64,6 +66,7 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m) {
   set_loss_head_mode(o, m.loss_head);
   set_concat_conv_mode(o, m.concat_conv);
   set_bn_activation_mode(o, m.bn_activation);
+  set_identity_dropout_mode(o, m.identity_dropout);
 }
 
 void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,

@@ -20,6 +20,7 @@ struct ImportMode {
   std::string loss_head = "fused";         // "fused" or "separate" (fuse_linear_loss.h loss_head_mode)
   std::string concat_conv = "split";       // "split" or "joined" (split_concat_conv.h concat_conv_mode)
   std::string bn_activation = "fused";     // "fused" or "separate" (fuse_bn_activation.h bn_activation_mode)
+  std::string identity_dropout = "dropped";  // "dropped" or "kept" (onnx_import.h identity_dropout_mode)
   bool operator==(const ImportMode&) const = default;
 };
 
@@ -34,10 +35,10 @@ void apply_import_mode(ImportOptions& o, const ImportMode& m);
 void require_recorded_mode(const char* flag, const std::string& given, const std::string& recorded, const char* what,
                            const std::string& path);
 
-// The fields "attention", "slices", "matmul_bias", "matmul_transpose", "matmul_rows", "loss_head", "concat_conv"
-// and "bn_activation" of a profile's or schedule's top level: written, and read with each absent field at its
-// value before its rewrite ("materialized", "sliced", "separate", "separate", "separate", "separate", "joined",
-// "separate"); a bad value is one error naming `path` and the field.
+// The fields "attention", "slices", "matmul_bias", "matmul_transpose", "matmul_rows", "loss_head", "concat_conv",
+// "bn_activation" and "identity_dropout" of a profile's or schedule's top level: written, and read with each absent
+// field at its value before its rewrite ("materialized", "sliced", "separate", "separate", "separate", "separate",
+// "joined", "separate", "kept"); a bad value is one error naming `path` and the field.
 void write_import_mode(nlohmann::json& j, const ImportMode& m);
 ImportMode read_import_mode(const nlohmann::json& j, const std::string& path);
 

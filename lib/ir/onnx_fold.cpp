@@ -119,6 +119,19 @@ std::optional<ConstTensor> fold_cast(const FoldCall& c) {
   return x;
 }
 
+// y = CastLike(Sqrt(scale), k)  =>  y = Cast(Sqrt(scale), to = k's type)
+// Reads only the type of its second input, which may be a runtime value (torch's dynamo exporter casts its
+// scaled_dot_product_attention scale and masks like the query). Into a u8 value (a bool mask) only 0s and 1s fold.
+std::optional<ConstTensor> fold_cast_like(ConstTensor x, DType like) {
+  x.is_float = like == DType::f32;
+  if (like == DType::i64)
+    for (double& d : x.data) d = std::trunc(d);
+  if (like == DType::u8)
+    for (double d : x.data)
+      if (d != 0 && d != 1) return std::nullopt;
+  return x;
+}
+
 // Unsqueeze and Squeeze: axes from input 1 (opset 13) or the attribute (earlier).
 std::vector<int64_t> fold_axes(const FoldCall& c) { return c.has(1) ? ints_of(c.in[1]) : c.attr_ints("axes"); }
 
@@ -496,8 +509,11 @@ std::optional<ConstTensor> fold_extremum(const FoldCall& c) {
   });
 }
 
-// Floor, Ceil, Neg, Abs elementwise:  y = Floor(Mul(Cast(Shape(x)[2:]), 1.5))  =>  y = [336.0, 336.0]
+// Floor, Ceil, Neg, Abs, Sqrt elementwise:  y = Floor(Mul(Cast(Shape(x)[2:]), 1.5))  =>  y = [336.0, 336.0]
 // (F.interpolate(x, scale_factor=1.5) with recompute_scale_factor: the output size from a float scale)
+// y = Sqrt(Div(1, Sqrt(Cast(Shape(q)[-1:]))))  =>  y = [0.3535...]                      (q of shape (.., 64))
+// (torch's export of F.scaled_dot_product_attention: its scale 1/sqrt(d), and the sqrt of the scale that
+// multiplies q and k; folded, the attention fusion takes both into the Attention's scale)
 template <char kOp>
 std::optional<ConstTensor> fold_unary(const FoldCall& c) {
   ConstTensor x = c.in.at(0);
@@ -506,8 +522,32 @@ std::optional<ConstTensor> fold_unary(const FoldCall& c) {
       case 'f': d = std::floor(d); break;
       case 'c': d = std::ceil(d); break;
       case '-': d = -d; break;
+      case 's': d = std::sqrt(d); break;
       default: d = std::fabs(d); break;  // 'a': Abs
     }
+  }
+  return x;
+}
+
+// y = Trilu(Expand(1.0, [3, 3]), upper = 0)  =>  y = [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+// Over the last two dims (i, j): upper = 1 keeps j - i >= k, upper = 0 keeps j - i <= k, k from the optional
+// second input (default 0); the rest become 0. torch's export of scaled_dot_product_attention(is_causal=True)
+// builds its causal mask so: Where(Equal(Trilu(ones(Tq, Tk), upper = 0), 0), -inf, 0).
+std::optional<ConstTensor> fold_trilu(const FoldCall& c) {
+  ConstTensor x = c.in.at(0);
+  const size_t rank = x.shape.size();
+  if (rank < 2) fail(c.where, ": Trilu of a constant of rank ", rank, " (needs rank >= 2)");
+  int64_t k = 0;
+  if (c.has(1)) {
+    const std::vector<int64_t> ks = ints_of(c.in[1]);
+    if (ks.size() != 1) fail(c.where, ": Trilu's k has ", ks.size(), " values (needs one)");
+    k = ks[0];
+  }
+  const bool upper = c.attr_i("upper", 1) != 0;
+  const int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1];
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    const int64_t col = static_cast<int64_t>(i) % cols, row = static_cast<int64_t>(i) / cols % rows;
+    if (upper ? col - row < k : col - row > k) x.data[i] = 0;
   }
   return x;
 }
@@ -523,7 +563,8 @@ std::optional<ConstTensor> fold_compare(const FoldCall& c) {
 
 // ------------------------------------------------------------------------------------------- the table
 
-// Every op with a rule (Shape apart: fold_node calls fold_shape). docs/models.md lists them for users.
+// Every op with a rule (Shape and CastLike apart: fold_node calls fold_shape and fold_cast_like, which read a runtime
+// input's shape or type). docs/models.md lists them for users.
 const std::unordered_map<std::string, Folder>& rules() {
   static const std::unordered_map<std::string, Folder> table = {
       {"Constant", fold_constant},   {"Identity", fold_identity},   {"Cast", fold_cast},
@@ -539,6 +580,7 @@ const std::unordered_map<std::string, Folder>& rules() {
       {"ReduceMax", fold_reduce<'>'>},  {"ReduceMin", fold_reduce<'<'>},
       {"Max", fold_extremum<'>'>},   {"Min", fold_extremum<'<'>},   {"Floor", fold_unary<'f'>},
       {"Ceil", fold_unary<'c'>},     {"Neg", fold_unary<'-'>},      {"Abs", fold_unary<'a'>},
+      {"Sqrt", fold_unary<'s'>},     {"Trilu", fold_trilu},
       {"Less", fold_compare<'<'>},   {"Greater", fold_compare<'>'>},
   };
   return table;
@@ -552,6 +594,12 @@ std::optional<ConstTensor> fold_node(const onnx::NodeProto& n, const std::string
     if (!x) return std::nullopt;
     FoldCall call{n, where, {}, {}};
     return fold_shape(call, x->shape);
+  }
+  if (n.op_type() == "CastLike") {
+    const Value* x = n.input_size() < 2 ? nullptr : value_of(n.input(0));
+    const Value* like = n.input_size() < 2 ? nullptr : value_of(n.input(1));
+    if (!x || !like || x->role != Role::constant) return std::nullopt;
+    return fold_cast_like(as_const(*x), like->dtype);
   }
   auto it = rules().find(n.op_type());
   if (it == rules().end()) return std::nullopt;

@@ -4,6 +4,7 @@
 #include "ir/onnx_import.h"
 
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "ir/fuse_bn_activation.h"
 #include "ir/split_concat_conv.h"
 #include "ir/split_slices.h"
+#include "ops/common/plans.h"
 #include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
 
@@ -47,10 +49,11 @@ class Importer {
     g.model_name = std::filesystem::path(path_).stem().string();
     if (gp.node_size() == 0) fail(path_, ": the model's graph has no nodes");
     for (const auto& op : model.opset_import())
-      if ((op.domain().empty() || op.domain() == "ai.onnx") && (op.version() < 7 || op.version() > 17))
-        fail(path_, ": opset ", op.version(), " is not supported (monet reads opsets 7-17; exported models use 13)");
+      if ((op.domain().empty() || op.domain() == "ai.onnx") && (op.version() < 7 || op.version() > 23))
+        fail(path_, ": opset ", op.version(), " is not supported (monet reads opsets 7-23)");
     read_initializers(gp);
     read_inputs(gp);
+    translator_.set_drop_identity_dropout(options_.drop_identity_dropout);
     translator_.convert_nodes(gp);
     for (const auto& out : gp.output()) {
       int v = translator_.lookup(out.name(), "graph output");
@@ -95,6 +98,20 @@ class Importer {
       std::streambuf* saved = std::cerr.rdbuf(sink.rdbuf());
       ~MuteCerr() { std::cerr.rdbuf(saved); }
     };
+    // The checker knows the opsets of the ONNX library monet is built with (onnx 1.12 on Debian 12: up to 17). A
+    // model of a later opset is left to the translator's own checks (each op's inputs, attributes and shapes,
+    // lib/ops): the older schemas would refuse its valid nodes (opset 18's ReduceMean reads axes as an input).
+    const int64_t known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+    for (const auto& op : model.opset_import())
+      if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() > known) {
+        // What the translator takes from the checker: every node has an output, and one input (Constant apart).
+        for (const auto& n : model.graph().node()) {
+          if (n.output_size() < 1) fail(path_, ": node '", n.name(), "' (", n.op_type(), ") has no outputs");
+          if (n.input_size() < 1 && n.op_type() != "Constant")
+            fail(path_, ": node '", n.name(), "' (", n.op_type(), ") has no inputs");
+        }
+        return model;
+      }
     try {
       MuteCerr mute;
       onnx::checker::check_model(model);
@@ -283,5 +300,27 @@ void set_bn_activation_mode(ImportOptions& o, const std::string& mode) {
 }
 
 const char* import_bn_activation_mode(const ImportOptions& o) { return o.fuse_bn_activation ? "fused" : "separate"; }
+
+void set_identity_dropout_mode(ImportOptions& o, const std::string& mode) {
+  if (mode != "dropped" && mode != "kept") fail("--identity-dropout '", mode, "': expected dropped or kept");
+  o.drop_identity_dropout = mode == "dropped";
+}
+
+const char* import_identity_dropout_mode(const ImportOptions& o) {
+  return o.drop_identity_dropout ? "dropped" : "kept";
+}
+
+const char* identity_dropout_mode(const Graph& g) {
+  std::vector<char> read(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    if (n.op != "DropoutGrad")  // the training graph's reader of every mask
+      for (int v : n.inputs) read[v] = 1;
+  for (int v : g.outputs) read[v] = 2;
+  for (const Node& n : g.nodes)
+    if (n.op == "Dropout" && ops::dropout_ratio(n.attrs) == 0 && n.outputs.size() == 2 && !read[n.outputs[1]] &&
+        read[n.outputs[0]] != 2 && g.values[n.inputs[0]].producer >= 0)
+      return "kept";
+  return "dropped";
+}
 
 }  // namespace monet

@@ -22,6 +22,9 @@ struct ImportOptions {
   bool matmul_rows = true;               // a MatMul's A read through its Transpose as stored (matmul_rows.h)
   bool split_concat_conv = true;         // a Conv over a channel Concat as one Conv per input (split_concat_conv.h)
   bool fuse_bn_activation = true;        // a batch norm and the ReLU or Clip after it as one node (fuse_bn_activation.h)
+  // A Dropout that is the identity (inference mode or ratio 0) and whose mask nothing reads as no node (its output
+  // names its input's value; identity_dropout_mode below).
+  bool drop_identity_dropout = true;
   // The training graph's cross-entropy and the output MatMul it reads as one node (fuse_linear_loss.h); carried
   // as Graph::fuse_loss_head.
   bool fuse_loss_head = true;
@@ -46,6 +49,14 @@ const char* import_concat_conv_mode(const ImportOptions& o);
 // string throws "--bn-activation '<mode>': expected fused or separate").
 void set_bn_activation_mode(ImportOptions& o, const std::string& mode);
 const char* import_bn_activation_mode(const ImportOptions& o);
+// The same for identity Dropouts ("dropped" or "kept"; any other string throws "--identity-dropout '<mode>':
+// expected dropped or kept").
+void set_identity_dropout_mode(ImportOptions& o, const std::string& mode);
+const char* import_identity_dropout_mode(const ImportOptions& o);
+// "kept" where g (imported or training graph) holds a Dropout the import would drop (the identity, its mask read by
+// no node but a DropoutGrad, its output no graph output, its input a node's output), else "dropped": importing g's
+// model with drop_identity_dropout gives g then.
+const char* identity_dropout_mode(const Graph& g);
 
 // Throws monet::Error with one line naming the file and the problem (node, op, value) on any failure.
 Graph import_onnx(const std::string& path, const ImportOptions& options);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <numbers>
 
 #include "core/error.h"
 #include "ir/onnx_fold.h"
@@ -71,6 +72,12 @@ void Translator::add_const(const std::string& name, ConstTensor c) {
 
 void Translator::convert_nodes(const onnx::GraphProto& gp) {
   match_fusions(gp);
+  for (const auto& n : gp.node())
+    for (const std::string& in : n.input()) read_.insert(in);
+  for (const auto& o : gp.output()) {
+    read_.insert(o.name());
+    graph_outputs_.insert(o.name());
+  }
   for (int i = 0; i < gp.node_size(); ++i) {
     if (auto m = fusions_.find(i); m != fusions_.end()) {
       convert_fusion(gp, m->second);
@@ -96,12 +103,65 @@ bool Translator::fold(const onnx::NodeProto& n, const std::string& where) {
   return true;
 }
 
+// A Dropout that is the identity (inference mode, training_mode absent or 0, or a ratio of 0), whose mask nothing
+// reads, becomes no node: its output names its input's value. torch's dynamo exporter writes
+// Dropout(P, dropout_p) between scaled_dot_product_attention's Softmax and its last MatMul even at dropout_p = 0;
+// without it the attention fusion sees the pattern. Kept as a node where its output is a graph output or its input
+// is not a node's output (a graph input), so that no graph output or input changes its value.
+bool Translator::alias_identity_dropout(const onnx::NodeProto& n) {
+  if (n.input_size() < 1 || n.output_size() < 1 || n.input(0).empty()) return false;
+  auto constant = [&](int i, double dflt) -> std::optional<double> {
+    if (i >= n.input_size() || n.input(i).empty()) return dflt;
+    if (!is_const(n.input(i))) return std::nullopt;
+    const ConstTensor c = const_of(n.input(i));
+    if (c.data.size() != 1) return std::nullopt;
+    return c.data[0];
+  };
+  const std::optional<double> ratio = constant(1, 0.5), training = constant(2, 0);
+  if (!ratio || !training || (*training != 0 && *ratio != 0)) return false;
+  if (n.output_size() > 1 && !n.output(1).empty() && read_.count(n.output(1))) return false;
+  if (graph_outputs_.count(n.output(0))) return false;
+  auto in = by_name_.find(n.input(0));
+  if (in == by_name_.end() || g_.values[in->second].producer < 0) return false;
+  by_name_[n.output(0)] = in->second;
+  return true;
+}
+
 void Translator::convert_node(const onnx::NodeProto& n) {
   std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(g_.nodes.size()) : n.name();
   std::string where = path_ + ": node '" + name + "' (" + n.op_type() + ")";
   if (!n.domain().empty() && n.domain() != "ai.onnx") fail(where, ": op domain '", n.domain(), "' is not supported");
   if (fold(n, where)) return;
+  if (n.op_type() == "Dropout" && drop_identity_dropout_ && alias_identity_dropout(n)) return;
+  if (n.op_type() == "CastLike" && n.input_size() == 2) {
+    // At run time: Cast to the second input's type (bool for a u8 value).
+    onnx::NodeProto cast = n;
+    cast.set_op_type("Cast");
+    cast.mutable_input()->RemoveLast();
+    const DType like = g_.values[lookup(n.input(1), "input")].dtype;
+    onnx::AttributeProto* to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(like == DType::f32 ? onnx::TensorProto::FLOAT
+                                 : like == DType::i64 ? onnx::TensorProto::INT64 : onnx::TensorProto::BOOL);
+    if (cast.name().empty()) cast.set_name(name);
+    return convert_node(cast);
+  }
   if (n.op_type() == "LayerNormalization") return convert_layer_norm(n, name, where);
+  if (n.op_type() == "Gelu") {
+    // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.
+    std::string approximate = "none";
+    for (const auto& a : n.attribute())
+      if (a.name() == "approximate") approximate = a.s();
+    if (approximate != "none") fail(where, ": approximate '", approximate, "' is not supported (none)");
+    if (n.input_size() != 1 || n.output_size() != 1) fail(where, ": Gelu takes one input and one output");
+    Node node;
+    node.name = name;
+    node.op = "Gelu";
+    node.attrs.set("divisor", std::numbers::sqrt2);
+    node.inputs = {lookup(n.input(0), "input")};
+    return add_node(std::move(node), {n.output(0)}, where);
+  }
   if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
   const OpDef* def = find_op(n.op_type());
   if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");

@@ -32,6 +32,8 @@ class Translator {
 
   // Every node in graph order, after the initializers and inputs are added.
   void convert_nodes(const onnx::GraphProto& gp);
+  // Whether an identity Dropout whose mask nothing reads becomes no node (ImportOptions::drop_identity_dropout).
+  void set_drop_identity_dropout(bool drop) { drop_identity_dropout_ = drop; }
 
   // Once every node is in: which graph inputs and initializers are params, buffers or constants, and how each
   // param is initialised.
@@ -53,6 +55,7 @@ class Translator {
   bool fold(const onnx::NodeProto& n, const std::string& where);
 
   void convert_node(const onnx::NodeProto& n);
+  bool alias_identity_dropout(const onnx::NodeProto& n);
   void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
@@ -85,6 +88,9 @@ class Translator {
   std::set<std::string> dropped_;
   std::unordered_map<int, Fusion> fusions_;  // by the index of the pattern's last ONNX node
   std::set<int> fused_inner_;                // the other nodes of each pattern (not converted alone)
+  std::set<std::string> read_;               // names some node or the graph's outputs read
+  std::set<std::string> graph_outputs_;
+  bool drop_identity_dropout_ = true;
 };
 
 }  // namespace monet::onnx_import

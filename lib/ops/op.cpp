@@ -13,6 +13,13 @@ void InferCtx::set_out(int i, Shape shape, DType dtype) {
     if (d <= 0) fail("output ", i, " would have shape ", shape_str(shape));
   outs_[i]->shape = std::move(shape);
   outs_[i]->dtype = dtype;
+  set_[i] = 1;
+}
+
+int InferCtx::unset_output() const {
+  for (size_t i = 0; i < set_.size(); ++i)
+    if (!set_[i]) return static_cast<int>(i);
+  return -1;
 }
 
 void InferCtx::expect_inputs(int lo, int hi) const {
@@ -32,6 +39,9 @@ void infer_node(Graph& g, int n) {
   if (!def) fail("node '", node.name, "': unsupported op type '", node.op, "'");
   InferCtx ctx(g, node, outs);
   def->infer(ctx);
+  if (const int i = ctx.unset_output(); i >= 0)
+    ctx.fail("output ", i, " ('", g.values[node.outputs[i]].name, "') is not one the op produces (it has ",
+             node.outputs.size(), ")");
 }
 
 std::vector<ImplDef> impls_of(const Node& n) {

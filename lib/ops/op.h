@@ -18,7 +18,8 @@ namespace monet {
 // What a shape rule sees: the node's attributes and its input values; it sets every output's shape and dtype.
 class InferCtx {
  public:
-  InferCtx(const Graph& g, const Node& node, std::vector<Value*> outs) : g_(g), node_(node), outs_(std::move(outs)) {}
+  InferCtx(const Graph& g, const Node& node, std::vector<Value*> outs)
+      : g_(g), node_(node), outs_(std::move(outs)), set_(outs_.size(), 0) {}
   const Node& node() const { return node_; }
   const Attrs& attrs() const { return node_.attrs; }
   int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
@@ -33,11 +34,14 @@ class InferCtx {
   }
   void expect_inputs(int lo, int hi) const;   // lo <= num_inputs <= hi
   void expect_rank(int i, int lo, int hi) const;
+  // The first output the rule did not set (one the op does not produce), or -1.
+  int unset_output() const;
 
  private:
   const Graph& g_;
   const Node& node_;
   std::vector<Value*> outs_;
+  std::vector<char> set_;
 };
 
 // ---------------------------------------------------------------------------------------------- autodiff

@@ -118,3 +118,52 @@ TEST_CASE("ReduceMax, CumSum, Trilu and Tile as torch exports them import and di
   CHECK(all["Trilu"] == 4);
   CHECK(all["TileGrad"] == 1);
 }
+
+TEST_CASE("fold rules: Trilu and Sqrt on constants", "[import]") {
+  // c = Trilu(ones, k = 1, upper) + Trilu(ones, k = -1, lower) * Sqrt(9): 0 on the diagonal, 1 above, 3 below.
+  Graph g = import_onnx(data_path("fold_trilu.onnx"), at(2));
+  REQUIRE(op_counts(g) == std::map<std::string, int>{{"Mul", 1}});
+  const Value& c = g.values[g.nodes[0].inputs[1]];
+  REQUIRE(c.role == Role::constant);
+  REQUIRE(c.shape == Shape{1, 3, 4});
+  const std::vector<double> expected = {0, 1, 1, 1,   //
+                                        3, 0, 1, 1,   //
+                                        3, 3, 0, 1};  //
+  CHECK(c.data == expected);
+}
+
+TEST_CASE("F.scaled_dot_product_attention as torch exports it: scales and causal mask folded, one Attention each",
+          "[import]") {
+  // scripts/make_test_models.py sdpa_forms: layer 1 causal with the default scale 1/sqrt(8) computed from Shape(q),
+  // layer 2 with scale 0.3 and a key-padding bool mask; q and k each multiplied by the scale's square root.
+  ImportOptions o = at(2);
+  o.fuse_attention = false;
+  std::map<std::string, int> ops = op_counts(import_onnx(data_path("sdpa_forms.onnx"), o));
+  // Unfused, the scales and the causal mask are constants: no Sqrt, Trilu, Equal, Cast or Div runs.
+  for (const char* folded : {"Sqrt", "Trilu", "Equal", "Cast", "Div"}) CHECK(ops.count(folded) == 0);
+  CHECK(ops["Mul"] == 4);
+  CHECK(ops["Softmax"] == 2);
+  CHECK(ops["Where"] == 1);  // the bool mask input's additive form
+
+  const Graph g = import_onnx(data_path("sdpa_forms.onnx"), at(2));
+  ops = op_counts(g);
+  CHECK(ops["Attention"] == 2);
+  for (const char* gone : {"Softmax", "Mul", "Transpose", "Sqrt", "Trilu"}) CHECK(ops.count(gone) == 0);
+  std::vector<const Node*> attention;
+  for (const Node& n : g.nodes)
+    if (n.op == "Attention") attention.push_back(&n);
+  REQUIRE(attention.size() == 2);
+  // The two square roots join into the product: the scale itself.
+  CHECK(attention[0]->attrs.f("scale") == Approx(1.0 / std::sqrt(8.0)).epsilon(1e-12));
+  CHECK(attention[1]->attrs.f("scale") == Approx(0.3).epsilon(1e-7));  // 0.3 as the file's float
+  CHECK(attention[0]->attrs.i("scale_divides") == 0);
+  REQUIRE(attention[0]->inputs.size() == 4);
+  const Value& causal = g.values[attention[0]->inputs[3]];
+  REQUIRE(causal.role == Role::constant);
+  REQUIRE(causal.shape == Shape{8, 8});
+  CHECK(causal.data[1] == -HUGE_VAL);  // above the diagonal
+  CHECK(causal.data[8] == 0.0);        // below
+  CHECK(causal.data[9] == 0.0);        // the diagonal
+  REQUIRE(attention[1]->inputs.size() == 4);
+  CHECK(g.values[attention[1]->inputs[3]].role != Role::constant);  // from the bool input, each step
+}

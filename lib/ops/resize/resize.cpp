@@ -1,7 +1,9 @@
 // Resize(x) on an (N, C, H, W) tensor, opset 13: static inputs roi, scales, sizes (attributes; an empty list or
 // absence means "not given"; exactly one of scales / sizes), attributes mode = nearest | linear,
 // coordinate_transformation_mode = half_pixel (default) | asymmetric | align_corners | pytorch_half_pixel |
-// tf_half_pixel_for_nn, nearest_mode = round_prefer_floor (default) | round_prefer_ceil | floor | ceil.
+// tf_half_pixel_for_nn, nearest_mode = round_prefer_floor (default) | round_prefer_ceil | floor | ceil. Opset 18's
+// attribute axes (scales or sizes for those axes only) is read; antialias = 1 with linear and a
+// keep_aspect_ratio_policy other than stretch are refused.
 // N and C keep their size; H and W are resized. Each output pixel reads at most 2x2 input pixels with weights
 // (nearest: one pixel, weight 1), computed once per axis. Backward: ResizeGrad(dy) -> dx adds each output
 // gradient, times its weights, into the input pixels that output read.
@@ -100,7 +102,12 @@ std::string plan_resize(const Attrs& a, const Shape& xs, ResizePlan& p) {
       nearest_mode != "ceil")
     return "nearest_mode '" + nearest_mode + "' is not supported";
   p.linear = mode == "linear";
-  const std::vector<double> scales = list_attr(a, "scales");
+  // Opset 18: antialiasing (a wider filter where linear downscales) is not built; keep_aspect_ratio_policy other
+  // than stretch rescales sizes, not built either.
+  if (p.linear && a.i("antialias", 0) != 0) return "antialias = 1 with mode linear is not supported";
+  const std::string policy = a.s("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") return "keep_aspect_ratio_policy '" + policy + "' is not supported (stretch)";
+  std::vector<double> scales = list_attr(a, "scales");
   // Taps are planned per output row and column (here, at import): an output side beyond 2^24 is refused before
   // anything is sized by it, and before a double beyond int64 is converted (UB).
   constexpr double kMaxSide = 1 << 24;
@@ -110,6 +117,26 @@ std::string plan_resize(const Attrs& a, const Shape& xs, ResizePlan& p) {
     sizes.push_back(static_cast<int64_t>(d));
   }
   if (scales.empty() == sizes.empty()) return "exactly one of scales and sizes must be given (as constants)";
+  if (a.has("axes")) {
+    // Opset 18: scales or sizes name only these axes; the others keep their length.
+    const std::vector<int64_t> axes = a.ints("axes");
+    const size_t given = scales.empty() ? sizes.size() : scales.size();
+    if (axes.size() != given)
+      return "axes has " + std::to_string(axes.size()) + " entries for " + std::to_string(given) + " scales or sizes";
+    std::vector<double> full_scales(4, 1.0);
+    std::vector<int64_t> full_sizes(xs.begin(), xs.end());
+    std::vector<bool> seen(4, false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const int64_t d = axes[k] < 0 ? axes[k] + 4 : axes[k];
+      if (d < 0 || d >= 4 || seen[static_cast<size_t>(d)])
+        return "axes " + shape_str(axes) + " are not distinct axes of rank 4";
+      seen[static_cast<size_t>(d)] = true;
+      if (scales.empty()) full_sizes[static_cast<size_t>(d)] = sizes[k];
+      else full_scales[static_cast<size_t>(d)] = scales[k];
+    }
+    if (scales.empty()) sizes = full_sizes;
+    else scales = full_scales;
+  }
   std::vector<double> scale(4);
   p.out.resize(4);
   if (!scales.empty()) {

@@ -1,5 +1,6 @@
 // Split(x) -> y_0, ..., y_{n-1} with attributes axis (default 0) and split (opset 13 static input: the piece sizes;
-// absent or empty = n equal pieces). Backward: SplitGrad joins the output gradients that exist and fills the
+// absent or empty = n equal pieces; with opset 18's attribute num_outputs, pieces of ceil(length / n), the last
+// smaller). Backward: SplitGrad joins the output gradients that exist and fills the
 // pieces without one with zeros. The forward kernel only moves bytes, so it serves every dtype.
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,17 @@ namespace {
 // Piece sizes along `axis` of a tensor whose axis has length `dim`, cut into `n` pieces; an error message or "".
 std::string split_sizes(const Attrs& a, int64_t dim, int n, std::vector<int64_t>& sizes) {
   sizes = a.ints("split", std::vector<int64_t>{});
+  if (sizes.empty() && a.has("num_outputs")) {
+    // Opset 18: num_outputs parts of ceil(dim / n), the last one smaller where dim does not divide.
+    if (a.i("num_outputs", 0) != n)
+      return "num_outputs is " + std::to_string(a.i("num_outputs", 0)) + " for " + std::to_string(n) + " outputs";
+    const int64_t part = n < 1 ? 0 : (dim + n - 1) / n;
+    if (n < 1 || part * (n - 1) >= dim)
+      return "axis of length " + std::to_string(dim) + " does not split into " + std::to_string(n) + " parts";
+    sizes.assign(static_cast<size_t>(n), part);
+    sizes.back() = dim - part * (n - 1);
+    return "";
+  }
   if (sizes.empty()) {
     if (n < 1 || dim % n != 0)
       return "axis of length " + std::to_string(dim) + " does not split into " + std::to_string(n) + " equal parts";

@@ -1,0 +1,117 @@
+// Models of opsets 18-23, which Debian's ONNX library (1.12, opsets to 17) cannot check: torch's dynamo exporter
+// writes opset 18. The forms that changed after opset 17 (scripts/make_test_models.py sdpa_dynamo_forms,
+// opset20_ops): CastLike, an identity Dropout, ReduceMean's axes as an input, Split by num_outputs, Resize with
+// axes, Gelu as one op; and the refusals (an opset beyond 23, Gelu's tanh approximation). Identity Dropouts
+// (ImportOptions::drop_identity_dropout) dropped or kept.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "engine/session.h"
+#include "ir/import_mode.h"
+#include "ir/onnx_import.h"
+#include "ir/op_counts.h"
+#include "same_step.h"
+#include "test_paths.h"
+
+using namespace monet;
+using namespace monet::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ImportOptions at(int64_t batch) {
+  ImportOptions o;
+  o.batch = batch;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 18): one Attention each",
+          "[import]") {
+  // CastLike of constants folds (the scale, the causal mask), the Dropout at dropout_p = 0 (inference mode, its
+  // mask unread) becomes no node, so Softmax -> MatMul is the attention's pattern again.
+  ImportOptions o = at(2);
+  o.fuse_attention = false;
+  std::map<std::string, int> ops = op_counts(import_onnx(data_path("sdpa_dynamo_forms.onnx"), o));
+  for (const char* gone : {"CastLike", "Dropout", "Sqrt", "Trilu", "Equal", "Div", "Gather"}) {
+    INFO(gone);
+    CHECK(ops.count(gone) == 0);
+  }
+  CHECK(ops["Softmax"] == 2);
+  CHECK(ops["Cast"] == 1);  // CastLike(keep, h) of the bool input, at run time
+
+  const Graph g = import_onnx(data_path("sdpa_dynamo_forms.onnx"), at(2));
+  ops = op_counts(g);
+  CHECK(ops["Attention"] == 2);
+  CHECK(ops.count("Softmax") == 0);
+  CHECK(ops.count("Mul") == 1);  // the weighting by keep: the scales are in the Attentions
+  std::vector<const Node*> attention;
+  for (const Node& n : g.nodes)
+    if (n.op == "Attention") attention.push_back(&n);
+  REQUIRE(attention.size() == 2);
+  CHECK(attention[0]->attrs.f("scale") == Approx(1.0 / std::sqrt(8.0)).epsilon(1e-12));
+  CHECK(attention[1]->attrs.f("scale") == Approx(0.25).epsilon(1e-12));
+  REQUIRE(attention[0]->inputs.size() == 4);  // the causal mask, a constant
+  const Value& causal = g.values[attention[0]->inputs[3]];
+  REQUIRE(causal.role == Role::constant);
+  CHECK(causal.data[1] == -HUGE_VAL);
+  CHECK(causal.data[8] == 0.0);
+  CHECK(attention[1]->inputs.size() == 3);  // no mask
+}
+
+TEST_CASE("opset 18-20 forms: Gelu, Split by num_outputs, Resize with axes, ReduceMean's axes input", "[import]") {
+  const Graph g = import_onnx(data_path("opset20_ops.onnx"), at(2));
+  CHECK(op_counts(g) == std::map<std::string, int>{{"Concat", 1}, {"Conv", 1},      {"Gelu", 1},  {"MatMul", 1},
+                                                   {"ReduceMean", 3}, {"Resize", 1}, {"Split", 1}});
+  CHECK(g.values[g.outputs[0]].shape == Shape{2, 3});
+  for (const Node& n : g.nodes) {
+    if (n.op == "Gelu") CHECK(n.attrs.f("divisor") == std::numbers::sqrt2);
+    if (n.op == "Split") {
+      REQUIRE(n.outputs.size() == 3);
+      CHECK(g.values[n.outputs[0]].shape == Shape{2, 2, 6, 6});
+      CHECK(g.values[n.outputs[1]].shape == Shape{2, 2, 6, 6});
+      CHECK(g.values[n.outputs[2]].shape == Shape{2, 1, 6, 6});
+    }
+    if (n.op == "Resize") CHECK(g.values[n.outputs[0]].shape == Shape{2, 2, 12, 12});
+    if (n.op == "ReduceMean") CHECK(g.values[n.outputs[0]].shape.size() == 2);
+  }
+}
+
+TEST_CASE("opsets beyond 23 and Gelu's tanh approximation are refused with one line", "[import]") {
+  CHECK_THROWS_WITH(import_onnx(data_path("opset24.onnx"), at(2)),
+                    Contains("opset24.onnx: opset 24 is not supported (monet reads opsets 7-23)"));
+  CHECK_THROWS_WITH(import_onnx(data_path("gelu_tanh.onnx"), at(2)),
+                    Contains("node 'act' (Gelu): approximate 'tanh' is not supported"));
+}
+
+TEST_CASE("identity Dropouts dropped and kept train alike, the mode recorded and read", "[import]") {
+  // bert_tiny's six Dropouts have ratio 0 in training mode (nn.Dropout(0.0) exported for training).
+  SessionOptions dropped, kept;
+  dropped.model_path = kept.model_path = data_path("bert_tiny.onnx");
+  dropped.import.batch = kept.import.batch = 2;
+  dropped.float_bytes = kept.float_bytes = 8;
+  set_identity_dropout_mode(kept.import, "kept");
+  auto a = open_session(dropped);
+  auto b = open_session(kept);
+  const std::map<std::string, int> ops_a = op_counts(a->tg.graph), ops_b = op_counts(b->tg.graph);
+  CHECK(ops_a.count("Dropout") == 0);
+  CHECK(ops_b.at("Dropout") == 6);
+  CHECK(ops_b.at("DropoutGrad") == 6);
+  CHECK(import_mode_of(a->tg.graph).identity_dropout == "dropped");
+  CHECK(import_mode_of(b->tg.graph).identity_dropout == "kept");
+  check_same_step(*a, *b);
+
+  nlohmann::json j;
+  write_import_mode(j, import_mode_of(b->tg.graph));
+  CHECK(j.at("identity_dropout") == "kept");
+  j.erase("identity_dropout");
+  CHECK(read_import_mode(j, "f.json").identity_dropout == "kept");  // files written before the rewrite
+  j["identity_dropout"] = "gone";
+  CHECK_THROWS_WITH(read_import_mode(j, "f.json"), Contains("f.json: identity_dropout 'gone': expected dropped or kept"));
+  ImportOptions o;
+  CHECK_THROWS_WITH(set_identity_dropout_mode(o, "x"), Contains("--identity-dropout 'x': expected dropped or kept"));
+}
