@@ -619,10 +619,79 @@ def opset20_ops():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
 
 
+def activations_norms():
+    """LeakyReLU, ELU, SELU, Softplus, Mish (Softplus -> Tanh -> Mul before opset 18), Abs, GroupNorm (Reshape,
+    InstanceNormalization with constant ones and zeros, Reshape, its own Mul and Add), InstanceNorm2d with and
+    without affine, LogSoftmax over channels and over the last dim, as torch exports them at opset 13. Input
+    (N, 3, 6, 6), output (N, 4).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class ActivationsNorms(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.gn = nn.GroupNorm(4, 8)
+            self.inorm = nn.InstanceNorm2d(8, affine=True)
+            self.plain = nn.InstanceNorm2d(8)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x):  # (N, 3, 6, 6)
+            h = F.leaky_relu(self.gn(self.conv(x)), 0.1)
+            h = F.mish(self.inorm(h))
+            h = self.plain(h)
+            h = F.elu(h) + F.selu(h) + F.softplus(h) + h.abs() + F.leaky_relu(h, -0.2)
+            h = F.log_softmax(h, dim=1)
+            return F.log_softmax(self.head(h.mean((2, 3))), dim=-1)
+
+    torch.manual_seed(0)
+    return torch_export(ActivationsNorms().train(), torch.randn(2, 3, 6, 6), 13)
+
+
+def softmax_opset11():
+    """Softmax and LogSoftmax before opset 13, which flatten the input to 2-D at the axis: Softmax(axis = 1) of
+    (N, 3, 4) normalises over 12 values, LogSoftmax (default axis 1) likewise, Softmax(axis = -1) over the last dim.
+    Input (N, 3, 4), output (N, 3, 4)."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Softmax", ["h"], ["s"], name="softmax_rows", axis=1),
+             helper.make_node("Mul", ["s", "h"], ["t"], name="mul"),
+             helper.make_node("LogSoftmax", ["t"], ["u"], name="log_softmax_rows"),
+             helper.make_node("Softmax", ["u"], ["y"], name="softmax_last", axis=-1)]
+    g = helper.make_graph(nodes, "softmax_opset11", [helper.make_tensor_value_info("x", f32, ["N", 3, 4]),
+                                                    helper.make_tensor_value_info("w", f32, [4, 4])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 3, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def mish_opset18():
+    """Opset 18's Mish op after a convolution. Input (N, 3, 8, 8), output (N, 4, 8, 8)."""
+    m = conv_relu(op="Mish")
+    m.opset_import[0].version = 18
+    return m
+
+
+def group_norm_ops():
+    """Opset 21's GroupNormalization (scale and B per channel) and opset 18's (per group), with learned scales and
+    biases, after a convolution. Input (N, 3, 6, 6), output (N, 8, 6, 6). Saved at opset 21 with the checker off."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("GroupNormalization", ["c", "s8", "b8"], ["g"], name="gn_channel", num_groups=2,
+                              epsilon=1e-3),
+             helper.make_node("GroupNormalization", ["g", "s4", "b4"], ["y"], name="gn_group", num_groups=4)]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 3, 6, 6]),
+           helper.make_tensor_value_info("w", f32, [8, 3, 3, 3])]
+    ins += [helper.make_tensor_value_info(n, f32, [k]) for n, k in (("s8", 8), ("b8", 8), ("s4", 4), ("b4", 4))]
+    g = helper.make_graph(nodes, "group_norm_ops", ins, [helper.make_tensor_value_info("y", f32, ["N", 8, 6, 6])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
-    save(conv_relu(op="Elu"), "unsupported_op.onnx")    # Elu is not a monet op
+    save(conv_relu(op="Celu"), "unsupported_op.onnx")   # Celu is not a monet op
     save(conv_relu(op="Crop"), "experimental_op.onnx")  # ONNX's checker warns on std::cerr about Crop
     save(conv_relu(batch=2), "static_batch.onnx")       # batch fixed in the file
     save(conv_relu(hw=("H", "W")), "dynamic_hw.onnx")   # dynamic spatial dims: needs --input-shape
@@ -664,6 +733,10 @@ def main():
     save(fold_trilu(), "fold_trilu.onnx")
     save(sdpa_dynamo_forms(), "sdpa_dynamo_forms.onnx", check=False)
     save(opset20_ops(), "opset20_ops.onnx", check=False)
+    save(activations_norms(), "activations_norms.onnx")
+    save(mish_opset18(), "mish_opset18.onnx", check=False)
+    save(softmax_opset11(), "softmax_opset11.onnx")
+    save(group_norm_ops(), "group_norm_ops.onnx", check=False)
     # Refused: an opset beyond monet's (24) and opset 20's Gelu with its tanh approximation.
     m = conv_relu(batch=2)
     m.opset_import[0].version = 24

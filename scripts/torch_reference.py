@@ -268,6 +268,40 @@ def op_leaky_relu(ctx, ins, at):
     return F.leaky_relu(ins[0], at.get("alpha", 0.01))
 
 
+def op_instance_norm(ctx, ins, at):
+    x, scale, bias = ins
+    return F.instance_norm(x, weight=scale, bias=bias, eps=at.get("epsilon", 1e-5))
+
+
+def op_group_norm(ctx, ins, at):
+    """Scale and B per channel (opset 21) or per group (opset 18; the shapes tell them apart)."""
+    x, scale, bias = ins
+    groups, channels = at["num_groups"], ins[0].shape[1]
+    if scale.shape[0] != channels:
+        scale, bias = (t.repeat_interleave(channels // groups) for t in (scale, bias))
+    return F.group_norm(x, groups, weight=scale, bias=bias, eps=at.get("epsilon", 1e-5))
+
+
+def op_elu(ctx, ins, at):
+    return F.elu(ins[0], at.get("alpha", 1.0))
+
+
+def op_selu(ctx, ins, at):
+    """ONNX's Selu with its float defaults (torch's F.selu has the double constants)."""
+    alpha, gamma = at.get("alpha", 1.67326319217681884765625), at.get("gamma", 1.05070102214813232421875)
+    return gamma * F.elu(ins[0], alpha)
+
+
+def op_softplus(ctx, ins, at):
+    """ONNX's Softplus, log(1 + exp(x)), without torch's threshold."""
+    x = ins[0]
+    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs()))
+
+
+def op_mish(ctx, ins, at):
+    return ins[0] * torch.tanh(op_softplus(ctx, ins, at))
+
+
 def op_div(ctx, ins, at):
     a, b = ins
     if a.is_floating_point():
@@ -633,6 +667,10 @@ OPS = {
     "HardSigmoid": op_hard_sigmoid,
     "HardSwish": unary(F.hardswish),
     "LeakyRelu": op_leaky_relu,
+    "Elu": op_elu,
+    "Selu": op_selu,
+    "Softplus": op_softplus,
+    "Mish": op_mish,
     "Clip": op_clip,
     "Exp": unary(torch.exp),
     "Log": unary(torch.log),
@@ -660,6 +698,8 @@ OPS = {
     "Dropout": op_dropout,
     "Softmax": op_softmax,
     "LayerNormalization": op_layer_norm,
+    "InstanceNormalization": op_instance_norm,
+    "GroupNormalization": op_group_norm,
     "LogSoftmax": op_log_softmax,
     "ReduceMean": op_reduce_mean,
     "ReduceSum": op_reduce_sum,

@@ -35,6 +35,11 @@ struct FoldCall {
   std::vector<bool> given;
 
   bool has(size_t i) const { return i < in.size() && given[i]; }
+  // Input i, which the rule cannot do without: absent or omitted is an error naming the node.
+  const ConstTensor& need(size_t i) const {
+    if (!has(i)) fail(where, ": ", n.op_type(), " needs input ", i, ", which the node does not give");
+    return in[i];
+  }
   const onnx::AttributeProto* attr(const char* name) const {
     for (const auto& a : n.attribute())
       if (a.name() == name) return &a;
@@ -104,12 +109,12 @@ std::optional<ConstTensor> fold_constant(const FoldCall& c) {
 }
 
 // y = Identity([8, 3])  =>  y = [8, 3]
-std::optional<ConstTensor> fold_identity(const FoldCall& c) { return c.in.at(0); }
+std::optional<ConstTensor> fold_identity(const FoldCall& c) { return c.need(0); }
 
 // y = Cast([2.7, -2.7], to = INT64)  =>  y = [2, -2]           (into an integer type: truncated towards zero)
 // y = Cast([0.5, 0, -3], to = BOOL)  =>  y = [1, 0, 1]          (into bool: nonzero is 1)
 std::optional<ConstTensor> fold_cast(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   const int to = static_cast<int>(c.attr_i("to", onnx::TensorProto::FLOAT));
   x.is_float = is_float_type(to);
   if (to == onnx::TensorProto::BOOL)
@@ -137,7 +142,7 @@ std::vector<int64_t> fold_axes(const FoldCall& c) { return c.has(1) ? ints_of(c.
 
 // t = Unsqueeze(8, [0])  =>  t = [8]                                        (a scalar becomes a 1-D shape piece)
 std::optional<ConstTensor> fold_unsqueeze(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   std::vector<int64_t> axes = fold_axes(c);
   const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
   for (int64_t& a : axes) a = a < 0 ? a + r : a;
@@ -149,7 +154,7 @@ std::optional<ConstTensor> fold_unsqueeze(const FoldCall& c) {
 
 // n = Squeeze([8], [0])  =>  n = 8                                    (no axes: every dimension of size 1 goes)
 std::optional<ConstTensor> fold_squeeze(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   const std::vector<int64_t> axes = fold_axes(c);
   const int64_t r = static_cast<int64_t>(x.shape.size());
   Shape out;
@@ -165,8 +170,8 @@ std::optional<ConstTensor> fold_squeeze(const FoldCall& c) {
 // s = Shape(x); n = Gather(s, 0)  =>  n = 8                                             (x of shape (8, 3, 4))
 // Only from a 1-D constant (a shape): out has the indices' shape; Gather(s, [1, 2]) => [3, 4].
 std::optional<ConstTensor> fold_gather(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
-  const ConstTensor& idx = c.in.at(1);
+  const ConstTensor& x = c.need(0);
+  const ConstTensor& idx = c.need(1);
   if (x.shape.size() != 1) return std::nullopt;
   ConstTensor out{idx.shape, x.is_float, {}};
   for (double d : idx.data) {
@@ -181,7 +186,7 @@ std::optional<ConstTensor> fold_gather(const FoldCall& c) {
 // s = Concat([8], 3, [-1, 4])  =>  s = [8, 3, -1, 4]                         (scalars and 1-D: end to end)
 // y = Concat([[1], [2]], [[3], [4]], axis = 1)  =>  y = [[1, 3], [2, 4]]              (higher ranks: along axis)
 std::optional<ConstTensor> fold_concat(const FoldCall& c) {
-  const ConstTensor& first = c.in.at(0);
+  const ConstTensor& first = c.need(0);
   if (first.shape.size() <= 1) {  // shape pieces: scalars and 1-D constants, end to end
     ConstTensor out{{0}, first.is_float, {}};
     for (const ConstTensor& p : c.in) {
@@ -220,7 +225,7 @@ std::optional<ConstTensor> fold_concat(const FoldCall& c) {
 // y = ConstantOfShape([2, 3], value = 1)  =>  y = [[1, 1, 1], [1, 1, 1]]                   (no value: float 0)
 std::optional<ConstTensor> fold_constant_of_shape(const FoldCall& c) {
   ConstTensor out{{}, true, {}};
-  for (double d : c.in.at(0).data) out.shape.push_back(to_int(d));
+  for (double d : c.need(0).data) out.shape.push_back(to_int(d));
   double fill = 0;
   if (const onnx::AttributeProto* a = c.attr("value")) {
     ConstTensor v = read_tensor(a->t(), c.where);
@@ -234,8 +239,8 @@ std::optional<ConstTensor> fold_constant_of_shape(const FoldCall& c) {
 // y = Reshape(t of shape (2, 3), [0, -1, 1])  =>  y = t as shape (2, 3, 1)
 // 0 copies the input's dim (unless allowzero), one -1 is inferred.
 std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
-  const std::vector<int64_t> spec = ints_of(c.in.at(1));
+  ConstTensor x = c.need(0);
+  const std::vector<int64_t> spec = ints_of(c.need(1));
   const bool allowzero = c.attr_i("allowzero", 0) != 0;
   Shape out(spec.size());
   int64_t known = 1, infer_at = -1;
@@ -258,7 +263,7 @@ std::optional<ConstTensor> fold_reshape(const FoldCall& c) {
 // (no perm: the dims reversed). Any constant computed at import: swin's window padding and index arithmetic, its
 // shifted-window mask split into windows.
 std::optional<ConstTensor> fold_transpose(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& x = c.need(0);
   const size_t rank = x.shape.size();
   std::vector<int64_t> perm = c.attr_ints("perm");
   if (perm.empty())
@@ -292,8 +297,8 @@ std::optional<ConstTensor> fold_transpose(const FoldCall& c) {
 // y = Expand([[0], [1]], [2, 3])  =>  y = [[0, 0, 0], [1, 1, 1]]           (numpy broadcast of x to the shape)
 // Any constant computed at import (swin's shifted-window mask: zeros expanded to a window's shape).
 std::optional<ConstTensor> fold_expand(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
-  const std::vector<int64_t> target = ints_of(c.in.at(1));
+  const ConstTensor& x = c.need(0);
+  const std::vector<int64_t> target = ints_of(c.need(1));
   for (int64_t d : target)
     if (d < 0) fail(c.where, ": Expand to shape ", shape_str(target), " with a negative dimension");
   const auto shape = ops::broadcast_shapes(x.shape, target);
@@ -310,9 +315,9 @@ std::optional<ConstTensor> fold_expand(const FoldCall& c) {
 // indices (..., k) address the first k dims of data; updates hold one slice of data's other dims per index, the
 // later of two writes to one place wins (ONNX leaves duplicates undefined). Reductions (opset 16) are not folded.
 std::optional<ConstTensor> fold_scatter_nd(const FoldCall& c) {
-  const ConstTensor& data = c.in.at(0);
-  const ConstTensor& indices = c.in.at(1);
-  const ConstTensor& updates = c.in.at(2);
+  const ConstTensor& data = c.need(0);
+  const ConstTensor& indices = c.need(1);
+  const ConstTensor& updates = c.need(2);
   if (c.attr("reduction") && c.attr("reduction")->s() != "none") return std::nullopt;
   const size_t rank = data.shape.size();
   if (indices.shape.empty()) fail(c.where, ": ScatterND indices of rank 0");
@@ -348,8 +353,8 @@ std::optional<ConstTensor> fold_scatter_nd(const FoldCall& c) {
 // y = Equal([8, -1], -1)  =>  y = [0, 1] (bool)
 template <char kOp>
 std::optional<ConstTensor> fold_arith(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
-  const ConstTensor& y = c.in.at(1);
+  const ConstTensor& x = c.need(0);
+  const ConstTensor& y = c.need(1);
   const bool is_float = x.is_float || y.is_float;
   const bool fmod = c.attr_i("fmod", 0) != 0;
   return fold_broadcast(c.where, {&x, &y}, kOp == '=' ? false : is_float, [&](const std::vector<double>& v) {
@@ -367,7 +372,7 @@ std::optional<ConstTensor> fold_arith(const FoldCall& c) {
 
 // y = Not([1, 0])  =>  y = [0, 1]
 std::optional<ConstTensor> fold_not(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   for (double& d : x.data) d = d == 0 ? 1.0 : 0.0;
   x.is_float = false;
   return x;
@@ -376,14 +381,14 @@ std::optional<ConstTensor> fold_not(const FoldCall& c) {
 // y = Where([0, 1, 1], [4, 3, 2], [-1, -1, -1])  =>  y = [-1, 3, 2]          (x where cond holds, else y)
 // All three broadcast; with Equal above it folds torch's x.expand(n, -1, -1).
 std::optional<ConstTensor> fold_where(const FoldCall& c) {
-  const ConstTensor &cond = c.in.at(0), &x = c.in.at(1), &y = c.in.at(2);
+  const ConstTensor &cond = c.need(0), &x = c.need(1), &y = c.need(2);
   return fold_broadcast(c.where, {&cond, &x, &y}, x.is_float || y.is_float,
                         [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
 }
 
 // y = Range(0, 7, 2)  =>  y = [0, 2, 4, 6]                   (scalars: max(ceil((limit - start) / delta), 0) values)
 std::optional<ConstTensor> fold_range(const FoldCall& c) {
-  const ConstTensor &start = c.in.at(0), &limit = c.in.at(1), &delta = c.in.at(2);
+  const ConstTensor &start = c.need(0), &limit = c.need(1), &delta = c.need(2);
   if (start.data.size() != 1 || limit.data.size() != 1 || delta.data.size() != 1) return std::nullopt;
   const double s = start.data[0], d = delta.data[0];
   if (d == 0) fail(c.where, ": Range with delta 0");
@@ -403,14 +408,14 @@ std::optional<ConstTensor> fold_range(const FoldCall& c) {
 // ends clamp to [0, n] for a positive step and to [0, n - 1] and [-1, n - 1] for a negative one (INT64_MAX and
 // INT64_MIN mean "to the end"). The result may be empty.
 std::optional<ConstTensor> fold_slice(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& x = c.need(0);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   // A float table of rank 2 or more (an additive mask, a rotary table) is sliced at run time: folded, each reader
   // would hold a resident copy of its slice. Shapes and integer or bool tables (a masked_fill's mask) fold.
   if (x.is_float && rank > 1) return std::nullopt;
   if (rank == 0) fail(c.where, ": Slice of a scalar");
   const bool from_inputs = c.has(1) || c.has(2);
-  const std::vector<int64_t> starts = from_inputs ? ints_of(c.in.at(1)) : c.attr_ints("starts");
+  const std::vector<int64_t> starts = from_inputs ? ints_of(c.need(1)) : c.attr_ints("starts");
   const std::vector<int64_t> ends = from_inputs ? (c.has(2) ? ints_of(c.in[2]) : std::vector<int64_t>{})
                                                 : c.attr_ints("ends");
   std::vector<int64_t> axes = from_inputs ? (c.has(3) ? ints_of(c.in[3]) : std::vector<int64_t>{})
@@ -473,7 +478,7 @@ std::optional<ConstTensor> fold_slice(const FoldCall& c) {
 // dim of 1; no axes with noop_with_empty_axes = 1 is the input itself.
 template <char kOp>
 std::optional<ConstTensor> fold_reduce(const FoldCall& c) {
-  const ConstTensor& x = c.in.at(0);
+  const ConstTensor& x = c.need(0);
   if (x.shape.size() > 1) return std::nullopt;
   const std::vector<int64_t> axes = c.has(1) ? ints_of(c.in[1]) : c.attr_ints("axes");
   for (int64_t a : axes)
@@ -516,7 +521,7 @@ std::optional<ConstTensor> fold_extremum(const FoldCall& c) {
 // multiplies q and k; folded, the attention fusion takes both into the Attention's scale)
 template <char kOp>
 std::optional<ConstTensor> fold_unary(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   for (double& d : x.data) {
     switch (kOp) {
       case 'f': d = std::floor(d); break;
@@ -534,7 +539,7 @@ std::optional<ConstTensor> fold_unary(const FoldCall& c) {
 // second input (default 0); the rest become 0. torch's export of scaled_dot_product_attention(is_causal=True)
 // builds its causal mask so: Where(Equal(Trilu(ones(Tq, Tk), upper = 0), 0), -inf, 0).
 std::optional<ConstTensor> fold_trilu(const FoldCall& c) {
-  ConstTensor x = c.in.at(0);
+  ConstTensor x = c.need(0);
   const size_t rank = x.shape.size();
   if (rank < 2) fail(c.where, ": Trilu of a constant of rank ", rank, " (needs rank >= 2)");
   int64_t k = 0;
@@ -555,7 +560,7 @@ std::optional<ConstTensor> fold_trilu(const FoldCall& c) {
 // Less and Greater on two broadcasting constants:  y = Less([8, 3], 4)  =>  y = [0, 1] (bool)
 template <char kOp>
 std::optional<ConstTensor> fold_compare(const FoldCall& c) {
-  const ConstTensor &x = c.in.at(0), &y = c.in.at(1);
+  const ConstTensor &x = c.need(0), &y = c.need(1);
   return fold_broadcast(c.where, {&x, &y}, false, [](const std::vector<double>& v) {
     return (kOp == '<' ? v[0] < v[1] : v[0] > v[1]) ? 1.0 : 0.0;
   });

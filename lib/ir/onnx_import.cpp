@@ -54,6 +54,8 @@ class Importer {
     read_initializers(gp);
     read_inputs(gp);
     translator_.set_drop_identity_dropout(options_.drop_identity_dropout);
+    for (const auto& op : model.opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") translator_.set_opset(op.version());
     translator_.convert_nodes(gp);
     for (const auto& out : gp.output()) {
       int v = translator_.lookup(out.name(), "graph output");
@@ -104,12 +106,7 @@ class Importer {
     const int64_t known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
     for (const auto& op : model.opset_import())
       if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() > known) {
-        // What the translator takes from the checker: every node has an output, and one input (Constant apart).
-        for (const auto& n : model.graph().node()) {
-          if (n.output_size() < 1) fail(path_, ": node '", n.name(), "' (", n.op_type(), ") has no outputs");
-          if (n.input_size() < 1 && n.op_type() != "Constant")
-            fail(path_, ": node '", n.name(), "' (", n.op_type(), ") has no inputs");
-        }
+        for (const auto& n : model.graph().node()) check_arity(n, known);
         return model;
       }
     try {
@@ -121,6 +118,28 @@ class Importer {
       fail(path_, ": ONNX checker: ", msg);
     }
     return model;
+  }
+
+  // What the translator takes from the checker in a model of a later opset: every node has an output, one input
+  // (Constant apart), and at least the inputs and outputs the newest schema the library knows requires, each
+  // required input named. Later opsets lowered no minimum of an op monet reads, so the older schema's minimum
+  // holds; its maximum does not (opset 18's ReduceMean gained an axes input) and is left to the translator.
+  void check_arity(const onnx::NodeProto& n, int64_t known) const {
+    const auto where = [&] { return "node '" + n.name() + "' (" + n.op_type() + ")"; };
+    if (n.output_size() < 1) fail(path_, ": ", where(), " has no outputs");
+    if (n.input_size() < 1 && n.op_type() != "Constant") fail(path_, ": ", where(), " has no inputs");
+    const bool onnx_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const onnx::OpSchema* schema =
+        onnx_domain ? onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(known), "") : nullptr;
+    if (!schema) return;  // an op newer than the library (opset 20's Gelu): the translator's rule checks it
+    if (n.input_size() < schema->min_input())
+      fail(path_, ": ", where(), " has ", n.input_size(), " inputs (needs at least ", schema->min_input(), ")");
+    if (n.output_size() < schema->min_output())
+      fail(path_, ": ", where(), " has ", n.output_size(), " outputs (needs at least ", schema->min_output(), ")");
+    const auto& formal = schema->inputs();
+    for (int i = 0; i < n.input_size() && i < static_cast<int>(formal.size()); ++i)
+      if (n.input(i).empty() && formal[i].GetOption() == onnx::OpSchema::Single)
+        fail(path_, ": ", where(), " leaves its required input ", i, " (", formal[i].GetName(), ") unnamed");
   }
 
   void read_initializers(const onnx::GraphProto& gp) {

@@ -148,6 +148,10 @@ void Translator::convert_node(const onnx::NodeProto& n) {
     return convert_node(cast);
   }
   if (n.op_type() == "LayerNormalization") return convert_layer_norm(n, name, where);
+  if (n.op_type() == "InstanceNormalization") return convert_instance_norm(n, name, where);
+  if ((n.op_type() == "Softmax" || n.op_type() == "LogSoftmax") && opset_ < 13)
+    return convert_softmax_2d(n, name, where);
+  if (n.op_type() == "GroupNormalization") return convert_group_norm(n, name, where);
   if (n.op_type() == "Gelu") {
     // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.
     std::string approximate = "none";
@@ -155,12 +159,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
       if (a.name() == "approximate") approximate = a.s();
     if (approximate != "none") fail(where, ": approximate '", approximate, "' is not supported (none)");
     if (n.input_size() != 1 || n.output_size() != 1) fail(where, ": Gelu takes one input and one output");
-    Node node;
-    node.name = name;
-    node.op = "Gelu";
-    node.attrs.set("divisor", std::numbers::sqrt2);
-    node.inputs = {lookup(n.input(0), "input")};
-    return add_node(std::move(node), {n.output(0)}, where);
+    return emit_gelu(name, n.input(0), n.output(0), std::numbers::sqrt2, where);
   }
   if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
   const OpDef* def = find_op(n.op_type());
@@ -239,6 +238,167 @@ void Translator::convert_layer_norm(const onnx::NodeProto& n, const std::string&
     outs.push_back(i < n.output_size() && !n.output(i).empty() ? n.output(i)
                                                                  : n.output(0) + (i == 1 ? "/mean" : "/invstd"));
   emit_layer_norm(name, n.input(0), n.input(1), has_bias ? n.input(2) : "", axis, epsilon, outs, where);
+}
+
+// Softmax and LogSoftmax before opset 13 normalise over every dim from `axis` on (default 1), the input seen as
+// (outer, inner). Where that is the last dim alone it is opset 13's op; otherwise
+//   Y = Softmax(X; axis)  =>  Y = Reshape(Softmax(Reshape(X, (outer, inner)); axis = 1), X's shape)
+void Translator::convert_softmax_2d(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() != 1 || n.input(0).empty() || n.output_size() != 1)
+    fail(where, ": expected one input and one output");
+  const Shape x = g_.values[lookup(n.input(0), "input")].shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = 1;
+  for (const auto& a : n.attribute())
+    if (a.name() == "axis") axis = a.i();
+  if (rank == 0 || axis < -rank || axis >= rank)
+    fail(where, ": axis ", axis, " is out of range for input shape ", shape_str(x));
+  if (axis < 0) axis += rank;
+  const auto emit = [&](const std::string& in, const std::string& out) {
+    Node node;
+    node.name = name;
+    node.op = n.op_type();
+    node.attrs.set("axis", int64_t{-1});
+    node.inputs = {lookup(in, "input")};
+    add_node(std::move(node), {out}, where);
+  };
+  const std::string& y = n.output(0);
+  if (axis == rank - 1) return emit(n.input(0), y);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x[static_cast<size_t>(d)];
+  const auto shape_const = [&](const std::string& cname, const Shape& s) {
+    add_const(cname, ConstTensor{{static_cast<int64_t>(s.size())}, false, std::vector<double>(s.begin(), s.end())});
+  };
+  shape_const(name + "/rows_shape", {outer, outer ? numel(x) / outer : 0});
+  shape_const(name + "/shape", x);
+  convert_synthetic("Reshape", {n.input(0), name + "/rows_shape"}, y + "/rows_in", name + "/rows");
+  emit(y + "/rows_in", y + "/rows_out");
+  convert_synthetic("Reshape", {y + "/rows_out", name + "/shape"}, y, name + "/unrows");
+}
+
+// InstanceNormalization(X, scale, B; epsilon) over X of shape (N, C, D...) normalises each (n, c) slice over D
+// with biased variance, then scales and shifts per channel:
+//   Y = InstanceNormalization(X, s, B)
+//     =>  Z = LayerNorm(X, ones(D...), zeros(D...); axis = 2, epsilon);  Y = Add(Mul(Z, s'), B')
+// with s' and B' of shape (C, 1, ...) (Reshape; folded where s and B are constants). The Mul is left out where s is
+// a constant of ones and the Add where B is one of zeros: torch's GroupNorm export (Reshape to (N, G, -1),
+// InstanceNormalization with constant ones and zeros, Reshape back, then its own affine Mul and Add) and an
+// InstanceNorm2d without affine become one LayerNorm. Our LayerNorm keeps a mean and an inverse deviation per row.
+void Translator::convert_instance_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() != 3 || n.input(0).empty() || n.input(1).empty() || n.input(2).empty())
+    fail(where, ": expected inputs X, scale and B");
+  const Shape x = g_.values[lookup(n.input(0), "input")].shape;
+  if (x.size() < 3)
+    fail(where, ": X has shape ", shape_str(x), "; InstanceNormalization needs rank >= 3 (N, C, D...)");
+  check_affine_inputs(n, {x[1]}, x, where);
+  const std::string& y = n.output(0);
+  const bool affine = !is_identity_affine(n);
+  const std::string z = affine ? y + "/normalized" : y;
+  emit_normalize_rows(name, n.input(0), attr_epsilon(n), z, where);
+  if (affine) emit_channel_affine(name, z, n.input(1), n.input(2), x.size(), y);
+}
+
+// GroupNormalization(X, scale, B; num_groups G, epsilon) over X of shape (N, C, D...) normalises each group of C / G
+// channels over the group's channels and D, then scales and shifts per channel (opset 21: scale and B of shape
+// (C)) or per group (opset 18: (G); the same where G = C, so the shapes tell the two apart):
+//   =>  Z = LayerNorm(Reshape(X, (N, G, C / G * D)), ones, zeros; axis = 2, epsilon);
+//       per channel: Y = Add(Mul(Reshape(Z, X's shape), s'), B')    per group: Y = Reshape(Add(Mul(Z, s'), B'), ...)
+void Translator::convert_group_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() != 3 || n.input(0).empty() || n.input(1).empty() || n.input(2).empty())
+    fail(where, ": expected inputs X, scale and B");
+  const Shape x = g_.values[lookup(n.input(0), "input")].shape;
+  if (x.size() < 3) fail(where, ": X has shape ", shape_str(x), "; GroupNormalization needs rank >= 3 (N, C, D...)");
+  int64_t groups = 0;
+  for (const auto& a : n.attribute())
+    if (a.name() == "num_groups") groups = a.i();
+  if (groups < 1 || x[1] % groups != 0)
+    fail(where, ": num_groups ", groups, " does not divide the ", x[1], " channels of X ", shape_str(x));
+  const Shape scale = g_.values[lookup(n.input(1), "input")].shape;
+  const bool per_group = scale == Shape{groups} && groups != x[1];
+  check_affine_inputs(n, {per_group ? groups : x[1]}, x, where);
+  const Shape grouped{x[0], groups, numel(x) / x[0] / groups};
+  const std::string& y = n.output(0);
+  const auto reshape = [&](const std::string& from, const Shape& to, const std::string& out, const char* suffix) {
+    std::vector<double> dims(to.begin(), to.end());
+    add_const(name + suffix, ConstTensor{{static_cast<int64_t>(dims.size())}, false, dims});
+    convert_synthetic("Reshape", {from, name + suffix}, out, name + suffix + "/reshape");
+  };
+  reshape(n.input(0), grouped, y + "/grouped", "/grouped_shape");
+  const std::string z = y + "/normalized";
+  emit_normalize_rows(name, y + "/grouped", attr_epsilon(n), z, where);
+  if (is_identity_affine(n)) return reshape(z, x, y, "/shape");
+  if (per_group) {
+    emit_channel_affine(name, z, n.input(1), n.input(2), grouped.size(), y + "/affine");
+    return reshape(y + "/affine", x, y, "/shape");
+  }
+  reshape(z, x, y + "/ungrouped", "/shape");
+  emit_channel_affine(name, y + "/ungrouped", n.input(1), n.input(2), x.size(), y);
+}
+
+double Translator::attr_epsilon(const onnx::NodeProto& n) {
+  for (const auto& a : n.attribute())
+    if (a.name() == "epsilon") return a.f();
+  return 1e-5;
+}
+
+// Inputs 1 and 2 (scale, B) are floats of shape `want`.
+void Translator::check_affine_inputs(const onnx::NodeProto& n, const Shape& want, const Shape& x,
+                                     const std::string& where) {
+  for (int i = 1; i <= 2; ++i) {
+    const Value& v = g_.values[lookup(n.input(i), "input")];
+    if (v.shape != want || v.dtype != DType::f32)
+      fail(where, ": input ", i, " has shape ", shape_str(v.shape), "; expected float ", shape_str(want),
+           " (per channel or group of X ", shape_str(x), ")");
+  }
+}
+
+// Whether value v is a constant whose every element is `want`.
+bool Translator::const_all(const std::string& v, double want) {
+  if (!is_const(v)) return false;
+  const ConstTensor c = const_of(v);
+  return std::all_of(c.data.begin(), c.data.end(), [&](double d) { return d == want; });
+}
+
+// Whether the scale (input 1) is a constant of ones and B (input 2) one of zeros.
+bool Translator::is_identity_affine(const onnx::NodeProto& n) {
+  return const_all(n.input(1), 1.0) && const_all(n.input(2), 0.0);
+}
+
+// z = LayerNorm(x, ones, zeros; axis = 2, epsilon): each (n, c) row of x normalised over the dims after c.
+void Translator::emit_normalize_rows(const std::string& name, const std::string& x, double epsilon,
+                                     const std::string& z, const std::string& where) {
+  const Shape s = g_.values[lookup(x, "input")].shape;
+  const Shape row(s.begin() + 2, s.end());
+  add_const(name + "/ones", ConstTensor{row, true, std::vector<double>(static_cast<size_t>(numel(row)), 1.0)});
+  emit_layer_norm(name, x, name + "/ones", "", 2, epsilon, {z, z + "/mean", z + "/invstd"}, where);
+}
+
+// y = z * scale' + bias' with scale and bias of shape (K) reshaped to (K, 1, ...) against z of shape (N, K, ...) of
+// rank `rank`; a constant of ones leaves out the Mul, one of zeros the Add (not both: is_identity_affine keeps Z).
+void Translator::emit_channel_affine(const std::string& name, const std::string& z, const std::string& scale,
+                                     const std::string& bias, size_t rank, const std::string& y) {
+  const bool scaled = !const_all(scale, 1.0), shifted = !const_all(bias, 0.0);
+  std::vector<double> shape{static_cast<double>(numel(g_.values[lookup(scale, "input")].shape))};
+  shape.resize(rank - 1, 1.0);
+  add_const(name + "/channel_shape", ConstTensor{{static_cast<int64_t>(shape.size())}, false, shape});
+  const auto per_channel = [&](const std::string& v, const char* suffix) {
+    const std::string out = name + suffix;
+    convert_synthetic("Reshape", {v, name + "/channel_shape"}, out, out);
+    return out;
+  };
+  const std::string scaled_z = shifted ? y + "/scaled" : y;
+  if (scaled) convert_synthetic("Mul", {z, per_channel(scale, "/scale")}, scaled_z, name + "/mul");
+  if (shifted) convert_synthetic("Add", {scaled ? scaled_z : z, per_channel(bias, "/bias")}, y, name + "/add");
+}
+
+void Translator::convert_synthetic(const std::string& op, const std::vector<std::string>& inputs,
+                                   const std::string& output, const std::string& name) {
+  onnx::NodeProto m;
+  m.set_op_type(op);
+  m.set_name(name);
+  for (const std::string& i : inputs) m.add_input(i);
+  m.add_output(output);
+  convert_node(m);
 }
 
 void Translator::emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
@@ -406,20 +566,22 @@ std::optional<Translator::Fusion> Translator::match_gelu(const onnx::GraphProto&
   return f;
 }
 
+void Translator::emit_gelu(const std::string& name, const std::string& x, const std::string& y, double divisor,
+                           const std::string& where) {
+  Node node;
+  node.name = name;
+  node.op = "Gelu";
+  node.attrs.set("divisor", divisor);
+  node.inputs = {lookup(x, "input")};
+  add_node(std::move(node), {y}, where);
+}
+
 void Translator::convert_fusion(const onnx::GraphProto& gp, const Fusion& f) {
   const onnx::NodeProto& last = gp.node(f.nodes.back());
   const std::string name = last.name().empty() ? f.op + "_" + std::to_string(g_.nodes.size()) : last.name();
   const std::string& y = last.output(0);
   const std::string where = path_ + ": node '" + name + "' (" + last.op_type() + ", the end of a " + f.op + ")";
-  if (f.op == "Gelu") {
-    Node node;
-    node.name = name;
-    node.op = "Gelu";
-    node.attrs.set("divisor", f.divisor);
-    node.inputs = {lookup(f.x, "input")};
-    add_node(std::move(node), {y}, where);
-    return;
-  }
+  if (f.op == "Gelu") return emit_gelu(name, f.x, y, f.divisor, where);
   const Shape& x = g_.values[lookup(f.x, "input")].shape;
   const size_t k = static_cast<size_t>(-f.axis);
   auto normalised = [&](const std::string& v) {

@@ -34,6 +34,8 @@ class Translator {
   void convert_nodes(const onnx::GraphProto& gp);
   // Whether an identity Dropout whose mask nothing reads becomes no node (ImportOptions::drop_identity_dropout).
   void set_drop_identity_dropout(bool drop) { drop_identity_dropout_ = drop; }
+  // The model's ai.onnx opset: Softmax and LogSoftmax before 13 flatten their input to 2-D at the axis.
+  void set_opset(int64_t opset) { opset_ = opset; }
 
   // Once every node is in: which graph inputs and initializers are params, buffers or constants, and how each
   // param is initialised.
@@ -58,8 +60,28 @@ class Translator {
   bool alias_identity_dropout(const onnx::NodeProto& n);
   void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // InstanceNormalization and GroupNormalization as a LayerNorm over rows and a per-channel (or per-group) Mul and
+  // Add (onnx_translate.cpp).
+  // Softmax or LogSoftmax of opset < 13 (the input coerced to 2-D at the axis) as Reshape, the op, Reshape.
+  void convert_softmax_2d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  void convert_instance_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  void convert_group_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  static double attr_epsilon(const onnx::NodeProto& n);
+  void check_affine_inputs(const onnx::NodeProto& n, const Shape& want, const Shape& x, const std::string& where);
+  bool const_all(const std::string& v, double want);
+  bool is_identity_affine(const onnx::NodeProto& n);
+  void emit_normalize_rows(const std::string& name, const std::string& x, double epsilon, const std::string& z,
+                           const std::string& where);
+  void emit_channel_affine(const std::string& name, const std::string& z, const std::string& scale,
+                           const std::string& bias, size_t rank, const std::string& y);
+  // Converts the ONNX node op(inputs) -> output named `name`, as if the model held it.
+  void convert_synthetic(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
+                         const std::string& name);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
   void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // y = Gelu(x; divisor): opset 20's Gelu op and the erf form the fusion recognises.
+  void emit_gelu(const std::string& name, const std::string& x, const std::string& y, double divisor,
+                 const std::string& where);
   void emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,
                        const std::string& bias, int64_t axis, double epsilon, const std::vector<std::string>& outs,
                        const std::string& where);
@@ -91,6 +113,7 @@ class Translator {
   std::set<std::string> read_;               // names some node or the graph's outputs read
   std::set<std::string> graph_outputs_;
   bool drop_identity_dropout_ = true;
+  int64_t opset_ = 13;
 };
 
 }  // namespace monet::onnx_import

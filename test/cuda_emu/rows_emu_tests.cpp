@@ -1,5 +1,5 @@
 // The row kernels of lib/engine/cuda/cuda_norm_pool_kernels.cu on the CUDA emulation (emu.h) against double
-// references written from the definitions: Softmax and its gradient over the last axis (a warp per row up to 1024,
+// references written from the definitions: Softmax and LogSoftmax with their gradients over the last axis (a warp per row up to 1024,
 // float4 rows where the length allows, a block per row beyond) and over an inner axis (a thread per column), and
 // LayerNorm with both gradient paths (the fused warp-per-row kernel for D <= 1024, D % 4 == 0; the column and row
 // kernels otherwise), from x and from y. Same tolerance as monet_cuda_tests: 1e-6 + 1e-4 of the reference's scale.
@@ -31,35 +31,43 @@ std::vector<double> as_double(const std::vector<float>& x) { return {x.begin(), 
 
 }  // namespace
 
-TEST_CASE("Softmax and its gradient on the CUDA emulation match a double reference", "[cuda_emu][softmax]") {
+TEST_CASE("Softmax, LogSoftmax and their gradients on the CUDA emulation match a double reference",
+          "[cuda_emu][softmax]") {
   std::mt19937_64 rng(5);
   struct Shape3 {
     int64_t outer, A, inner;
   };
   // Rows of 32 (float4), 37 (scalar), 768 (24 floats a lane), 1100 (a block per row), and an inner axis.
-  for (const Shape3 s : {Shape3{6, 32, 1}, Shape3{5, 37, 1}, Shape3{3, 768, 1}, Shape3{2, 1100, 1}, Shape3{3, 7, 5}}) {
-    INFO("outer " << s.outer << " A " << s.A << " inner " << s.inner);
-    const size_t n = static_cast<size_t>(s.outer * s.A * s.inner);
-    const std::vector<float> x = random_floats(n, -6.f, 6.f, rng), dy = random_floats(n, -1.f, 1.f, rng);
-    std::vector<float> y(n), dx(n);
-    REQUIRE(softmax(s.outer, s.A, s.inner, x.data(), y.data(), nullptr) == cudaSuccess);
-    REQUIRE(softmax_grad(s.outer, s.A, s.inner, dy.data(), y.data(), dx.data(), nullptr) == cudaSuccess);
-    std::vector<double> want_y(n), want_dx(n);
-    for (int64_t o = 0; o < s.outer; ++o)
-      for (int64_t i = 0; i < s.inner; ++i) {
-        auto at = [&](int64_t a) { return static_cast<size_t>((o * s.A + a) * s.inner + i); };
-        double m = -INFINITY, sum = 0, dot = 0;
-        for (int64_t a = 0; a < s.A; ++a) m = std::max(m, static_cast<double>(x[at(a)]));
-        for (int64_t a = 0; a < s.A; ++a) sum += std::exp(x[at(a)] - m);
-        for (int64_t a = 0; a < s.A; ++a) {
-          want_y[at(a)] = std::exp(x[at(a)] - m) / sum;
-          dot += want_y[at(a)] * dy[at(a)];
+  for (const bool log : {false, true})
+    for (const Shape3 s :
+         {Shape3{6, 32, 1}, Shape3{5, 37, 1}, Shape3{3, 768, 1}, Shape3{2, 1100, 1}, Shape3{3, 7, 5}}) {
+      INFO((log ? "LogSoftmax" : "Softmax") << " outer " << s.outer << " A " << s.A << " inner " << s.inner);
+      const size_t n = static_cast<size_t>(s.outer * s.A * s.inner);
+      const std::vector<float> x = random_floats(n, -6.f, 6.f, rng), dy = random_floats(n, -1.f, 1.f, rng);
+      std::vector<float> y(n), dx(n);
+      REQUIRE(softmax(s.outer, s.A, s.inner, x.data(), y.data(), log, nullptr) == cudaSuccess);
+      REQUIRE(softmax_grad(s.outer, s.A, s.inner, dy.data(), y.data(), dx.data(), log, nullptr) == cudaSuccess);
+      std::vector<double> want_y(n), want_dx(n);
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          auto at = [&](int64_t a) { return static_cast<size_t>((o * s.A + a) * s.inner + i); };
+          double m = -INFINITY, sum = 0, dot = 0, dy_sum = 0;
+          for (int64_t a = 0; a < s.A; ++a) m = std::max(m, static_cast<double>(x[at(a)]));
+          for (int64_t a = 0; a < s.A; ++a) sum += std::exp(x[at(a)] - m);
+          for (int64_t a = 0; a < s.A; ++a) {
+            const double p = std::exp(x[at(a)] - m) / sum;
+            want_y[at(a)] = log ? x[at(a)] - m - std::log(sum) : p;
+            dot += p * dy[at(a)];
+            dy_sum += dy[at(a)];
+          }
+          for (int64_t a = 0; a < s.A; ++a) {
+            const double p = std::exp(x[at(a)] - m) / sum;
+            want_dx[at(a)] = log ? dy[at(a)] - p * dy_sum : p * (dy[at(a)] - dot);
+          }
         }
-        for (int64_t a = 0; a < s.A; ++a) want_dx[at(a)] = want_y[at(a)] * (dy[at(a)] - dot);
-      }
-    check_close(want_y, as_double(y), "y");
-    check_close(want_dx, as_double(dx), "dx");
-  }
+      check_close(want_y, as_double(y), "y");
+      check_close(want_dx, as_double(dx), "dx");
+    }
 }
 
 TEST_CASE("LayerNorm and its gradient on the CUDA emulation match a double reference", "[cuda_emu][layer_norm]") {

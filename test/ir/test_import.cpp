@@ -139,7 +139,7 @@ TEST_CASE("bad model files get one clear error", "[import][errors]") {
   CHECK_THROWS_WITH(import_onnx(data_path("random_bytes.onnx"), at(2)), Contains("not an ONNX model"));
   CHECK_THROWS_WITH(import_onnx(data_path("truncated.onnx"), at(2)), Contains("truncated.onnx"));
   CHECK_THROWS_WITH(import_onnx(data_path("unsupported_op.onnx"), at(2)),
-                    Contains("unsupported_op.onnx: node 'act' (Elu): unsupported op type 'Elu'"));
+                    Contains("unsupported_op.onnx: node 'act' (Celu): unsupported op type 'Celu'"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), {}), Contains("dynamic batch dimension: give --batch"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(0)), Contains("--batch must be a positive integer"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(-3)), Contains("--batch must be a positive integer"));

@@ -1,4 +1,4 @@
-// Tests of BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax and Dropout:
+// Tests of BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax, LogSoftmax and Dropout:
 // forward on hand values, backward against finite differences, PyTorch's tie-breaking and divisor rules,
 // running-statistics updates and dropout masks (kernels called directly where a seed or in-place update matters).
 #include <catch2/catch.hpp>
@@ -595,6 +595,23 @@ TEST_CASE("Softmax backward matches finite differences", "[ops][norm][softmax]")
   Attrs bad;
   bad.set("axis", int64_t{3});
   check_rejects({.op = "Softmax", .attrs = bad, .shapes = {{2, 3, 4}}}, "out of range");
+}
+
+TEST_CASE("LogSoftmax forward on hand values and backward against finite differences", "[ops][norm][softmax]") {
+  OpResult r =
+      run_forward({.op = "LogSoftmax", .shapes = {{2, 3}}, .data = {{0, std::log(2.0), std::log(5.0), 7, 7, 7}}});
+  check_relative(r.values[0], {std::log(0.125), std::log(0.25), std::log(0.625), -std::log(3.0), -std::log(3.0),
+                               -std::log(3.0)},
+                 1e-15);
+  // No overflow: the row's max is taken out first.
+  r = run_forward({.op = "LogSoftmax", .shapes = {{1, 2}}, .data = {{1000, 1000}}});
+  check_relative(r.values[0], {-std::log(2.0), -std::log(2.0)}, 1e-15);
+  for (int64_t axis : {-1, 1, 0}) {
+    Attrs a;
+    a.set("axis", axis);
+    INFO("axis " << axis);
+    CHECK(gradient_error({.op = "LogSoftmax", .attrs = a, .shapes = {{2, 3, 4}}}) < 1e-6);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------- Dropout

@@ -99,6 +99,30 @@ void run_gelu_grad(const CudaCall& c) {
   MONET_CUDA_CHECK(unary_grad(UnaryGrad::gelu, n_of(c), c.fin(0), c.fin(1), c.fout(0), divisor, k, c.ctx.stream));
 }
 
+void run_leaky_relu(const CudaCall& c) {
+  const float alpha = static_cast<float>(c.node.attrs.f("alpha", 0.01));
+  MONET_CUDA_CHECK(unary(Unary::leaky_relu, n_of(c), c.fin(0), c.fout(0), alpha, 0.f, c.ctx.stream));
+}
+
+void run_leaky_relu_grad(const CudaCall& c) {
+  const float alpha = static_cast<float>(c.node.attrs.f("alpha", 0.01));
+  MONET_CUDA_CHECK(
+      unary_grad(UnaryGrad::leaky_relu, n_of(c), c.fin(0), c.fin(1), c.fout(0), alpha, 0.f, c.ctx.stream));
+}
+
+// Elu, Selu and EluGrad: alpha and gamma as the CPU kernels read them.
+void run_elu(const CudaCall& c) {
+  const ops::EluScale s = ops::elu_scale(c.node);
+  MONET_CUDA_CHECK(unary(Unary::elu, n_of(c), c.fin(0), c.fout(0), static_cast<float>(s.alpha),
+                         static_cast<float>(s.gamma), c.ctx.stream));
+}
+
+void run_elu_grad(const CudaCall& c) {
+  const ops::EluScale s = ops::elu_scale(c.node);
+  MONET_CUDA_CHECK(unary_grad(UnaryGrad::elu, n_of(c), c.fin(0), c.fin(1), c.fout(0), static_cast<float>(s.alpha),
+                              static_cast<float>(s.gamma), c.ctx.stream));
+}
+
 // ---------------------------------------------------------------------------------------------- binary
 
 template <Binary op>
@@ -296,6 +320,17 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["SinGrad"] = {run_unary_grad<UnaryGrad::sin>};
   t["Cos"] = {run_unary<Unary::cos>};
   t["CosGrad"] = {run_unary_grad<UnaryGrad::cos>};
+  t["LeakyRelu"] = {run_leaky_relu};
+  t["LeakyReluGrad"] = {run_leaky_relu_grad};
+  t["Elu"] = {run_elu};
+  t["Selu"] = {run_elu};
+  t["EluGrad"] = {run_elu_grad};
+  t["Softplus"] = {run_unary<Unary::softplus>};
+  t["SoftplusGrad"] = {run_unary_grad<UnaryGrad::softplus>};
+  t["Mish"] = {run_unary<Unary::mish>};
+  t["MishGrad"] = {run_unary_grad<UnaryGrad::mish>};
+  t["Abs"] = {run_unary<Unary::abs>};
+  t["AbsGrad"] = {run_unary_grad<UnaryGrad::abs>};
 
   t["Where"] = {run_where};
   t["WhereGrad"] = {run_where_grad, where_grad_workspace};

@@ -21,6 +21,9 @@ int64_t count_of(const Dims& d) {
 
 // ----------------------------------------------------------------------------------------------- unary
 
+// max(x, 0) + log1p(exp(-|x|)): no overflow (lib/ops/softplus).
+__device__ __forceinline__ float softplus_of(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
+
 template <Unary op>
 __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
   if constexpr (op == Unary::relu) {
@@ -57,6 +60,16 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
     return logf(x);
   } else if constexpr (op == Unary::reciprocal) {
     return 1.f / x;
+  } else if constexpr (op == Unary::leaky_relu) {  // p0 = alpha
+    return x > 0.f ? x : p0 * x;
+  } else if constexpr (op == Unary::elu) {  // p0 = alpha, p1 = gamma
+    return x > 0.f ? p1 * x : p1 * p0 * expm1f(x);
+  } else if constexpr (op == Unary::softplus) {
+    return softplus_of(x);
+  } else if constexpr (op == Unary::mish) {
+    return x * tanhf(softplus_of(x));
+  } else if constexpr (op == Unary::abs) {
+    return fabsf(x);
   } else if constexpr (op == Unary::sin) {
     return sinf(x);
   } else if constexpr (op == Unary::cos) {
@@ -169,6 +182,17 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
     return dy / s;
   } else if constexpr (op == UnaryGrad::reciprocal) {  // s = y: -dy * (y * y)
     return __fmul_rn(-dy, __fmul_rn(s, s));
+  } else if constexpr (op == UnaryGrad::leaky_relu) {  // s = y (alpha >= 0) or x, p0 = alpha
+    return s > 0.f ? dy : dy * p0;
+  } else if constexpr (op == UnaryGrad::elu) {  // s = x, p0 = alpha, p1 = gamma
+    return s > 0.f ? dy * p1 : dy * p1 * p0 * expf(s);
+  } else if constexpr (op == UnaryGrad::softplus) {  // s = x: dy * sigmoid(x)
+    return dy * (1.f / (1.f + expf(-s)));
+  } else if constexpr (op == UnaryGrad::mish) {  // s = x
+    const float t = tanhf(softplus_of(s));
+    return dy * (t + s * (1.f / (1.f + expf(-s))) * (1.f - t * t));
+  } else if constexpr (op == UnaryGrad::abs) {  // s = x, 0 at 0
+    return s > 0.f ? dy : s < 0.f ? -dy : 0.f;
   } else if constexpr (op == UnaryGrad::sin) {  // s = x
     return __fmul_rn(dy, cosf(s));
   } else if constexpr (op == UnaryGrad::cos) {  // s = x
@@ -1036,6 +1060,7 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
     MONET_CASE(neg) MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
+    MONET_CASE(leaky_relu) MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -1054,7 +1079,8 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
     MONET_CASE(relu)
     MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
         MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu) MONET_CASE(exp)
-            MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
+            MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos) MONET_CASE(leaky_relu)
+                MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs)
 #undef MONET_CASE
   }
   return cudaGetLastError();

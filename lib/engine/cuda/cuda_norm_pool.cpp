@@ -1,7 +1,7 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
 // BatchNormGrad on cuDNN or, as backend algorithm kOwnAlgorithm, on our kernels (spatial mode: per-channel statistics over N and every spatial position, the running
 // statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
-// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceMax, Softmax (each with
+// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceMax, Softmax, LogSoftmax (each with
 // its gradient), CumSum, TileGrad (a sum over the copies), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
 // kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
@@ -340,14 +340,17 @@ void run_reduce_mean_grad(const CudaCall& c) {
 
 // ---------------------------------------------------------------------------------------------- softmax
 
+// Softmax and LogSoftmax (kLog), and their gradients.
+template <bool kLog>
 void run_softmax(const CudaCall& c) {
   const ops::AxisSplit s = ops::softmax_split(c.in_shape(0), c.node.attrs.i("axis", -1));
-  MONET_CUDA_CHECK(softmax(s.outer, s.A, s.inner, c.fin(0), c.fout(0), c.ctx.stream));
+  MONET_CUDA_CHECK(softmax(s.outer, s.A, s.inner, c.fin(0), c.fout(0), kLog, c.ctx.stream));
 }
 
+template <bool kLog>
 void run_softmax_grad(const CudaCall& c) {
   const ops::AxisSplit s = ops::softmax_split(c.in_shape(0), c.node.attrs.i("axis", -1));
-  MONET_CUDA_CHECK(softmax_grad(s.outer, s.A, s.inner, c.fin(0), c.fin(1), c.fout(0), c.ctx.stream));
+  MONET_CUDA_CHECK(softmax_grad(s.outer, s.A, s.inner, c.fin(0), c.fin(1), c.fout(0), kLog, c.ctx.stream));
 }
 
 // ---------------------------------------------------------------------------------------------- losses
@@ -448,8 +451,10 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["ReduceMaxGrad"] = {run_reduce_max_grad};
   t["CumSum"] = {run_cum_sum};
   t["TileGrad"] = {run_tile_grad, tile_grad_workspace};
-  t["Softmax"] = {run_softmax};
-  t["SoftmaxGrad"] = {run_softmax_grad};
+  t["Softmax"] = {run_softmax<false>};
+  t["SoftmaxGrad"] = {run_softmax_grad<false>};
+  t["LogSoftmax"] = {run_softmax<true>};
+  t["LogSoftmaxGrad"] = {run_softmax_grad<true>};
   t["SoftmaxCrossEntropy"] = {run_ce, ce_workspace};
   t["SoftmaxCrossEntropyGrad"] = {run_ce_grad};
   t["SumLoss"] = {run_sum_loss, sum_loss_workspace};

@@ -75,8 +75,8 @@ __device__ MaxSum block_combine(MaxSum a) {
 
 // ----------------------------------------------------------------------------------------------- softmax
 
-// inner == 1, A <= 32 * N: one warp per row, the row in registers.
-template <int N, bool VEC>
+// inner == 1, A <= 32 * N: one warp per row, the row in registers. LOG: log-softmax, y = (x - max) - log(sum).
+template <int N, bool VEC, bool LOG>
 __global__ void softmax_warp_kernel(int64_t rows, int A, const float* x, float* y) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t r = warp_index(); r < rows; r += warp_count()) {  // warp-uniform
@@ -89,18 +89,25 @@ __global__ void softmax_warp_kernel(int64_t rows, int A, const float* x, float* 
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      v[i] = column_of<N, VEC>(lane, i) < A ? expf(v[i] - m) : 0.f;
-      s += v[i];
+      const float e = column_of<N, VEC>(lane, i) < A ? expf(v[i] - m) : 0.f;
+      s += e;
+      if constexpr (!LOG) v[i] = e;
     }
-    const float inv = 1.f / warp_sum(s);
+    if constexpr (LOG) {
+      const float log_sum = logf(warp_sum(s));
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[i] *= inv;
+      for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_sum;
+    } else {
+      const float inv = 1.f / warp_sum(s);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] *= inv;
+    }
     store_row<N, VEC>(y + r * A, A, lane, v);
   }
 }
 
-// dx may be dy: the warp holds the row of dy before it writes dx.
-template <int N, bool VEC>
+// dx may be dy: the warp holds the row of dy before it writes dx. LOG: dx = dy - exp(y) * sum(dy).
+template <int N, bool VEC, bool LOG>
 __global__ void softmax_grad_warp_kernel(int64_t rows, int A, const float* dy, const float* y, float* dx) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t r = warp_index(); r < rows; r += warp_count()) {
@@ -109,16 +116,16 @@ __global__ void softmax_grad_warp_kernel(int64_t rows, int A, const float* dy, c
     load_row<N, VEC>(y + r * A, A, lane, v, 0.f);
     float dot = 0.f;
 #pragma unroll
-    for (int i = 0; i < N; ++i) dot += g[i] * v[i];
+    for (int i = 0; i < N; ++i) dot += LOG ? g[i] : g[i] * v[i];  // padding lanes hold g = 0
     dot = warp_sum(dot);
 #pragma unroll
-    for (int i = 0; i < N; ++i) g[i] = v[i] * (g[i] - dot);
+    for (int i = 0; i < N; ++i) g[i] = LOG ? g[i] - expf(v[i]) * dot : v[i] * (g[i] - dot);
     store_row<N, VEC>(dx + r * A, A, lane, g);
   }
 }
 
 // inner == 1, long rows: one block per row, three passes (max, sum, write; the later ones mostly from L2).
-template <int W>
+template <int W, bool LOG>
 __global__ void softmax_block_kernel(int64_t rows, int64_t A, const float* x, float* y) {
   const int64_t units = A / W;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // block-uniform
@@ -139,12 +146,13 @@ __global__ void softmax_block_kernel(int64_t rows, int64_t A, const float* x, fl
 #pragma unroll
       for (int j = 0; j < W; ++j) s += expf(v[j] - m);
     }
-    const float inv = static_cast<float>(1.0 / block_allsum(s));
+    const double total = block_allsum(s);
+    const float inv = static_cast<float>(1.0 / total), log_sum = static_cast<float>(log(total));
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       float v[W];
       load_units<W>(xr, u, v);
 #pragma unroll
-      for (int j = 0; j < W; ++j) v[j] = expf(v[j] - m) * inv;
+      for (int j = 0; j < W; ++j) v[j] = LOG ? (v[j] - m) - log_sum : expf(v[j] - m) * inv;
       store_units<W>(yr, u, v);
     }
   }
@@ -152,7 +160,7 @@ __global__ void softmax_block_kernel(int64_t rows, int64_t A, const float* x, fl
 
 // Pass 2 reads each element again before the same thread writes it (dx may be dy); pass 1 is complete for the
 // whole block when block_allsum returns.
-template <int W>
+template <int W, bool LOG>
 __global__ void softmax_grad_block_kernel(int64_t rows, int64_t A, const float* dy, const float* y, float* dx) {
   const int64_t units = A / W;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -164,7 +172,7 @@ __global__ void softmax_grad_block_kernel(int64_t rows, int64_t A, const float* 
       load_units<W>(gr, u, g);
       load_units<W>(yr, u, v);
 #pragma unroll
-      for (int j = 0; j < W; ++j) dot += static_cast<double>(g[j]) * v[j];
+      for (int j = 0; j < W; ++j) dot += LOG ? static_cast<double>(g[j]) : static_cast<double>(g[j]) * v[j];
     }
     const float d = static_cast<float>(block_allsum(dot));
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
@@ -172,7 +180,7 @@ __global__ void softmax_grad_block_kernel(int64_t rows, int64_t A, const float* 
       load_units<W>(gr, u, g);
       load_units<W>(yr, u, v);
 #pragma unroll
-      for (int j = 0; j < W; ++j) g[j] = v[j] * (g[j] - d);
+      for (int j = 0; j < W; ++j) g[j] = LOG ? g[j] - expf(v[j]) * d : v[j] * (g[j] - d);
       store_units<W>(dx + r * A, u, g);
     }
   }
@@ -180,7 +188,7 @@ __global__ void softmax_grad_block_kernel(int64_t rows, int64_t A, const float* 
 
 // inner > 1: one thread per (outer, inner) column, stride inner along the axis (neighbouring threads read
 // neighbouring addresses). I: int32_t when outer * A * inner < 2^31.
-template <class I>
+template <class I, bool LOG>
 __global__ void softmax_strided_kernel(I outer, I A, I inner, const float* x, float* y) {
   MONET_GRID_LOOP(rl, static_cast<int64_t>(outer) * inner) {
     const I r = static_cast<I>(rl), o = r / inner;
@@ -191,22 +199,24 @@ __global__ void softmax_strided_kernel(I outer, I A, I inner, const float* x, fl
     for (I a = 1; a < A; ++a) m = fmaxf(m, xr[a * inner]);
     double s = 0;
     for (I a = 0; a < A; ++a) s += expf(xr[a * inner] - m);
-    const float inv = static_cast<float>(1.0 / s);
-    for (I a = 0; a < A; ++a) yr[a * inner] = expf(xr[a * inner] - m) * inv;
+    const float inv = static_cast<float>(1.0 / s), log_sum = static_cast<float>(log(s));
+    for (I a = 0; a < A; ++a) yr[a * inner] = LOG ? (xr[a * inner] - m) - log_sum : expf(xr[a * inner] - m) * inv;
   }
 }
 
-template <class I>
+template <class I, bool LOG>
 __global__ void softmax_grad_strided_kernel(I outer, I A, I inner, const float* dy, const float* y, float* dx) {
   MONET_GRID_LOOP(rl, static_cast<int64_t>(outer) * inner) {
     const I r = static_cast<I>(rl), o = r / inner;
     const I base = o * A * inner + (r - o * inner);
     double dot = 0;
-    for (I a = 0; a < A; ++a) dot += static_cast<double>(dy[base + a * inner]) * y[base + a * inner];
+    for (I a = 0; a < A; ++a)
+      dot += LOG ? static_cast<double>(dy[base + a * inner])
+                 : static_cast<double>(dy[base + a * inner]) * y[base + a * inner];
     const float d = static_cast<float>(dot);
     for (I a = 0; a < A; ++a) {
       const I k = base + a * inner;
-      dx[k] = y[k] * (dy[k] - d);
+      dx[k] = LOG ? dy[k] - expf(y[k]) * d : y[k] * (dy[k] - d);
     }
   }
 }
@@ -939,51 +949,64 @@ bool fits32(int64_t n) { return n < (int64_t{1} << 31); }
 
 }  // namespace
 
-cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream) {
+template <bool LOG>
+cudaError_t softmax_rows(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream) {
   if (outer * A * inner == 0) return cudaSuccess;
   if (inner == 1 && A <= kWarpRowMax) {
     const bool vec = A % 4 == 0 && aligned16(x) && aligned16(y);
     with_row_width(A, vec, [&](auto n, auto v) {
-      launch_kernel(softmax_warp_kernel<decltype(n)::value, decltype(v)::value>, blocks_for(outer * 32), kThreads, 0,
+      launch_kernel(softmax_warp_kernel<decltype(n)::value, decltype(v)::value, LOG>, blocks_for(outer * 32), kThreads, 0,
                     stream, outer, static_cast<int>(A), x, y);
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(x) && aligned16(y))
-      launch_kernel(softmax_block_kernel<4>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
+      launch_kernel(softmax_block_kernel<4, LOG>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
     else
-      launch_kernel(softmax_block_kernel<1>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
+      launch_kernel(softmax_block_kernel<1, LOG>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, x, y);
   } else if (fits32(outer * A * inner)) {
-    launch_kernel(softmax_strided_kernel<int32_t>, blocks_for(outer * inner), kThreads, 0, stream,
+    launch_kernel(softmax_strided_kernel<int32_t, LOG>, blocks_for(outer * inner), kThreads, 0, stream,
                   static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), x, y);
   } else {
-    launch_kernel(softmax_strided_kernel<int64_t>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner, x,
+    launch_kernel(softmax_strided_kernel<int64_t, LOG>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner, x,
                   y);
   }
   return cudaGetLastError();
 }
 
-cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
-                         cudaStream_t stream) {
+template <bool LOG>
+cudaError_t softmax_grad_rows(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
+                              cudaStream_t stream) {
   if (outer * A * inner == 0) return cudaSuccess;
   if (inner == 1 && A <= kWarpRowMax) {
     const bool vec = A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx);
     with_row_width(A, vec, [&](auto n, auto v) {
-      launch_kernel(softmax_grad_warp_kernel<decltype(n)::value, decltype(v)::value>, blocks_for(outer * 32), kThreads,
+      launch_kernel(softmax_grad_warp_kernel<decltype(n)::value, decltype(v)::value, LOG>, blocks_for(outer * 32), kThreads,
                     0, stream, outer, static_cast<int>(A), dy, y, dx);
     });
   } else if (inner == 1) {
     if (A % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx))
-      launch_kernel(softmax_grad_block_kernel<4>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
+      launch_kernel(softmax_grad_block_kernel<4, LOG>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
     else
-      launch_kernel(softmax_grad_block_kernel<1>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
+      launch_kernel(softmax_grad_block_kernel<1, LOG>, blocks_for_rows(outer), kThreads, 0, stream, outer, A, dy, y, dx);
   } else if (fits32(outer * A * inner)) {
-    launch_kernel(softmax_grad_strided_kernel<int32_t>, blocks_for(outer * inner), kThreads, 0, stream,
+    launch_kernel(softmax_grad_strided_kernel<int32_t, LOG>, blocks_for(outer * inner), kThreads, 0, stream,
                   static_cast<int32_t>(outer), static_cast<int32_t>(A), static_cast<int32_t>(inner), dy, y, dx);
   } else {
-    launch_kernel(softmax_grad_strided_kernel<int64_t>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner,
+    launch_kernel(softmax_grad_strided_kernel<int64_t, LOG>, blocks_for(outer * inner), kThreads, 0, stream, outer, A, inner,
                   dy, y, dx);
   }
   return cudaGetLastError();
+}
+
+cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, bool log,
+                    cudaStream_t stream) {
+  return log ? softmax_rows<true>(outer, A, inner, x, y, stream) : softmax_rows<false>(outer, A, inner, x, y, stream);
+}
+
+cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx, bool log,
+                         cudaStream_t stream) {
+  return log ? softmax_grad_rows<true>(outer, A, inner, dy, y, dx, stream)
+             : softmax_grad_rows<false>(outer, A, inner, dy, y, dx, stream);
 }
 
 int64_t softmax_cross_entropy_parts(int64_t N, int64_t C, int64_t P) {

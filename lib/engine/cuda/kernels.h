@@ -35,16 +35,17 @@ struct Strides {
 // ------------------------------------------------------------------------------------------ elementwise (.cu)
 
 // y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0), gelu's
-// divisor (p0).
+// divisor (p0), leaky_relu's alpha (p0), elu's alpha and gamma (p0, p1).
 enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu,
-                         neg, exp, log, reciprocal, sin, cos };
+                         neg, exp, log, reciprocal, sin, cos, leaky_relu, elu, softplus, mish, abs };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
 // (in place), here and in relu_grad_mask.
 enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf, gelu,
                              exp /* s = y */, log /* s = x */, reciprocal /* s = y */, sin /* s = x */,
-                             cos /* s = x */ };
+                             cos /* s = x */, leaky_relu /* s = y or x */, elu /* s = x */, softplus /* s = x */,
+                             mish /* s = x */, abs /* s = x */ };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 
@@ -170,14 +171,16 @@ cudaError_t cross_entropy_rows_grad(int64_t R, int64_t C, const float* dterms, c
 
 // ------------------------------------------------------------------------------------ norm and pool (.cu)
 
-// Softmax along the middle axis of (outer, A, inner); grad: dx = y * (dy - sum(dy * y)). dx may be dy.
+// Softmax along the middle axis of (outer, A, inner); grad: dx = y * (dy - sum(dy * y)). dx may be dy. With `log`,
+// LogSoftmax: y = x - max - log(sum(exp(x - max))), grad dx = dy - exp(y) * sum(dy), on the same rows.
 // inner == 1 (contiguous rows): A <= 1024, one warp per row held in registers (read once, written once; max, sum
 // and dot in float by shuffle trees); A > 1024, one block of 256 threads per row, the max in float, the sum and
 // the dot per thread in double, block trees; the forward reads the row three times (max, sum, write), the gradient
 // twice (dot, write), the later reads mostly from L2. inner > 1: one thread per (outer, inner) column (neighbouring
 // threads read neighbouring addresses), the sum and the dot in double.
-cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, cudaStream_t stream);
-cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx,
+cudaError_t softmax(int64_t outer, int64_t A, int64_t inner, const float* x, float* y, bool log,
+                    cudaStream_t stream);
+cudaError_t softmax_grad(int64_t outer, int64_t A, int64_t inner, const float* dy, const float* y, float* dx, bool log,
                          cudaStream_t stream);
 
 // LayerNorm of X (R, D), rows of D elements: mean and invstd per row in double (two passes: the mean, then the

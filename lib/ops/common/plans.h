@@ -56,6 +56,12 @@ struct GatherIdxSpec {
 };
 GatherIdxSpec gather_idx_spec(const Attrs& a, const Shape& x, const Shape& indices);
 
+// lib/ops/elu: Elu's and Selu's alpha and gamma (Elu: gamma 1), with the defaults of the node's op.
+struct EluScale {
+  double alpha = 1.0, gamma = 1.0;
+};
+EluScale elu_scale(const Node& n);
+
 // lib/ops/dropout: the ratio in effect (0 in inference mode).
 double dropout_ratio(const Attrs& a);
 

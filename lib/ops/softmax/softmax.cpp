@@ -1,5 +1,7 @@
 // Softmax (opset 13): y = exp(x - max) / sum(exp(x - max)) along one axis (default -1). Backward is
 // output-activated: SoftmaxGrad(dY, Y) -> dX = Y * (dY - sum(dY * Y)) along the same axis, so only Y is kept.
+// LogSoftmax (opset 13): y = (x - max) - log(sum(exp(x - max))); LogSoftmaxGrad(dY, Y) -> dX = dY - exp(Y) * sum(dY),
+// also from Y alone (PyTorch's _log_softmax_backward_data).
 #include <algorithm>
 #include <cmath>
 
@@ -22,14 +24,15 @@ void infer_softmax(InferCtx& c) {
   infer_like_input0(c);
 }
 
+template <bool kLog>
 void backward_softmax(GradBuilder& b) {
   if (b.grad_out(0) < 0 || !b.needs_grad(0)) return;
   Attrs a;
   a.set("axis", b.node().attrs.i("axis", -1));
-  b.set_grad(0, b.emit1("SoftmaxGrad", {b.grad_out(0), b.out(0)}, a));
+  b.set_grad(0, b.emit1(kLog ? "LogSoftmaxGrad" : "SoftmaxGrad", {b.grad_out(0), b.out(0)}, a));
 }
 
-template <class T>
+template <class T, bool kLog>
 void softmax_cpu(const CpuCall& c) {
   const AxisSplit s = softmax_split(*c.in[0].shape, c.node.attrs.i("axis", -1));
   const T* x = c.in[0].as<T>();  // (outer, A, inner)
@@ -45,8 +48,13 @@ void softmax_cpu(const CpuCall& c) {
         yr[a * s.inner] = std::exp(xr[a * s.inner] - maxval);
         sum += yr[a * s.inner];
       }
-      const T inv_sum = static_cast<T>(1.0 / sum);
-      for (int64_t a = 0; a < s.A; ++a) yr[a * s.inner] *= inv_sum;
+      if constexpr (kLog) {
+        const T log_sum = static_cast<T>(std::log(sum));
+        for (int64_t a = 0; a < s.A; ++a) yr[a * s.inner] = (xr[a * s.inner] - maxval) - log_sum;
+      } else {
+        const T inv_sum = static_cast<T>(1.0 / sum);
+        for (int64_t a = 0; a < s.A; ++a) yr[a * s.inner] *= inv_sum;
+      }
     }
 }
 
@@ -57,7 +65,7 @@ void infer_softmax_grad(InferCtx& c) {
   infer_like_input0(c);
 }
 
-template <class T>
+template <class T, bool kLog>
 void softmax_grad_cpu(const CpuCall& c) {
   const AxisSplit s = softmax_split(*c.in[0].shape, c.node.attrs.i("axis", -1));
   const T* dy = c.in[0].as<T>();  // (outer, A, inner)
@@ -66,19 +74,24 @@ void softmax_grad_cpu(const CpuCall& c) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < s.inner; ++i) {
       const int64_t base = o * s.A * s.inner + i;
-      double dot = 0;  // sum over the axis of dY * Y
-      for (int64_t a = 0; a < s.A; ++a) dot += dy[base + a * s.inner] * y[base + a * s.inner];
+      double dot = 0;  // sum over the axis of dY * Y (LogSoftmax: of dY)
+      for (int64_t a = 0; a < s.A; ++a) dot += dy[base + a * s.inner] * (kLog ? T(1) : y[base + a * s.inner]);
       for (int64_t a = 0; a < s.A; ++a) {
         const int64_t k = base + a * s.inner;
-        dx[k] = y[k] * (dy[k] - static_cast<T>(dot));
+        if constexpr (kLog) dx[k] = dy[k] - std::exp(y[k]) * static_cast<T>(dot);
+        else dx[k] = y[k] * (dy[k] - static_cast<T>(dot));
       }
     }
 }
 
-const OpDef softmax = {.name = "Softmax", .infer = infer_softmax, .backward = backward_softmax,
-                       .cpu_f32 = softmax_cpu<float>, .cpu_f64 = softmax_cpu<double>};
+const OpDef softmax = {.name = "Softmax", .infer = infer_softmax, .backward = backward_softmax<false>,
+                       .cpu_f32 = softmax_cpu<float, false>, .cpu_f64 = softmax_cpu<double, false>};
 const OpDef softmax_grad = {.name = "SoftmaxGrad", .infer = infer_softmax_grad,
-                            .cpu_f32 = softmax_grad_cpu<float>, .cpu_f64 = softmax_grad_cpu<double>};
+                            .cpu_f32 = softmax_grad_cpu<float, false>, .cpu_f64 = softmax_grad_cpu<double, false>};
+const OpDef log_softmax = {.name = "LogSoftmax", .infer = infer_softmax, .backward = backward_softmax<true>,
+                           .cpu_f32 = softmax_cpu<float, true>, .cpu_f64 = softmax_cpu<double, true>};
+const OpDef log_softmax_grad = {.name = "LogSoftmaxGrad", .infer = infer_softmax_grad,
+                                .cpu_f32 = softmax_grad_cpu<float, true>, .cpu_f64 = softmax_grad_cpu<double, true>};
 
 }  // namespace
 
@@ -96,6 +109,6 @@ AxisSplit softmax_split(const Shape& x, int64_t axis) {
 }
 
 extern const std::vector<const OpDef*> softmax_ops;
-const std::vector<const OpDef*> softmax_ops = {&softmax, &softmax_grad};
+const std::vector<const OpDef*> softmax_ops = {&softmax, &softmax_grad, &log_softmax, &log_softmax_grad};
 
 }  // namespace monet::ops
