@@ -620,10 +620,10 @@ def opset20_ops():
 
 
 def activations_norms():
-    """LeakyReLU, ELU, SELU, Softplus, Mish (Softplus -> Tanh -> Mul before opset 18), Abs, GroupNorm (Reshape,
-    InstanceNormalization with constant ones and zeros, Reshape, its own Mul and Add), InstanceNorm2d with and
-    without affine, LogSoftmax over channels and over the last dim, as torch exports them at opset 13. Input
-    (N, 3, 6, 6), output (N, 4).
+    """LeakyReLU, PReLU (per channel and one slope), ELU, SELU, Softplus, Mish (Softplus -> Tanh -> Mul before
+    opset 18), Abs, GroupNorm (Reshape, InstanceNormalization with constant ones and zeros, Reshape, its own Mul
+    and Add), InstanceNorm2d with and without affine, LogSoftmax over channels and over the last dim, as torch
+    exports them at opset 13. Input (N, 3, 6, 6), output (N, 4).
     """
     import torch
     import torch.nn.functional as F
@@ -637,9 +637,11 @@ def activations_norms():
             self.inorm = nn.InstanceNorm2d(8, affine=True)
             self.plain = nn.InstanceNorm2d(8)
             self.head = nn.Linear(8, 4)
+            self.prelu = nn.PReLU(8, init=0.2)
+            self.prelu1 = nn.PReLU(init=-0.1)
 
         def forward(self, x):  # (N, 3, 6, 6)
-            h = F.leaky_relu(self.gn(self.conv(x)), 0.1)
+            h = self.prelu1(self.prelu(F.leaky_relu(self.gn(self.conv(x)), 0.1)))
             h = F.mish(self.inorm(h))
             h = self.plain(h)
             h = F.elu(h) + F.selu(h) + F.softplus(h) + h.abs() + F.leaky_relu(h, -0.2)

@@ -282,6 +282,11 @@ def op_group_norm(ctx, ins, at):
     return F.group_norm(x, groups, weight=scale, bias=bias, eps=at.get("epsilon", 1e-5))
 
 
+def op_prelu(ctx, ins, at):
+    x, slope = ins
+    return torch.where(x > 0, x, slope * x)
+
+
 def op_elu(ctx, ins, at):
     return F.elu(ins[0], at.get("alpha", 1.0))
 
@@ -667,6 +672,7 @@ OPS = {
     "HardSigmoid": op_hard_sigmoid,
     "HardSwish": unary(F.hardswish),
     "LeakyRelu": op_leaky_relu,
+    "PRelu": op_prelu,
     "Elu": op_elu,
     "Selu": op_selu,
     "Softplus": op_softplus,

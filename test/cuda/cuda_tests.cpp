@@ -329,10 +329,13 @@ std::vector<Case> cases() {
   // not), masked_fill's scalar branch, Cast between floats, integers and masks.
   for (const char* op : {"Neg", "Exp", "Sin", "Cos"}) c.push_back({op, {}, {s4}});
   for (const char* op : {"Log", "Reciprocal"}) c.push_back({op, {}, {s4}, {Fill::positive}});
-  // The activations LeakyRelu (alpha >= 0 reads y, negative x), Elu, Selu, Softplus, Mish, Abs.
+  // The activations LeakyRelu (alpha >= 0 reads y, negative x), Elu, Selu, Softplus, Mish, Abs, PRelu (a slope
+  // per channel, one slope).
   for (const char* op : {"Elu", "Selu", "Softplus", "Mish", "Abs", "LeakyRelu"})
     c.push_back({op, {}, {s4}, {Fill::wide}});
   c.push_back({"LeakyRelu", attrs({{"alpha", -0.3}}), {s4}, {Fill::wide}});
+  c.push_back({"PRelu", {}, {{2, 3, 4, 5}, {3, 1, 1}}, {Fill::wide}});
+  c.push_back({"PRelu", {}, {{2, 3, 4, 5}, {1}}, {Fill::wide}});
   c.push_back({"Elu", attrs({{"alpha", 0.5}}), {s4}, {Fill::wide}});
   for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     c.push_back({op, {}, {{2, 3, 4}, {3, 1}}, {Fill::labels, Fill::labels}, {}, {false, false}, 1, 3});

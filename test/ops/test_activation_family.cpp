@@ -1,6 +1,7 @@
-// Activations beyond ReLU's family of the zoo: LeakyRelu, Elu, Selu, Softplus, Mish and Abs. Forward on hand values
-// (the formulas of the ONNX spec, evaluated here in double), backward against central finite differences away from
-// the kinks, the gradient's value at a kink as PyTorch defines it, and which saved tensor each backward reads.
+// Activations beyond ReLU's family of the zoo: LeakyRelu, PRelu, Elu, Selu, Softplus, Mish and Abs. Forward on
+// hand values (the formulas of the ONNX spec, evaluated here in double), backward against central finite
+// differences away from the kinks, the gradient's value at a kink as PyTorch defines it, and which saved tensor
+// each backward reads.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -43,6 +44,24 @@ TEST_CASE("LeakyRelu forward, backward, and the saved tensor by alpha's sign", "
     CHECK(gradient_error({.op = "LeakyRelu", .attrs = alpha(a), .shapes = {{3, 8}}, .data = {spread(24, -3, 3)}}) <
           1e-6);
   }
+}
+
+TEST_CASE("PRelu forward, backward to X and to the slope, per channel and one slope", "[elementwise]") {
+  OpCase c{.op = "PRelu", .shapes = {{1, 2, 2}, {2, 1}}, .data = {{-2, 0, 3, -1}, {0.25, -0.5}}};
+  check_exact(run_forward(c).values[0], {-0.5, 0, 3, 0.5});
+  // x = 0 takes the slope's branch (torch): dX = slope * dY there, and x * dY = 0 adds nothing to dslope.
+  OpCase gx{.op = "PReluGradX", .shapes = {{1, 2, 2}, {1, 2, 2}, {2, 1}},
+            .data = {{1, 1, 1, 1}, {-2, 0, 3, -1}, {0.25, -0.5}}};
+  gx.attrs.set("shape", Shape{1, 2, 2});
+  check_exact(run_forward(gx).values[0], {0.25, 0.25, 1, -0.5});
+  OpCase gs{.op = "PReluGradSlope", .shapes = {{1, 2, 2}, {1, 2, 2}}, .data = {{1, 1, 1, 1}, {-2, 0, 3, -1}}};
+  gs.attrs.set("shape", Shape{2, 1});
+  check_exact(run_forward(gs).values[0], {-2, -1});
+  CHECK(gradient_error({.op = "PRelu", .shapes = {{2, 3, 4}, {3, 1}}, .data = {spread(24, -3, 3), {0.2, -0.3, 1.5}}}) <
+        1e-6);
+  CHECK(gradient_error({.op = "PRelu", .shapes = {{2, 3, 4}, {1}}, .data = {spread(24, -3, 3), {0.1}}}) < 1e-6);
+  // The slope broadcasts to X, not X to the slope.
+  CHECK_THROWS_AS(run_forward({.op = "PRelu", .shapes = {{3}, {2, 3}}}), monet::Error);
 }
 
 TEST_CASE("Elu and Selu forward and backward", "[elementwise]") {

@@ -350,6 +350,9 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["DivGradA"] = {run_grad_sum_to<Term::x_div_p0, 1>, grad_sum_to_workspace<1>};
   t["DivGradB"] = {run_grad_sum_to<Term::div_grad_b, 2>, grad_sum_to_workspace<2>};
   t["ReduceSumTo"] = {run_grad_sum_to<Term::x, 0>, grad_sum_to_workspace<0>};
+  t["PRelu"] = {run_binary<Binary::prelu>};
+  t["PReluGradX"] = {run_grad_sum_to<Term::prelu_dx, 2>, grad_sum_to_workspace<2>};
+  t["PReluGradSlope"] = {run_grad_sum_to<Term::prelu_dslope, 1>, grad_sum_to_workspace<1>};
   t["BroadcastTo"] = {run_broadcast};
   t["Sum"] = {run_sum};
 
