@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "ir/import_at.h"
 #include "ir/one_node_model.h"
 #include "ir/onnx_import.h"
 #include "ir/op_counts.h"
@@ -17,12 +18,6 @@ using namespace monet::test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-ImportOptions at(int64_t batch) {
-  ImportOptions o;
-  o.batch = batch;
-  return o;
-}
 
 const Node* node_named(const Graph& g, const std::string& name) {
   for (const Node& n : g.nodes)

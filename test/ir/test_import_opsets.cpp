@@ -11,6 +11,7 @@
 #include <numbers>
 
 #include "engine/session.h"
+#include "ir/import_at.h"
 #include "ir/import_mode.h"
 #include "ir/onnx_import.h"
 #include "ir/one_node_model.h"
@@ -21,16 +22,6 @@
 using namespace monet;
 using namespace monet::test;
 using Catch::Matchers::Contains;
-
-namespace {
-
-ImportOptions at(int64_t batch) {
-  ImportOptions o;
-  o.batch = batch;
-  return o;
-}
-
-}  // namespace
 
 TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 18): one Attention each",
           "[import]") {

@@ -8,18 +8,12 @@
 
 #include "core/error.h"
 #include "op_harness.h"
+#include "ops/spread.h"
 
 using namespace monet;
 using namespace monet::test;
 
 namespace {
-
-// n values over (lo, hi) at an irregular phase: none lands on 0.
-std::vector<double> spread(int64_t n, double lo, double hi) {
-  std::vector<double> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * (static_cast<double>(i) + 0.37) / static_cast<double>(n);
-  return x;
-}
 
 Attrs alpha(double a) {
   Attrs at;

@@ -6,18 +6,12 @@
 
 #include "core/error.h"
 #include "op_harness.h"
+#include "ops/spread.h"
 
 using namespace monet;
 using namespace monet::test;
 
 namespace {
-
-// n values spread evenly over (lo, hi) at an irregular phase, so none lands on a kink such as +-0.5, +-2.5 or +-3.
-std::vector<double> spread(int64_t n, double lo, double hi) {
-  std::vector<double> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * (static_cast<double>(i) + 0.37) / static_cast<double>(n);
-  return x;
-}
 
 // n values with |x| in [0.5, 1.5] and alternating signs: safe denominators.
 std::vector<double> away_from_zero(int64_t n) {
