@@ -316,7 +316,7 @@ void Translator::convert_group_norm(const onnx::NodeProto& n, const std::string&
   const Shape scale = g_.values[lookup(n.input(1), "input")].shape;
   const bool per_group = scale == Shape{groups} && groups != x[1];
   check_affine_inputs(n, {per_group ? groups : x[1]}, x, where);
-  const Shape grouped{x[0], groups, numel(x) / x[0] / groups};
+  const Shape grouped{x[0], groups, x[1] / groups * numel(Shape(x.begin() + 2, x.end()))};
   const std::string& y = n.output(0);
   const auto reshape = [&](const std::string& from, const Shape& to, const std::string& out, const char* suffix) {
     std::vector<double> dims(to.begin(), to.end());

@@ -65,11 +65,13 @@ using D = std::vector<double>;
 std::vector<Case> bandwidth_kernel_cases() {
   std::vector<Case> c;
   const Attrs last = attrs({{"axis", int64_t{-1}}});
-  // Softmax (and SoftmaxGrad): warp rows of 37 floats, 768 and 1000 float4s, block rows of 1501 floats and 2048
-  // float4s, and a strided axis (inner 33).
-  for (const Shape& s : std::vector<Shape>{{3, 37}, {2, 3, 768}, {4, 1000}, {3, 1501}, {2, 2048}})
-    c.push_back({"Softmax", last, {s}, {Fill::wide}});
-  c.push_back({"Softmax", attrs({{"axis", int64_t{1}}}), {{2, 5, 33}}, {Fill::wide}});
+  // Softmax and LogSoftmax (and their gradients): warp rows of 37 floats, 768 and 1000 float4s, block rows of 1501
+  // floats and 2048 float4s, and a strided axis (inner 33).
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    for (const Shape& s : std::vector<Shape>{{3, 37}, {2, 3, 768}, {4, 1000}, {3, 1501}, {2, 2048}})
+      c.push_back({op, last, {s}, {Fill::wide}});
+    c.push_back({op, attrs({{"axis", int64_t{1}}}), {{2, 5, 33}}, {Fill::wide}});
+  }
   // LayerNorm and both LayerNormGrads: fused rows of 768 (40 rows: 2 parts) and of 48 (600 rows: 19 parts), the
   // unfused kernels on rows of 37 (floats), 1100 (float4 blocks) and 1030 (float blocks).
   const auto ln = [&](const Shape& x, int64_t axis) {
