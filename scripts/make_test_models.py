@@ -668,6 +668,24 @@ def softmax_opset11():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
 
 
+def upsample_old(op, opset):
+    """Nearest upsampling before opset 11, as torch's F.interpolate(mode='nearest') exported then: Upsample at
+    opset 7 (scales an attribute) and 9 (an input), Resize at opset 10 (inputs X, scales). A convolution, an
+    upsampling by (2, 1.5), a convolution. Input (N, 3, 4, 4), output (N, 2, 8, 6)."""
+    f32 = TensorProto.FLOAT
+    up = (helper.make_node("Upsample", ["c"], ["u"], name="up", mode="nearest", scales=[1.0, 1.0, 2.0, 1.5])
+          if opset < 9 else helper.make_node(op, ["c", "scales"], ["u"], name="up", mode="nearest"))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), up,
+             helper.make_node("Conv", ["u", "w2"], ["y"], name="conv2")]
+    inits = [] if opset < 9 else [helper.make_tensor("scales", f32, [4], [1.0, 1.0, 2.0, 1.5])]
+    g = helper.make_graph(nodes, f"{op.lower()}_opset{opset}",
+                          [helper.make_tensor_value_info("x", f32, ["N", 3, 4, 4]),
+                           helper.make_tensor_value_info("w", f32, [4, 3, 3, 3]),
+                           helper.make_tensor_value_info("w2", f32, [2, 4, 1, 1])],
+                          [helper.make_tensor_value_info("y", f32, ["N", 2, 8, 6])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
 def mish_opset18():
     """Opset 18's Mish op after a convolution. Input (N, 3, 8, 8), output (N, 4, 8, 8)."""
     m = conv_relu(op="Mish")
@@ -738,6 +756,9 @@ def main():
     save(activations_norms(), "activations_norms.onnx")
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")
+    save(upsample_old("Upsample", 7), "upsample_opset7.onnx")
+    save(upsample_old("Upsample", 9), "upsample_opset9.onnx")
+    save(upsample_old("Resize", 10), "resize_opset10.onnx")
     save(group_norm_ops(), "group_norm_ops.onnx", check=False)
     # Refused: an opset beyond monet's (24) and opset 20's Gelu with its tanh approximation.
     m = conv_relu(batch=2)

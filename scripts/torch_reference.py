@@ -431,8 +431,13 @@ LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
 def op_resize(ctx, ins, at):
     x = ins[0]
     n = x.dim() - 2
-    if ctx.opset < 11:
-        raise ctx.unsupported("opset 10 semantics")
+    if ctx.opset < 11:  # Resize-10 and Upsample: scales alone, torch's nearest (asymmetric, floor)
+        if at.get("mode", "nearest") != "nearest":
+            raise ctx.unsupported("linear before opset 11")
+        scales = floats(ins[1]) if len(ins) > 1 and ins[1] is not None else list(at["scales"])
+        if scales[:2] != [1.0, 1.0]:
+            raise ctx.unsupported("resizing batch or channel dims")
+        return F.interpolate(x, mode="nearest", scale_factor=scales[2:])
     scales, sizes = given(ins, 2), given(ins, 3)
     scales = floats(scales) if scales is not None and scales.numel() else None
     sizes = ints(sizes) if sizes is not None and sizes.numel() else None
@@ -701,6 +706,7 @@ OPS = {
     "Transpose": op_transpose,
     "Pad": op_pad,
     "Resize": op_resize,
+    "Upsample": op_resize,
     "Dropout": op_dropout,
     "Softmax": op_softmax,
     "LayerNormalization": op_layer_norm,

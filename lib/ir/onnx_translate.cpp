@@ -152,6 +152,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if ((n.op_type() == "Softmax" || n.op_type() == "LogSoftmax") && opset_ < 13)
     return convert_softmax_2d(n, name, where);
   if (n.op_type() == "GroupNormalization") return convert_group_norm(n, name, where);
+  if (n.op_type() == "Upsample" || (n.op_type() == "Resize" && opset_ < 11)) return convert_upsample(n, name, where);
   if (n.op_type() == "Gelu") {
     // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.
     std::string approximate = "none";
@@ -274,6 +275,36 @@ void Translator::convert_softmax_2d(const onnx::NodeProto& n, const std::string&
   convert_synthetic("Reshape", {n.input(0), name + "/rows_shape"}, y + "/rows_in", name + "/rows");
   emit(y + "/rows_in", y + "/rows_out");
   convert_synthetic("Reshape", {y + "/rows_out", name + "/shape"}, y, name + "/unrows");
+}
+
+// Upsample (opsets 7-9; deprecated since 10) and Resize before opset 11 take scales alone (Upsample-7 as an
+// attribute, else as input 1) and map output pixel o to source pixel floor(o / scale): opset 11's Resize with
+// coordinate_transformation_mode asymmetric and nearest_mode floor, as torch's F.interpolate(mode='nearest')
+// computes it. Their linear mode is not taken.
+void Translator::convert_upsample(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() != 1)
+    fail(where, ": expected input X and one output");
+  std::string mode = "nearest";
+  std::vector<double> scales;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "mode") mode = a.s();
+    if (a.name() == "scales") scales.assign(a.floats().begin(), a.floats().end());
+  }
+  if (n.input_size() > 1 && !n.input(1).empty()) {
+    if (!is_const(n.input(1))) fail(where, ": scales ('", n.input(1), "') must be a constant");
+    scales = const_of(n.input(1)).data;
+  }
+  if (scales.empty()) fail(where, ": no scales given");
+  if (mode != "nearest") fail(where, ": mode '", mode, "' before opset 11 is not supported (nearest)");
+  Node node;
+  node.name = name;
+  node.op = "Resize";
+  node.attrs.set("mode", std::string("nearest"));
+  node.attrs.set("coordinate_transformation_mode", std::string("asymmetric"));
+  node.attrs.set("nearest_mode", std::string("floor"));
+  node.attrs.set("scales", scales);
+  node.inputs = {lookup(n.input(0), "input")};
+  add_node(std::move(node), {n.output(0)}, where);
 }
 
 // InstanceNormalization(X, scale, B; epsilon) over X of shape (N, C, D...) normalises each (n, c) slice over D

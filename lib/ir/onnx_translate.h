@@ -63,6 +63,8 @@ class Translator {
   // InstanceNormalization and GroupNormalization as a LayerNorm over rows and a per-channel (or per-group) Mul and
   // Add (onnx_translate.cpp).
   // Softmax or LogSoftmax of opset < 13 (the input coerced to 2-D at the axis) as Reshape, the op, Reshape.
+  // Upsample and Resize before opset 11 (scales alone, nearest) as opset 11's Resize.
+  void convert_upsample(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void convert_softmax_2d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void convert_instance_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void convert_group_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);

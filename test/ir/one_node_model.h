@@ -61,4 +61,12 @@ inline onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
   return a;
 }
 
+inline onnx::AttributeProto str_attr(const std::string& name, const std::string& v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::STRING);
+  a.set_s(v);
+  return a;
+}
+
 }  // namespace monet::test

@@ -1,8 +1,9 @@
 // InstanceNormalization and GroupNormalization at import: each becomes one LayerNorm over rows, with a per-channel
 // (or per-group) Mul and Add only where the scale and bias are not constants of ones and zeros (onnx_translate.cpp
 // convert_instance_norm, convert_group_norm); Softmax and LogSoftmax before opset 13, over the input flattened at
-// the axis (convert_softmax_2d). Their values against PyTorch: ctests check_activations_norms_*,
-// check_group_norm_ops_f64 and check_softmax_opset11_f64.
+// the axis (convert_softmax_2d); Upsample and Resize before opset 11 as opset 11's Resize (convert_upsample). Their
+// values against PyTorch: ctests check_activations_norms_*, check_group_norm_ops_f64, check_softmax_opset11_f64,
+// check_upsample_opset{7,9}_f64 and check_resize_opset10_f64.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -109,4 +110,21 @@ TEST_CASE("Softmax and LogSoftmax before opset 13 normalise the input flattened 
     CHECK(n->attrs.i("axis") == -1);
     CHECK(g.values[n->inputs[0]].shape == (std::string(name) == "softmax_last" ? Shape{2, 3, 4} : Shape{2, 12}));
   }
+}
+
+TEST_CASE("Upsample and Resize before opset 11 become opset 11's Resize, nearest as torch computes it", "[import]") {
+  for (const char* file : {"upsample_opset7.onnx", "upsample_opset9.onnx", "resize_opset10.onnx"}) {
+    INFO(file);
+    const Graph g = import_onnx(data_path(file), at(2));
+    const Node* up = node_named(g, "up");
+    REQUIRE(up);
+    CHECK(up->op == "Resize");
+    CHECK(up->attrs.s("coordinate_transformation_mode") == "asymmetric");
+    CHECK(up->attrs.s("nearest_mode") == "floor");
+    CHECK(up->attrs.floats("scales") == std::vector<double>{1, 1, 2, 1.5});
+    CHECK(g.values[up->outputs[0]].shape == Shape{2, 4, 8, 6});
+  }
+  const std::string linear = one_node_model("Resize", {"x", "s"}, 10, {2, 4, 5, 5}, {str_attr("mode", "linear")}, 4);
+  CHECK_THROWS_WITH(import_onnx_bytes(linear, "m.onnx", at(2)),
+                    Contains("node 'n' (Resize): mode 'linear' before opset 11 is not supported (nearest)"));
 }
