@@ -622,8 +622,8 @@ def opset20_ops():
 def activations_norms():
     """LeakyReLU, PReLU (per channel and one slope), ELU, SELU, Softplus, Mish (Softplus -> Tanh -> Mul before
     opset 18), Abs, GroupNorm (Reshape, InstanceNormalization with constant ones and zeros, Reshape, its own Mul
-    and Add), InstanceNorm2d with and without affine, LogSoftmax over channels and over the last dim, as torch
-    exports them at opset 13. Input (N, 3, 6, 6), output (N, 4).
+    and Add), InstanceNorm2d with and without affine, LogSoftmax over channels and over the last dim, ReduceSum, as
+    torch exports them at opset 13. Input (N, 3, 6, 6), output (N, 4).
     """
     import torch
     import torch.nn.functional as F
@@ -646,7 +646,7 @@ def activations_norms():
             h = self.plain(h)
             h = F.elu(h) + F.selu(h) + F.softplus(h) + h.abs() + F.leaky_relu(h, -0.2)
             h = F.log_softmax(h, dim=1)
-            return F.log_softmax(self.head(h.mean((2, 3))), dim=-1)
+            return F.log_softmax(self.head(h.mean((2, 3)) + 0.1 * h.sum((2, 3))), dim=-1)
 
     torch.manual_seed(0)
     return torch_export(ActivationsNorms().train(), torch.randn(2, 3, 6, 6), 13)

@@ -321,6 +321,8 @@ std::vector<Case> cases() {
   // ReduceMax (ties at 0 under Fill::relu share the gradient), CumSum in both directions, Trilu both halves, Tile.
   c.push_back({"ReduceMax", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}, {Fill::relu}});
   c.push_back({"ReduceMax", attrs({{"axes", I{0}}}), {{300, 7}}});
+  c.push_back({"ReduceSum", attrs({{"axes", I{1, -1}}, {"keepdims", int64_t{0}}}), {s4}});
+  c.push_back({"ReduceSum", attrs({{"axes", I{0}}}), {{300, 7}}});
   c.push_back({"CumSum", attrs({{"axis", I{1}}, {"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}), {s4}});
   c.push_back({"CumSum", attrs({{"axis", I{-1}}}), {{3, 700}}});
   c.push_back({"Trilu", attrs({{"k", I{1}}}), {s4}});

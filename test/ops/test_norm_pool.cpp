@@ -1,5 +1,5 @@
-// Tests of BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Softmax, LogSoftmax and Dropout:
-// forward on hand values, backward against finite differences, PyTorch's tie-breaking and divisor rules,
+// Tests of BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceSum, Softmax, LogSoftmax
+// and Dropout: forward on hand values, backward against finite differences, PyTorch's tie-breaking and divisor rules,
 // running-statistics updates and dropout masks (kernels called directly where a seed or in-place update matters).
 #include <catch2/catch.hpp>
 
@@ -570,6 +570,26 @@ TEST_CASE("ReduceMean rejects bad axes", "[ops][norm][reduce_mean]") {
   check_rejects({.op = "ReduceMean", .attrs = a, .shapes = {{2, 3}}}, "out of range");
   a.set("axes", std::vector<int64_t>{1, -1});
   check_rejects({.op = "ReduceMean", .attrs = a, .shapes = {{2, 3}}}, "twice");
+}
+
+TEST_CASE("ReduceSum forward, backward, and the identity form refused", "[ops][norm][reduce_mean]") {
+  Attrs a;
+  a.set("axes", std::vector<int64_t>{1});
+  a.set("keepdims", int64_t{0});
+  check_exact(run_forward({.op = "ReduceSum", .attrs = a, .shapes = {{2, 3}}, .data = {{1, 2, 4, -1, 0.5, 8}}})
+                  .values[0],
+              {7, 7.5});
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{1}, {0, 2}, {}})
+    for (int64_t keep : {0, 1}) {
+      Attrs b;
+      if (!axes.empty()) b.set("axes", axes);
+      b.set("keepdims", keep);
+      INFO("axes " << shape_str(axes) << " keepdims " << keep);
+      CHECK(gradient_error({.op = "ReduceSum", .attrs = b, .shapes = {{2, 3, 4}}}) < 1e-6);
+    }
+  Attrs noop;
+  noop.set("noop_with_empty_axes", int64_t{1});
+  check_rejects({.op = "ReduceSum", .attrs = noop, .shapes = {{2, 3}}}, "noop_with_empty_axes");
 }
 
 // ---------------------------------------------------------------------------------------------- Softmax

@@ -1,9 +1,10 @@
 // CUDA kernels of normalisation, pooling, reductions and losses (host side): BatchNormalization and
-// BatchNormGrad on cuDNN or, as backend algorithm kOwnAlgorithm, on our kernels (spatial mode: per-channel statistics over N and every spatial position, the running
-// statistics updated with PyTorch's rule only when the call is not a recomputation), BatchNormStatGrad, LayerNorm
-// (with its gradients; our kernels), MaxPool, AveragePool, GlobalAveragePool, ReduceMean, ReduceMax, Softmax, LogSoftmax (each with
-// its gradient), CumSum, TileGrad (a sum over the copies), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the same functions as the CPU
-// kernels (ops/common/pool.h).
+// BatchNormGrad on cuDNN or, as backend algorithm kOwnAlgorithm, on our kernels (spatial mode: per-channel
+// statistics over N and every spatial position, the running statistics updated with PyTorch's rule only when the
+// call is not a recomputation), BatchNormStatGrad, LayerNorm (with its gradients; our kernels), MaxPool,
+// AveragePool, GlobalAveragePool, ReduceMean, ReduceSum, ReduceMax, Softmax, LogSoftmax (each with its gradient),
+// CumSum, TileGrad (a sum over the copies), SoftmaxCrossEntropy and SumLoss (with theirs). Geometry comes from the
+// same functions as the CPU kernels (ops/common/pool.h).
 #include "engine/cuda/cuda_ops.h"
 #include "ops/common/plans.h"
 #include "ops/common/pool.h"
@@ -323,19 +324,23 @@ int64_t reduce_mean_workspace(const Graph& g, const Node& n, CudaContext&) {
   return reduce_to_workspace_bytes(reduce_geom(x, kept_shape(n.attrs, x, &count)));
 }
 
+// ReduceMean and ReduceSum (kSum: no division), and their gradients.
+template <bool kSum>
 void run_reduce_mean(const CudaCall& c) {
   int64_t count = 0;
   const Shape kept = kept_shape(c.node.attrs, c.in_shape(0), &count);
   const ReduceGeom g = reduce_geom(c.in_shape(0), kept);
-  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), static_cast<double>(count),
+  MONET_CUDA_CHECK(reduce_to(Term::x, g, c.fin(0), nullptr, nullptr, c.fout(0), kSum ? 1.0 : static_cast<double>(count),
                              reduce_partials(c, g), c.ctx.stream));
 }
 
+template <bool kSum>
 void run_reduce_mean_grad(const CudaCall& c) {
   int64_t count = 0;
   const Shape kept = kept_shape(c.node.attrs, c.out_shape(0), &count);
-  binary_op(c, Binary::div_a_by_scalar, c.out_shape(0), kept, c.fin(0), kept, nullptr, c.fout(0),
-            static_cast<float>(count));
+  if (kSum) binary_op(c, Binary::copy_a, c.out_shape(0), kept, c.fin(0), kept, nullptr, c.fout(0));
+  else binary_op(c, Binary::div_a_by_scalar, c.out_shape(0), kept, c.fin(0), kept, nullptr, c.fout(0),
+                 static_cast<float>(count));
 }
 
 // ---------------------------------------------------------------------------------------------- softmax
@@ -445,8 +450,10 @@ void add_norm_pool_kernels(CudaKernelTable& t) {
   t["AveragePoolGrad"] = {run_average_pool_grad};
   t["GlobalAveragePool"] = {run_global_average_pool, global_average_pool_workspace};
   t["GlobalAveragePoolGrad"] = {run_global_average_pool_grad};
-  t["ReduceMean"] = {run_reduce_mean, reduce_mean_workspace};
-  t["ReduceMeanGrad"] = {run_reduce_mean_grad};
+  t["ReduceMean"] = {run_reduce_mean<false>, reduce_mean_workspace};
+  t["ReduceMeanGrad"] = {run_reduce_mean_grad<false>};
+  t["ReduceSum"] = {run_reduce_mean<true>, reduce_mean_workspace};
+  t["ReduceSumGrad"] = {run_reduce_mean_grad<true>};
   t["ReduceMax"] = {run_reduce_max};
   t["ReduceMaxGrad"] = {run_reduce_max_grad};
   t["CumSum"] = {run_cum_sum};
