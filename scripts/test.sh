@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (CI): installs what is missing (Debian packages), builds, and runs every test with ctest; then
-# the whole suite again under ASan+UBSan (build-asan/) and 60 s of fuzzing (build-fuzz/) (docs/testing.md, "The test
+# the suite again under ASan+UBSan and 60 s of fuzzing, both in build-asan/ (docs/testing.md, "The test
 # command"). MONET_QUICK=1 stops after the first ctest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."

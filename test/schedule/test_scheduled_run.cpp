@@ -348,7 +348,7 @@ TEST_CASE("views in place: Reshape and ReshapeGrad over an input that ends there
 
 TEST_CASE("full-mode schedules: gradients as store-all's, bitwise as store-all on their implementations, arena peak = "
           "simulator peak <= budget",
-          "[scheduled][impl]") {
+          "[heavy][scheduled][impl]") {
   const Case c{"resnet50", 2, Shape{3, 32, 32}};
   const TrainingGraph tg = training_graph_of(c);
   const Profile profile = estimate_profile(tg, Roofline{});
@@ -413,7 +413,8 @@ TEST_CASE("lean attention: schedules whose AttentionGrads recompute leave P unal
   CHECK(lean_recomputed > 0);  // recomputed without P: its bytes counted and taken back at once
 }
 
-TEST_CASE("solved schedules run bitwise equal to store-all, arena peak = simulator peak <= budget", "[scheduled]") {
+TEST_CASE("solved schedules run bitwise equal to store-all, arena peak = simulator peak <= budget",
+          "[heavy][scheduled]") {
   const Case cases[] = {{"tiny", 4, std::nullopt}, {"resnet50", 2, Shape{3, 32, 32}}};
   for (const Case& c : cases) {
     const TrainingGraph tg = training_graph_of(c);

@@ -1088,7 +1088,7 @@ TEST_CASE("chain cuts raise the relaxation's bound and never past the optimum", 
   CHECK(raised > 0);
 }
 
-TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[solve][milp]") {
+TEST_CASE("root cut rounds raise the LP bound and never past the optimum", "[heavy][solve][milp]") {
   int rounds = 0, raised = 0, compared = 0, searched = 0, presolved = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     PlanGraph plan = random_plan(14, seed);

@@ -249,7 +249,7 @@ TEST_CASE("offload MILP optimum equals brute force on tiny graphs, and its sched
 }
 
 TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedules pass the simulator",
-          "[solve][milp][offload]") {
+          "[heavy][solve][milp][offload]") {
   Tally tally;
   int below = 0;  // problems whose least peak with offload is below the least without
   for (uint64_t seed = 1; seed <= 60; ++seed) {
@@ -279,7 +279,7 @@ TEST_CASE("optimizer state on the host: MILP optimum equals brute force, schedul
 // A parameter at home on the host is on the device from the stage-0 positions before its first reader that cover
 // its copy in through the step after its update (or a wider span), and away before and after.
 TEST_CASE("parameters on the host: MILP optimum equals brute force, schedules pass the simulator",
-          "[solve][milp][offload]") {
+          "[heavy][solve][milp][offload]") {
   Tally tally;
   int below = 0, params = 0, waits_in = 0, late = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {

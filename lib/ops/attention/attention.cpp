@@ -33,7 +33,8 @@
 namespace monet::ops {
 namespace {
 
-constexpr int kProbsImpl = 0, kRecomputeImpl = 1;
+// Implementations of AttentionGrad: 0 reads the stored probabilities P, 1 (kRecomputeImpl) recomputes them.
+constexpr int kRecomputeImpl = 1;
 
 // An operand's layout: canonical dim i (batch..., rows, cols) is dim perm[i] of the stored tensor. Absent: the
 // identity. Throws an unprefixed monet::Error when perm is not a permutation of the rank or puts neither the rows nor
