@@ -154,6 +154,21 @@ class Matcher {
           (is_div ? div : mul) *= c;
           (is_div ? any_div : any_mul) = true;
           x = node.inputs[operand];
+        } else if (node.op == "Reshape") {
+          // Reshape, Transpose of the last two dims, Reshape back (the dynamo exporter's K^T over merged batch
+          // dims): the Transpose of the last two dims of the first Reshape's input.
+          std::vector<int> between;
+          const int y = last_two_swapped(prod, between);
+          if (y < 0) return;
+          std::vector<int64_t> composed(rank);
+          for (size_t i = 0; i < rank; ++i) {
+            const size_t j = static_cast<size_t>(perm[i]);
+            composed[i] = j + 2 < rank ? static_cast<int64_t>(j) : static_cast<int64_t>(2 * rank - 3 - j);
+          }
+          if (!unit_inner(composed)) return;
+          perm = composed;
+          x = y;
+          m.absorbed.insert(m.absorbed.end(), between.begin(), between.end());
         } else {
           return;
         }
@@ -188,6 +203,34 @@ class Matcher {
       m.scale = mul / div;
       m.divides = false;
     }
+  }
+
+  // Where Reshape `r2` reads a Transpose of the last two dims of a Reshape of y, each value between read by the next
+  // node alone, and both Reshapes only regroup the leading dims (y and r2's output agree on them, and every
+  // value keeps its last two dims, swapped by the Transpose): y, with the Transpose and the first Reshape in
+  // `between`. Else -1. The three are then the one Transpose of y that swaps its last two dims.
+  int last_two_swapped(int r2, std::vector<int>& between) const {
+    const Node& reshape2 = g_.nodes[r2];
+    if (reshape2.inputs.size() != 1 || !single_use(reshape2.inputs[0])) return -1;
+    const int t = g_.values[reshape2.inputs[0]].producer;
+    if (t < 0 || g_.nodes[t].op != "Transpose" || g_.nodes[t].inputs.size() != 1) return -1;
+    const int u = g_.nodes[t].inputs[0];
+    const int r1 = g_.values[u].producer;
+    if (!single_use(u) || r1 < 0 || g_.nodes[r1].op != "Reshape" || g_.nodes[r1].inputs.size() != 1) return -1;
+    const int y = g_.nodes[r1].inputs[0];
+    const Shape &xs = g_.values[reshape2.outputs[0]].shape, &ts = g_.values[reshape2.inputs[0]].shape,
+                &us = g_.values[u].shape, &ys = g_.values[y].shape;
+    const size_t rank = xs.size(), inner = us.size();
+    if (rank < 2 || ys.size() != rank || inner < 2 || ts.size() != inner) return -1;
+    if (!std::equal(xs.begin(), xs.end() - 2, ys.begin())) return -1;
+    if (ys[rank - 2] != xs[rank - 1] || ys[rank - 1] != xs[rank - 2]) return -1;
+    if (us[inner - 2] != ys[rank - 2] || us[inner - 1] != ys[rank - 1]) return -1;
+    if (ts[inner - 2] != xs[rank - 2] || ts[inner - 1] != xs[rank - 1]) return -1;
+    const std::vector<int64_t> swap = ops::transpose_perm(g_.nodes[t].attrs, inner);
+    for (size_t i = 0; i < inner; ++i)
+      if (swap[i] != static_cast<int64_t>(i + 2 < inner ? i : 2 * inner - 3 - i)) return -1;
+    between = {t, r1};
+    return y;
   }
 
   // A Transpose's perm, or empty where its input is not of rank `rank`.

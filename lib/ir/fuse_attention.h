@@ -15,7 +15,9 @@ namespace monet {
 // After:   O, P, L = Attention(Q, Kt, V[, mask]; scale = c, scale_divides = 1 for Div)
 // strided (the default import): the Attention also reads its operands where the export stored them. Walking back
 // from Q and Kt it takes in Transposes and Mul/Div by a constant scalar, from V Transposes, and forward from O the
-// Transposes that read it, while each value passed is read by the next node alone and is no graph output, and the
+// Transposes that read it. Back from Q, Kt and V, a Reshape of a Transpose of the last two dims of a Reshape counts
+// as one Transpose where both Reshapes only regroup the leading dims (the dynamo exporter's K^T over B H merged).
+// All this while each value passed is read by the next node alone and is no graph output, and the
 // operand keeps its rows or its columns innermost: the layouts become q_perm, kt_perm, v_perm, o_perm (canonical
 // dim i is the stored tensor's dim perm[i]; lib/ops/attention) and the scalars join c (a quotient where all
 // divide, as BERT's Q / sqrt(d), else a product). Every strided Attention carries all four perms.

@@ -42,6 +42,9 @@ TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 
   CHECK(ops["Attention"] == 2);
   CHECK(ops.count("Softmax") == 0);
   CHECK(ops.count("Mul") == 1);  // the weighting by keep: the scales are in the Attentions
+  // Every operand read where the export stored it: Q, V and O through their head Transposes, K^T through
+  // Reshape (B H, T, d), Transpose (0, 2, 1), Reshape (B, H, d, T) and K's head Transpose.
+  CHECK(ops.count("Transpose") == 0);
   std::vector<const Node*> attention;
   for (const Node& n : g.nodes)
     if (n.op == "Attention") attention.push_back(&n);
@@ -54,6 +57,10 @@ TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 
   CHECK(causal.data[1] == -HUGE_VAL);
   CHECK(causal.data[8] == 0.0);
   CHECK(attention[1]->inputs.size() == 3);  // no mask
+  for (const Node* a : attention) {
+    CHECK(a->attrs.ints("q_perm") == std::vector<int64_t>{0, 2, 1, 3});  // Q (B, H, T, d) stored as (B, T, H, d)
+    CHECK(a->attrs.ints("kt_perm") == std::vector<int64_t>{0, 2, 3, 1});  // K^T (B, H, d, T) from K's (B, T, H, d)
+  }
 }
 
 TEST_CASE("opset 18-20 forms: Gelu, Split by num_outputs, Resize with axes, ReduceMean's axes input", "[import]") {

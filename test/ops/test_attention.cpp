@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "ir/add_node.h"
 #include "ir/fuse_attention.h"
 #include "ir/onnx_import.h"
 #include "op_harness.h"
@@ -408,4 +409,51 @@ TEST_CASE("the strided fusion takes the operands' Transposes and scalar scales i
   CHECK(g.nodes[0].op == "Transpose");
   CHECK(g.nodes[1].attrs.ints("q_perm") == std::vector<int64_t>{0, 1, 2});
   CHECK(g.nodes[1].attrs.f("scale") == 2.0);
+}
+
+namespace {
+
+// Attention over (B, H, T, d) = (2, 3, 4, 5) with K^T written as the dynamo exporter writes it: Reshape of k to
+// `merged`, Transpose (0, 2, 1), Reshape to (2, 3, 5, 4). k_shape: k's shape.
+Graph reshaped_kt_attention(const Shape& k_shape, const Shape& merged) {
+  Graph g;
+  const int q = g.add_value({.name = "q", .shape = {2, 3, 4, 5}, .role = Role::input});
+  const int k = g.add_value({.name = "k", .shape = k_shape, .role = Role::param});
+  const int v = g.add_value({.name = "v", .shape = {2, 3, 4, 5}, .role = Role::param});
+  g.data_input = q;
+  auto attrs = [](const char* name, std::vector<int64_t> ints) {
+    Attrs a;
+    a.set(name, std::move(ints));
+    return a;
+  };
+  const int k3 = add_node(g, "r1", "Reshape", {k}, "k3", attrs("shape", merged));
+  const int k3t = add_node(g, "t", "Transpose", {k3}, "k3t", attrs("perm", {0, 2, 1}));
+  const int kt = add_node(g, "r2", "Reshape", {k3t}, "kt", attrs("shape", {2, 3, 5, 4}));
+  const int s = add_node(g, "qk", "MatMul", {q, kt}, "s");
+  const int p = add_node(g, "softmax", "Softmax", {s}, "p");
+  g.outputs = {add_node(g, "pv", "MatMul", {p, v}, "o")};
+  g.verify();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the strided fusion reads K^T through Reshape, Transpose of the last two dims, Reshape back",
+          "[ir][attention]") {
+  Graph g = reshaped_kt_attention({2, 3, 4, 5}, {6, 4, 5});
+  REQUIRE(fuse_attention(g) == 1);
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.values[g.nodes[0].inputs[1]].name == "k");
+  CHECK(g.nodes[0].attrs.ints("kt_perm") == std::vector<int64_t>{0, 1, 3, 2});
+  // k (2, 3, 5, 4) read as (6, 4, 5): the three nodes are no transpose of k, and stay.
+  Graph h = reshaped_kt_attention({2, 3, 5, 4}, {6, 4, 5});
+  REQUIRE(fuse_attention(h) == 1);
+  CHECK(h.nodes.size() == 4);
+  CHECK(h.values[h.nodes.back().inputs[1]].name == "kt");
+  CHECK(h.nodes.back().attrs.ints("kt_perm") == std::vector<int64_t>{0, 1, 2, 3});
+  // Heads merged into the rows, (B, H T, d): more than the leading dims regrouped, and the nodes stay too.
+  Graph rows = reshaped_kt_attention({2, 3, 4, 5}, {2, 12, 5});
+  REQUIRE(fuse_attention(rows) == 1);
+  CHECK(rows.nodes.size() == 4);
+  CHECK(rows.values[rows.nodes.back().inputs[1]].name == "kt");
 }
