@@ -708,6 +708,20 @@ def group_norm_ops():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
 
+def rms_norm_opset23():
+    """Opset 23's RMSNormalization over the last dim (epsilon 1e-6) and over the last two (axis 1, the default
+    epsilon), each with a learned scale, after a MatMul. Input (N, 4, 8), output (N, 4, 8). Saved with the checker
+    off."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+             helper.make_node("RMSNormalization", ["h", "s8"], ["r"], name="rms_last", axis=-1, epsilon=1e-6),
+             helper.make_node("RMSNormalization", ["r", "s48"], ["y"], name="rms_rows", axis=1)]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 8]), helper.make_tensor_value_info("w", f32, [8, 8]),
+           helper.make_tensor_value_info("s8", f32, [8]), helper.make_tensor_value_info("s48", f32, [4, 8])]
+    g = helper.make_graph(nodes, "rms_norm_opset23", ins, [helper.make_tensor_value_info("y", f32, ["N", 4, 8])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -760,6 +774,7 @@ def main():
     save(upsample_old("Upsample", 9), "upsample_opset9.onnx")
     save(upsample_old("Resize", 10), "resize_opset10.onnx")
     save(group_norm_ops(), "group_norm_ops.onnx", check=False)
+    save(rms_norm_opset23(), "rms_norm_opset23.onnx", check=False)
     # Refused: an opset beyond monet's (24) and opset 20's Gelu with its tanh approximation.
     m = conv_relu(batch=2)
     m.opset_import[0].version = 24

@@ -282,6 +282,13 @@ def op_group_norm(ctx, ins, at):
     return F.group_norm(x, groups, weight=scale, bias=bias, eps=at.get("epsilon", 1e-5))
 
 
+def op_rms_norm(ctx, ins, at):
+    """Opset 23's RMSNormalization: X / sqrt(mean of X^2 over the dims from axis on + epsilon) * scale."""
+    x, scale = ins
+    dims = tuple(range(at.get("axis", -1) % x.dim(), x.dim()))
+    return x / torch.sqrt(x.pow(2).mean(dim=dims, keepdim=True) + at.get("epsilon", 1e-5)) * scale
+
+
 def op_prelu(ctx, ins, at):
     x, slope = ins
     return torch.where(x > 0, x, slope * x)
@@ -712,6 +719,7 @@ OPS = {
     "LayerNormalization": op_layer_norm,
     "InstanceNormalization": op_instance_norm,
     "GroupNormalization": op_group_norm,
+    "RMSNormalization": op_rms_norm,
     "LogSoftmax": op_log_softmax,
     "ReduceMean": op_reduce_mean,
     "ReduceSum": op_reduce_sum,

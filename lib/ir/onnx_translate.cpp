@@ -152,6 +152,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if ((n.op_type() == "Softmax" || n.op_type() == "LogSoftmax") && opset_ < 13)
     return convert_softmax_2d(n, name, where);
   if (n.op_type() == "GroupNormalization") return convert_group_norm(n, name, where);
+  if (n.op_type() == "RMSNormalization") return convert_rms_norm(n, name, where);
   if (n.op_type() == "Upsample" || (n.op_type() == "Resize" && opset_ < 11)) return convert_upsample(n, name, where);
   if (n.op_type() == "Gelu") {
     // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.
@@ -364,6 +365,36 @@ void Translator::convert_group_norm(const onnx::NodeProto& n, const std::string&
   }
   reshape(z, x, y + "/ungrouped", "/shape");
   emit_channel_affine(name, y + "/ungrouped", n.input(1), n.input(2), x.size(), y);
+}
+
+// RMSNormalization(X, scale; axis, epsilon) (opset 23) over the dims from axis on, its formula as nodes:
+//   Y = Mul(Div(X, Sqrt(Add(ReduceMean(Mul(X, X), axes = [axis..rank - 1]), epsilon))), scale)
+// stash_type 1 (float) only: the engine computes in its own precision.
+void Translator::convert_rms_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() != 2 || n.input(0).empty() || n.input(1).empty() || n.output_size() != 1)
+    fail(where, ": expected inputs X and scale and one output Y");
+  const Shape x = g_.values[lookup(n.input(0), "input")].shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = -1;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "axis") axis = a.i();
+    if (a.name() == "stash_type" && a.i() != 1)
+      fail(where, ": stash_type ", a.i(), " is not supported (1, float)");
+  }
+  if (rank < 1 || axis < -rank || axis >= rank)
+    fail(where, ": axis ", axis, " is out of range for X of shape ", shape_str(x));
+  if (axis < 0) axis += rank;
+  std::vector<double> axes;
+  for (int64_t d = axis; d < rank; ++d) axes.push_back(static_cast<double>(d));
+  add_const(name + "/axes", ConstTensor{{static_cast<int64_t>(axes.size())}, false, axes});
+  add_const(name + "/epsilon", ConstTensor{{}, true, {attr_epsilon(n)}});
+  const std::string& y = n.output(0);
+  convert_synthetic("Mul", {n.input(0), n.input(0)}, y + "/square", name + "/square");
+  convert_synthetic("ReduceMean", {y + "/square", name + "/axes"}, y + "/mean_square", name + "/mean_square");
+  convert_synthetic("Add", {y + "/mean_square", name + "/epsilon"}, y + "/plus_epsilon", name + "/plus_epsilon");
+  convert_synthetic("Sqrt", {y + "/plus_epsilon"}, y + "/rms", name + "/rms");
+  convert_synthetic("Div", {n.input(0), y + "/rms"}, y + "/normalized", name + "/normalize");
+  convert_synthetic("Mul", {y + "/normalized", n.input(1)}, y, name + "/scale");
 }
 
 double Translator::attr_epsilon(const onnx::NodeProto& n) {

@@ -68,6 +68,8 @@ class Translator {
   void convert_softmax_2d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void convert_instance_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void convert_group_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // RMSNormalization (opset 23) as its formula's nodes (onnx_translate.cpp).
+  void convert_rms_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   static double attr_epsilon(const onnx::NodeProto& n);
   void check_affine_inputs(const onnx::NodeProto& n, const Shape& want, const Shape& x, const std::string& where);
   bool const_all(const std::string& v, double want);

@@ -1,9 +1,10 @@
 // InstanceNormalization and GroupNormalization at import: each becomes one LayerNorm over rows, with a per-channel
 // (or per-group) Mul and Add only where the scale and bias are not constants of ones and zeros (onnx_translate.cpp
 // convert_instance_norm, convert_group_norm); Softmax and LogSoftmax before opset 13, over the input flattened at
-// the axis (convert_softmax_2d); Upsample and Resize before opset 11 as opset 11's Resize (convert_upsample). Their
-// values against PyTorch: ctests check_activations_norms_*, check_group_norm_ops_f64, check_softmax_opset11_f64,
-// check_upsample_opset{7,9}_f64 and check_resize_opset10_f64.
+// the axis (convert_softmax_2d); Upsample and Resize before opset 11 as opset 11's Resize (convert_upsample);
+// RMSNormalization (opset 23) as its formula's nodes (convert_rms_norm). Their values against
+// PyTorch: ctests check_activations_norms_*, check_group_norm_ops_f64, check_softmax_opset11_f64,
+// check_upsample_opset{7,9}_f64, check_resize_opset10_f64 and check_rms_norm_opset23_*.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -95,6 +96,28 @@ TEST_CASE("InstanceNormalization and GroupNormalization refuse what they cannot 
   CHECK_THROWS_WITH(groups(4, 6),
                     Contains("node 'n' (GroupNormalization): num_groups 4 does not divide the 6 channels"));
   CHECK_THROWS_WITH(groups(3, 2), Contains("node 'n' (GroupNormalization): input 1 has shape [2]; expected float [6]"));
+}
+
+TEST_CASE("RMSNormalization becomes its formula's nodes over the dims from its axis, and refuses in one line",
+          "[import]") {
+  const Graph g = import_onnx(data_path("rms_norm_opset23.onnx"), at(2));
+  CHECK(op_counts(g) == std::map<std::string, int>{{"Add", 2}, {"Div", 2}, {"MatMul", 1}, {"Mul", 4},
+                                                   {"ReduceMean", 2}, {"Sqrt", 2}});
+  CHECK(g.values[node_named(g, "rms_last/mean_square")->outputs[0]].shape == Shape{2, 4, 1});
+  CHECK(g.values[node_named(g, "rms_rows/mean_square")->outputs[0]].shape == Shape{2, 1, 1});
+  CHECK(g.values[g.outputs[0]].shape == Shape{2, 4, 8});
+  const auto rms = [](const std::vector<onnx::AttributeProto>& attrs, int64_t channels = 12) {
+    return import_onnx_bytes(one_node_model("RMSNormalization", {"x", "s"}, 23, {2, 12}, attrs, channels), "m.onnx",
+                             at(2));
+  };
+  CHECK(op_counts(rms({int_attr("axis", 1)})).at("ReduceMean") == 1);
+  CHECK_THROWS_WITH(rms({int_attr("axis", 2)}),
+                    Contains("m.onnx: node 'n' (RMSNormalization): axis 2 is out of range for X of shape [2,12]"));
+  CHECK_THROWS_WITH(rms({int_attr("stash_type", 11)}),
+                    Contains("node 'n' (RMSNormalization): stash_type 11 is not supported (1, float)"));
+  CHECK_THROWS_WITH(import_onnx_bytes(one_node_model("RMSNormalization", {"x"}, 23), "m.onnx", at(2)),
+                    Contains("node 'n' (RMSNormalization): expected inputs X and scale and one output Y"));
+  CHECK_THROWS(rms({}, 5));  // a scale that does not broadcast to the normalised dims
 }
 
 TEST_CASE("Softmax and LogSoftmax before opset 13 normalise the input flattened at the axis", "[import]") {
