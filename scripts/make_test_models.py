@@ -722,6 +722,31 @@ def rms_norm_opset23():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
 
 
+def attention_opset23():
+    """Opset 23's Attention twice: causal on rank-3 inputs (B, T, H d) with two heads, then on rank-4 inputs
+    (B, H, T, d) with an explicit scale and a constant boolean mask, Q, K and V one value. Input (N, 4, 8), output
+    (N, 4, 8). Saved with the checker off."""
+    f32 = TensorProto.FLOAT
+    keep = helper.make_tensor("keep", TensorProto.BOOL, [4, 4], [1, 1, 0, 1] * 4)
+    split = helper.make_tensor("split", TensorProto.INT64, [4], [0, 4, 2, 4])
+    join = helper.make_tensor("join", TensorProto.INT64, [3], [0, 4, 8])
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+             helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+             helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+             helper.make_node("Attention", ["q", "k", "v"], ["a"], name="causal", is_causal=1, q_num_heads=2,
+                              kv_num_heads=2),
+             helper.make_node("Reshape", ["a", "split"], ["a4"], name="split_heads"),
+             helper.make_node("Transpose", ["a4"], ["h"], name="heads", perm=[0, 2, 1, 3]),
+             helper.make_node("Attention", ["h", "h", "h", "keep"], ["o"], name="masked", scale=0.3),
+             helper.make_node("Transpose", ["o"], ["ot"], name="unheads", perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["ot", "join"], ["y"], name="join_heads")]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 8])]
+    ins += [helper.make_tensor_value_info(w, f32, [8, 8]) for w in ("wq", "wk", "wv")]
+    g = helper.make_graph(nodes, "attention_opset23", ins, [helper.make_tensor_value_info("y", f32, ["N", 4, 8])],
+                          initializer=[keep, split, join])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -775,6 +800,7 @@ def main():
     save(upsample_old("Resize", 10), "resize_opset10.onnx")
     save(group_norm_ops(), "group_norm_ops.onnx", check=False)
     save(rms_norm_opset23(), "rms_norm_opset23.onnx", check=False)
+    save(attention_opset23(), "attention_opset23.onnx", check=False)
     # Refused: an opset beyond monet's (24) and opset 20's Gelu with its tanh approximation.
     m = conv_relu(batch=2)
     m.opset_import[0].version = 24

@@ -282,6 +282,29 @@ def op_group_norm(ctx, ins, at):
     return F.group_norm(x, groups, weight=scale, bias=bias, eps=at.get("epsilon", 1e-5))
 
 
+def op_attention(ctx, ins, at):
+    """Opset 23's Attention without a KV cache, grouped heads or softcap: Q, K, V of rank 4 (B, H, T, d), or of rank 3
+    (B, T, H d) with q_num_heads = kv_num_heads; an optional boolean (True takes part) or additive mask; is_causal
+    masks key j > query i; scale defaults to 1 / sqrt(d)."""
+    q, k, v = ins[:3]
+    mask = ins[3] if len(ins) > 3 else None
+    if any(t is not None for t in ins[4:]) or at.get("softcap", 0.0) != 0.0 or at.get("qk_matmul_output_mode", 0):
+        raise ctx.unsupported("Attention with a KV cache, softcap or qk_matmul_output_mode")
+    rank3 = q.dim() == 3
+    if rank3:
+        heads = at["q_num_heads"]
+        q, k, v = (t.reshape(t.shape[0], t.shape[1], heads, -1).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-1, -2) * at.get("scale", 1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores + (torch.zeros_like(mask, dtype=scores.dtype).masked_fill(~mask, -math.inf)
+                           if mask.dtype == torch.bool else mask)
+    if at.get("is_causal", 0):
+        t_q, t_k = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(t_q, t_k, dtype=torch.bool).triu(1), -math.inf)
+    y = torch.softmax(scores, dim=-1) @ v
+    return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1) if rank3 else y
+
+
 def op_rms_norm(ctx, ins, at):
     """Opset 23's RMSNormalization: X / sqrt(mean of X^2 over the dims from axis on + epsilon) * scale."""
     x, scale = ins
@@ -720,6 +743,7 @@ OPS = {
     "InstanceNormalization": op_instance_norm,
     "GroupNormalization": op_group_norm,
     "RMSNormalization": op_rms_norm,
+    "Attention": op_attention,
     "LogSoftmax": op_log_softmax,
     "ReduceMean": op_reduce_mean,
     "ReduceSum": op_reduce_sum,

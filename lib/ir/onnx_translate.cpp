@@ -153,6 +153,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
     return convert_softmax_2d(n, name, where);
   if (n.op_type() == "GroupNormalization") return convert_group_norm(n, name, where);
   if (n.op_type() == "RMSNormalization") return convert_rms_norm(n, name, where);
+  if (n.op_type() == "Attention") return convert_attention(n, name, where);
   if (n.op_type() == "Upsample" || (n.op_type() == "Resize" && opset_ < 11)) return convert_upsample(n, name, where);
   if (n.op_type() == "Gelu") {
     // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.

@@ -81,6 +81,8 @@ class Translator {
   // Converts the ONNX node op(inputs) -> output named `name`, as if the model held it.
   void convert_synthetic(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
                          const std::string& name);
+  // Opset 23's Attention as the nodes of scaled dot-product attention, for the fusion to take (onnx_attention.cpp).
+  void convert_attention(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
   void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // y = Gelu(x; divisor): opset 20's Gelu op and the erf form the fusion recognises.

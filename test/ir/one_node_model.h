@@ -61,6 +61,14 @@ inline onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
   return a;
 }
 
+inline onnx::AttributeProto float_attr(const std::string& name, float v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::FLOAT);
+  a.set_f(v);
+  return a;
+}
+
 inline onnx::AttributeProto str_attr(const std::string& name, const std::string& v) {
   onnx::AttributeProto a;
   a.set_name(name);

@@ -1,7 +1,8 @@
 // Models of opsets 18-23, which Debian's ONNX library (1.12, opsets to 17) cannot check: torch's dynamo exporter
 // writes opset 18. The forms that changed after opset 17 (scripts/make_test_models.py sdpa_dynamo_forms,
-// opset20_ops): CastLike, an identity Dropout, ReduceMean's axes as an input, Split by num_outputs, Resize with
-// axes, Gelu as one op; and the refusals (an opset beyond 23, Gelu's tanh approximation). Identity Dropouts
+// opset20_ops, attention_opset23): CastLike, an identity Dropout, ReduceMean's axes as an input, Split by
+// num_outputs, Resize with axes, Gelu as one op, opset 23's Attention; and the refusals (an opset beyond 23, Gelu's
+// tanh approximation, what Attention does beyond training one attention). Identity Dropouts
 // (ImportOptions::drop_identity_dropout) dropped or kept. A malformed node, which the checker would refuse, gets
 // one line from the importer's own check of its inputs.
 #include <catch2/catch.hpp>
@@ -61,6 +62,53 @@ TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 
     CHECK(a->attrs.ints("q_perm") == std::vector<int64_t>{0, 2, 1, 3});  // Q (B, H, T, d) stored as (B, T, H, d)
     CHECK(a->attrs.ints("kt_perm") == std::vector<int64_t>{0, 2, 3, 1});  // K^T (B, H, d, T) from K's (B, T, H, d)
   }
+}
+
+TEST_CASE("opset 23's Attention becomes one fused Attention with its operands in place, and refuses in one line",
+          "[import]") {
+  // Rank 3 (B, T, H d) with two heads and is_causal; rank 4 with an explicit scale and a constant bool mask.
+  const Graph g = import_onnx(data_path("attention_opset23.onnx"), at(2));
+  const std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops.at("Attention") == 2);
+  CHECK(ops.count("Softmax") == 0);
+  CHECK(ops.count("Transpose") == 1);  // the second's Q, K and V: one value read three times
+  std::vector<const Node*> attention;
+  for (const Node& n : g.nodes)
+    if (n.op == "Attention") attention.push_back(&n);
+  REQUIRE(attention.size() == 2);
+  CHECK(attention[0]->attrs.f("scale") == Approx(0.5).epsilon(1e-12));  // 1 / sqrt(4)
+  CHECK(attention[0]->attrs.ints("q_perm") == std::vector<int64_t>{0, 2, 1, 3});  // (B, T, H, d) read in place
+  CHECK(attention[0]->attrs.ints("kt_perm") == std::vector<int64_t>{0, 2, 3, 1});
+  CHECK(attention[0]->attrs.ints("o_perm") == std::vector<int64_t>{0, 2, 1, 3});
+  REQUIRE(attention[0]->inputs.size() == 4);  // the causal mask
+  const Value& causal = g.values[attention[0]->inputs[3]];
+  CHECK(causal.shape == Shape{4, 4});
+  CHECK(causal.data[1] == -HUGE_VAL);
+  CHECK(causal.data[4] == 0.0);
+  CHECK(attention[1]->attrs.f("scale") == Approx(0.3).epsilon(1e-6));
+  REQUIRE(attention[1]->inputs.size() == 4);
+  const Value& keep = g.values[attention[1]->inputs[3]];  // [1, 1, 0, 1] per row: key 2 masked
+  CHECK(keep.data[2] == -HUGE_VAL);
+  CHECK(keep.data[3] == 0.0);
+
+  const auto attend = [](const std::vector<std::string>& inputs, const std::vector<onnx::AttributeProto>& attrs,
+                         std::vector<int64_t> shape = {2, 4, 8}) {
+    return import_onnx_bytes(one_node_model("Attention", inputs, 23, shape, attrs), "m.onnx", at(2));
+  };
+  const std::vector<std::string> qkv = {"x", "x", "x"};
+  CHECK(op_counts(attend(qkv, {int_attr("q_num_heads", 2), int_attr("kv_num_heads", 2)})).at("Attention") == 1);
+  CHECK(op_counts(attend(qkv, {}, {2, 3, 4, 5})).at("Attention") == 1);
+  CHECK_THROWS_WITH(attend(qkv, {}), Contains("m.onnx: node 'n' (Attention): rank-3 inputs need q_num_heads and "
+                                              "kv_num_heads"));
+  CHECK_THROWS_WITH(attend(qkv, {int_attr("q_num_heads", 2), int_attr("kv_num_heads", 1)}),
+                    Contains("node 'n' (Attention): 2 query heads against 1 key and value heads (grouped heads) is "
+                             "not supported"));
+  CHECK_THROWS_WITH(attend({"x", "x", "x", "", "x"}, {}, {2, 3, 4, 5}),
+                    Contains("node 'n' (Attention): input 4 (a KV cache or its lengths) is not supported"));
+  CHECK_THROWS_WITH(attend(qkv, {float_attr("softcap", 30)}, {2, 3, 4, 5}),
+                    Contains("node 'n' (Attention): softcap 30 is not supported (0)"));
+  CHECK_THROWS_WITH(attend({"x", "x"}, {}, {2, 3, 4, 5}),
+                    Contains("node 'n' (Attention): expected inputs Q, K and V"));
 }
 
 TEST_CASE("opset 18-20 forms: Gelu, Split by num_outputs, Resize with axes, ReduceMean's axes input", "[import]") {
