@@ -723,9 +723,9 @@ def rms_norm_opset23():
 
 
 def attention_opset23():
-    """Opset 23's Attention twice: causal on rank-3 inputs (B, T, H d) with two heads, then on rank-4 inputs
-    (B, H, T, d) with an explicit scale and a constant boolean mask, Q, K and V one value. Input (N, 4, 8), output
-    (N, 4, 8). Saved with the checker off."""
+    """Opset 23's Attention three times: causal on rank-3 inputs (B, T, H d) with two heads; on rank-4 inputs
+    (B, H, T, d) with an explicit scale and a constant boolean mask, Q, K and V one value; the same with the bool
+    padding mask `pad` (N, 1, 1, 4), a data input. Input (N, 4, 8), output (N, 4, 8). Saved with the checker off."""
     f32 = TensorProto.FLOAT
     keep = helper.make_tensor("keep", TensorProto.BOOL, [4, 4], [1, 1, 0, 1] * 4)
     split = helper.make_tensor("split", TensorProto.INT64, [4], [0, 4, 2, 4])
@@ -738,9 +738,11 @@ def attention_opset23():
              helper.make_node("Reshape", ["a", "split"], ["a4"], name="split_heads"),
              helper.make_node("Transpose", ["a4"], ["h"], name="heads", perm=[0, 2, 1, 3]),
              helper.make_node("Attention", ["h", "h", "h", "keep"], ["o"], name="masked", scale=0.3),
-             helper.make_node("Transpose", ["o"], ["ot"], name="unheads", perm=[0, 2, 1, 3]),
+             helper.make_node("Attention", ["o", "o", "o", "pad"], ["o2"], name="padded"),
+             helper.make_node("Transpose", ["o2"], ["ot"], name="unheads", perm=[0, 2, 1, 3]),
              helper.make_node("Reshape", ["ot", "join"], ["y"], name="join_heads")]
-    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 8])]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 8]),
+           helper.make_tensor_value_info("pad", TensorProto.BOOL, ["N", 1, 1, 4])]
     ins += [helper.make_tensor_value_info(w, f32, [8, 8]) for w in ("wq", "wk", "wv")]
     g = helper.make_graph(nodes, "attention_opset23", ins, [helper.make_tensor_value_info("y", f32, ["N", 4, 8])],
                           initializer=[keep, split, join])

@@ -66,16 +66,18 @@ TEST_CASE("scaled_dot_product_attention as the dynamo exporter writes it (opset 
 
 TEST_CASE("opset 23's Attention becomes one fused Attention with its operands in place, and refuses in one line",
           "[import]") {
-  // Rank 3 (B, T, H d) with two heads and is_causal; rank 4 with an explicit scale and a constant bool mask.
+  // Rank 3 (B, T, H d) with two heads and is_causal; rank 4 with an explicit scale and a constant bool mask; the
+  // same with a bool padding mask given at run time (its additive form through Where).
   const Graph g = import_onnx(data_path("attention_opset23.onnx"), at(2));
   const std::map<std::string, int> ops = op_counts(g);
-  CHECK(ops.at("Attention") == 2);
+  CHECK(ops.at("Attention") == 3);
+  CHECK(ops.at("Where") == 1);
   CHECK(ops.count("Softmax") == 0);
   CHECK(ops.count("Transpose") == 1);  // the second's Q, K and V: one value read three times
   std::vector<const Node*> attention;
   for (const Node& n : g.nodes)
     if (n.op == "Attention") attention.push_back(&n);
-  REQUIRE(attention.size() == 2);
+  REQUIRE(attention.size() == 3);
   CHECK(attention[0]->attrs.f("scale") == Approx(0.5).epsilon(1e-12));  // 1 / sqrt(4)
   CHECK(attention[0]->attrs.ints("q_perm") == std::vector<int64_t>{0, 2, 1, 3});  // (B, T, H, d) read in place
   CHECK(attention[0]->attrs.ints("kt_perm") == std::vector<int64_t>{0, 2, 3, 1});
@@ -90,6 +92,8 @@ TEST_CASE("opset 23's Attention becomes one fused Attention with its operands in
   const Value& keep = g.values[attention[1]->inputs[3]];  // [1, 1, 0, 1] per row: key 2 masked
   CHECK(keep.data[2] == -HUGE_VAL);
   CHECK(keep.data[3] == 0.0);
+  REQUIRE(attention[2]->inputs.size() == 4);
+  CHECK(g.nodes[g.values[attention[2]->inputs[3]].producer].op == "Where");
 
   const auto attend = [](const std::vector<std::string>& inputs, const std::vector<onnx::AttributeProto>& attrs,
                          std::vector<int64_t> shape = {2, 4, 8}) {
