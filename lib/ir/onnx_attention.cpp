@@ -83,14 +83,14 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
   const std::string& y = n.output(0);
   // (B, T, H d) -> (B, H, T, d)
   auto heads = [&](int x, const char* what) {
-    const Shape& s = g_.values[x].shape;
+    const Shape s = g_.values[x].shape;  // a copy: emit adds values
     const int r = emit("Reshape", {x}, ints("shape", {s[0], s[1], heads_q, s[2] / heads_q}), y + "/" + what + "_split");
     return emit("Transpose", {r}, ints("perm", {0, 2, 1, 3}), y + "/" + what + "_heads");
   };
   const int q = rank == 3 ? heads(ids[0], "q") : ids[0];
   const int k = rank == 3 ? heads(ids[1], "k") : ids[1];
   const int v = rank == 3 ? heads(ids[2], "v") : ids[2];
-  const Shape& q4 = g_.values[q].shape;
+  const Shape q4 = g_.values[q].shape;
   const int64_t t_q = q4[2], t_k = g_.values[k].shape[2];
   const int kt = emit("Transpose", {k}, ints("perm", {0, 1, 3, 2}), y + "/kt");
   const int s0 = emit("MatMul", {q, kt}, {}, y + "/scores");
@@ -99,14 +99,15 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
   int mask = -1;
   if (has_mask) {
     mask = lookup(n.input(3), "input");
-    const Value& m = g_.values[mask];
-    if (m.shape.empty() || m.shape.back() != t_k)
-      fail(where, ": attn_mask ", shape_str(m.shape), " must end in the ", t_k, " keys");
+    const Shape mask_shape = g_.values[mask].shape;
+    const DType mask_dtype = g_.values[mask].dtype;
+    if (mask_shape.empty() || mask_shape.back() != t_k)
+      fail(where, ": attn_mask ", shape_str(mask_shape), " must end in the ", t_k, " keys");
     if (is_const(n.input(3)) && !const_of(n.input(3)).is_float) {  // a constant bool mask: its additive form
       std::vector<double> additive = const_of(n.input(3)).data;
       for (double& a : additive) a = a != 0 ? 0.0 : -HUGE_VAL;
-      mask = constant("/additive_mask", m.shape, std::move(additive));
-    } else if (m.dtype == DType::u8) {  // a bool mask at run time
+      mask = constant("/additive_mask", mask_shape, std::move(additive));
+    } else if (mask_dtype == DType::u8) {  // a bool mask at run time
       mask = emit("Where", {mask, constant("/attend", {}, {0.0}), constant("/masked", {}, {-HUGE_VAL})}, {},
                   y + "/additive_mask");
     }
@@ -128,7 +129,7 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
   }
   const int o = emit("MatMul", {p, v}, {}, y + "/heads_out");
   const int ot = emit("Transpose", {o}, ints("perm", {0, 2, 1, 3}), y + "/joined");
-  const Shape& os = g_.values[ot].shape;
+  const Shape os = g_.values[ot].shape;
   emit("Reshape", {ot}, ints("shape", {os[0], os[1], os[2] * os[3]}), y);
 }
 
