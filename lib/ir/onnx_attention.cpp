@@ -18,6 +18,8 @@
 #include <optional>
 
 #include "core/error.h"
+#include "ir/onnx_import.h"
+#include "ir/onnx_tensor.h"
 #include "ir/onnx_translate.h"
 
 namespace monet::onnx_import {
@@ -113,7 +115,8 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
     }
   }
   if (causal) {
-    std::vector<double> upper(static_cast<size_t>(t_q * t_k), 0.0);
+    const int64_t cells = checked_numel({t_q, t_k}, kMaxFoldedValues, where, "causal mask");
+    std::vector<double> upper(static_cast<size_t>(cells), 0.0);
     for (int64_t i = 0; i < t_q; ++i)
       for (int64_t j = i + 1; j < t_k; ++j) upper[static_cast<size_t>(i * t_k + j)] = -HUGE_VAL;
     const int causal_mask = constant("/causal_mask", {t_q, t_k}, std::move(upper));
