@@ -53,26 +53,28 @@ inline std::string one_node_model(const std::string& op, const std::vector<std::
   return bytes;
 }
 
-inline onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
+// An attribute of `type` named `name`, its value left to the caller.
+inline onnx::AttributeProto named_attr(const std::string& name, onnx::AttributeProto::AttributeType type) {
   onnx::AttributeProto a;
   a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
+  a.set_type(type);
+  return a;
+}
+
+inline onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
+  onnx::AttributeProto a = named_attr(name, onnx::AttributeProto::INT);
   a.set_i(v);
   return a;
 }
 
 inline onnx::AttributeProto float_attr(const std::string& name, float v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::FLOAT);
+  onnx::AttributeProto a = named_attr(name, onnx::AttributeProto::FLOAT);
   a.set_f(v);
   return a;
 }
 
 inline onnx::AttributeProto str_attr(const std::string& name, const std::string& v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::STRING);
+  onnx::AttributeProto a = named_attr(name, onnx::AttributeProto::STRING);
   a.set_s(v);
   return a;
 }
