@@ -134,12 +134,7 @@ class Matcher {
         if (prod < 0) return;
         const Node& node = g_.nodes[prod];
         if (node.op == "Transpose") {
-          const std::vector<int64_t> t = transpose_perm(node, rank);
-          if (t.empty()) return;
-          std::vector<int64_t> composed(rank);
-          for (size_t i = 0; i < rank; ++i) composed[i] = t[static_cast<size_t>(perm[i])];
-          if (!unit_inner(composed)) return;
-          perm = composed;
+          if (!through(transpose_perm(node, rank), perm)) return;
           x = node.inputs[0];
         } else if (scales && (node.op == "Mul" || node.op == "Div") && node.inputs.size() == 2) {
           const bool is_div = node.op == "Div";
@@ -159,14 +154,7 @@ class Matcher {
           // dims): the Transpose of the last two dims of the first Reshape's input.
           std::vector<int> between;
           const int y = last_two_swapped(prod, between);
-          if (y < 0) return;
-          std::vector<int64_t> composed(rank);
-          for (size_t i = 0; i < rank; ++i) {
-            const size_t j = static_cast<size_t>(perm[i]);
-            composed[i] = j + 2 < rank ? static_cast<int64_t>(j) : static_cast<int64_t>(2 * rank - 3 - j);
-          }
-          if (!unit_inner(composed)) return;
-          perm = composed;
+          if (y < 0 || !through(swap_last_two(rank), perm)) return;
           x = y;
           m.absorbed.insert(m.absorbed.end(), between.begin(), between.end());
         } else {
@@ -226,11 +214,28 @@ class Matcher {
     if (ys[rank - 2] != xs[rank - 1] || ys[rank - 1] != xs[rank - 2]) return -1;
     if (us[inner - 2] != ys[rank - 2] || us[inner - 1] != ys[rank - 1]) return -1;
     if (ts[inner - 2] != xs[rank - 2] || ts[inner - 1] != xs[rank - 1]) return -1;
-    const std::vector<int64_t> swap = ops::transpose_perm(g_.nodes[t].attrs, inner);
-    for (size_t i = 0; i < inner; ++i)
-      if (swap[i] != static_cast<int64_t>(i + 2 < inner ? i : 2 * inner - 3 - i)) return -1;
+    if (ops::transpose_perm(g_.nodes[t].attrs, inner) != swap_last_two(inner)) return -1;
     between = {t, r1};
     return y;
+  }
+
+  // The layout `perm` read through a Transpose `t` (empty: none to read through), where the rows or the columns
+  // stay innermost.
+  static bool through(const std::vector<int64_t>& t, std::vector<int64_t>& perm) {
+    if (t.empty()) return false;
+    std::vector<int64_t> composed(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) composed[i] = t[static_cast<size_t>(perm[i])];
+    if (!unit_inner(composed)) return false;
+    perm = composed;
+    return true;
+  }
+
+  // The perm of rank `rank` that swaps the last two dims.
+  static std::vector<int64_t> swap_last_two(size_t rank) {
+    std::vector<int64_t> p(rank);
+    for (size_t i = 0; i < rank; ++i) p[i] = static_cast<int64_t>(i);
+    std::swap(p[rank - 2], p[rank - 1]);
+    return p;
   }
 
   // A Transpose's perm, or empty where its input is not of rank `rank`.

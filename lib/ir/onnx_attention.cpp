@@ -105,8 +105,10 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
     const DType mask_dtype = g_.values[mask].dtype;
     if (mask_shape.empty() || mask_shape.back() != t_k)
       fail(where, ": attn_mask ", shape_str(mask_shape), " must end in the ", t_k, " keys");
-    if (is_const(n.input(3)) && !const_of(n.input(3)).is_float) {  // a constant bool mask: its additive form
-      std::vector<double> additive = const_of(n.input(3)).data;
+    const std::optional<ConstTensor> fixed =
+        is_const(n.input(3)) ? std::optional<ConstTensor>(const_of(n.input(3))) : std::nullopt;
+    if (fixed && !fixed->is_float) {  // a constant bool mask: its additive form
+      std::vector<double> additive = fixed->data;
       for (double& a : additive) a = a != 0 ? 0.0 : -HUGE_VAL;
       mask = constant("/additive_mask", mask_shape, std::move(additive));
     } else if (mask_dtype == DType::u8) {  // a bool mask at run time
