@@ -236,8 +236,9 @@ def masks_and_math():
         return onnx.load(path)
 
 
-def torch_export(module, example, opset):
-    """A torch.nn module as torch 1.13 exports it for training (export_params=False), data input x with batch N."""
+def torch_export(module, example, opset, export_params=False, fold=False):
+    """A torch.nn module as torch 1.13 exports it for training (by default export_params=False), data input x with
+    batch N."""
     import tempfile
 
     import torch
@@ -245,9 +246,74 @@ def torch_export(module, example, opset):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "m.onnx")
         torch.onnx.export(module, example, path, training=torch.onnx.TrainingMode.TRAINING, opset_version=opset,
-                          do_constant_folding=False, export_params=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+                          do_constant_folding=fold, export_params=export_params, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
         return onnx.load(path)
+
+
+def conv1d_net():
+    """A 1-D CNN as people write one for audio or time series: Conv1d (padded, strided, dilated, depthwise), BatchNorm1d,
+    MaxPool1d (ceil_mode), AvgPool1d, ConvTranspose1d, F.interpolate on (N, C, L) (linear, nearest), AdaptiveAvgPool1d(1)
+    and a Linear head, at opset 13. Input (N, 3, 32), output (N, 5).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Conv1dNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv1d(3, 8, 5, padding=2)
+            self.bn1 = nn.BatchNorm1d(8)
+            self.c2 = nn.Conv1d(8, 8, 3, stride=2, dilation=2, padding=1)
+            self.dw = nn.Conv1d(8, 8, 3, groups=8, padding=1, bias=False)
+            self.up = nn.ConvTranspose1d(8, 6, 4, stride=2, padding=1, output_padding=1)
+            self.head = nn.Linear(6, 5)
+
+        def forward(self, x):  # (N, 3, 32)
+            h = F.max_pool1d(F.relu(self.bn1(self.c1(x))), 3, stride=2, ceil_mode=True)
+            h = F.avg_pool1d(F.relu(self.c2(h)), 2, padding=1, count_include_pad=False)
+            h = self.dw(F.interpolate(h, scale_factor=2, mode="linear", align_corners=False))
+            h = F.interpolate(self.up(h), size=23, mode="nearest")
+            return self.head(F.adaptive_avg_pool1d(torch.tanh(h), 1).flatten(1))
+
+    torch.manual_seed(0)
+    return torch_export(Conv1dNet().train(), torch.randn(2, 3, 32), 13)
+
+
+def initializer_params():
+    """Parameters stored in the file, as torch.onnx.export writes them by default (export_params=True, constants
+    folded): a Linear on a 3-D input (MatMul of the transposed weight, the bias a plain Add), a learned position
+    embedding added, a layer scale multiplied, a learned scalar temperature, a buffer of sinusoids added, and an
+    additive causal mask buffer (-1e9 above the diagonal) that must stay a constant. Input (N, 4, 6), output
+    (N, 4, 3).
+    """
+    import math
+
+    import torch
+    from torch import nn
+
+    class InitializerParams(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(6, 8)
+            self.pos = nn.Parameter(0.1 * torch.randn(1, 4, 8))
+            self.scale = nn.Parameter(torch.full((8,), 0.5))
+            self.temperature = nn.Parameter(torch.tensor(2.0))
+            self.head = nn.Linear(8, 3)
+            t = torch.arange(4.0).unsqueeze(1)
+            self.register_buffer("sinusoid", torch.sin(t / (10.0 ** (torch.arange(8.0) / 8))).unsqueeze(0))
+            self.register_buffer("mask", torch.triu(torch.full((4, 4), -1e9), 1))
+            self.inv_sqrt = 1 / math.sqrt(8)
+
+        def forward(self, x):  # (N, 4, 6)
+            h = (self.proj(x) + self.pos + self.sinusoid) * self.scale
+            scores = h @ h.transpose(1, 2) * self.inv_sqrt + self.mask
+            h = torch.softmax(scores / self.temperature, dim=-1) @ h
+            return self.head(h)
+
+    torch.manual_seed(0)
+    return torch_export(InitializerParams().train(), torch.randn(2, 4, 6), 13, export_params=True, fold=True)
 
 
 def seg_head(opset=13):
@@ -795,6 +861,8 @@ def main():
     save(sdpa_dynamo_forms(), "sdpa_dynamo_forms.onnx", check=False)
     save(opset20_ops(), "opset20_ops.onnx", check=False)
     save(activations_norms(), "activations_norms.onnx")
+    save(conv1d_net(), "conv1d_net.onnx")
+    save(initializer_params(), "initializer_params.onnx")
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")
     save(upsample_old("Upsample", 7), "upsample_opset7.onnx")

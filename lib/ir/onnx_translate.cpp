@@ -165,6 +165,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
     return emit_gelu(name, n.input(0), n.output(0), std::numbers::sqrt2, where);
   }
   if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
+  if (is_spatial_1d(n)) return convert_spatial_1d(n, name, where);
   const OpDef* def = find_op(n.op_type());
   if (!def || !is_onnx_op(n.op_type())) fail(where, ": unsupported op type '", n.op_type(), "'");
   // A Gather whose indices are computed (a token embedding reading the data input) is GatherIdx: both inputs at
@@ -697,7 +698,8 @@ void Translator::normalise_outputs(const std::string& op, std::vector<std::strin
 // ------------------------------------------------------------------------------------------- parameters
 
 // Graph inputs and initializers read in a parameter slot become params (or buffers for running stats).
-// A float graph input read as a plain operand is a param too; plain_operand_role() picks its initialisation.
+// A float graph input read as a plain operand is a param too, and so is a float initializer unless it is
+// constant_like(); plain_operand_role() picks their initialisation.
 void Translator::decide_param_roles() {
   std::vector<ParamRole> role(g_.values.size(), ParamRole::none);
   for (const Node& node : g_.nodes) {
@@ -720,10 +722,9 @@ void Translator::decide_param_roles() {
     if (val.role == Role::constant && !float_const_.count(val.name)) continue;  // folded constants stay
     ParamRole r = role[v];
     if (r == ParamRole::none) {
-      // An initializer read as a plain operand stays a constant (it may be an epsilon or a scale).
-      if (val.role == Role::param) {
-        val.init = plain_operand_role(static_cast<int>(v), role, consumers);
-      }
+      if (val.role == Role::constant && val.dtype == DType::f32 && !consumers[v].empty() && !constant_like(val))
+        val.role = Role::param;
+      if (val.role == Role::param) val.init = plain_operand_role(static_cast<int>(v), role, consumers);
       continue;
     }
     val.role = (r == ParamRole::running_mean || r == ParamRole::running_var) ? Role::buffer : Role::param;
@@ -731,8 +732,20 @@ void Translator::decide_param_roles() {
   }
 }
 
+// Whether a float initializer that nodes read only as plain operands stays a constant: a scalar (an epsilon, a
+// scale) or one holding a non-finite value or one of magnitude >= 1e4 (an additive mask: -inf, -1e4, -1e9, the
+// float's lowest). Every other such initializer is a parameter, as the same model exported with its parameters as
+// graph inputs (export_params=False) has it: torch exports a Linear on a 3-D input as MatMul(x, Transpose(W)) and
+// Add(b, ...), a layer scale or a learned position embedding as a plain Mul or Add, and all of them train in PyTorch.
+bool Translator::constant_like(const Value& v) {
+  if (numel(v.shape) < 2) return true;
+  return std::any_of(v.data.begin(), v.data.end(), [](double d) { return !std::isfinite(d) || std::fabs(d) >= 1e4; });
+}
+
 // How to initialise a param no op slot names, from its first reader that tells (transformers export Linear
 // and LayerNorm as plain ops):
+//   a view (Reshape, Unsqueeze, ...)    -> the role of the slot its output fills (a 1-D Conv's weight,
+//     into a slot                          unsqueezed to the 2-D Conv's, onnx_spatial_1d.cpp)
 //   Transpose (2-D) into a weight slot  -> the slot's role, transposed: Linear's W (out, in) read as
 //                                          MatMul(x, W^T) is a `weight` with fan_in = in, as in PyTorch
 //   Mul by a vector (one dim > 1)       -> ones (LayerNorm gamma, ConvNeXt's layer scale)
@@ -744,6 +757,7 @@ ParamRole Translator::plain_operand_role(int v, const std::vector<ParamRole>& sl
   const bool vector_like = std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d > 1; }) <= 1;
   for (int n : consumers[v]) {
     const Node& node = g_.nodes[n];
+    if (op_def(node.op).view && slot_role[node.outputs[0]] != ParamRole::none) return slot_role[node.outputs[0]];
     if (node.op == "Transpose" && shape.size() == 2) {
       const ParamRole r = slot_role[node.outputs[0]];
       if (r == ParamRole::weight_kn) return ParamRole::weight;

@@ -83,6 +83,10 @@ class Translator {
                          const std::string& name);
   // Opset 23's Attention as the nodes of scaled dot-product attention, for the fusion to take (onnx_attention.cpp).
   void convert_attention(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool and Resize on (N, C, L) as the 2-D op over a
+  // height of 1 (onnx_spatial_1d.cpp).
+  bool is_spatial_1d(const onnx::NodeProto& n);
+  void convert_spatial_1d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
   void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // y = Gelu(x; divisor): opset 20's Gelu op and the erf form the fusion recognises.
@@ -106,6 +110,7 @@ class Translator {
 
   static bool is_onnx_op(const std::string& op);
   void normalise_outputs(const std::string& op, std::vector<std::string>& outs);
+  static bool constant_like(const Value& v);
   ParamRole plain_operand_role(int v, const std::vector<ParamRole>& slot_role,
                                const std::vector<std::vector<int>>& consumers) const;
 

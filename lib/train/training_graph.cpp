@@ -164,14 +164,17 @@ int64_t fan_in(const Shape& w, ParamRole role) {
 
 bool is_weight(const Value& v) { return v.init == ParamRole::weight || v.init == ParamRole::weight_kn; }
 
-// The weight whose fan_in a bias read by node n takes: one n reads itself (Conv, Gemm) or a part of (a Conv split
-// over its concatenated inputs reads a piece of the weight's Split, lib/ir/split_concat_conv.h), else the weight of
-// a MatMul that adds the bias itself (lib/ir/matmul_bias.h) or whose output n adds it to, read directly or through a
-// Transpose (torch's Linear without Gemm, y = x W^T + b). -1 when there is none (LayerNorm's beta).
+// The weight whose fan_in a bias read by node n takes: one n reads itself (Conv, Gemm) or through a view, or a part
+// of (a Conv split over its concatenated inputs reads a piece of the weight's Split, lib/ir/split_concat_conv.h),
+// else the weight of a MatMul that adds the bias itself (lib/ir/matmul_bias.h) or whose output n adds it to, read
+// directly or through a Transpose (torch's Linear without Gemm, y = x W^T + b). -1 when there is none (LayerNorm's
+// beta).
 int weight_for_bias(const Graph& g, const Node& n) {
   for (int w : n.inputs) {
     if (is_weight(g.values[w])) return w;
     const int split = g.values[w].producer;
+    if (split >= 0 && op_def(g.nodes[split].op).view && is_weight(g.values[g.nodes[split].inputs[0]]))
+      return g.nodes[split].inputs[0];  // a 1-D Conv's weight unsqueezed (lib/ir/onnx_spatial_1d.cpp)
     if (n.op == "Conv" && split >= 0 && g.nodes[split].attrs.has("from_concat") &&
         is_weight(g.values[g.nodes[split].inputs[0]]))
       return g.nodes[split].inputs[0];

@@ -90,6 +90,46 @@ TEST_CASE("transformer export: shape subgraphs fold, plain-operand params get ro
   CHECK(init("pos_embedding") == ParamRole::small_normal);
 }
 
+TEST_CASE("initializers read as plain operands train unless they look constant", "[import]") {
+  // initializer_params.onnx: torch.onnx.export's defaults (parameters stored as initializers, constants folded).
+  Graph g = import_onnx(data_path("initializer_params.onnx"), at(2));
+  auto role = [&](const char* name) {
+    const int v = g.find_value(name);
+    REQUIRE(v >= 0);
+    return g.values[v].role;
+  };
+  // A Linear on a 3-D input (MatMul of a folded transposed weight, its bias a plain Add), a position embedding
+  // added, a layer scale multiplied, and a buffer of sinusoids, which the file cannot tell from a learned table.
+  for (const char* p : {"onnx::MatMul_27", "onnx::MatMul_28", "proj.bias", "head.bias", "pos", "scale", "sinusoid"})
+    CHECK(role(p) == Role::param);
+  CHECK(role("mask") == Role::constant);         // -1e9 above the diagonal: an additive mask
+  CHECK(role("temperature") == Role::constant);  // a scalar, as a folded epsilon or scale is
+  CHECK(g.values[g.find_value("proj.bias")].init == ParamRole::bias);
+  CHECK(g.values[g.find_value("scale")].init == ParamRole::ones);
+}
+
+TEST_CASE("1-D convolutions, pools and resizes run as the 2-D ops over a height of 1", "[import]") {
+  Graph g = import_onnx(data_path("conv1d_net.onnx"), at(3));
+  CHECK(g.values[g.outputs[0]].shape == Shape{3, 5});
+  std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops["Conv"] == 3);
+  CHECK(ops["ConvTranspose"] == 1);
+  CHECK(ops["Resize"] == 2);
+  CHECK(ops["Squeeze"] == 9);  // one per 1-D op
+  for (const Node& n : g.nodes) {
+    if (n.op != "Conv" && n.op != "ConvTranspose" && n.op != "MaxPool" && n.op != "AveragePool") continue;
+    INFO(n.name);
+    CHECK(g.values[n.inputs[0]].shape.size() == 4);
+    CHECK(g.values[n.inputs[0]].shape[2] == 1);
+    if (n.attrs.has("pads")) CHECK(n.attrs.ints("pads")[0] == 0);
+  }
+  // The weights stay the model's parameters, of the model's shape, and keep their Conv roles through the view.
+  const Value& w = g.values[g.find_value("c1.weight")];
+  CHECK(w.role == Role::param);
+  CHECK(w.shape == Shape{8, 3, 5});
+  CHECK(w.init == ParamRole::weight);
+}
+
 TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form allows, as LayerNormalization does",
           "[import]") {
   // layer_norm_forms.onnx (scripts/make_test_models.py): ln_a and ln_b fuse, ln_c (a broadcast Scale) and ln_d (the

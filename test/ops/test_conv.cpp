@@ -245,7 +245,7 @@ TEST_CASE("Conv rejects bad attributes and shapes", "[conv]") {
   Attrs dil;
   dil.set("dilations", std::vector<int64_t>{3, 3});
   REQUIRE_THROWS_WITH(conv({1, 1, 5, 5}, {1, 1, 3, 3}, dil), Catch::Contains("larger than the padded input"));
-  REQUIRE_THROWS_WITH(conv({1, 1, 5}, {1, 1, 3}), Catch::Contains("only 2-D convolution"));
+  REQUIRE_THROWS_WITH(conv({1, 1, 5}, {1, 1, 3}), Catch::Contains("only 1-D and 2-D convolution"));
   REQUIRE_NOTHROW(conv({1, 1, 3, 3}, {1, 1, 3, 3}));  // a kernel exactly as large as the input is fine
   Attrs ap;
   ap.set("auto_pad", std::string("SAME"));
@@ -322,7 +322,7 @@ TEST_CASE("ConvTranspose rejects bad attributes and shapes", "[conv]") {
   Attrs crop;
   crop.set("pads", std::vector<int64_t>{2, 2, 2, 2});
   REQUIRE_THROWS_WITH(convt({1, 1, 1, 1}, {1, 1, 3, 3}, crop), Catch::Contains("crop the whole output"));
-  REQUIRE_THROWS_WITH(convt({1, 1, 3}, {1, 1, 3}), Catch::Contains("only 2-D"));
+  REQUIRE_THROWS_WITH(convt({1, 1, 3}, {1, 1, 3}), Catch::Contains("only 1-D and 2-D"));
   Attrs big;
   big.set("output_shape", std::vector<int64_t>{9, 9});
   REQUIRE_THROWS_AS(convt({1, 1, 3, 3}, {1, 1, 3, 3}, big), monet::Error);

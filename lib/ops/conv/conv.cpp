@@ -15,7 +15,9 @@ namespace {
 // Throws an unprefixed monet::Error on a bad attribute or shape; callers wrap it in with_node.
 ConvGeom conv_geom(const Attrs& a, const Shape& x, const Shape& w) {
   if (x.size() != 4)
-    fail("only 2-D convolution is supported: X must have rank 4 (N, C, H, W), got shape ", shape_str(x));
+    fail("only 1-D and 2-D convolution is supported (1-D as 2-D over a height of 1): X must have rank 4 "
+         "(N, C, H, W), got shape ",
+         shape_str(x));
   if (w.size() != 4) fail("W must have rank 4 (M, C/group, kH, kW), got shape ", shape_str(w));
   ConvGeom g;
   g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];

@@ -18,7 +18,9 @@ namespace {
 // output = X. Throws an unprefixed monet::Error on a bad attribute or shape; callers wrap it in with_node.
 ConvGeom adjoint_geom(const Attrs& a, const Shape& x, const Shape& w) {
   if (x.size() != 4)
-    fail("only 2-D transposed convolution is supported: X must have rank 4 (N, C, H, W), got shape ", shape_str(x));
+    fail("only 1-D and 2-D transposed convolution is supported (1-D as 2-D over a height of 1): X must have rank 4 "
+         "(N, C, H, W), got shape ",
+         shape_str(x));
   if (w.size() != 4) fail("W must have rank 4 (C, M/group, kH, kW), got shape ", shape_str(w));
   const int64_t N = x[0], C = x[1], H = x[2], Wd = x[3];
   const int64_t group = a.i("group", 1);
