@@ -774,6 +774,60 @@ def group_norm_ops():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
 
+def reductions_torch():
+    """What torch exports for torch.maximum and torch.minimum (broadcast), F.normalize (ReduceL2), a 1-norm
+    (ReduceL1), torch.logsumexp, torch.amin (ReduceMin), F.celu and F.pixel_shuffle (DepthToSpace, CRD), at opset 13.
+    Input (N, 8, 4, 4), output (N, 2, 8, 8).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Reductions(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(8, 8, 1)
+            self.b = nn.Conv2d(8, 8, 1)
+            self.floor = nn.Parameter(torch.linspace(-0.5, 0.5, 8).reshape(8, 1, 1))
+
+        def forward(self, x):  # (N, 8, 4, 4)
+            a, b = self.a(x), self.b(x)
+            h = torch.maximum(a, b) + torch.minimum(a, self.floor)
+            h = F.normalize(h, dim=1) + h.norm(p=1, dim=(2, 3), keepdim=True) / 16
+            h = h + torch.logsumexp(h, dim=1, keepdim=True) - torch.amin(h, dim=(2, 3), keepdim=True)
+            return F.pixel_shuffle(F.celu(h, alpha=0.5), 2)
+
+    torch.manual_seed(0)
+    return torch_export(Reductions().train(), torch.randn(2, 8, 4, 4), 13)
+
+
+def decomposed_forms_opset18():
+    """The forms torch does not export: variadic Max of three, Min of one, ReduceSumSquare, ReduceL2 with opset 18's
+    axes input and keepdims 0, ReduceLogSumExp and ReduceMin over axes inputs, Celu (alpha 2), DepthToSpace (DCR) and
+    SpaceToDepth. Input (N, 4, 4, 4), output (N, 4, 4, 4). Saved with the checker off (opset 18)."""
+    f32 = TensorProto.FLOAT
+    i64 = TensorProto.INT64
+    inits = [helper.make_tensor("ax1", i64, [1], [1]), helper.make_tensor("ax23", i64, [2], [2, 3]),
+             helper.make_tensor("shape", i64, [4], [0, 1, 4, 4])]
+    nodes = [helper.make_node("Mul", ["x", "w"], ["h"], name="scale"),
+             helper.make_node("Max", ["h", "x", "c"], ["m3"], name="max3"),
+             helper.make_node("Min", ["m3"], ["m1"], name="min1"),
+             helper.make_node("ReduceSumSquare", ["m1", "ax1"], ["ss"], name="sum_square", keepdims=1),
+             helper.make_node("ReduceL2", ["m1", "ax1"], ["l2"], name="l2", keepdims=0),
+             helper.make_node("Reshape", ["l2", "shape"], ["l2r"], name="l2_back"),
+             helper.make_node("ReduceLogSumExp", ["m1", "ax23"], ["lse"], name="lse"),
+             helper.make_node("ReduceMin", ["m1", "ax23"], ["mn"], name="rmin", keepdims=1),
+             helper.make_node("Sum", ["m1", "ss", "l2r", "lse", "mn"], ["t"], name="total"),
+             helper.make_node("Celu", ["t"], ["ce"], name="celu", alpha=2.0),
+             helper.make_node("DepthToSpace", ["ce"], ["d2s"], name="d2s", blocksize=2, mode="DCR"),
+             helper.make_node("SpaceToDepth", ["d2s"], ["y"], name="s2d", blocksize=2)]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 4, 4]), helper.make_tensor_value_info("w", f32, [4, 1, 1]),
+           helper.make_tensor_value_info("c", f32, [4, 4])]
+    out = helper.make_tensor_value_info("y", f32, ["N", 4, 4, 4])
+    g = helper.make_graph(nodes, "decomposed_forms_opset18", ins, [out], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
 def rms_norm_opset23():
     """Opset 23's RMSNormalization over the last dim (epsilon 1e-6) and over the last two (axis 1, the default
     epsilon), each with a learned scale, after a MatMul. Input (N, 4, 8), output (N, 4, 8). Saved with the checker
@@ -818,7 +872,7 @@ def attention_opset23():
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
-    save(conv_relu(op="Celu"), "unsupported_op.onnx")   # Celu is not a monet op
+    save(conv_relu(op="Hardmax"), "unsupported_op.onnx")   # Hardmax is not a monet op
     save(conv_relu(op="Crop"), "experimental_op.onnx")  # ONNX's checker warns on std::cerr about Crop
     save(conv_relu(batch=2), "static_batch.onnx")       # batch fixed in the file
     save(conv_relu(hw=("H", "W")), "dynamic_hw.onnx")   # dynamic spatial dims: needs --input-shape
@@ -863,6 +917,8 @@ def main():
     save(activations_norms(), "activations_norms.onnx")
     save(conv1d_net(), "conv1d_net.onnx")
     save(initializer_params(), "initializer_params.onnx")
+    save(reductions_torch(), "reductions_torch.onnx")
+    save(decomposed_forms_opset18(), "decomposed_forms_opset18.onnx", check=False)
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")
     save(upsample_old("Upsample", 7), "upsample_opset7.onnx")

@@ -799,6 +799,29 @@ def op_reduce_prod(ctx, ins, at):
     return y
 
 
+def reduction(fn):
+    """A Reduce* op of opset 18's form (axes an input; an attribute before) as fn(x, dims, keepdim)."""
+    def run(ctx, ins, at):
+        axes = reduce_axes(ctx, ins, at, 18)
+        return ins[0] if axes is None else fn(ins[0], axes, bool(at.get("keepdims", 1)))
+    return run
+
+
+def op_depth_to_space(ctx, ins, at):
+    x, b = ins[0], at["blocksize"]
+    n, c, h, w = x.shape
+    mode = at.get("mode", b"DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "CRD":
+        return F.pixel_shuffle(x, b)
+    return x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, c // (b * b), h * b, w * b)
+
+
+def op_space_to_depth(ctx, ins, at):
+    x, b = ins[0], at["blocksize"]
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+
+
 def variadic(fn):
     def run(ctx, ins, at):
         y = ins[0]
@@ -816,8 +839,17 @@ OPS.update({
     "Trilu": op_trilu,
     "Tile": lambda ctx, ins, at: ins[0].repeat(*ints(ins[1])),
     "ReduceProd": op_reduce_prod,
+    "Sum": variadic(torch.add),
     "Max": variadic(torch.maximum),
     "Min": variadic(torch.minimum),
+    "ReduceMin": reduction(lambda x, d, k: torch.amin(x, dim=d, keepdim=k)),
+    "ReduceL1": reduction(lambda x, d, k: torch.linalg.vector_norm(x, 1, dim=d, keepdim=k)),
+    "ReduceL2": reduction(lambda x, d, k: torch.linalg.vector_norm(x, 2, dim=d, keepdim=k)),
+    "ReduceSumSquare": reduction(lambda x, d, k: (x * x).sum(dim=d, keepdim=k)),
+    "ReduceLogSumExp": reduction(lambda x, d, k: torch.logsumexp(x, dim=d, keepdim=k)),
+    "Celu": lambda ctx, ins, at: F.celu(ins[0], at.get("alpha", 1.0)),
+    "DepthToSpace": op_depth_to_space,
+    "SpaceToDepth": op_space_to_depth,
     "Floor": unary(torch.floor),
     "Ceil": unary(torch.ceil),
 })

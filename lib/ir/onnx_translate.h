@@ -87,6 +87,10 @@ class Translator {
   // height of 1 (onnx_spatial_1d.cpp).
   bool is_spatial_1d(const onnx::NodeProto& n);
   void convert_spatial_1d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // Variadic Max and Min, a broadcasting Sum, ReduceSumSquare, ReduceL1, ReduceL2, ReduceMin, ReduceLogSumExp, Celu, DepthToSpace and
+  // SpaceToDepth as monet's own ops (onnx_decompose.cpp).
+  bool decomposes(const onnx::NodeProto& n);
+  void convert_decomposed(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
   void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // y = Gelu(x; divisor): opset 20's Gelu op and the erf form the fusion recognises.

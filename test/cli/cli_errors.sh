@@ -45,7 +45,7 @@ expect 1 "no such file" -- $run "$data/missing.onnx" --batch 2 $r
 expect 1 "empty file" -- $run "$data/empty.onnx" --batch 2 $r
 expect 1 "not an ONNX model" -- $run "$data/random_bytes.onnx" --batch 2 $r
 expect 1 "truncated.onnx" -- $run "$data/truncated.onnx" --batch 2 $r
-expect 1 "unsupported op type 'Celu'" -- $run "$data/unsupported_op.onnx" --batch 2 $r
+expect 1 "unsupported op type 'Hardmax'" -- $run "$data/unsupported_op.onnx" --batch 2 $r
 expect 1 "graph input 'rel_idx' (int64 \[4,4\]) is an integer buffer without values .*: pass them with --input rel_idx=FILE.npy" -- \
   $run "$data/int_buffer_input.onnx" --batch 2 $r
 expect 1 "--input 'rel_idx': expected NAME=FILE.npy" -- $run "$data/int_buffer_input.onnx" --batch 2 --input rel_idx $r

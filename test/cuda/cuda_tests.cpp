@@ -340,6 +340,11 @@ std::vector<Case> cases() {
   c.push_back({"LeakyRelu", attrs({{"alpha", -0.3}}), {s4}, {Fill::wide}});
   c.push_back({"PRelu", {}, {{2, 3, 4, 5}, {3, 1, 1}}, {Fill::wide}});
   c.push_back({"PRelu", {}, {{2, 3, 4, 5}, {1}}, {Fill::wide}});
+  // Max and Min: same shapes, and the second operand broadcast (its gradient summed).
+  for (const char* op : {"Max", "Min"}) {
+    c.push_back({op, {}, {s4, s4}, {Fill::wide, Fill::wide}});
+    c.push_back({op, {}, {{2, 3, 4, 5}, {3, 1, 1}}, {Fill::wide, Fill::wide}});
+  }
   c.push_back({"Elu", attrs({{"alpha", 0.5}}), {s4}, {Fill::wide}});
   for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     c.push_back({op, {}, {{2, 3, 4}, {3, 1}}, {Fill::labels, Fill::labels}, {}, {false, false}, 1, 3});

@@ -130,6 +130,24 @@ TEST_CASE("1-D convolutions, pools and resizes run as the 2-D ops over a height 
   CHECK(w.init == ParamRole::weight);
 }
 
+TEST_CASE("variadic Max and Min, a broadcasting Sum, the norms and LogSumExp, Celu and the depth-space moves "
+          "become monet's own ops", "[import]") {
+  Graph g = import_onnx(data_path("decomposed_forms_opset18.onnx"), at(3));
+  CHECK(g.values[g.outputs[0]].shape == Shape{3, 4, 4, 4});
+  std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops["Max"] == 2);  // Max of three, chained
+  CHECK(ops["Min"] == 0);  // Min of one: an Identity
+  CHECK(ops["Sum"] == 0);  // five inputs of three shapes: four Adds
+  CHECK(ops["ReduceSum"] == 3);  // SumSquare, L2 and LogSumExp's sum
+  CHECK(ops["ReduceMax"] == 2);  // LogSumExp's shift and ReduceMin's Neg-Max-Neg
+  CHECK(ops["Elu"] == 1);
+  CHECK(ops["Transpose"] == 2);  // DepthToSpace and SpaceToDepth, one each
+  for (const char* gone : {"ReduceSumSquare", "ReduceL2", "ReduceLogSumExp", "ReduceMin", "Celu", "DepthToSpace"})
+    CHECK(ops[gone] == 0);
+  for (const Node& n : g.nodes)
+    if (n.op == "Transpose") CHECK(n.attrs.ints("perm").size() == 6);
+}
+
 TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form allows, as LayerNormalization does",
           "[import]") {
   // layer_norm_forms.onnx (scripts/make_test_models.py): ln_a and ln_b fuse, ln_c (a broadcast Scale) and ln_d (the
@@ -179,7 +197,7 @@ TEST_CASE("bad model files get one clear error", "[import][errors]") {
   CHECK_THROWS_WITH(import_onnx(data_path("random_bytes.onnx"), at(2)), Contains("not an ONNX model"));
   CHECK_THROWS_WITH(import_onnx(data_path("truncated.onnx"), at(2)), Contains("truncated.onnx"));
   CHECK_THROWS_WITH(import_onnx(data_path("unsupported_op.onnx"), at(2)),
-                    Contains("unsupported_op.onnx: node 'act' (Celu): unsupported op type 'Celu'"));
+                    Contains("unsupported_op.onnx: node 'act' (Hardmax): unsupported op type 'Hardmax'"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), {}), Contains("dynamic batch dimension: give --batch"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(0)), Contains("--batch must be a positive integer"));
   CHECK_THROWS_WITH(import_onnx(data_path("conv_relu.onnx"), at(-3)), Contains("--batch must be a positive integer"));

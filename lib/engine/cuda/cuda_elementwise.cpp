@@ -353,6 +353,12 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["PRelu"] = {run_binary<Binary::prelu>};
   t["PReluGradX"] = {run_grad_sum_to<Term::prelu_dx, 2>, grad_sum_to_workspace<2>};
   t["PReluGradSlope"] = {run_grad_sum_to<Term::prelu_dslope, 1>, grad_sum_to_workspace<1>};
+  t["Max"] = {run_binary<Binary::max>};
+  t["Min"] = {run_binary<Binary::min>};
+  t["MaxGradA"] = {run_grad_sum_to<Term::max_a, 2>, grad_sum_to_workspace<2>};
+  t["MaxGradB"] = {run_grad_sum_to<Term::max_b, 2>, grad_sum_to_workspace<2>};
+  t["MinGradA"] = {run_grad_sum_to<Term::min_a, 2>, grad_sum_to_workspace<2>};
+  t["MinGradB"] = {run_grad_sum_to<Term::min_b, 2>, grad_sum_to_workspace<2>};
   t["BroadcastTo"] = {run_broadcast};
   t["Sum"] = {run_sum};
 

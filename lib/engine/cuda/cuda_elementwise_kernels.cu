@@ -238,6 +238,8 @@ __device__ __forceinline__ float binary_of(float a, float b, float scalar) {
   else if constexpr (op == Binary::div) return a / b;
   else if constexpr (op == Binary::copy_a) return a;
   else if constexpr (op == Binary::prelu) return a > 0.f ? a : b * a;
+  else if constexpr (op == Binary::max) return a > b || isnan(a) ? a : b;
+  else if constexpr (op == Binary::min) return a < b || isnan(a) ? a : b;
   else return a / scalar;
 }
 
@@ -357,7 +359,8 @@ void launch_binary(const Dims& out, const Strides& sa, const Strides& sb, const 
 
 // The operands a term reads besides x.
 template <Term t>
-constexpr int operands_of = t == Term::div_grad_b || t == Term::prelu_dx
+constexpr int operands_of = t == Term::div_grad_b || t == Term::prelu_dx || t == Term::max_a || t == Term::max_b ||
+                                    t == Term::min_a || t == Term::min_b
                                 ? 2
                                 : (t == Term::x_mul_p0 || t == Term::x_div_p0 || t == Term::prelu_dslope ? 1 : 0);
 
@@ -369,6 +372,8 @@ __device__ __forceinline__ float term_of(float x, float a, float b) {
   else if constexpr (t == Term::x_div_p0) return x / a;
   else if constexpr (t == Term::prelu_dx) return a > 0.f ? x : b * x;
   else if constexpr (t == Term::prelu_dslope) return a > 0.f ? 0.f : x * a;
+  else if constexpr (t == Term::max_a || t == Term::min_b) return a == b ? x * 0.5f : a < b ? 0.f : x;
+  else if constexpr (t == Term::max_b || t == Term::min_a) return a == b ? x * 0.5f : a > b ? 0.f : x;
   else return __fmul_rn(-x, (a / b) / b);
 }
 
@@ -1120,7 +1125,7 @@ cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, cons
     launch_binary<Binary::name>(out, sa, sb, a, b, y, scalar, n, stream);        \
     break;
     MONET_CASE(add) MONET_CASE(sub) MONET_CASE(mul) MONET_CASE(div) MONET_CASE(copy_a) MONET_CASE(div_a_by_scalar)
-    MONET_CASE(prelu)
+    MONET_CASE(prelu) MONET_CASE(max) MONET_CASE(min)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -1141,7 +1146,8 @@ cudaError_t reduce_to(Term term, const ReduceGeom& g, const float* x, const floa
     launch_reduce<Term::name>(plan, g, x, p0, p1, out, divisor, partial, stream);               \
     break;
     MONET_CASE(x) MONET_CASE(neg_x) MONET_CASE(x_mul_p0) MONET_CASE(x_div_p0) MONET_CASE(div_grad_b)
-    MONET_CASE(prelu_dx) MONET_CASE(prelu_dslope)
+    MONET_CASE(prelu_dx) MONET_CASE(prelu_dslope) MONET_CASE(max_a) MONET_CASE(max_b) MONET_CASE(min_a)
+    MONET_CASE(min_b)
 #undef MONET_CASE
   }
   return cudaGetLastError();

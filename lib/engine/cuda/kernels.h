@@ -56,7 +56,8 @@ cudaError_t relu_grad_mask(int64_t n, const float* dy, const uint32_t* mask, flo
 
 // y[i] = f(a[off_a(i)], b[off_b(i)]) over the output dims `out` (numpy broadcasting through zero strides).
 // copy_a: y = a (b unused); div_a_by_scalar: y = a / scalar (b unused). y may alias a (or b) when that operand is not broadcast.
-enum class Binary : int { add, sub, mul, div, copy_a, div_a_by_scalar, prelu /* a > 0 ? a : b * a */ };
+enum class Binary : int { add, sub, mul, div, copy_a, div_a_by_scalar, prelu /* a > 0 ? a : b * a */,
+                          max /* a > b or a NaN ? a : b */, min /* a < b or a NaN ? a : b */ };
 cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, const Strides& sb, const float* a,
                              const float* b, float* y, float scalar, cudaStream_t stream);
 
@@ -78,7 +79,10 @@ cudaError_t broadcast_binary(Binary op, const Dims& out, const Strides& sa, cons
 // [1, 1024]), each part's double sum into partial (P * K doubles: reduce_to_workspace_bytes), then a second pass
 // adds each output's P partials in part order. Without `partial` (GemmGradC) P = 1.
 enum class Term : int { x, neg_x, x_mul_p0, x_div_p0, div_grad_b /* -x * ((p0 / p1) / p1) */,
-                        prelu_dx /* p0 > 0 ? x : p1 * x */, prelu_dslope /* p0 > 0 ? 0 : x * p0 */ };
+                        prelu_dx /* p0 > 0 ? x : p1 * x */, prelu_dslope /* p0 > 0 ? 0 : x * p0 */,
+                        // Max and Min's gradients (lib/ops/max_min): half of x where p0 == p1, else x where the
+                        // operand does not lose: max_a p0 < p1, max_b p0 > p1, min_a p0 > p1, min_b p0 < p1 lose.
+                        max_a, max_b, min_a, min_b };
 struct ReduceGeom {
   int kept_rank = 0, red_rank = 0;
   int64_t kept_size[kMaxDims] = {}, red_size[kMaxDims] = {};
