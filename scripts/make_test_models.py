@@ -284,9 +284,9 @@ def conv1d_net():
 def initializer_params():
     """Parameters stored in the file, as torch.onnx.export writes them by default (export_params=True, constants
     folded): a Linear on a 3-D input (MatMul of the transposed weight, the bias a plain Add), a learned position
-    embedding added, a layer scale multiplied, a learned scalar temperature, a buffer of sinusoids added, and an
-    additive causal mask buffer (-1e9 above the diagonal) that must stay a constant. Input (N, 4, 6), output
-    (N, 4, 3).
+    embedding added, a layer scale multiplied, an InstanceNorm1d's affine scale and bias (stored at their initial
+    ones and zeros), a learned scalar temperature, a buffer of sinusoids added, and an additive causal mask buffer
+    (-1e9 above the diagonal) that must stay a constant. Input (N, 4, 6), output (N, 4, 3).
     """
     import math
 
@@ -301,13 +301,14 @@ def initializer_params():
             self.scale = nn.Parameter(torch.full((8,), 0.5))
             self.temperature = nn.Parameter(torch.tensor(2.0))
             self.head = nn.Linear(8, 3)
+            self.inorm = nn.InstanceNorm1d(4, affine=True)
             t = torch.arange(4.0).unsqueeze(1)
             self.register_buffer("sinusoid", torch.sin(t / (10.0 ** (torch.arange(8.0) / 8))).unsqueeze(0))
             self.register_buffer("mask", torch.triu(torch.full((4, 4), -1e9), 1))
             self.inv_sqrt = 1 / math.sqrt(8)
 
         def forward(self, x):  # (N, 4, 6)
-            h = (self.proj(x) + self.pos + self.sinusoid) * self.scale
+            h = self.inorm((self.proj(x) + self.pos + self.sinusoid) * self.scale)
             scores = h @ h.transpose(1, 2) * self.inv_sqrt + self.mask
             h = torch.softmax(scores / self.temperature, dim=-1) @ h
             return self.head(h)
@@ -801,6 +802,29 @@ def reductions_torch():
     return torch_export(Reductions().train(), torch.randn(2, 8, 4, 4), 13)
 
 
+def rounding_ops():
+    """torch.sign, floor, ceil and round on activations (no gradient through them), and F.lp_pool2d (its export
+    multiplies by the sign), at opset 13. Input (N, 3, 8, 8), output (N, 4, 4, 4).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Rounding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):  # (N, 3, 8, 8)
+            h = self.conv(x)
+            p = F.lp_pool2d(h, 2, 2)
+            q = 4 * F.avg_pool2d(h, 2)
+            return p * (1 + 0.1 * torch.sign(q)) + torch.floor(q) + torch.ceil(q) + torch.round(q) + q
+
+    torch.manual_seed(0)
+    return torch_export(Rounding().train(), torch.randn(2, 3, 8, 8), 13)
+
+
 def decomposed_forms_opset18():
     """The forms torch does not export: variadic Max of three, Min of one, ReduceSumSquare, ReduceL2 with opset 18's
     axes input and keepdims 0, ReduceLogSumExp and ReduceMin over axes inputs, Celu (alpha 2), DepthToSpace (DCR) and
@@ -918,6 +942,7 @@ def main():
     save(conv1d_net(), "conv1d_net.onnx")
     save(initializer_params(), "initializer_params.onnx")
     save(reductions_torch(), "reductions_torch.onnx")
+    save(rounding_ops(), "rounding_ops.onnx")
     save(decomposed_forms_opset18(), "decomposed_forms_opset18.onnx", check=False)
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")

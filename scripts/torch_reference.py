@@ -850,6 +850,8 @@ OPS.update({
     "Celu": lambda ctx, ins, at: F.celu(ins[0], at.get("alpha", 1.0)),
     "DepthToSpace": op_depth_to_space,
     "SpaceToDepth": op_space_to_depth,
+    "Sign": unary(torch.sign),
+    "Round": unary(torch.round),
     "Floor": unary(torch.floor),
     "Ceil": unary(torch.ceil),
 })

@@ -417,9 +417,11 @@ void Translator::check_affine_inputs(const onnx::NodeProto& n, const Shape& want
   }
 }
 
-// Whether value v is a constant whose every element is `want`.
+// Whether value v is a constant whose every element is `want`. A float initializer is not: it may be a parameter
+// (an InstanceNorm's learned scale, stored at its initial ones), decided after the nodes (decide_param_roles).
 bool Translator::const_all(const std::string& v, double want) {
   if (!is_const(v)) return false;
+  if (auto it = float_const_.find(v); it != float_const_.end() && it->second) return false;
   const ConstTensor c = const_of(v);
   return std::all_of(c.data.begin(), c.data.end(), [&](double d) { return d == want; });
 }

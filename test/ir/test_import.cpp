@@ -100,8 +100,14 @@ TEST_CASE("initializers read as plain operands train unless they look constant",
   };
   // A Linear on a 3-D input (MatMul of a folded transposed weight, its bias a plain Add), a position embedding
   // added, a layer scale multiplied, and a buffer of sinusoids, which the file cannot tell from a learned table.
-  for (const char* p : {"onnx::MatMul_27", "onnx::MatMul_28", "proj.bias", "head.bias", "pos", "scale", "sinusoid"})
-    CHECK(role(p) == Role::param);
+  for (const char* p : {"proj.bias", "head.bias", "pos", "scale", "sinusoid"}) CHECK(role(p) == Role::param);
+  // An InstanceNorm's affine scale and bias, stored at their initial ones and zeros: parameters, not an identity.
+  CHECK(role("inorm.weight") == Role::param);
+  CHECK(role("inorm.bias") == Role::param);
+  int matmul_weights = 0;  // the folded transposed weights, named by the exporter
+  for (const Value& v : g.values)
+    if (v.name.rfind("onnx::MatMul_", 0) == 0 && v.role == Role::param) ++matmul_weights;
+  CHECK(matmul_weights == 2);
   CHECK(role("mask") == Role::constant);         // -1e9 above the diagonal: an additive mask
   CHECK(role("temperature") == Role::constant);  // a scalar, as a folded epsilon or scale is
   CHECK(g.values[g.find_value("proj.bias")].init == ParamRole::bias);

@@ -331,6 +331,10 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["MishGrad"] = {run_unary_grad<UnaryGrad::mish>};
   t["Abs"] = {run_unary<Unary::abs>};
   t["AbsGrad"] = {run_unary_grad<UnaryGrad::abs>};
+  t["Sign"] = {run_unary<Unary::sign>};
+  t["Floor"] = {run_unary<Unary::floor>};
+  t["Ceil"] = {run_unary<Unary::ceil>};
+  t["Round"] = {run_unary<Unary::round>};
 
   t["Where"] = {run_where};
   t["WhereGrad"] = {run_where_grad, where_grad_workspace};

@@ -70,6 +70,14 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
     return x * tanhf(softplus_of(x));
   } else if constexpr (op == Unary::abs) {
     return fabsf(x);
+  } else if constexpr (op == Unary::sign) {
+    return x > 0.f ? 1.f : x < 0.f ? -1.f : x;
+  } else if constexpr (op == Unary::floor) {
+    return floorf(x);
+  } else if constexpr (op == Unary::ceil) {
+    return ceilf(x);
+  } else if constexpr (op == Unary::round) {
+    return rintf(x);
   } else if constexpr (op == Unary::sin) {
     return sinf(x);
   } else if constexpr (op == Unary::cos) {
@@ -1070,7 +1078,8 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
     MONET_CASE(relu) MONET_CASE(clip) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
     MONET_CASE(neg) MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
-    MONET_CASE(leaky_relu) MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs)
+    MONET_CASE(leaky_relu) MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs) MONET_CASE(sign)
+    MONET_CASE(floor) MONET_CASE(ceil) MONET_CASE(round)
 #undef MONET_CASE
   }
   return cudaGetLastError();

@@ -37,7 +37,8 @@ struct Strides {
 // y = f(x), same shape. p0, p1: clip bounds (min, max), hard_sigmoid (alpha, beta), pow exponent (p0), gelu's
 // divisor (p0), leaky_relu's alpha (p0), elu's alpha and gamma (p0, p1).
 enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu,
-                         neg, exp, log, reciprocal, sin, cos, leaky_relu, elu, softplus, mish, abs };
+                         neg, exp, log, reciprocal, sin, cos, leaky_relu, elu, softplus, mish, abs, sign, floor, ceil,
+                         round /* a half to even */ };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
