@@ -825,6 +825,29 @@ def rounding_ops():
     return torch_export(Rounding().train(), torch.randn(2, 3, 8, 8), 13)
 
 
+def logic_ops():
+    """Bool masks combined at run time as torch exports `&`, `|`, `^` and `~` (And, Or, Xor, Not; broadcasting),
+    selecting through torch.where, at opset 13. Input (N, 4, 6), output (N, 4, 6).
+    """
+    import torch
+    from torch import nn
+
+    class Logic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(6, 6)
+
+        def forward(self, x):  # (N, 4, 6)
+            h = self.proj(x)
+            pos, small = h > 0, h.abs() < 0.5
+            row = x[:, :, :1] > 0  # (N, 4, 1): broadcast
+            keep = (pos & small) | (~pos ^ row)
+            return torch.where(keep, h, -0.5 * h)
+
+    torch.manual_seed(0)
+    return torch_export(Logic().train(), torch.randn(2, 4, 6), 13)
+
+
 def decomposed_forms_opset18():
     """The forms torch does not export: variadic Max of three, Min of one, ReduceSumSquare, ReduceL2 with opset 18's
     axes input and keepdims 0, ReduceLogSumExp and ReduceMin over axes inputs, Celu (alpha 2), DepthToSpace (DCR) and
@@ -943,6 +966,7 @@ def main():
     save(initializer_params(), "initializer_params.onnx")
     save(reductions_torch(), "reductions_torch.onnx")
     save(rounding_ops(), "rounding_ops.onnx")
+    save(logic_ops(), "logic_ops.onnx")
     save(decomposed_forms_opset18(), "decomposed_forms_opset18.onnx", check=False)
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")

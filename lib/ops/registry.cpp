@@ -9,7 +9,7 @@ namespace monet::ops {
   X(relu) X(clip) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(tanh) X(identity)                                  \
   X(leaky_relu) X(prelu) X(elu) X(softplus) X(abs) X(rounding)                                                \
   X(pow) X(sqrt) X(erf) X(gelu) X(neg) X(exp) X(log) X(reciprocal) X(sin) X(cos)                              \
-  X(where) X(compare) X(cast)                                                                                   \
+  X(where) X(compare) X(logic) X(cast)                                                                          \
   X(add) X(sub) X(mul) X(div) X(max_min) X(sum) X(reduce_sum_to)                                               \
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \
   X(batch_norm) X(layer_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax)      \

@@ -1,9 +1,12 @@
-// Max and Min on the CUDA emulation (emu.h): the broadcast kernel's forward and the reduce-to kernel's two gradients
-// against the CPU op's rules (lib/ops/max_min), written out here: ties split dY in half, a NaN pair gives NaN forward
-// and the whole dY to both operands (torch's maximum/minimum backward), and B's gradient summed over its broadcast.
+// Max and Min, and the masks' And, Or, Xor and Not, on the CUDA emulation (emu.h). Max and Min: the broadcast
+// kernel's forward and the reduce-to kernel's two gradients against the CPU op's rules (lib/ops/max_min), written
+// out here: ties split dY in half, a NaN pair gives NaN forward and the whole dY to both operands (torch's
+// maximum/minimum backward), and B's gradient summed over its broadcast. The masks: the comparison kernel's
+// logical forms against their truth tables.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -72,4 +75,28 @@ TEST_CASE("Max and Min kernels on the CUDA emulation: forward, ties, NaN, gradie
   std::vector<float> y(finite.size());
   REQUIRE(broadcast_binary(Binary::max, out, one, zero, finite.data(), &s, y.data(), 0.f, nullptr) == cudaSuccess);
   CHECK(y == std::vector<float>{3, 2, 2, 2, 2, 2, 7});
+}
+
+TEST_CASE("And, Or, Xor and Not of masks on the CUDA emulation, with broadcasting", "[cuda_emu][logic]") {
+  const std::vector<uint8_t> a = {0, 1, 0, 1, 1, 0};  // (2, 3)
+  const std::vector<uint8_t> b = {1, 0, 1};           // (3): broadcast over the rows
+  Dims out;
+  out.rank = 2;
+  out.size[0] = 2;
+  out.size[1] = 3;
+  Strides sa, sb;
+  sa.s[0] = 3;
+  sa.s[1] = 1;
+  sb.s[1] = 1;
+  auto run = [&](Compare op) {
+    std::vector<uint8_t> y(6, 7);
+    REQUIRE(compare(op, Elem::u8, out, sa, a.data(), sb, b.data(), y.data(), nullptr) == cudaSuccess);
+    return y;
+  };
+  CHECK(run(Compare::land) == std::vector<uint8_t>{0, 0, 0, 1, 0, 0});
+  CHECK(run(Compare::lor) == std::vector<uint8_t>{1, 1, 1, 1, 1, 1});
+  CHECK(run(Compare::lxor) == std::vector<uint8_t>{1, 1, 1, 0, 1, 1});
+  std::vector<uint8_t> y(6, 7);
+  REQUIRE(compare(Compare::lnot, Elem::u8, out, sa, a.data(), sa, a.data(), y.data(), nullptr) == cudaSuccess);
+  CHECK(y == std::vector<uint8_t>{1, 0, 1, 0, 0, 1});
 }

@@ -1,6 +1,6 @@
-// Max and Min (lib/ops/max_min): forward on hand values with broadcasting and NaN, the gradients' rule at ties and
-// NaN as PyTorch's maximum/minimum backward writes it, and the backward against central finite differences away
-// from ties.
+// Max and Min (lib/ops/max_min), and the masks' And, Or, Xor and Not (lib/ops/logic). Max and Min: forward on hand
+// values with broadcasting and NaN, the gradients' rule at ties and NaN as PyTorch's maximum/minimum backward writes
+// it, and the backward against central finite differences away from ties. The masks: truth tables, broadcasting.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -53,4 +53,18 @@ TEST_CASE("Max and Min gradients: ties split dY, NaN gives both operands all of 
     const std::vector<double> b6 = {1.3, -1.1, 0.4, 0.2, -0.3, 2.5};
     CHECK(gradient_error({.op = op, .shapes = {{6}, {6}}, .data = {spread(6, -2, 2), b6}}) < 1e-6);
   }
+}
+
+TEST_CASE("And, Or, Xor and Not of bool masks, with broadcasting; other dtypes refused", "[elementwise][logic]") {
+  const std::vector<DType> masks = {DType::u8, DType::u8};
+  const std::vector<std::vector<double>> ab = {{0, 1, 0, 1, 1, 0}, {1, 0, 1}};
+  auto run = [&](const char* op) {
+    return run_forward({.op = op, .shapes = {{2, 3}, {3}}, .dtypes = masks, .data = ab}).values[0];
+  };
+  check_exact(run("And"), {0, 0, 0, 1, 0, 0});
+  check_exact(run("Or"), {1, 1, 1, 1, 1, 1});
+  check_exact(run("Xor"), {1, 1, 1, 0, 1, 1});
+  check_exact(run_forward({.op = "Not", .shapes = {{3}}, .dtypes = {DType::u8}, .data = {{0, 1, 1}}}).values[0],
+              {1, 0, 0});
+  CHECK_THROWS_AS(run_forward({.op = "And", .shapes = {{3}, {3}}}), monet::Error);  // floats
 }

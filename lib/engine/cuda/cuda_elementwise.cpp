@@ -236,6 +236,14 @@ void run_compare(const CudaCall& c) {
                            static_cast<uint8_t*>(c.out[0].data), c.ctx.stream));
 }
 
+// Not as the mask kernel's lnot, which reads its first operand alone (given twice).
+void run_not(const CudaCall& c) {
+  const Shape& out = c.out_shape(0);
+  const Strides s = broadcast_strides_to(c.in_shape(0), out);
+  MONET_CUDA_CHECK(compare(Compare::lnot, Elem::u8, dims_of(out), s, c.in[0].data, s, c.in[0].data,
+                           static_cast<uint8_t*>(c.out[0].data), c.ctx.stream));
+}
+
 void run_cast(const CudaCall& c) {
   MONET_CUDA_CHECK(cast(elem_of(c.in[0].dtype), elem_of(c.out[0].dtype), c.in[0].numel(), c.in[0].data,
                         c.out[0].data, c.ctx.stream));
@@ -343,6 +351,10 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["Greater"] = {run_compare<Compare::gt>};
   t["LessOrEqual"] = {run_compare<Compare::le>};
   t["GreaterOrEqual"] = {run_compare<Compare::ge>};
+  t["And"] = {run_compare<Compare::land>};
+  t["Or"] = {run_compare<Compare::lor>};
+  t["Xor"] = {run_compare<Compare::lxor>};
+  t["Not"] = {run_not};
   t["Cast"] = {run_cast};
 
   t["Add"] = {run_binary<Binary::add>};

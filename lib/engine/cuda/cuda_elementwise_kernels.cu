@@ -1000,6 +1000,10 @@ __device__ __forceinline__ bool compare_of(V a, V b) {
   else if constexpr (op == Compare::lt) return a < b;
   else if constexpr (op == Compare::gt) return a > b;
   else if constexpr (op == Compare::le) return a <= b;
+  else if constexpr (op == Compare::land) return a != V(0) && b != V(0);
+  else if constexpr (op == Compare::lor) return a != V(0) || b != V(0);
+  else if constexpr (op == Compare::lxor) return (a != V(0)) != (b != V(0));
+  else if constexpr (op == Compare::lnot) return a == V(0);
   else return a >= b;
 }
 
@@ -1220,6 +1224,10 @@ cudaError_t compare(Compare op, Elem elem, const Dims& out, const Strides& sa, c
     case Compare::gt: launch_compare_elem<Compare::gt>(elem, out, sa, a, sb, b, y, n, stream); break;
     case Compare::le: launch_compare_elem<Compare::le>(elem, out, sa, a, sb, b, y, n, stream); break;
     case Compare::ge: launch_compare_elem<Compare::ge>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::land: launch_compare_elem<Compare::land>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::lor: launch_compare_elem<Compare::lor>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::lxor: launch_compare_elem<Compare::lxor>(elem, out, sa, a, sb, b, y, n, stream); break;
+    case Compare::lnot: launch_compare_elem<Compare::lnot>(elem, out, sa, a, sb, b, y, n, stream); break;
   }
   return cudaGetLastError();
 }

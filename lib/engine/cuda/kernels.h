@@ -107,7 +107,8 @@ cudaError_t where_select(const Dims& out, const Strides& sc, const void* cond, E
 
 // Equal/Less/Greater/LessOrEqual/GreaterOrEqual: y[i] = a[oa] op b[ob] as a uint8 mask (1 where it holds; NaN
 // compares false as on the CPU), a and b of one element type, broadcast through their strides over `out`.
-enum class Compare : int { eq, lt, gt, le, ge };
+// And, Or, Xor and Not (lor .. lnot) of two masks (u8; Not reads a alone, b may be a) take the same kernel.
+enum class Compare : int { eq, lt, gt, le, ge, land, lor, lxor, lnot };
 cudaError_t compare(Compare op, Elem elem, const Dims& out, const Strides& sa, const void* a, const Strides& sb,
                     const void* b, uint8_t* y, cudaStream_t stream);
 
