@@ -848,6 +848,48 @@ def logic_ops():
     return torch_export(Logic().train(), torch.randn(2, 4, 6), 13)
 
 
+def rnn_torch():
+    """Recurrent layers as torch exports them (opset 13): a two-layer bidirectional LSTM and a GRU, batch first,
+    and a Linear head. Input (N, 5, 6), output (N, 5, 3).
+    """
+    import torch
+    from torch import nn
+
+    class Rnn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(6, 5, num_layers=2, bidirectional=True, batch_first=True)
+            self.gru = nn.GRU(10, 4, batch_first=True)
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):  # (N, 5, 6)
+            return self.head(self.gru(self.lstm(x)[0])[0])
+
+    torch.manual_seed(0)
+    return torch_export(Rnn().train(), torch.randn(2, 5, 6), 13)
+
+
+def rnn_forms_opset14():
+    """The LSTM and GRU forms torch does not write: batch first (layout 1), initial states given, an LSTM without
+    B, a reversed GRU with linear_before_reset 0 (ONNX's default), and Y_h read. Input (N, 4, 3), output
+    (N, 4, 2) and (N, 1, 2). Weights and states are graph inputs (parameters)."""
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("LSTM", ["x", "lw", "lr", "", "", "lh", "lc"], ["ly", "lyh"], name="lstm",
+                              hidden_size=3, layout=1),
+             helper.make_node("Squeeze", ["ly", "ax2"], ["lys"], name="squeeze"),
+             helper.make_node("GRU", ["lys", "gw", "gr", "gb", "", "gh"], ["gy", "y_h"], name="gru", hidden_size=2,
+                              layout=1, direction="reverse"),
+             helper.make_node("Squeeze", ["gy", "ax2"], ["y"], name="squeeze_gru")]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 4, 3])]
+    for nm, shape in (("lw", [1, 12, 3]), ("lr", [1, 12, 3]), ("lh", [2, 1, 3]), ("lc", [2, 1, 3]),
+                      ("gw", [1, 6, 3]), ("gr", [1, 6, 2]), ("gb", [1, 12]), ("gh", [2, 1, 2])):
+        ins.append(helper.make_tensor_value_info(nm, f32, shape))
+    inits = [helper.make_tensor("ax2", TensorProto.INT64, [1], [2])]
+    outs = [helper.make_tensor_value_info("y", f32, ["N", 4, 2])]
+    g = helper.make_graph(nodes, "rnn_forms_opset14", ins, outs, initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+
+
 def decomposed_forms_opset18():
     """The forms torch does not export: variadic Max of three, Min of one, ReduceSumSquare, ReduceL2 with opset 18's
     axes input and keepdims 0, ReduceLogSumExp and ReduceMin over axes inputs, Celu (alpha 2), DepthToSpace (DCR) and
@@ -967,6 +1009,8 @@ def main():
     save(reductions_torch(), "reductions_torch.onnx")
     save(rounding_ops(), "rounding_ops.onnx")
     save(logic_ops(), "logic_ops.onnx")
+    save(rnn_torch(), "rnn_torch.onnx")
+    save(rnn_forms_opset14(), "rnn_forms_opset14.onnx")
     save(decomposed_forms_opset18(), "decomposed_forms_opset18.onnx", check=False)
     save(mish_opset18(), "mish_opset18.onnx", check=False)
     save(softmax_opset11(), "softmax_opset11.onnx")

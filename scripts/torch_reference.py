@@ -825,6 +825,68 @@ def op_space_to_depth(ctx, ins, at):
     return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
 
 
+def op_rnn(ctx, ins, at):
+    """LSTM and GRU on torch's own kernels (torch.lstm, torch.gru): ONNX's gate order (LSTM i, o, f, c; GRU z, r,
+    h) reordered to torch's (i, f, g, o; r, z, n). GRU with linear_before_reset = 0, which torch has no kernel for,
+    runs as a loop over the steps."""
+    lstm = ctx.node.op_type == "LSTM"
+    x, w, r, b = ins[0], ins[1], ins[2], given(ins, 3)
+    if given(ins, 4) is not None or (lstm and given(ins, 7) is not None):
+        raise ctx.unsupported("sequence_lens or peepholes")
+    hidden, layout = at["hidden_size"], at.get("layout", 0)
+    direction = at.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if layout:
+        x = x.transpose(0, 1)
+    steps, batch, dirs = x.shape[0], x.shape[1], w.shape[0]
+    def state(i):
+        s = given(ins, i)
+        if s is None:
+            return x.new_zeros(dirs, batch, hidden)
+        return s.transpose(0, 1) if layout else s
+    order = [0, 2, 3, 1] if lstm else [1, 0, 2]
+    def reorder(m):
+        return torch.cat([m[k * hidden:(k + 1) * hidden] for k in order])
+    gates = 4 if lstm else 3
+    reverse = direction == "reverse"
+    xs = x.flip(0) if reverse else x
+    if lstm or at.get("linear_before_reset", 0):
+        params = []
+        for d in range(dirs):
+            params += [reorder(w[d]), reorder(r[d])]
+            if b is not None:
+                params += [reorder(b[d][:gates * hidden]), reorder(b[d][gates * hidden:])]
+        hx = (state(5), state(6)) if lstm else state(5)
+        args = (params, b is not None, 1, 0.0, True, dirs == 2, False)
+        y, *last = torch.lstm(xs, hx, *args) if lstm else torch.gru(xs, hx, *args)
+        y = y.reshape(steps, batch, dirs, hidden).transpose(1, 2)
+    else:
+        h = state(5)
+        ys, last_h = [], []
+        for d in range(dirs):
+            hd, out = h[d], [None] * steps
+            wb = b[d][:3 * hidden] if b is not None else 0
+            rb = b[d][3 * hidden:] if b is not None else x.new_zeros(3 * hidden)
+            for k in range(steps):
+                t = steps - 1 - k if (reverse or d == 1) else k
+                xw = x[t] @ w[d].T + wb
+                z = torch.sigmoid(xw[:, :hidden] + hd @ r[d][:hidden].T + rb[:hidden])
+                rr = torch.sigmoid(xw[:, hidden:2 * hidden] + hd @ r[d][hidden:2 * hidden].T + rb[hidden:2 * hidden])
+                hh = torch.tanh(xw[:, 2 * hidden:] + (rr * hd) @ r[d][2 * hidden:].T + rb[2 * hidden:])
+                hd = (1 - z) * hh + z * hd
+                out[t] = hd
+            ys.append(torch.stack(out))
+            last_h.append(hd)
+        y, last = torch.stack(ys, 1), [torch.stack(last_h)]
+        reverse = False  # the loop ran each direction in its own order
+    if reverse:
+        y = y.flip(0)
+    outs = [y] + list(last)
+    if layout:
+        outs = [outs[0].permute(2, 0, 1, 3)] + [o.transpose(0, 1) for o in outs[1:]]
+    return outs
+
+
 def variadic(fn):
     def run(ctx, ins, at):
         y = ins[0]
@@ -843,6 +905,8 @@ OPS.update({
     "Tile": lambda ctx, ins, at: ins[0].repeat(*ints(ins[1])),
     "ReduceProd": op_reduce_prod,
     "Sum": variadic(torch.add),
+    "LSTM": op_rnn,
+    "GRU": op_rnn,
     "Max": variadic(torch.maximum),
     "Min": variadic(torch.minimum),
     "ReduceMin": reduction(lambda x, d, k: torch.amin(x, dim=d, keepdim=k)),

@@ -91,6 +91,8 @@ class Translator {
   // SpaceToDepth as monet's own ops (onnx_decompose.cpp).
   bool decomposes(const onnx::NodeProto& n);
   void convert_decomposed(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // LSTM and GRU unrolled over the sequence into monet's own ops (onnx_rnn.cpp).
+  void convert_rnn(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Einsum of two operands as Transpose, Reshape, MatMul, Reshape, Transpose (onnx_einsum.cpp).
   void convert_einsum(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // y = Gelu(x; divisor): opset 20's Gelu op and the erf form the fusion recognises.

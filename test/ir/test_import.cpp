@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <onnx/onnx_pb.h>
 
 #include <fstream>
 #include <iterator>
@@ -152,6 +153,31 @@ TEST_CASE("variadic Max and Min, a broadcasting Sum, the norms and LogSumExp, Ce
     CHECK(ops[gone] == 0);
   for (const Node& n : g.nodes)
     if (n.op == "Transpose") CHECK(n.attrs.ints("perm").size() == 6);
+}
+
+TEST_CASE("LSTM and GRU unroll over the sequence; unsupported forms are refused in one line", "[import]") {
+  Graph g = import_onnx(data_path("rnn_torch.onnx"), at(3));
+  CHECK(g.values[g.outputs[0]].shape == Shape{3, 5, 3});
+  std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops["LSTM"] == 0);
+  CHECK(ops["GRU"] == 0);
+  // Two LSTM layers of two directions over five steps, then a GRU over five: LSTM i, o, f and GRU z, r (together)
+  // through a Sigmoid each, LSTM c~ and tanh(C) and GRU h~ through a Tanh each.
+  CHECK(ops["Sigmoid"] == 2 * 2 * 5 * 3 + 5);
+  CHECK(ops["Tanh"] == 2 * 2 * 5 * 2 + 5);
+  // sequence_lens and peepholes: one error line naming the node.
+  onnx::ModelProto m;
+  std::ifstream in(data_path("rnn_forms_opset14.onnx"), std::ios::binary);
+  REQUIRE(m.ParseFromIstream(&in));
+  m.mutable_graph()->mutable_node(0)->set_input(4, "x");
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  CHECK_THROWS_WITH(import_onnx_bytes(bytes, "rnn.onnx", at(2)),
+                    Contains("rnn.onnx: node 'lstm' (LSTM): sequence_lens is not supported"));
+  m.mutable_graph()->mutable_node(0)->set_input(4, "");
+  m.mutable_graph()->mutable_node(0)->add_input("lh");
+  m.SerializeToString(&bytes);
+  CHECK_THROWS_WITH(import_onnx_bytes(bytes, "rnn.onnx", at(2)), Contains("peepholes (P) are not supported"));
 }
 
 TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form allows, as LayerNormalization does",
