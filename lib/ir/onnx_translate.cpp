@@ -702,8 +702,8 @@ void Translator::normalise_outputs(const std::string& op, std::vector<std::strin
 // ------------------------------------------------------------------------------------------- parameters
 
 // Graph inputs and initializers read in a parameter slot become params (or buffers for running stats).
-// A float graph input read as a plain operand is a param too, and so is a float initializer unless it is
-// constant_like(); plain_operand_role() picks their initialisation.
+// A float graph input read as a plain operand is a param too, and so is a float initializer, where the file stores
+// its parameters as initializers, unless it is constant_like(); plain_operand_role() picks their initialisation.
 void Translator::decide_param_roles() {
   std::vector<ParamRole> role(g_.values.size(), ParamRole::none);
   for (const Node& node : g_.nodes) {
@@ -720,13 +720,19 @@ void Translator::decide_param_roles() {
       if (dropped_.count(g_.values[v].name))
         fail(path_, ": node '", node.name, "' reads '", g_.values[v].name, "', an optional output monet does not produce");
   const std::vector<std::vector<int>> consumers = g_.consumers();
+  // A file whose parameters are graph inputs (export_params=False) keeps in its initializers only what is not one:
+  // buffers torch embeds (non-persistent ones, rotary tables) and constants. Only where no float graph input is a
+  // parameter may a float initializer read as a plain operand be one (constant_like).
+  const bool params_are_inputs =
+      std::any_of(g_.values.begin(), g_.values.end(), [](const Value& x) { return x.role == Role::param; });
   for (size_t v = 0; v < g_.values.size(); ++v) {
     Value& val = g_.values[v];
     if (val.role != Role::param && val.role != Role::constant) continue;
     if (val.role == Role::constant && !float_const_.count(val.name)) continue;  // folded constants stay
     ParamRole r = role[v];
     if (r == ParamRole::none) {
-      if (val.role == Role::constant && val.dtype == DType::f32 && !consumers[v].empty() && !constant_like(val))
+      if (val.role == Role::constant && val.dtype == DType::f32 && !params_are_inputs && !consumers[v].empty() &&
+          !constant_like(val))
         val.role = Role::param;
       if (val.role == Role::param) val.init = plain_operand_role(static_cast<int>(v), role, consumers);
       continue;

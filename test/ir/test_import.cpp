@@ -113,6 +113,27 @@ TEST_CASE("initializers read as plain operands train unless they look constant",
   CHECK(role("temperature") == Role::constant);  // a scalar, as a folded epsilon or scale is
   CHECK(g.values[g.find_value("proj.bias")].init == ParamRole::bias);
   CHECK(g.values[g.find_value("scale")].init == ParamRole::ones);
+
+  // The same file with a parameter as a graph input (as export_params=False writes every parameter): its
+  // initializers are then buffers and constants, and those read as plain operands stay constants.
+  onnx::ModelProto m;
+  std::ifstream in(data_path("initializer_params.onnx"), std::ios::binary);
+  REQUIRE(m.ParseFromIstream(&in));
+  onnx::GraphProto* gp = m.mutable_graph();
+  for (int i = 0; i < gp->initializer_size(); ++i) {
+    if (gp->initializer(i).name() != "proj.bias") continue;
+    onnx::ValueInfoProto* input = gp->add_input();
+    input->set_name("proj.bias");
+    input->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    input->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(8);
+    gp->mutable_initializer()->DeleteSubrange(i, 1);
+    break;
+  }
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  Graph h = import_onnx_bytes(bytes, "inputs.onnx", at(2));
+  CHECK(h.values[h.find_value("proj.bias")].role == Role::param);
+  for (const char* c : {"pos", "scale", "sinusoid"}) CHECK(h.values[h.find_value(c)].role == Role::constant);
 }
 
 TEST_CASE("1-D convolutions, pools and resizes run as the 2-D ops over a height of 1", "[import]") {
