@@ -13,7 +13,7 @@
 //
 // layout 1 (batch first) transposes X in and Y, Y_h, Y_c out. The first step's terms of a zero initial state are
 // left out (they add exact zeros). Not taken, one error line each: sequence_lens, peepholes (P), activations other
-// than the defaults, clip, input_forget.
+// than the defaults, clip, input_forget, and more than 2^14 steps (all directions together).
 #include <onnx/onnx_pb.h>
 
 #include <string>
@@ -50,6 +50,10 @@ void Translator::convert_rnn(const onnx::NodeProto& n, const std::string& name, 
   if (x_shape.size() != 3) fail(where, ": X has shape ", shape_str(x_shape), "; expected rank 3");
   const int64_t D = direction == "bidirectional" ? 2 : 1;
   const int64_t T = layout ? x_shape[1] : x_shape[0], B = layout ? x_shape[0] : x_shape[1], I = x_shape[2];
+  // About 15 nodes a step and direction: a longer sequence would make a graph no plan could be solved for.
+  constexpr int64_t kMaxSteps = 1 << 14;
+  if (T * D > kMaxSteps)
+    fail(where, ": ", T, " steps in ", D, " direction(s) are too many to unroll (at most ", kMaxSteps, " in all)");
   const Shape w = g_.values[lookup(n.input(1), "input")].shape, r = g_.values[lookup(n.input(2), "input")].shape;
   if (hidden < 1 || w != Shape{D, G * hidden, I} || r != Shape{D, G * hidden, hidden})
     fail(where, ": W ", shape_str(w), " and R ", shape_str(r), " do not match hidden_size ", hidden, ", ", D,

@@ -199,6 +199,9 @@ TEST_CASE("LSTM and GRU unroll over the sequence; unsupported forms are refused 
   m.mutable_graph()->mutable_node(0)->add_input("lh");
   m.SerializeToString(&bytes);
   CHECK_THROWS_WITH(import_onnx_bytes(bytes, "rnn.onnx", at(2)), Contains("peepholes (P) are not supported"));
+  // A sequence too long to unroll (the steps of the data input's second dim, batch first).
+  CHECK_THROWS_WITH(import_onnx(data_path("rnn_forms_opset14.onnx"), at(2, {20000, 3})),
+                    Contains("20000 steps in 1 direction(s) are too many to unroll"));
 }
 
 TEST_CASE("nn.LayerNorm's decomposition becomes one LayerNorm where its form allows, as LayerNormalization does",
