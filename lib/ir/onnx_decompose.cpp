@@ -145,7 +145,7 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
   const Shape s = g_.values[lookup(x, "input")].shape;
   const int64_t b = int_attr(n, "blocksize", 0);
   if (s.size() != 4) fail(where, ": X has shape ", shape_str(s), "; expected rank 4 (N, C, H, W)");
-  if (b < 1) fail(where, ": blocksize ", b, " must be >= 1");
+  if (b < 1 || b > (int64_t{1} << 16)) fail(where, ": blocksize ", b, " must be in [1, 65536]");
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   Shape split, perm, joined;
   if (op == "DepthToSpace") {
