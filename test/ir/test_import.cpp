@@ -176,7 +176,7 @@ TEST_CASE("variadic Max and Min, a broadcasting Sum, the norms and LogSumExp, Ce
     if (n.op == "Transpose") CHECK(n.attrs.ints("perm").size() == 6);
 }
 
-TEST_CASE("LSTM and GRU unroll over the sequence; unsupported forms are refused in one line", "[import]") {
+TEST_CASE("LSTM and GRU unroll over the sequence, unsupported forms are refused in one line", "[import]") {
   Graph g = import_onnx(data_path("rnn_torch.onnx"), at(3));
   CHECK(g.values[g.outputs[0]].shape == Shape{3, 5, 3});
   std::map<std::string, int> ops = op_counts(g);

@@ -55,7 +55,7 @@ TEST_CASE("Max and Min gradients: ties split dY, NaN gives both operands all of 
   }
 }
 
-TEST_CASE("And, Or, Xor and Not of bool masks, with broadcasting; other dtypes refused", "[elementwise][logic]") {
+TEST_CASE("And, Or, Xor and Not of bool masks, with broadcasting, other dtypes refused", "[elementwise][logic]") {
   const std::vector<DType> masks = {DType::u8, DType::u8};
   const std::vector<std::vector<double>> ab = {{0, 1, 0, 1, 1, 0}, {1, 0, 1}};
   auto run = [&](const char* op) {
