@@ -5,6 +5,7 @@
 // Backward: PadGrad(dy) -> dx adds each dy element into the x element it was read from (several for
 // reflect/edge; the constant border reads nothing).
 #include <algorithm>
+#include <cstdlib>
 
 #include "ops/op.h"
 #include "ops/common/plans.h"
@@ -46,6 +47,11 @@ std::string plan_pad(const Attrs& a, const Shape& xs, PadPlan& p) {
   p.src.assign(rank, {});
   for (size_t d = 0; d < rank; ++d) {
     const int64_t b = pads[d], e = pads[d + rank], n = xs[d];
+    // Each output position is planned here: an axis beyond 2^24 is refused before anything is sized by it (and
+    // before b + n + e could overflow).
+    constexpr int64_t kMaxSide = int64_t{1} << 24;
+    if (std::abs(b) > kMaxSide || std::abs(e) > kMaxSide || n + b + e > kMaxSide)
+      return "pads " + shape_str(pads) + " make axis " + std::to_string(d) + " longer than 2^24";
     p.out[d] = b + n + e;
     if (p.out[d] <= 0) return "pads " + shape_str(pads) + " leave nothing of axis " + std::to_string(d);
     const int64_t lo = std::max<int64_t>(0, -b), hi = n - std::max<int64_t>(0, -e);  // the kept range of x
