@@ -65,13 +65,7 @@ void Translator::convert_attention(const onnx::NodeProto& n, const std::string& 
 
   int step = 0;
   auto emit = [&](const std::string& op, std::vector<int> in, Attrs attrs, const std::string& out) {
-    Node node;
-    node.name = name + "/" + std::to_string(step++) + "_" + op;
-    node.op = op;
-    node.inputs = std::move(in);
-    node.attrs = std::move(attrs);
-    add_node(std::move(node), {out}, where);
-    return lookup(out, "value");
+    return emit_node(name + "/" + std::to_string(step++) + "_" + op, op, std::move(in), std::move(attrs), out, where);
   };
   auto ints = [](const char* key, std::vector<int64_t> v) {
     Attrs a;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ir/onnx_node.h"
 #include "ir/onnx_translate.h"
 
 namespace monet::onnx_import {
@@ -32,12 +33,6 @@ namespace {
 bool is_reduction(const std::string& op) {
   return op == "ReduceSumSquare" || op == "ReduceL1" || op == "ReduceL2" || op == "ReduceMin" ||
          op == "ReduceLogSumExp";
-}
-
-int64_t int_attr(const onnx::NodeProto& n, const std::string& key, int64_t fallback) {
-  for (const auto& a : n.attribute())
-    if (a.name() == key) return a.i();
-  return fallback;
 }
 
 }  // namespace
@@ -83,17 +78,7 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
       m.set_input(0, in);
       m.clear_output();
       m.add_output(out);
-      if (keep_all) {
-        onnx::AttributeProto* k = nullptr;
-        for (auto& a : *m.mutable_attribute())
-          if (a.name() == "keepdims") k = &a;
-        if (!k) {
-          k = m.add_attribute();
-          k->set_name("keepdims");
-          k->set_type(onnx::AttributeProto::INT);
-        }
-        k->set_i(1);
-      }
+      if (keep_all) set_attr(m, int_attr("keepdims", 1));
       convert_node(m);
     };
     if (op == "ReduceSumSquare") {
@@ -123,17 +108,13 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
     std::string max = y + "/max";
     const Shape out = g_.values[lookup(y + "/log_sum_exp", "value")].shape;
     if (g_.values[lookup(max, "value")].shape != out) {
-      std::vector<double> dims(out.begin(), out.end());
-      add_const(y + "/out_shape", ConstTensor{{static_cast<int64_t>(dims.size())}, false, dims});
-      convert_synthetic("Reshape", {max, y + "/out_shape"}, y + "/max_out", name + "/max_out");
+      convert_synthetic("Reshape", {max, add_int64_const(y + "/out_shape", out)}, y + "/max_out", name + "/max_out");
       max = y + "/max_out";
     }
     return convert_synthetic("Add", {y + "/log_sum_exp", max}, y, name);
   }
   if (op == "Celu") {
-    double alpha = 1.0;
-    for (const auto& a : n.attribute())
-      if (a.name() == "alpha") alpha = a.f();
+    const double alpha = attr_float(n, "alpha", 1.0);
     if (!(alpha != 0)) fail(where, ": alpha ", alpha, " is not supported (nonzero)");
     if (alpha == 1.0) return convert_synthetic("Elu", {x}, y, name);
     add_const(y + "/alpha", ConstTensor{{}, true, {alpha}});
@@ -143,16 +124,14 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
   }
   // DepthToSpace, SpaceToDepth
   const Shape s = g_.values[lookup(x, "input")].shape;
-  const int64_t b = int_attr(n, "blocksize", 0);
+  const int64_t b = attr_int(n, "blocksize", 0);
   if (s.size() != 4) fail(where, ": X has shape ", shape_str(s), "; expected rank 4 (N, C, H, W)");
   if (b < 1 || b > (int64_t{1} << 16)) fail(where, ": blocksize ", b, " must be in [1, 65536]");
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   Shape split, perm, joined;
   if (op == "DepthToSpace") {
     if (C % (b * b) != 0) fail(where, ": C = ", C, " is not a multiple of blocksize^2 = ", b * b);
-    std::string mode = "DCR";
-    for (const auto& a : n.attribute())
-      if (a.name() == "mode") mode = a.s();
+    const std::string mode = attr_string(n, "mode", "DCR");
     if (mode != "DCR" && mode != "CRD") fail(where, ": mode '", mode, "' is not supported (DCR, CRD)");
     const int64_t c = C / (b * b);
     split = mode == "DCR" ? Shape{N, b, b, c, H, W} : Shape{N, c, b, b, H, W};
@@ -164,24 +143,9 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
     perm = {0, 3, 5, 1, 2, 4};
     joined = {N, C * b * b, H / b, W / b};
   }
-  const auto shape_const = [&](const std::string& v, const Shape& dims) {
-    const std::vector<double> values(dims.begin(), dims.end());
-    add_const(v, ConstTensor{{static_cast<int64_t>(dims.size())}, false, values});
-  };
-  shape_const(y + "/split_shape", split);
-  shape_const(y + "/joined_shape", joined);
-  convert_synthetic("Reshape", {x, y + "/split_shape"}, y + "/split", name + "/split");
-  onnx::NodeProto t;
-  t.set_op_type("Transpose");
-  t.set_name(name + "/transpose");
-  t.add_input(y + "/split");
-  t.add_output(y + "/moved");
-  onnx::AttributeProto* p = t.add_attribute();
-  p->set_name("perm");
-  p->set_type(onnx::AttributeProto::INTS);
-  for (int64_t d : perm) p->add_ints(d);
-  convert_node(t);
-  convert_synthetic("Reshape", {y + "/moved", y + "/joined_shape"}, y, name);
+  convert_synthetic("Reshape", {x, add_int64_const(y + "/split_shape", split)}, y + "/split", name + "/split");
+  convert_synthetic("Transpose", {y + "/split"}, y + "/moved", name + "/transpose", {ints_attr("perm", perm)});
+  convert_synthetic("Reshape", {y + "/moved", add_int64_const(y + "/joined_shape", joined)}, y, name);
 }
 
 }  // namespace monet::onnx_import

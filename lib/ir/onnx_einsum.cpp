@@ -91,13 +91,7 @@ void Translator::convert_einsum(const onnx::NodeProto& n, const std::string& nam
 
   int step = 0;
   auto emit = [&](const std::string& op, int x, Attrs attrs, const std::string& out_name) {
-    Node node;
-    node.name = name + "/einsum_" + std::to_string(step++) + "_" + op;
-    node.op = op;
-    node.inputs = {x};
-    node.attrs = std::move(attrs);
-    add_node(std::move(node), {out_name}, where);
-    return lookup(out_name, "value");
+    return emit_node(name + "/einsum_" + std::to_string(step++) + "_" + op, op, {x}, std::move(attrs), out_name, where);
   };
   auto permute = [&](int x, const std::string& from, const std::string& to, const std::string& out_name) {
     std::vector<int64_t> perm;

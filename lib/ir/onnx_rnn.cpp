@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ir/onnx_node.h"
 #include "ir/onnx_translate.h"
 
 namespace monet::onnx_import {
@@ -73,30 +74,10 @@ void Translator::convert_rnn(const onnx::NodeProto& n, const std::string& name, 
   // Emitters: a constant of int64 values, and nodes by op, inputs, output and integer attributes.
   int next = 0;
   auto fresh = [&](const std::string& what) { return p + "/" + what + std::to_string(next++); };
-  auto ints = [&](const std::vector<int64_t>& v) {
-    const std::string c = fresh("c");
-    add_const(c, ConstTensor{{static_cast<int64_t>(v.size())}, false, std::vector<double>(v.begin(), v.end())});
-    return c;
-  };
+  auto ints = [&](const std::vector<int64_t>& v) { return add_int64_const(fresh("c"), v); };
   auto node = [&](const std::string& op, const std::vector<std::string>& ins, const std::string& out,
-                  const std::vector<std::pair<std::string, std::vector<int64_t>>>& attrs = {}, bool scalar = false) {
-    onnx::NodeProto m;
-    m.set_op_type(op);
-    m.set_name(out);
-    for (const std::string& i : ins) m.add_input(i);
-    m.add_output(out);
-    for (const auto& [k, v] : attrs) {
-      onnx::AttributeProto* a = m.add_attribute();
-      a->set_name(k);
-      if (scalar) {
-        a->set_type(onnx::AttributeProto::INT);
-        a->set_i(v[0]);
-      } else {
-        a->set_type(onnx::AttributeProto::INTS);
-        for (int64_t e : v) a->add_ints(e);
-      }
-    }
-    convert_node(m);
+                  const std::vector<onnx::AttributeProto>& attrs = {}) {
+    convert_synthetic(op, ins, out, out, attrs);
     return out;
   };
   auto op1 = [&](const std::string& op, const std::vector<std::string>& ins) { return node(op, ins, fresh(op)); };
@@ -107,7 +88,7 @@ void Translator::convert_rnn(const onnx::NodeProto& n, const std::string& name, 
     return node("Reshape", {v, ints(shape)}, fresh("reshape"));
   };
   auto transpose = [&](const std::string& v, const std::vector<int64_t>& perm) {
-    return node("Transpose", {v}, fresh("transpose"), {{"perm", perm}});
+    return node("Transpose", {v}, fresh("transpose"), {ints_attr("perm", perm)});
   };
   // Direction d of a (D, ...) input as (rest...).
   auto of_direction = [&](const std::string& v, int64_t d, const std::vector<int64_t>& rest) {
@@ -160,10 +141,7 @@ void Translator::convert_rnn(const onnx::NodeProto& n, const std::string& name, 
         split.add_input(ints({H, H, H, H}));
         for (int g = 0; g < 4; ++g) parts.push_back(split.name() + "_" + std::to_string(g));
         for (const std::string& o : parts) split.add_output(o);
-        onnx::AttributeProto* axis = split.add_attribute();
-        axis->set_name("axis");
-        axis->set_type(onnx::AttributeProto::INT);
-        axis->set_i(1);
+        set_attr(split, int_attr("axis", 1));
         convert_node(split);
         const std::string i_g = op1("Sigmoid", {parts[0]}), o_g = op1("Sigmoid", {parts[1]});
         const std::string f_g = op1("Sigmoid", {parts[2]}), c_g = op1("Tanh", {parts[3]});
@@ -196,7 +174,7 @@ void Translator::convert_rnn(const onnx::NodeProto& n, const std::string& name, 
 
   // Outputs: Y (T, D, B, H), Y_h and Y_c (D, B, H); batch first (layout 1): (B, T, D, H) and (B, D, H).
   auto concat = [&](const std::vector<std::string>& parts, int64_t axis) {
-    return parts.size() == 1 ? parts[0] : node("Concat", parts, fresh("concat"), {{"axis", {axis}}}, true);
+    return parts.size() == 1 ? parts[0] : node("Concat", parts, fresh("concat"), {int_attr("axis", axis)});
   };
   auto emit = [&](int i, const std::string& v, const std::vector<int64_t>& batch_first) {
     if (i >= n.output_size() || n.output(i).empty()) return;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ir/onnx_node.h"
 #include "ir/onnx_translate.h"
 
 namespace monet::onnx_import {
@@ -40,12 +41,6 @@ bool widen(onnx::AttributeProto& a, int64_t h) {
   return true;
 }
 
-bool has_attr(const onnx::NodeProto& n, const std::string& key) {
-  for (const auto& a : n.attribute())
-    if (a.name() == key) return true;
-  return false;
-}
-
 }  // namespace
 
 bool Translator::is_spatial_1d(const onnx::NodeProto& n) {
@@ -56,8 +51,7 @@ bool Translator::is_spatial_1d(const onnx::NodeProto& n) {
 void Translator::convert_spatial_1d(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
   if (n.output_size() < 1 || n.output(0).empty()) fail(where, ": expected an output");
   const std::string& y = n.output(0);
-  const std::string height_axis = y + "/height_axis";
-  add_const(height_axis, ConstTensor{{1}, false, {2.0}});
+  const std::string height_axis = add_int64_const(y + "/height_axis", {2});
   onnx::NodeProto m = n;
   m.set_name(name);
   auto unsqueeze = [&](int i, const char* suffix) {
@@ -72,7 +66,7 @@ void Translator::convert_spatial_1d(const onnx::NodeProto& n, const std::string&
     if (w.size() != 3) fail(where, ": W has shape ", shape_str(w), "; expected rank 3 for a 1-D input");
     unsqueeze(1, "/w_2d");
   }
-  const bool resize_axes = n.op_type() == "Resize" && has_attr(n, "axes");
+  const bool resize_axes = n.op_type() == "Resize" && find_attr(n, "axes") != nullptr;
   for (onnx::AttributeProto& a : *m.mutable_attribute()) {
     const std::string& k = a.name();
     const bool spatial = k == "kernel_shape" || k == "strides" || k == "dilations" || k == "output_shape";

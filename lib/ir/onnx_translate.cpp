@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "ir/onnx_fold.h"
+#include "ir/onnx_node.h"
 #include "ops/op.h"
 
 namespace monet::onnx_import {
@@ -139,11 +140,9 @@ void Translator::convert_node(const onnx::NodeProto& n) {
     cast.set_op_type("Cast");
     cast.mutable_input()->RemoveLast();
     const DType like = g_.values[lookup(n.input(1), "input")].dtype;
-    onnx::AttributeProto* to = cast.add_attribute();
-    to->set_name("to");
-    to->set_type(onnx::AttributeProto::INT);
-    to->set_i(like == DType::f32 ? onnx::TensorProto::FLOAT
-                                 : like == DType::i64 ? onnx::TensorProto::INT64 : onnx::TensorProto::BOOL);
+    set_attr(cast, int_attr("to", like == DType::f32   ? onnx::TensorProto::FLOAT
+                                  : like == DType::i64 ? onnx::TensorProto::INT64
+                                                       : onnx::TensorProto::BOOL));
     if (cast.name().empty()) cast.set_name(name);
     return convert_node(cast);
   }
@@ -157,9 +156,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if (n.op_type() == "Upsample" || (n.op_type() == "Resize" && opset_ < 11)) return convert_upsample(n, name, where);
   if (n.op_type() == "Gelu") {
     // Opset 20's Gelu is our Gelu with c = sqrt 2 (lib/ops/gelu); its tanh approximation is not built.
-    std::string approximate = "none";
-    for (const auto& a : n.attribute())
-      if (a.name() == "approximate") approximate = a.s();
+    const std::string approximate = attr_string(n, "approximate", "none");
     if (approximate != "none") fail(where, ": approximate '", approximate, "' is not supported (none)");
     if (n.input_size() != 1 || n.output_size() != 1) fail(where, ": Gelu takes one input and one output");
     return emit_gelu(name, n.input(0), n.output(0), std::numbers::sqrt2, where);
@@ -232,12 +229,8 @@ void Translator::add_node(Node node, const std::vector<std::string>& outs, const
 void Translator::convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
   if (n.input_size() < 2 || n.input(0).empty() || n.input(1).empty())
     fail(where, ": expected inputs X and Scale (and an optional B)");
-  double epsilon = 1e-5;
-  int64_t axis = -1;
-  for (const auto& a : n.attribute()) {
-    if (a.name() == "axis") axis = a.i();
-    if (a.name() == "epsilon") epsilon = a.f();
-  }
+  const double epsilon = attr_float(n, "epsilon", 1e-5);
+  const int64_t axis = attr_int(n, "axis", -1);
   const bool has_bias = n.input_size() > 2 && !n.input(2).empty();
   std::vector<std::string> outs = {n.output(0)};
   for (int i = 1; i <= 2; ++i)
@@ -254,9 +247,7 @@ void Translator::convert_softmax_2d(const onnx::NodeProto& n, const std::string&
     fail(where, ": expected one input and one output");
   const Shape x = g_.values[lookup(n.input(0), "input")].shape;
   const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t axis = 1;
-  for (const auto& a : n.attribute())
-    if (a.name() == "axis") axis = a.i();
+  int64_t axis = attr_int(n, "axis", 1);
   if (rank == 0 || axis < -rank || axis >= rank)
     fail(where, ": axis ", axis, " is out of range for input shape ", shape_str(x));
   if (axis < 0) axis += rank;
@@ -272,11 +263,8 @@ void Translator::convert_softmax_2d(const onnx::NodeProto& n, const std::string&
   if (axis == rank - 1) return emit(n.input(0), y);
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x[static_cast<size_t>(d)];
-  const auto shape_const = [&](const std::string& cname, const Shape& s) {
-    add_const(cname, ConstTensor{{static_cast<int64_t>(s.size())}, false, std::vector<double>(s.begin(), s.end())});
-  };
-  shape_const(name + "/rows_shape", {outer, outer ? numel(x) / outer : 0});
-  shape_const(name + "/shape", x);
+  add_int64_const(name + "/rows_shape", {outer, outer ? numel(x) / outer : 0});
+  add_int64_const(name + "/shape", x);
   convert_synthetic("Reshape", {n.input(0), name + "/rows_shape"}, y + "/rows_in", name + "/rows");
   emit(y + "/rows_in", y + "/rows_out");
   convert_synthetic("Reshape", {y + "/rows_out", name + "/shape"}, y, name + "/unrows");
@@ -330,7 +318,7 @@ void Translator::convert_instance_norm(const onnx::NodeProto& n, const std::stri
   const std::string& y = n.output(0);
   const bool affine = !is_identity_affine(n);
   const std::string z = affine ? y + "/normalized" : y;
-  emit_normalize_rows(name, n.input(0), attr_epsilon(n), z, where);
+  emit_normalize_rows(name, n.input(0), attr_float(n, "epsilon", 1e-5), z, where);
   if (affine) emit_channel_affine(name, z, n.input(1), n.input(2), x.size(), y);
 }
 
@@ -344,9 +332,7 @@ void Translator::convert_group_norm(const onnx::NodeProto& n, const std::string&
     fail(where, ": expected inputs X, scale and B");
   const Shape x = g_.values[lookup(n.input(0), "input")].shape;
   if (x.size() < 3) fail(where, ": X has shape ", shape_str(x), "; GroupNormalization needs rank >= 3 (N, C, D...)");
-  int64_t groups = 0;
-  for (const auto& a : n.attribute())
-    if (a.name() == "num_groups") groups = a.i();
+  const int64_t groups = attr_int(n, "num_groups", 0);
   if (groups < 1 || x[1] % groups != 0)
     fail(where, ": num_groups ", groups, " does not divide the ", x[1], " channels of X ", shape_str(x));
   const Shape scale = g_.values[lookup(n.input(1), "input")].shape;
@@ -355,13 +341,11 @@ void Translator::convert_group_norm(const onnx::NodeProto& n, const std::string&
   const Shape grouped{x[0], groups, x[1] / groups * numel(Shape(x.begin() + 2, x.end()))};
   const std::string& y = n.output(0);
   const auto reshape = [&](const std::string& from, const Shape& to, const std::string& out, const char* suffix) {
-    std::vector<double> dims(to.begin(), to.end());
-    add_const(name + suffix, ConstTensor{{static_cast<int64_t>(dims.size())}, false, dims});
-    convert_synthetic("Reshape", {from, name + suffix}, out, name + suffix + "/reshape");
+    convert_synthetic("Reshape", {from, add_int64_const(name + suffix, to)}, out, name + suffix + "/reshape");
   };
   reshape(n.input(0), grouped, y + "/grouped", "/grouped_shape");
   const std::string z = y + "/normalized";
-  emit_normalize_rows(name, y + "/grouped", attr_epsilon(n), z, where);
+  emit_normalize_rows(name, y + "/grouped", attr_float(n, "epsilon", 1e-5), z, where);
   if (is_identity_affine(n)) return reshape(z, x, y, "/shape");
   if (per_group) {
     emit_channel_affine(name, z, n.input(1), n.input(2), grouped.size(), y + "/affine");
@@ -388,10 +372,10 @@ void Translator::convert_rms_norm(const onnx::NodeProto& n, const std::string& n
   if (rank < 1 || axis < -rank || axis >= rank)
     fail(where, ": axis ", axis, " is out of range for X of shape ", shape_str(x));
   if (axis < 0) axis += rank;
-  std::vector<double> axes;
-  for (int64_t d = axis; d < rank; ++d) axes.push_back(static_cast<double>(d));
-  add_const(name + "/axes", ConstTensor{{static_cast<int64_t>(axes.size())}, false, axes});
-  add_const(name + "/epsilon", ConstTensor{{}, true, {attr_epsilon(n)}});
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
+  add_int64_const(name + "/axes", axes);
+  add_const(name + "/epsilon", ConstTensor{{}, true, {attr_float(n, "epsilon", 1e-5)}});
   const std::string& y = n.output(0);
   convert_synthetic("Mul", {n.input(0), n.input(0)}, y + "/square", name + "/square");
   convert_synthetic("ReduceMean", {y + "/square", name + "/axes"}, y + "/mean_square", name + "/mean_square");
@@ -399,12 +383,6 @@ void Translator::convert_rms_norm(const onnx::NodeProto& n, const std::string& n
   convert_synthetic("Sqrt", {y + "/plus_epsilon"}, y + "/rms", name + "/rms");
   convert_synthetic("Div", {n.input(0), y + "/rms"}, y + "/normalized", name + "/normalize");
   convert_synthetic("Mul", {y + "/normalized", n.input(1)}, y, name + "/scale");
-}
-
-double Translator::attr_epsilon(const onnx::NodeProto& n) {
-  for (const auto& a : n.attribute())
-    if (a.name() == "epsilon") return a.f();
-  return 1e-5;
 }
 
 // Inputs 1 and 2 (scale, B) are floats of shape `want`.
@@ -460,13 +438,31 @@ void Translator::emit_channel_affine(const std::string& name, const std::string&
 }
 
 void Translator::convert_synthetic(const std::string& op, const std::vector<std::string>& inputs,
-                                   const std::string& output, const std::string& name) {
+                                   const std::string& output, const std::string& name,
+                                   const std::vector<onnx::AttributeProto>& attrs) {
   onnx::NodeProto m;
   m.set_op_type(op);
   m.set_name(name);
   for (const std::string& i : inputs) m.add_input(i);
   m.add_output(output);
+  for (const auto& a : attrs) *m.add_attribute() = a;
   convert_node(m);
+}
+
+std::string Translator::add_int64_const(const std::string& name, const std::vector<int64_t>& values) {
+  add_const(name, ConstTensor{{static_cast<int64_t>(values.size())}, false, {values.begin(), values.end()}});
+  return name;
+}
+
+int Translator::emit_node(const std::string& name, const std::string& op, std::vector<int> inputs, Attrs attrs,
+                          const std::string& out, const std::string& where) {
+  Node node;
+  node.name = name;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  add_node(std::move(node), {out}, where);
+  return lookup(out, "value");
 }
 
 void Translator::emit_layer_norm(const std::string& name, const std::string& x, const std::string& scale,

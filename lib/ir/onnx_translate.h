@@ -70,7 +70,6 @@ class Translator {
   void convert_group_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // RMSNormalization (opset 23) as its formula's nodes (onnx_translate.cpp).
   void convert_rms_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
-  static double attr_epsilon(const onnx::NodeProto& n);
   void check_affine_inputs(const onnx::NodeProto& n, const Shape& want, const Shape& x, const std::string& where);
   bool const_all(const std::string& v, double want);
   bool is_identity_affine(const onnx::NodeProto& n);
@@ -78,9 +77,15 @@ class Translator {
                            const std::string& where);
   void emit_channel_affine(const std::string& name, const std::string& z, const std::string& scale,
                            const std::string& bias, size_t rank, const std::string& y);
-  // Converts the ONNX node op(inputs) -> output named `name`, as if the model held it.
+  // Converts the ONNX node op(inputs; attrs) -> output named `name`, as if the model held it (onnx_node.h builds
+  // the attributes).
   void convert_synthetic(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
-                         const std::string& name);
+                         const std::string& name, const std::vector<onnx::AttributeProto>& attrs = {});
+  // A 1-D int64 constant named `name` (a shape, axes, a slice's bounds); returns the name.
+  std::string add_int64_const(const std::string& name, const std::vector<int64_t>& values);
+  // Our node `op` named `name` of value ids `inputs` with `attrs`, its one output named `out`; the output's id.
+  int emit_node(const std::string& name, const std::string& op, std::vector<int> inputs, Attrs attrs,
+                const std::string& out, const std::string& where);
   // Opset 23's Attention as the nodes of scaled dot-product attention, for the fusion to take (onnx_attention.cpp).
   void convert_attention(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool and Resize on (N, C, L) as the 2-D op over a
