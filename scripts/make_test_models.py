@@ -5,8 +5,9 @@ Usage: /usr/bin/python3 scripts/make_test_models.py
 """
 import os
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "test", "data")
 
@@ -958,6 +959,98 @@ def attention_opset23():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
 
 
+def legacy_cnn():
+    """A CNN as the ONNX model zoo's older models (AlexNet, CaffeNet, GoogLeNet, ZFNet) are written: opset 10, IR
+    version 4 with every initializer also listed as a graph input, LRN after convolutions (size 5, and an even size 4
+    whose window is not centred), GlobalMaxPool, Mean of two branches, Softsign, ThresholdedRelu, a Reshape to
+    (0, -1) and Softmax over axis 1 of the flattened input. Input (N, 3, 8, 8), output (N, 10)."""
+    f32 = TensorProto.FLOAT
+    rng = np.random.default_rng(3)
+
+    def weight(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [weight("w1", (8, 3, 3, 3), 0.4), weight("b1", (8,), 0.1), weight("w2", (8, 8, 3, 3), 0.2),
+             weight("b2", (8,), 0.1), weight("w3", (10, 8), 0.3), weight("b3", (10,), 0.1),
+             numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "flat")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("LRN", ["r1"], ["n1"], name="norm1", size=5, alpha=0.02, beta=0.75, bias=1.0),
+             helper.make_node("MaxPool", ["n1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["c2"], ["n2"], name="norm2", size=4, alpha=0.05, beta=0.6, bias=2.0),
+             helper.make_node("Softsign", ["n2"], ["s2"], name="softsign"),
+             helper.make_node("ThresholdedRelu", ["c2"], ["t2"], name="thresholded", alpha=0.1),
+             helper.make_node("Mean", ["s2", "t2", "p1"], ["m2"], name="mean"),
+             helper.make_node("GlobalMaxPool", ["m2"], ["g"], name="global_max"),
+             helper.make_node("Reshape", ["g", "flat"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["logits"], name="fc", transB=1),
+             helper.make_node("Softmax", ["logits"], ["y"], name="prob", axis=1)]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 3, 8, 8])]
+    ins += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    g = helper.make_graph(nodes, "legacy_cnn", ins, [helper.make_tensor_value_info("y", f32, ["N", 10])],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)])
+    m.ir_version = 4
+    return m
+
+
+def trig_ops():
+    """Tan, Atan, Asin, Acos, Sinh, Cosh, Asinh, Acosh and Atanh after a Linear, each inside its domain (Asin, Acos
+    and Atanh of 0.9 tanh(h), Acosh of h^2 + 1.5), summed. Input (N, 6), output (N, 6)."""
+    f32 = TensorProto.FLOAT
+    inits = [helper.make_tensor("c09", f32, [], [0.9]), helper.make_tensor("c15", f32, [], [1.5]),
+             helper.make_tensor("c05", f32, [], [0.5])]
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1),
+             helper.make_node("Tanh", ["h"], ["th"], name="tanh"),
+             helper.make_node("Mul", ["th", "c09"], ["u"], name="unit"),
+             helper.make_node("Mul", ["h", "h"], ["hh"], name="square"),
+             helper.make_node("Add", ["hh", "c15"], ["above1"], name="above1"),
+             helper.make_node("Mul", ["h", "c05"], ["half"], name="half"),
+             helper.make_node("Tan", ["half"], ["tan"], name="tan"),
+             helper.make_node("Atan", ["h"], ["atan"], name="atan"),
+             helper.make_node("Asin", ["u"], ["asin"], name="asin"),
+             helper.make_node("Acos", ["u"], ["acos"], name="acos"),
+             helper.make_node("Sinh", ["h"], ["sinh"], name="sinh"),
+             helper.make_node("Cosh", ["h"], ["cosh"], name="cosh"),
+             helper.make_node("Asinh", ["h"], ["asinh"], name="asinh"),
+             helper.make_node("Acosh", ["above1"], ["acosh"], name="acosh"),
+             helper.make_node("Atanh", ["u"], ["atanh"], name="atanh"),
+             helper.make_node("Sum", ["tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"], ["y"],
+                              name="total")]
+    ins = [helper.make_tensor_value_info("x", f32, ["N", 6]), helper.make_tensor_value_info("w", f32, [6, 6]),
+           helper.make_tensor_value_info("b", f32, [6])]
+    g = helper.make_graph(nodes, "trig_ops", ins, [helper.make_tensor_value_info("y", f32, ["N", 6])],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def pool3d_torch():
+    """Pools over 5-D tensors whose window spans two spatial dims or fewer, as torch exports them (opset 13): a
+    MaxPool3d and an AvgPool3d of kernel (1, k, k) on a clip (N, 3, 4, 8, 8) (per-frame pooling in video models),
+    then a Conv2d over the frames folded into channels with nn.LocalResponseNorm, whose export pools (N, 1, C, H, W)
+    with a kernel (size, 1, 1), and a Linear head. Input (N, 3, 4, 8, 8), output (N, 5)."""
+    import torch
+    from torch import nn
+
+    class Pool3d(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.max = nn.MaxPool3d((1, 2, 2), stride=(1, 2, 2))
+            self.avg = nn.AvgPool3d((1, 3, 3), stride=1, padding=(0, 1, 1), count_include_pad=False)
+            self.conv = nn.Conv2d(12, 6, 3, padding=1)
+            self.lrn = nn.LocalResponseNorm(3, alpha=0.05, beta=0.7, k=1.5)
+            self.head = nn.Linear(6 * 4 * 4, 5)
+
+        def forward(self, x):  # (N, 3, 4, 8, 8)
+            h = self.avg(self.max(x))
+            h = self.lrn(torch.relu(self.conv(h.flatten(1, 2))))
+            return self.head(h.flatten(1))
+
+    torch.manual_seed(0)
+    return torch_export(Pool3d().train(), torch.randn(2, 3, 4, 8, 8), 13, fold=True)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     save(conv_relu(), "conv_relu.onnx")                 # dynamic batch: needs --batch
@@ -1008,6 +1101,9 @@ def main():
     save(initializer_params(), "initializer_params.onnx")
     save(reductions_torch(), "reductions_torch.onnx")
     save(rounding_ops(), "rounding_ops.onnx")
+    save(legacy_cnn(), "legacy_cnn.onnx")
+    save(trig_ops(), "trig_ops.onnx")
+    save(pool3d_torch(), "pool3d_torch.onnx")
     save(logic_ops(), "logic_ops.onnx")
     save(rnn_torch(), "rnn_torch.onnx")
     save(rnn_forms_opset14(), "rnn_forms_opset14.onnx")

@@ -376,12 +376,12 @@ def check_errors():
     failures = []
     with tempfile.TemporaryDirectory(prefix="test_torch_ref_errors_") as dir_path:
         nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-                 helper.make_node("LRN", ["r"], ["out"], name="my_lrn", size=3)]
+                 helper.make_node("Hardmax", ["r"], ["out"], name="my_hardmax")]
         shapes = {"x": [1, 2, 3, 3]}
         write_case(dir_path, make_model(nodes, shapes, "out", [1, 2, 3, 3]), shapes, {}, None, "float32")
         run = run_reference(dir_path)
         lines = run.stderr.strip().splitlines()
-        if run.returncode != 1 or len(lines) != 1 or "LRN" not in lines[0] or "my_lrn" not in lines[0]:
+        if run.returncode != 1 or len(lines) != 1 or "Hardmax" not in lines[0] or "my_hardmax" not in lines[0]:
             failures.append(f"unsupported op: exit {run.returncode}, stderr {run.stderr.strip()!r}")
     with tempfile.TemporaryDirectory(prefix="test_torch_ref_errors_") as dir_path:
         model, shapes, _, _, labels = case_conv_net()

@@ -924,6 +924,38 @@ OPS.update({
 })
 
 
+# Legacy CNN ops (the ONNX model zoo's AlexNet, CaffeNet, GoogLeNet, ZFNet), Mean, Softsign, ThresholdedRelu, and
+# the trigonometric functions: ONNX's definitions written directly in torch.
+
+def op_lrn(ctx, ins, at):
+    """ONNX LRN: x / (bias + alpha / size * sum of x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)])
+    ^ beta. Written out (not F.local_response_norm, which centres an even window the other way)."""
+    x, size = ins[0], int(at["size"])
+    alpha, beta, bias = at.get("alpha", 1e-4), at.get("beta", 0.75), at.get("bias", 1.0)
+    sq = F.pad((x * x).unsqueeze(1).flatten(3), (0, 0, (size - 1) // 2, size // 2))  # (N, 1, C + size - 1, D)
+    channels = x.shape[1]
+    window = sum(sq[:, 0, i:i + channels] for i in range(size))  # (N, C, D)
+    return x / (bias + alpha / size * window.reshape(x.shape)) ** beta
+
+
+OPS.update({
+    "LRN": op_lrn,
+    "Mean": lambda ctx, ins, at: variadic(torch.add)(ctx, ins, at) / len(ins),
+    "Softsign": unary(F.softsign),
+    "ThresholdedRelu": lambda ctx, ins, at: torch.where(ins[0] > at.get("alpha", 1.0), ins[0],
+                                                        torch.zeros_like(ins[0])),
+    "Tan": unary(torch.tan),
+    "Atan": unary(torch.atan),
+    "Asin": unary(torch.asin),
+    "Acos": unary(torch.acos),
+    "Sinh": unary(torch.sinh),
+    "Cosh": unary(torch.cosh),
+    "Asinh": unary(torch.asinh),
+    "Acosh": unary(torch.acosh),
+    "Atanh": unary(torch.atanh),
+})
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Graph execution
 
@@ -931,19 +963,28 @@ def node_label(node):
     return node.name or (node.output[0] if node.output else "?")
 
 
-def run_graph(model, feeds, masks, dtype, wanted):
-    """Runs every node in order (ONNX graphs are stored topologically sorted); returns the tensor named wanted."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    values = dict(feeds)
-    for init in model.graph.initializer:
+def subgraph_reads(node):
+    """The names the nodes of node's subgraphs (an If's branches) read, theirs included."""
+    names = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            for n in a.g.node:
+                names += list(n.input) + subgraph_reads(n)
+    return names
+
+
+def run_nodes(graph, values, opset, dtype, masks, keep):
+    """Runs graph's nodes in order (ONNX graphs are stored topologically sorted) over values, which it extends; an
+    If runs the branch its condition takes. Each value no later node reads is dropped, unless in keep, so that memory
+    stays near what the module itself would hold."""
+    for init in graph.initializer:
         values.setdefault(init.name, to_torch(numpy_helper.to_array(init), dtype))
-    # Drop each value after its last reader so that memory stays near what the module itself would hold.
     last_read = {}
-    for i, node in enumerate(model.graph.node):
-        for name in node.input:
+    for i, node in enumerate(graph.node):
+        for name in list(node.input) + subgraph_reads(node):
             last_read[name] = i
-    for i, node in enumerate(model.graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+    for i, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or (node.op_type not in OPS and node.op_type != "If"):
             op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
             raise Unsupported(f"{op} in node '{node_label(node)}'")
         ins = []
@@ -952,20 +993,33 @@ def run_graph(model, feeds, masks, dtype, wanted):
                 raise BadInput(f"node '{node_label(node)}' reads '{name}', which neither the manifest nor an "
                                "earlier node provides")
             ins.append(values[name] if name else None)
-        try:
-            outs = OPS[node.op_type](Ctx(node, opset, dtype, masks), ins, attrs_of(node))
-        except Unsupported as e:
-            raise Unsupported(f"{e} in node '{node_label(node)}'") from None
-        except (RuntimeError, ValueError, IndexError, KeyError, TypeError) as e:
-            raise BadInput(f"{node.op_type} node '{node_label(node)}': {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        if node.op_type == "If":
+            taken = "then_branch" if bool(ins[0].reshape(-1)[0]) else "else_branch"
+            branch = next(a.g for a in node.attribute if a.name == taken)
+            inner = run_nodes(branch, dict(values), opset, dtype, masks, {o.name for o in branch.output})
+            outs = [inner[o.name] for o in branch.output]
+        else:
+            try:
+                outs = OPS[node.op_type](Ctx(node, opset, dtype, masks), ins, attrs_of(node))
+            except Unsupported as e:
+                raise Unsupported(f"{e} in node '{node_label(node)}'") from None
+            except (RuntimeError, ValueError, IndexError, KeyError, TypeError) as e:
+                raise BadInput(f"{node.op_type} node '{node_label(node)}': {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
         outs = [outs] if isinstance(outs, torch.Tensor) else outs
         for name, t in zip(node.output, outs):
             if name:
                 values[name] = t
-        for name in node.input:
-            if last_read.get(name) == i and name != wanted:
+        for name in set(node.input) | set(subgraph_reads(node)):
+            if last_read.get(name) == i and name not in keep:
                 values.pop(name, None)
+    return values
+
+
+def run_graph(model, feeds, masks, dtype, wanted):
+    """Runs the model's graph on feeds; returns the tensor named wanted."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    values = run_nodes(model.graph, dict(feeds), opset, dtype, masks, {wanted})
     if wanted not in values:
         raise BadInput(f"no value named '{wanted}' after running the graph")
     return values[wanted]

@@ -14,6 +14,14 @@
 //   DepthToSpace(X; b, CRD)      =>  the same through (N, C', b, b, H, W) and (0, 1, 4, 2, 5, 3)
 //   SpaceToDepth(X; b)           =>  Reshape(Transpose(Reshape(X, (N, C, H', b, W', b)), (0, 3, 5, 1, 2, 4)),
 //                                            (N, C b^2, H', W'))                  H' = H / b, W' = W / b
+//   Mean(A, B, ...)              =>  Div(Add(Add(A, B), ...), n)                (n inputs; one: Identity)
+//   Softsign(X)                  =>  Div(X, Add(Abs(X), 1))
+//   ThresholdedRelu(X; alpha)    =>  Where(Greater(X, alpha), X, 0)
+//   GlobalMaxPool(X)             =>  ReduceMax(X; axes 2..r-1, keepdims 1)
+//   LRN(X; size, alpha, beta, bias), X (N, C, d...)  =>  Div(X, Pow(Add(Mul(S, alpha), bias), beta)) where
+//       S = Reshape(AveragePool(Reshape(Mul(X, X), (N, 1, C, D)); kernel (size, 1), pads (a, 0, b, 0),
+//                   count_include_pad 1), X's shape)      D = prod(d...), a = floor((size-1)/2), b = ceil((size-1)/2)
+//     (the pool's mean over the window of `size` channels, zeros past the ends, is ONNX's alpha / size * square sum)
 //
 // The reductions keep the node's axes (attribute or opset 18's input), keepdims and noop_with_empty_axes. Their
 // gradients are those of the nodes written out: ReduceL2's is NaN where a whole reduced slice is 0 (torch's is 0),
@@ -49,7 +57,8 @@ bool Translator::decomposes(const onnx::NodeProto& n) {
     return false;
   }
   return ((op == "Max" || op == "Min") && n.input_size() != 2) || is_reduction(op) || op == "Celu" ||
-         op == "DepthToSpace" || op == "SpaceToDepth";
+         op == "DepthToSpace" || op == "SpaceToDepth" || op == "Mean" || op == "Softsign" ||
+         op == "ThresholdedRelu" || op == "GlobalMaxPool" || op == "LRN";
 }
 
 void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
@@ -58,16 +67,59 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
     fail(where, ": expected an input and an output");
   const std::string& x = n.input(0);
   const std::string& y = n.output(0);
-  if (op == "Max" || op == "Min" || op == "Sum") {
+  const auto scalar = [&](const std::string& v, double value) {
+    add_const(v, ConstTensor{{}, true, {value}});
+    return v;
+  };
+  if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
     if (n.input_size() == 1) return convert_synthetic("Identity", {x}, y, name);
+    const bool mean = op == "Mean";
     std::string acc = x;
     for (int i = 1; i < n.input_size(); ++i) {
-      const bool last = i + 1 == n.input_size();
+      const bool last = i + 1 == n.input_size() && !mean;
       const std::string out = last ? y : y + "/" + std::to_string(i);
-      convert_synthetic(op == "Sum" ? "Add" : op, {acc, n.input(i)}, out, last ? name : out);
+      convert_synthetic(op == "Sum" || mean ? "Add" : op, {acc, n.input(i)}, out, last ? name : out);
       acc = out;
     }
+    if (mean) convert_synthetic("Div", {acc, scalar(y + "/count", n.input_size())}, y, name);
     return;
+  }
+  if (op == "Softsign") {
+    convert_synthetic("Abs", {x}, y + "/abs", name + "/abs");
+    convert_synthetic("Add", {y + "/abs", scalar(y + "/one", 1.0)}, y + "/denominator", name + "/denominator");
+    return convert_synthetic("Div", {x, y + "/denominator"}, y, name);
+  }
+  if (op == "ThresholdedRelu") {
+    convert_synthetic("Greater", {x, scalar(y + "/alpha", attr_float(n, "alpha", 1.0))}, y + "/above",
+                      name + "/above");
+    return convert_synthetic("Where", {y + "/above", x, scalar(y + "/zero", 0.0)}, y, name);
+  }
+  if (op == "GlobalMaxPool" || op == "LRN") {
+    const Shape s = g_.values[lookup(x, "input")].shape;  // a copy: the nodes below add values
+    if (s.size() < 3) fail(where, ": X has shape ", shape_str(s), "; expected (N, C, d1, ...)");
+    if (op == "GlobalMaxPool") {
+      std::vector<int64_t> axes;
+      for (size_t d = 2; d < s.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+      return convert_synthetic("ReduceMax", {x}, y, name, {ints_attr("axes", axes), int_attr("keepdims", 1)});
+    }
+    const int64_t size = attr_int(n, "size", 0);
+    if (size < 1 || size > (int64_t{1} << 16)) fail(where, ": size ", size, " must be in [1, 65536]");
+    const int64_t N = s[0], C = s[1], D = numel(Shape(s.begin() + 2, s.end()));
+    convert_synthetic("Mul", {x, x}, y + "/square", name + "/square");
+    convert_synthetic("Reshape", {y + "/square", add_int64_const(y + "/rows_shape", {N, 1, C, D})}, y + "/rows",
+                      name + "/rows");
+    convert_synthetic("AveragePool", {y + "/rows"}, y + "/window_mean", name + "/window_mean",
+                      {ints_attr("kernel_shape", {size, 1}), ints_attr("pads", {(size - 1) / 2, 0, size / 2, 0}),
+                       int_attr("count_include_pad", 1)});
+    convert_synthetic("Reshape", {y + "/window_mean", add_int64_const(y + "/shape", s)}, y + "/mean_square",
+                      name + "/mean_square");
+    convert_synthetic("Mul", {y + "/mean_square", scalar(y + "/alpha", attr_float(n, "alpha", 1e-4))},
+                      y + "/scaled", name + "/scaled");
+    convert_synthetic("Add", {y + "/scaled", scalar(y + "/bias", attr_float(n, "bias", 1.0))}, y + "/shifted",
+                      name + "/shifted");
+    convert_synthetic("Pow", {y + "/shifted", scalar(y + "/beta", attr_float(n, "beta", 0.75))}, y + "/divisor",
+                      name + "/divisor");
+    return convert_synthetic("Div", {x, y + "/divisor"}, y, name);
   }
   if (is_reduction(op)) {
     // The reduction `as` with the node's axes and flags, of `in` into `out`; keepdims 1 where keep_all.
@@ -117,8 +169,7 @@ void Translator::convert_decomposed(const onnx::NodeProto& n, const std::string&
     const double alpha = attr_float(n, "alpha", 1.0);
     if (!(alpha != 0)) fail(where, ": alpha ", alpha, " is not supported (nonzero)");
     if (alpha == 1.0) return convert_synthetic("Elu", {x}, y, name);
-    add_const(y + "/alpha", ConstTensor{{}, true, {alpha}});
-    convert_synthetic("Div", {x, y + "/alpha"}, y + "/scaled", name + "/scale");
+    convert_synthetic("Div", {x, scalar(y + "/alpha", alpha)}, y + "/scaled", name + "/scale");
     convert_synthetic("Elu", {y + "/scaled"}, y + "/elu", name + "/elu");
     return convert_synthetic("Mul", {y + "/elu", y + "/alpha"}, y, name);
   }

@@ -104,6 +104,36 @@ bool Translator::fold(const onnx::NodeProto& n, const std::string& where) {
   return true;
 }
 
+// An If whose condition is known at import becomes the nodes of the branch it takes, the branch's outputs named as
+// the If's (a view of the same value; an Identity node where the output is a graph output or the branch passes a
+// graph input through). torch writes one for a squeeze of a dim whose size the export did not know,
+// If(Equal(Shape(x)[d], 1)) then Squeeze(x) else Identity(x), whose condition folds once shapes are fixed. A
+// branch's initializers are constants. A condition computed at run time is refused.
+void Translator::convert_if(const onnx::NodeProto& n, const std::string& name, const std::string& where) {
+  if (n.input_size() != 1 || n.input(0).empty() || !is_const(n.input(0)))
+    fail(where, ": the condition must be known at import (a condition computed at run time is not supported)");
+  const ConstTensor cond = const_of(n.input(0));
+  if (cond.data.size() != 1) fail(where, ": the condition has ", cond.data.size(), " elements; expected one");
+  const std::string branch = cond.data[0] != 0 ? "then_branch" : "else_branch";
+  const onnx::AttributeProto* a = find_attr(n, branch);
+  if (!a || !a->has_g()) fail(where, ": the ", branch, " graph is missing");
+  const onnx::GraphProto& g = a->g();
+  if (g.output_size() != n.output_size())
+    fail(where, ": the ", branch, " has ", g.output_size(), " outputs; the If has ", n.output_size());
+  for (const auto& t : g.initializer()) add_const(t.name(), read_tensor(t, where));
+  for (const auto& m : g.node())
+    for (const std::string& in : m.input()) read_.insert(in);
+  for (const auto& m : g.node()) convert_node(m);
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (n.output(i).empty()) continue;
+    const int v = lookup(g.output(i).name(), "branch output");
+    if (!graph_outputs_.count(n.output(i)) && (g_.values[v].producer >= 0 || g_.values[v].role == Role::constant))
+      by_name_[n.output(i)] = v;
+    else
+      convert_synthetic("Identity", {g.output(i).name()}, n.output(i), name + "/output" + std::to_string(i));
+  }
+}
+
 // A Dropout that is the identity (inference mode, training_mode absent or 0, or a ratio of 0), whose mask nothing
 // reads, becomes no node: its output names its input's value. torch's dynamo exporter writes
 // Dropout(P, dropout_p) between scaled_dot_product_attention's Softmax and its last MatMul even at dropout_p = 0;
@@ -134,6 +164,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") fail(where, ": op domain '", n.domain(), "' is not supported");
   if (fold(n, where)) return;
   if (n.op_type() == "Dropout" && drop_identity_dropout_ && alias_identity_dropout(n)) return;
+  if (n.op_type() == "If") return convert_if(n, name, where);
   if (n.op_type() == "CastLike" && n.input_size() == 2) {
     // At run time: Cast to the second input's type (bool for a u8 value).
     onnx::NodeProto cast = n;
@@ -163,6 +194,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   }
   if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
   if (is_spatial_1d(n)) return convert_spatial_1d(n, name, where);
+  if (is_pool_nd(n)) return convert_pool_nd(n, name, where);
   if (decomposes(n)) return convert_decomposed(n, name, where);
   if (n.op_type() == "LSTM" || n.op_type() == "GRU") return convert_rnn(n, name, where);
   const OpDef* def = find_op(n.op_type());

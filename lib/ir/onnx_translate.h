@@ -58,6 +58,7 @@ class Translator {
 
   void convert_node(const onnx::NodeProto& n);
   bool alias_identity_dropout(const onnx::NodeProto& n);
+  void convert_if(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // InstanceNormalization and GroupNormalization as a LayerNorm over rows and a per-channel (or per-group) Mul and
@@ -92,8 +93,13 @@ class Translator {
   // height of 1 (onnx_spatial_1d.cpp).
   bool is_spatial_1d(const onnx::NodeProto& n);
   void convert_spatial_1d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
-  // Variadic Max and Min, a broadcasting Sum, ReduceSumSquare, ReduceL1, ReduceL2, ReduceMin, ReduceLogSumExp, Celu, DepthToSpace and
-  // SpaceToDepth as monet's own ops (onnx_decompose.cpp).
+  // MaxPool and AveragePool of rank 5 and above whose window spans at most two spatial dims as the 2-D op
+  // (onnx_pool_nd.cpp).
+  bool is_pool_nd(const onnx::NodeProto& n);
+  void convert_pool_nd(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // Variadic Max and Min, a broadcasting Sum, ReduceSumSquare, ReduceL1, ReduceL2, ReduceMin, ReduceLogSumExp,
+  // Celu, DepthToSpace, SpaceToDepth, Mean, Softsign, ThresholdedRelu, GlobalMaxPool and LRN as monet's own ops
+  // (onnx_decompose.cpp).
   bool decomposes(const onnx::NodeProto& n);
   void convert_decomposed(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // LSTM and GRU unrolled over the sequence into monet's own ops (onnx_rnn.cpp).

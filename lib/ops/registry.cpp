@@ -8,7 +8,7 @@ namespace monet::ops {
 #define MONET_OP_FOLDERS(X)                                                                                     \
   X(relu) X(clip) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(tanh) X(identity)                                  \
   X(leaky_relu) X(prelu) X(elu) X(softplus) X(abs) X(rounding)                                                \
-  X(pow) X(sqrt) X(erf) X(gelu) X(neg) X(exp) X(log) X(reciprocal) X(sin) X(cos)                              \
+  X(pow) X(sqrt) X(erf) X(gelu) X(neg) X(exp) X(log) X(reciprocal) X(sin) X(cos) X(trig)                     \
   X(where) X(compare) X(logic) X(cast)                                                                          \
   X(add) X(sub) X(mul) X(div) X(max_min) X(sum) X(reduce_sum_to)                                               \
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \

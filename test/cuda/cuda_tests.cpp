@@ -333,6 +333,9 @@ std::vector<Case> cases() {
   // not), masked_fill's scalar branch, Cast between floats, integers and masks.
   for (const char* op : {"Neg", "Exp", "Sin", "Cos"}) c.push_back({op, {}, {s4}});
   for (const char* op : {"Log", "Reciprocal"}) c.push_back({op, {}, {s4}, {Fill::positive}});
+  // Tan and the inverse and hyperbolic trigonometric functions on [-1, 1] (inside Asin's, Acos's and Atanh's
+  // domain; Acosh's, x > 1, is the emulation's: unary_emu_tests.cpp).
+  for (const char* op : {"Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Atanh"}) c.push_back({op, {}, {s4}});
   // The activations LeakyRelu (alpha >= 0 reads y, negative x), Elu, Selu, Softplus, Mish, Abs, PRelu (a slope
   // per channel, one slope).
   for (const char* op : {"Elu", "Selu", "Softplus", "Mish", "Abs", "LeakyRelu"})

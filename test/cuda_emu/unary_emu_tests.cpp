@@ -79,3 +79,57 @@ TEST_CASE("LeakyRelu, Elu, Softplus, Mish and Abs kernels on the CUDA emulation 
       }
     }
 }
+
+TEST_CASE("Tan and the inverse and hyperbolic trigonometric kernels on the CUDA emulation match double references",
+          "[cuda_emu][unary][trig]") {
+  struct TrigKernel {
+    const char* name;
+    Unary op;
+    UnaryGrad grad;
+    float lo, hi;  // inputs drawn inside the domain
+    double (*f)(double);
+    double (*df)(double);
+  };
+  const std::vector<TrigKernel> cases = {
+      {"tan", Unary::tan, UnaryGrad::tan, -1.3f, 1.3f, [](double x) { return std::tan(x); },
+       [](double x) { return 1 / (std::cos(x) * std::cos(x)); }},
+      {"atan", Unary::atan, UnaryGrad::atan, -20.f, 20.f, [](double x) { return std::atan(x); },
+       [](double x) { return 1 / (1 + x * x); }},
+      {"asin", Unary::asin, UnaryGrad::asin, -0.95f, 0.95f, [](double x) { return std::asin(x); },
+       [](double x) { return 1 / std::sqrt(1 - x * x); }},
+      {"acos", Unary::acos, UnaryGrad::acos, -0.95f, 0.95f, [](double x) { return std::acos(x); },
+       [](double x) { return -1 / std::sqrt(1 - x * x); }},
+      {"sinh", Unary::sinh, UnaryGrad::sinh, -6.f, 6.f, [](double x) { return std::sinh(x); },
+       [](double x) { return std::cosh(x); }},
+      {"cosh", Unary::cosh, UnaryGrad::cosh, -6.f, 6.f, [](double x) { return std::cosh(x); },
+       [](double x) { return std::sinh(x); }},
+      {"asinh", Unary::asinh, UnaryGrad::asinh, -50.f, 50.f, [](double x) { return std::asinh(x); },
+       [](double x) { return 1 / std::sqrt(x * x + 1); }},
+      {"acosh", Unary::acosh, UnaryGrad::acosh, 1.05f, 50.f, [](double x) { return std::acosh(x); },
+       [](double x) { return 1 / std::sqrt(x * x - 1); }},
+      {"atanh", Unary::atanh, UnaryGrad::atanh, -0.95f, 0.95f, [](double x) { return std::atanh(x); },
+       [](double x) { return 1 / (1 - x * x); }},
+  };
+  std::mt19937_64 rng(37);
+  for (const TrigKernel& k : cases)
+    for (const int offset : {0, 1}) {  // 1: not 16-byte aligned, the scalar kernel
+      INFO(k.name << " offset " << offset);
+      const int64_t n = 1027;
+      std::uniform_real_distribution<float> u(k.lo, k.hi);
+      std::vector<float> buf(static_cast<size_t>(n + 1)), dy(static_cast<size_t>(n + 1), 1.f);
+      for (float& e : buf) e = u(rng);
+      const float* x = buf.data() + offset;
+      std::vector<float> y(static_cast<size_t>(n) + 1), dx(static_cast<size_t>(n) + 1);
+      REQUIRE(unary(k.op, n, x, y.data() + offset, 0.f, 0.f, nullptr) == cudaSuccess);
+      REQUIRE(unary_grad(k.grad, n, dy.data() + offset, x, dx.data() + offset, 0.f, 0.f, nullptr) == cudaSuccess);
+      std::vector<double> want_y, want_dx, got_y, got_dx;
+      for (int64_t i = 0; i < n; ++i) {
+        want_y.push_back(k.f(x[i]));
+        want_dx.push_back(k.df(x[i]));
+        got_y.push_back(y[static_cast<size_t>(i + offset)]);
+        got_dx.push_back(dx[static_cast<size_t>(i + offset)]);
+      }
+      check_close(want_y, got_y, "y");
+      check_close(want_dx, got_dx, "dx");
+    }
+}

@@ -288,3 +288,70 @@ TEST_CASE("input shape parsing (--input-shape)", "[import][errors]") {
   for (const char* bad : {"", "3,,4", "3,x,4", "-3,4", "3,0,4", "3,4,", "1e3"})
     CHECK_THROWS_AS(parse_input_shape(bad), Error);
 }
+
+TEST_CASE("Legacy CNN ops, 5-D pools of a 2-D window and an If on a known condition import as monet's ops",
+          "[import]") {
+  // legacy_cnn.onnx: two LRNs (each one AveragePool over (N, 1, C, H W) and a Pow), GlobalMaxPool as a ReduceMax,
+  // Mean of three as two Adds and a Div, Softsign, ThresholdedRelu as a Where.
+  Graph g = import_onnx(data_path("legacy_cnn.onnx"), at(3));
+  CHECK(g.values[g.outputs[0]].shape == Shape{3, 10});
+  std::map<std::string, int> ops = op_counts(g);
+  for (const char* gone : {"LRN", "GlobalMaxPool", "Mean", "Softsign", "ThresholdedRelu"}) CHECK(ops[gone] == 0);
+  CHECK(ops["AveragePool"] == 2);
+  CHECK(ops["Pow"] == 2);
+  CHECK(ops["ReduceMax"] == 1);
+  CHECK(ops["Where"] == 1);
+  for (const Node& n : g.nodes)
+    if (n.op == "AveragePool") {
+      CHECK(g.values[n.inputs[0]].shape.size() == 4);
+      CHECK(n.attrs.i("count_include_pad") == 1);
+    }
+  // pool3d_torch.onnx: MaxPool3d (1, 2, 2), AvgPool3d (1, 3, 3) and the LRN's AveragePool (3, 1, 1) run as 2-D
+  // pools; the If of the LRN's squeeze takes its then branch.
+  g = import_onnx(data_path("pool3d_torch.onnx"), at(2));
+  ops = op_counts(g);
+  CHECK(ops["If"] == 0);
+  CHECK(ops["MaxPool"] == 1);
+  CHECK(ops["AveragePool"] == 2);
+  for (const Node& n : g.nodes)
+    if (n.op == "MaxPool" || n.op == "AveragePool") CHECK(g.values[n.inputs[0]].shape.size() == 4);
+  CHECK(g.values[g.outputs[0]].shape == Shape{2, 5});
+}
+
+TEST_CASE("A 5-D pool over three spatial dims and an If on a runtime condition are refused in one line", "[import]") {
+  onnx::ModelProto m;
+  std::ifstream in(data_path("pool3d_torch.onnx"), std::ios::binary);
+  REQUIRE(m.ParseFromIstream(&in));
+  onnx::NodeProto* pool = m.mutable_graph()->mutable_node(0);  // MaxPool3d (1, 2, 2)
+  REQUIRE(pool->op_type() == "MaxPool");
+  for (auto& a : *pool->mutable_attribute())
+    if (a.name() == "kernel_shape") a.set_ints(0, 2);
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  CHECK_THROWS_WITH(import_onnx_bytes(bytes, "pool.onnx", at(2)),
+                    Contains("pool.onnx: node '/max/MaxPool' (MaxPool): a window over 3 spatial dims"));
+  // The If's condition read from the data input: not known at import.
+  REQUIRE(m.ParseFromString(bytes));
+  for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (a.name() == "kernel_shape") a.set_ints(0, 1);
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "If") {
+      onnx::NodeProto cast;
+      cast.set_op_type("Cast");
+      cast.set_name("runtime_cond");
+      cast.add_input("x");
+      cast.add_output("cond_from_x");
+      auto* to = cast.add_attribute();
+      to->set_name("to");
+      to->set_type(onnx::AttributeProto::INT);
+      to->set_i(onnx::TensorProto::BOOL);
+      n.set_input(0, "cond_from_x");
+      *m.mutable_graph()->add_node() = cast;
+    }
+  // The Cast goes first so that the graph stays sorted.
+  auto* nodes = m.mutable_graph()->mutable_node();
+  for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
+  m.SerializeToString(&bytes);
+  CHECK_THROWS_WITH(import_onnx_bytes(bytes, "if.onnx", at(2)),
+                    Contains("(If): the condition must be known at import"));
+}

@@ -343,6 +343,12 @@ void add_elementwise_kernels(CudaKernelTable& t) {
   t["Floor"] = {run_unary<Unary::floor>};
   t["Ceil"] = {run_unary<Unary::ceil>};
   t["Round"] = {run_unary<Unary::round>};
+#define MONET_TRIG(Name, kind)                                   \
+  t[#Name] = {run_unary<Unary::kind>};                           \
+  t[#Name "Grad"] = {run_unary_grad<UnaryGrad::kind>};
+  MONET_TRIG(Tan, tan) MONET_TRIG(Atan, atan) MONET_TRIG(Asin, asin) MONET_TRIG(Acos, acos) MONET_TRIG(Sinh, sinh)
+  MONET_TRIG(Cosh, cosh) MONET_TRIG(Asinh, asinh) MONET_TRIG(Acosh, acosh) MONET_TRIG(Atanh, atanh)
+#undef MONET_TRIG
 
   t["Where"] = {run_where};
   t["WhereGrad"] = {run_where_grad, where_grad_workspace};

@@ -78,6 +78,24 @@ __device__ __forceinline__ float unary_of(float x, float p0, float p1) {
     return ceilf(x);
   } else if constexpr (op == Unary::round) {
     return rintf(x);
+  } else if constexpr (op == Unary::tan) {
+    return tanf(x);
+  } else if constexpr (op == Unary::atan) {
+    return atanf(x);
+  } else if constexpr (op == Unary::asin) {
+    return asinf(x);
+  } else if constexpr (op == Unary::acos) {
+    return acosf(x);
+  } else if constexpr (op == Unary::sinh) {
+    return sinhf(x);
+  } else if constexpr (op == Unary::cosh) {
+    return coshf(x);
+  } else if constexpr (op == Unary::asinh) {
+    return asinhf(x);
+  } else if constexpr (op == Unary::acosh) {
+    return acoshf(x);
+  } else if constexpr (op == Unary::atanh) {
+    return atanhf(x);
   } else if constexpr (op == Unary::sin) {
     return sinf(x);
   } else if constexpr (op == Unary::cos) {
@@ -201,6 +219,25 @@ __device__ __forceinline__ float unary_grad_of(float dy, float s, float p0, floa
     return dy * (t + s * (1.f / (1.f + expf(-s))) * (1.f - t * t));
   } else if constexpr (op == UnaryGrad::abs) {  // s = x, 0 at 0
     return s > 0.f ? dy : s < 0.f ? -dy : 0.f;
+  } else if constexpr (op == UnaryGrad::tan) {  // s = x (lib/ops/trig's derivatives)
+    const float c = cosf(s);
+    return dy / (c * c);
+  } else if constexpr (op == UnaryGrad::atan) {
+    return dy / (1.f + s * s);
+  } else if constexpr (op == UnaryGrad::asin) {
+    return dy / sqrtf(1.f - s * s);
+  } else if constexpr (op == UnaryGrad::acos) {
+    return -dy / sqrtf(1.f - s * s);
+  } else if constexpr (op == UnaryGrad::sinh) {
+    return dy * coshf(s);
+  } else if constexpr (op == UnaryGrad::cosh) {
+    return dy * sinhf(s);
+  } else if constexpr (op == UnaryGrad::asinh) {
+    return dy / sqrtf(s * s + 1.f);
+  } else if constexpr (op == UnaryGrad::acosh) {
+    return dy / sqrtf(s * s - 1.f);
+  } else if constexpr (op == UnaryGrad::atanh) {
+    return dy / (1.f - s * s);
   } else if constexpr (op == UnaryGrad::sin) {  // s = x
     return __fmul_rn(dy, cosf(s));
   } else if constexpr (op == UnaryGrad::cos) {  // s = x
@@ -1083,7 +1120,8 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
     MONET_CASE(tanh) MONET_CASE(square) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu)
     MONET_CASE(neg) MONET_CASE(exp) MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos)
     MONET_CASE(leaky_relu) MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs) MONET_CASE(sign)
-    MONET_CASE(floor) MONET_CASE(ceil) MONET_CASE(round)
+    MONET_CASE(floor) MONET_CASE(ceil) MONET_CASE(round) MONET_CASE(tan) MONET_CASE(atan) MONET_CASE(asin)
+    MONET_CASE(acos) MONET_CASE(sinh) MONET_CASE(cosh) MONET_CASE(asinh) MONET_CASE(acosh) MONET_CASE(atanh)
 #undef MONET_CASE
   }
   return cudaGetLastError();
@@ -1103,7 +1141,9 @@ cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* sa
     MONET_CASE(clip) MONET_CASE(clip_output) MONET_CASE(sigmoid) MONET_CASE(hard_sigmoid) MONET_CASE(hard_swish)
         MONET_CASE(tanh) MONET_CASE(pow) MONET_CASE(sqrt) MONET_CASE(erf) MONET_CASE(gelu) MONET_CASE(exp)
             MONET_CASE(log) MONET_CASE(reciprocal) MONET_CASE(sin) MONET_CASE(cos) MONET_CASE(leaky_relu)
-                MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs)
+                MONET_CASE(elu) MONET_CASE(softplus) MONET_CASE(mish) MONET_CASE(abs) MONET_CASE(tan)
+                    MONET_CASE(atan) MONET_CASE(asin) MONET_CASE(acos) MONET_CASE(sinh) MONET_CASE(cosh)
+                        MONET_CASE(asinh) MONET_CASE(acosh) MONET_CASE(atanh)
 #undef MONET_CASE
   }
   return cudaGetLastError();

@@ -38,7 +38,7 @@ struct Strides {
 // divisor (p0), leaky_relu's alpha (p0), elu's alpha and gamma (p0, p1).
 enum class Unary : int { relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh, square, pow, sqrt, erf, gelu,
                          neg, exp, log, reciprocal, sin, cos, leaky_relu, elu, softplus, mish, abs, sign, floor, ceil,
-                         round /* a half to even */ };
+                         round /* a half to even */, tan, atan, asin, acos, sinh, cosh, asinh, acosh, atanh };
 cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float p1, cudaStream_t stream);
 
 // dx = f(dy, saved), same shape; saved is the forward input or output as each op's backward defines. dx may be dy
@@ -46,7 +46,8 @@ cudaError_t unary(Unary op, int64_t n, const float* x, float* y, float p0, float
 enum class UnaryGrad : int { relu, clip, clip_output, sigmoid, hard_sigmoid, hard_swish, tanh, pow, sqrt, erf, gelu,
                              exp /* s = y */, log /* s = x */, reciprocal /* s = y */, sin /* s = x */,
                              cos /* s = x */, leaky_relu /* s = y or x */, elu /* s = x */, softplus /* s = x */,
-                             mish /* s = x */, abs /* s = x */ };
+                             mish /* s = x */, abs /* s = x */, tan, atan, asin, acos, sinh, cosh, asinh, acosh,
+                             atanh /* the trigonometric ones: s = x */ };
 cudaError_t unary_grad(UnaryGrad op, int64_t n, const float* dy, const float* saved, float* dx, float p0, float p1,
                        cudaStream_t stream);
 
