@@ -995,6 +995,31 @@ def legacy_cnn():
     return m
 
 
+def static_batch_reshape():
+    """A model exported at a fixed batch of 1 whose Reshapes write that batch into their shapes: a convolution's
+    map (1, 4, 4, 4) viewed as (1, 4, 16) tokens, a MatMul, then flattened by (1, -1) into a Gemm, as static
+    exports and the model zoo's older CNNs write them. Input (1, 3, 4, 4), output (1, 5); run at another batch,
+    each Reshape keeps the batch."""
+    f32 = TensorProto.FLOAT
+    rng = np.random.default_rng(5)
+
+    def weight(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    inits = [weight("w1", (4, 3, 3, 3)), weight("b1", (4,)), weight("wt", (16, 8)), weight("w2", (5, 32)),
+             weight("b2", (5,)), numpy_helper.from_array(np.array([1, 4, 16], dtype=np.int64), "tokens"),
+             numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "flat")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "tokens"], ["t"], name="to_tokens"),
+             helper.make_node("MatMul", ["t", "wt"], ["m"], name="proj"),
+             helper.make_node("Reshape", ["m", "flat"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], name="fc", transB=1)]
+    g = helper.make_graph(nodes, "static_batch_reshape", [helper.make_tensor_value_info("x", f32, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", f32, [1, 5])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def trig_ops():
     """Tan, Atan, Asin, Acos, Sinh, Cosh, Asinh, Acosh and Atanh after a Linear, each inside its domain (Asin, Acos
     and Atanh of 0.9 tanh(h), Acosh of h^2 + 1.5), summed. Input (N, 6), output (N, 6)."""
@@ -1104,6 +1129,7 @@ def main():
     save(legacy_cnn(), "legacy_cnn.onnx")
     save(trig_ops(), "trig_ops.onnx")
     save(pool3d_torch(), "pool3d_torch.onnx")
+    save(static_batch_reshape(), "static_batch_reshape.onnx")
     save(logic_ops(), "logic_ops.onnx")
     save(rnn_torch(), "rnn_torch.onnx")
     save(rnn_forms_opset14(), "rnn_forms_opset14.onnx")

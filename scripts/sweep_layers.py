@@ -68,6 +68,9 @@ def cases():
         "softmin": (Case(lambda m, x: F.softmin(m[0](x), -1), lin()), vec),
         "rsqrt": (Case(lambda m, x: torch.rsqrt(m[0](x) ** 2 + 1), lin()), vec),
         "atan": (Case(lambda m, x: torch.atan(m[0](x)), lin()), vec),
+        "trig_hyperbolic": (Case(lambda m, x: torch.asin(0.9 * torch.tanh(m[0](x))) + torch.sinh(m[0](x)) +
+                                 torch.acosh(m[0](x) ** 2 + 1.5) + torch.atanh(0.5 * torch.tanh(m[0](x))) +
+                                 torch.tan(0.5 * m[0](x)), lin()), vec),
         "sign_round_floor": (Case(lambda m, x: m[0](x) * torch.sign(m[0](x)) + torch.round(m[0](x)) +
                                   torch.floor(m[0](x)), lin()), vec),
         "where_masks": (Case(lambda m, x: torch.where((m[0](x) > 0) & ~(m[0](x) > 1), m[0](x), -m[0](x)), lin()), vec),
@@ -100,6 +103,9 @@ def cases():
         "conv_transpose_groups": (Case(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 4, 3, stride=2, groups=2,
                                                                                 dilation=2)), (2, 4, 5, 5)),
         "conv3d": (Case(lambda m, x: m[0](x), nn.Conv3d(3, 4, 3)), (2, 3, 6, 6, 6)),
+        "pool3d_frames": (Case(lambda m, x: m[0](F.avg_pool3d(F.max_pool3d(x, (1, 2, 2)), (1, 3, 3), 1,
+                                                               (0, 1, 1)).flatten(1, 2)), nn.Conv2d(12, 4, 3)),
+                          (2, 3, 4, 8, 8)),
         "dropout2d": (Case(lambda m, x: F.dropout2d(m[0](x), 0.3, training=True), conv()), img),
         # shapes and indexing
         "flip_roll": (Case(lambda m, x: torch.flip(m[0](x), [-1]) + torch.roll(m[0](x), 1, -1), lin()), vec),

@@ -44,11 +44,12 @@ class BadInput(Exception):
 class Ctx:
     """What an op needs beyond its inputs and attributes."""
 
-    def __init__(self, node, opset, dtype, masks):
+    def __init__(self, node, opset, dtype, masks, rebatch=None):
         self.node = node
         self.opset = opset
         self.dtype = dtype  # every floating tensor is computed in this dtype
         self.masks = masks  # Dropout node name -> uint8 tensor
+        self.rebatch = rebatch  # (the file's fixed batch, the batch fed) where they differ
 
     def unsupported(self, why):
         return Unsupported(f"{self.node.op_type} ({why})")
@@ -405,6 +406,14 @@ def op_reshape(ctx, ins, at):
     x, shape = ins[0], ints(ins[1])
     if not at.get("allowzero", 0):
         shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]  # 0 copies the input dim
+        # A file of a fixed batch run at another: a shape that keeps each example whole, written with the file's
+        # batch, keeps the batch fed (monet's import reads it so: docs/models.md, "A batch other than the file's").
+        if ctx.rebatch and shape and x.dim() and (shape[0], x.shape[0]) == ctx.rebatch:
+            per_example, rest = x[0].numel(), shape[1:]
+            known = math.prod(v for v in rest if v != -1)
+            wild = rest.count(-1)
+            if (wild == 0 and known == per_example) or (wild == 1 and known > 0 and per_example % known == 0):
+                shape = [x.shape[0]] + rest
     return x.reshape(shape)
 
 
@@ -973,7 +982,7 @@ def subgraph_reads(node):
     return names
 
 
-def run_nodes(graph, values, opset, dtype, masks, keep):
+def run_nodes(graph, values, opset, dtype, masks, keep, rebatch=None):
     """Runs graph's nodes in order (ONNX graphs are stored topologically sorted) over values, which it extends; an
     If runs the branch its condition takes. Each value no later node reads is dropped, unless in keep, so that memory
     stays near what the module itself would hold."""
@@ -996,11 +1005,11 @@ def run_nodes(graph, values, opset, dtype, masks, keep):
         if node.op_type == "If":
             taken = "then_branch" if bool(ins[0].reshape(-1)[0]) else "else_branch"
             branch = next(a.g for a in node.attribute if a.name == taken)
-            inner = run_nodes(branch, dict(values), opset, dtype, masks, {o.name for o in branch.output})
+            inner = run_nodes(branch, dict(values), opset, dtype, masks, {o.name for o in branch.output}, rebatch)
             outs = [inner[o.name] for o in branch.output]
         else:
             try:
-                outs = OPS[node.op_type](Ctx(node, opset, dtype, masks), ins, attrs_of(node))
+                outs = OPS[node.op_type](Ctx(node, opset, dtype, masks, rebatch), ins, attrs_of(node))
             except Unsupported as e:
                 raise Unsupported(f"{e} in node '{node_label(node)}'") from None
             except (RuntimeError, ValueError, IndexError, KeyError, TypeError) as e:
@@ -1019,7 +1028,17 @@ def run_nodes(graph, values, opset, dtype, masks, keep):
 def run_graph(model, feeds, masks, dtype, wanted):
     """Runs the model's graph on feeds; returns the tensor named wanted."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    values = run_nodes(model.graph, dict(feeds), opset, dtype, masks, {wanted})
+    # The data input: the first graph input without an initializer. Its batch fixed in the file and fed otherwise
+    # makes Reshape keep the batch fed (op_reshape).
+    rebatch = None
+    initialized = {i.name for i in model.graph.initializer}
+    data = next((i for i in model.graph.input if i.name not in initialized), None)
+    if data is not None and data.name in feeds and data.type.tensor_type.shape.dim:
+        fixed = data.type.tensor_type.shape.dim[0].dim_value
+        fed = feeds[data.name].shape[0] if feeds[data.name].dim() else fixed
+        if fixed > 0 and fed != fixed:
+            rebatch = (fixed, fed)
+    values = run_nodes(model.graph, dict(feeds), opset, dtype, masks, {wanted}, rebatch)
     if wanted not in values:
         raise BadInput(f"no value named '{wanted}' after running the graph")
     return values[wanted]

@@ -178,7 +178,10 @@ class Importer {
       for (int d = 0; d < tt.shape().dim_size(); ++d) {
         const auto& dim = tt.shape().dim(d);
         int64_t size = dim.has_dim_value() ? dim.dim_value() : -1;
-        if (primary && d == 0 && options_.batch) size = *options_.batch;
+        if (primary && d == 0 && options_.batch) {
+          if (size > 0 && size != *options_.batch) translator_.set_rebatch(size, *options_.batch);
+          size = *options_.batch;
+        }
         if (primary && d > 0 && options_.input_shape) continue;
         if (!primary && size <= 0 && dim.has_dim_param()) {
           if (auto it = symbols.find(dim.dim_param()); it != symbols.end()) size = it->second;

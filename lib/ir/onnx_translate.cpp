@@ -104,6 +104,34 @@ bool Translator::fold(const onnx::NodeProto& n, const std::string& where) {
   return true;
 }
 
+// A file exported at a fixed batch B0 writes the batch into constant shapes: Reshape(x, (B0, -1)) flattens each
+// example (the model zoo's older CNNs, static-shape exports). Imported at batch B != B0 (--batch), where x's first
+// dim is B and the shape's is B0, and the shape's other entries take x's other dims (a -1 that divides them, or a
+// product equal to theirs; a 0 copies x's dim, as allowzero 0 reads it), the shape becomes (B, ...): the Reshape
+// keeps the batch, as it did at B0. Any other Reshape is left as written (nullopt).
+std::optional<std::vector<int64_t>> Translator::batch_following_shape(const onnx::NodeProto& n) {
+  if (!rebatch_ || n.input_size() != 2 || !defines(n.input(0)) || !is_const(n.input(1)) ||
+      attr_int(n, "allowzero", 0) != 0)
+    return std::nullopt;
+  const auto [file_batch, batch] = *rebatch_;
+  const Shape& x = g_.values[lookup(n.input(0), "input")].shape;
+  std::vector<int64_t> shape = ints_of(const_of(n.input(1)));
+  if (x.empty() || x[0] != batch || shape.empty() || shape[0] != file_batch) return std::nullopt;
+  const int64_t per_example = numel(Shape(x.begin() + 1, x.end()));
+  int64_t known = 1;
+  int wildcards = 0;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    const int64_t e = shape[i] == 0 && i < x.size() ? x[i] : shape[i];
+    if (e == -1) ++wildcards;
+    else if (e <= 0 || e > per_example / known) return std::nullopt;  // known * e > per_example
+    else known *= e;
+  }
+  const bool keeps = wildcards == 0 ? known == per_example : wildcards == 1 && per_example % known == 0;
+  if (!keeps) return std::nullopt;
+  shape[0] = batch;
+  return shape;
+}
+
 // An If whose condition is known at import becomes the nodes of the branch it takes, the branch's outputs named as
 // the If's (a view of the same value; an Identity node where the output is a graph output or the branch passes a
 // graph input through). torch writes one for a squeeze of a dim whose size the export did not know,
@@ -165,6 +193,13 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if (fold(n, where)) return;
   if (n.op_type() == "Dropout" && drop_identity_dropout_ && alias_identity_dropout(n)) return;
   if (n.op_type() == "If") return convert_if(n, name, where);
+  if (n.op_type() == "Reshape")
+    if (auto shape = batch_following_shape(n)) {
+      onnx::NodeProto m = n;
+      m.set_name(name);
+      m.set_input(1, add_int64_const(n.output(0) + "/batch_shape", *shape));
+      return convert_node(m);
+    }
   if (n.op_type() == "CastLike" && n.input_size() == 2) {
     // At run time: Cast to the second input's type (bool for a u8 value).
     onnx::NodeProto cast = n;

@@ -36,6 +36,9 @@ class Translator {
   void set_drop_identity_dropout(bool drop) { drop_identity_dropout_ = drop; }
   // The model's ai.onnx opset: Softmax and LogSoftmax before 13 flatten their input to 2-D at the axis.
   void set_opset(int64_t opset) { opset_ = opset; }
+  // The file fixes the data input's batch at `file_batch` and the import runs it at `batch` (--batch): a Reshape to
+  // a constant shape that keeps the batch, written with the file's, keeps the import's (batch_following_shape).
+  void set_rebatch(int64_t file_batch, int64_t batch) { rebatch_ = {file_batch, batch}; }
 
   // Once every node is in: which graph inputs and initializers are params, buffers or constants, and how each
   // param is initialised.
@@ -58,6 +61,7 @@ class Translator {
 
   void convert_node(const onnx::NodeProto& n);
   bool alias_identity_dropout(const onnx::NodeProto& n);
+  std::optional<std::vector<int64_t>> batch_following_shape(const onnx::NodeProto& n);
   void convert_if(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   void add_node(Node node, const std::vector<std::string>& outs, const std::string& where);
   void convert_layer_norm(const onnx::NodeProto& n, const std::string& name, const std::string& where);
@@ -142,6 +146,7 @@ class Translator {
   std::set<std::string> graph_outputs_;
   bool drop_identity_dropout_ = true;
   int64_t opset_ = 13;
+  std::optional<std::pair<int64_t, int64_t>> rebatch_;  // (the file's batch, the import's)
 };
 
 }  // namespace monet::onnx_import

@@ -355,3 +355,13 @@ TEST_CASE("A 5-D pool over three spatial dims and an If on a runtime condition a
   CHECK_THROWS_WITH(import_onnx_bytes(bytes, "if.onnx", at(2)),
                     Contains("(If): the condition must be known at import"));
 }
+
+TEST_CASE("A file of a fixed batch imported at another: Reshapes that keep each example keep the batch", "[import]") {
+  // static_batch_reshape.onnx fixes the batch at 1 and writes it into both Reshapes' shapes, (1, 4, 16), (1, -1).
+  for (int64_t batch : {1, 3}) {
+    const Graph g = import_onnx(data_path("static_batch_reshape.onnx"), at(batch));
+    CHECK(g.values[g.outputs[0]].shape == Shape{batch, 5});
+    for (const Node& n : g.nodes)
+      if (n.op == "Reshape") CHECK(g.values[n.outputs[0]].shape[0] == batch);
+  }
+}
