@@ -1020,6 +1020,71 @@ def static_batch_reshape():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def gather_torch():
+    """torch.gather as torch exports it (GatherElements, opset 13): log-probabilities gathered at target ids, a
+    second data input `target` (N, 3) of int64 (the values monet draws below the 5 classes), and a gather along the
+    last axis of a (N, 4, 6) map with indices expanded from a constant row (repeated and negative-free, as torch
+    requires). Inputs x (N, 6), target (N, 3); output (N, 7)."""
+    import tempfile
+
+    import torch
+    from torch import nn
+
+    class Gathers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 5)
+            self.map = nn.Linear(6, 24)
+
+        def forward(self, x, target):
+            picked = torch.log_softmax(self.fc(x), 1).gather(1, target)  # (N, 3)
+            m = self.map(x).reshape(x.shape[0], 4, 6)
+            idx = torch.tensor([[[5, 0, 0, 2]]]).expand(x.shape[0], 4, -1)
+            return torch.cat([picked, m.gather(2, idx).sum(1)], 1)  # (N, 3 + 4)
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.onnx")
+        torch.onnx.export(Gathers().train(), (torch.randn(2, 6), torch.tensor([[0, 4, 4], [1, 2, 3]])), path,
+                          training=torch.onnx.TrainingMode.TRAINING, opset_version=13, do_constant_folding=False,
+                          export_params=False, input_names=["x", "target"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "target": {0: "N"}, "y": {0: "N"}})
+        return onnx.load(path)
+
+
+def t5_relative_bias():
+    """Self-attention with T5's relative-position bias as torch exports it (opset 13): the buckets are computed in
+    the graph from the sequence length (Range, Sub, Greater, Abs, Less, Cast, Div, Log, Mul, Min, Where), which
+    import folds to constants once shapes are fixed, then an embedding of one bias per bucket. Input (N, 6, 8),
+    output (N, 6, 8)."""
+    import math
+
+    import torch
+    from torch import nn
+
+    class RelativeBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8)
+            self.bias = nn.Embedding(16, 1)
+
+        def forward(self, x):  # (N, T, 8)
+            t = x.shape[1]
+            rel = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+            buckets = (rel > 0).to(torch.long) * 8
+            rel = torch.abs(rel)
+            small = rel < 2
+            large = 2 + (torch.log(rel.float() / 2) / math.log(32 / 2) * 6).to(torch.long)
+            large = torch.min(large, torch.full_like(large, 7))
+            buckets = buckets + torch.where(small, rel, large)
+            q = self.q(x)
+            scores = q @ q.transpose(1, 2) / math.sqrt(8) + self.bias(buckets).squeeze(-1)
+            return torch.softmax(scores, -1) @ x
+
+    torch.manual_seed(0)
+    return torch_export(RelativeBias().train(), torch.randn(2, 6, 8), 13)
+
+
 def trig_ops():
     """Tan, Atan, Asin, Acos, Sinh, Cosh, Asinh, Acosh and Atanh after a Linear, each inside its domain (Asin, Acos
     and Atanh of 0.9 tanh(h), Acosh of h^2 + 1.5), summed. Input (N, 6), output (N, 6)."""
@@ -1130,6 +1195,8 @@ def main():
     save(trig_ops(), "trig_ops.onnx")
     save(pool3d_torch(), "pool3d_torch.onnx")
     save(static_batch_reshape(), "static_batch_reshape.onnx")
+    save(gather_torch(), "gather_torch.onnx")
+    save(t5_relative_bias(), "t5_relative_bias.onnx")
     save(logic_ops(), "logic_ops.onnx")
     save(rnn_torch(), "rnn_torch.onnx")
     save(rnn_forms_opset14(), "rnn_forms_opset14.onnx")

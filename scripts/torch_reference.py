@@ -949,6 +949,8 @@ def op_lrn(ctx, ins, at):
 
 OPS.update({
     "LRN": op_lrn,
+    "GatherElements": lambda ctx, ins, at: torch.gather(
+        ins[0], at.get("axis", 0), torch.where(ins[1] < 0, ins[1] + ins[0].shape[at.get("axis", 0)], ins[1]).long()),
     "Mean": lambda ctx, ins, at: variadic(torch.add)(ctx, ins, at) / len(ins),
     "Softsign": unary(F.softsign),
     "ThresholdedRelu": lambda ctx, ins, at: torch.where(ins[0] > at.get("alpha", 1.0), ins[0],

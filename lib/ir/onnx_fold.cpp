@@ -519,6 +519,9 @@ std::optional<ConstTensor> fold_extremum(const FoldCall& c) {
 // y = Sqrt(Div(1, Sqrt(Cast(Shape(q)[-1:]))))  =>  y = [0.3535...]                      (q of shape (.., 64))
 // (torch's export of F.scaled_dot_product_attention: its scale 1/sqrt(d), and the sqrt of the scale that
 // multiplies q and k; folded, the attention fusion takes both into the Attention's scale)
+// The same for the elementwise math of a constant computed in the graph (T5's relative-position buckets take the
+// Log of a constant distance table, then Cast it to integers): Log, Exp, Reciprocal, Sin, Cos, Tanh, Sigmoid, Erf,
+// Relu, Sign and Round (a half to the even neighbour), in double.
 template <char kOp>
 std::optional<ConstTensor> fold_unary(const FoldCall& c) {
   ConstTensor x = c.need(0);
@@ -528,6 +531,17 @@ std::optional<ConstTensor> fold_unary(const FoldCall& c) {
       case 'c': d = std::ceil(d); break;
       case '-': d = -d; break;
       case 's': d = std::sqrt(d); break;
+      case 'l': d = std::log(d); break;
+      case 'e': d = std::exp(d); break;
+      case 'r': d = 1.0 / d; break;
+      case 'S': d = std::sin(d); break;
+      case 'C': d = std::cos(d); break;
+      case 't': d = std::tanh(d); break;
+      case 'g': d = 1.0 / (1.0 + std::exp(-d)); break;
+      case 'E': d = std::erf(d); break;
+      case 'R': d = d < 0 ? 0.0 : d; break;                           // NaN stays NaN
+      case 'n': d = d > 0 ? 1.0 : d < 0 ? -1.0 : d; break;           // Sign: 0 and NaN stay
+      case 'o': d = std::nearbyint(d); break;                         // Round: the default mode, half to even
       default: d = std::fabs(d); break;  // 'a': Abs
     }
   }
@@ -557,12 +571,14 @@ std::optional<ConstTensor> fold_trilu(const FoldCall& c) {
   return x;
 }
 
-// Less and Greater on two broadcasting constants:  y = Less([8, 3], 4)  =>  y = [0, 1] (bool)
+// Less, Greater, LessOrEqual ('l') and GreaterOrEqual ('g') on two broadcasting constants:
+//   y = Less([8, 3], 4)  =>  y = [0, 1] (bool)
 template <char kOp>
 std::optional<ConstTensor> fold_compare(const FoldCall& c) {
   const ConstTensor &x = c.need(0), &y = c.need(1);
   return fold_broadcast(c.where, {&x, &y}, false, [](const std::vector<double>& v) {
-    return (kOp == '<' ? v[0] < v[1] : v[0] > v[1]) ? 1.0 : 0.0;
+    const bool r = kOp == '<' ? v[0] < v[1] : kOp == '>' ? v[0] > v[1] : kOp == 'l' ? v[0] <= v[1] : v[0] >= v[1];
+    return r ? 1.0 : 0.0;
   });
 }
 
@@ -586,7 +602,12 @@ const std::unordered_map<std::string, Folder>& rules() {
       {"Max", fold_extremum<'>'>},   {"Min", fold_extremum<'<'>},   {"Floor", fold_unary<'f'>},
       {"Ceil", fold_unary<'c'>},     {"Neg", fold_unary<'-'>},      {"Abs", fold_unary<'a'>},
       {"Sqrt", fold_unary<'s'>},     {"Trilu", fold_trilu},
+      {"Log", fold_unary<'l'>},      {"Exp", fold_unary<'e'>},      {"Reciprocal", fold_unary<'r'>},
+      {"Sin", fold_unary<'S'>},      {"Cos", fold_unary<'C'>},      {"Tanh", fold_unary<'t'>},
+      {"Sigmoid", fold_unary<'g'>},  {"Erf", fold_unary<'E'>},      {"Relu", fold_unary<'R'>},
+      {"Sign", fold_unary<'n'>},     {"Round", fold_unary<'o'>},
       {"Less", fold_compare<'<'>},   {"Greater", fold_compare<'>'>},
+      {"LessOrEqual", fold_compare<'l'>}, {"GreaterOrEqual", fold_compare<'g'>},
   };
   return table;
 }

@@ -14,7 +14,7 @@ namespace monet::ops {
   X(conv) X(conv_transpose) X(gemm) X(matmul)                                                                   \
   X(batch_norm) X(layer_norm) X(max_pool) X(average_pool) X(global_average_pool) X(reduce_mean) X(softmax)      \
   X(dropout) X(concat) X(split) X(slice) X(flatten) X(reshape) X(transpose) X(pad) X(resize)                    \
-  X(expand) X(gather) X(unsqueeze) X(squeeze) X(reduce_max) X(cum_sum) X(trilu) X(tile)                         \
+  X(expand) X(gather) X(gather_elements) X(unsqueeze) X(squeeze) X(reduce_max) X(cum_sum) X(trilu) X(tile)     \
   X(attention) X(softmax_cross_entropy) X(linear_cross_entropy) X(sum_loss) X(sgd_update)
 #define MONET_DECLARE(folder) extern const std::vector<const OpDef*> folder##_ops;
 MONET_OP_FOLDERS(MONET_DECLARE)

@@ -199,9 +199,9 @@ int weight_for_bias(const Graph& g, const Node& n) {
 
 namespace {
 
-// The number of ids an integer data input may take: the smallest table a GatherIdx reads with it (its size along
-// the gathered axis), directly or through ops that only move or convert its elements (Unsqueeze, Reshape, ...);
-// 0 when no GatherIdx reads it: it is then a mask.
+// The number of ids an integer data input may take: the smallest table a GatherIdx or GatherElements reads with it
+// (its size along the gathered axis), directly or through ops that only move or convert its elements (Unsqueeze, Reshape, ...);
+// 0 when neither reads it: it is then a mask.
 int64_t index_range(const Graph& g, int input) {
   static const std::set<std::string> kViews = {"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Identity",
                                                "Transpose", "Slice", "Cast", "Tile", "Concat"};
@@ -214,7 +214,8 @@ int64_t index_range(const Graph& g, int input) {
     todo.pop_back();
     for (int n : readers[static_cast<size_t>(v)]) {
       const Node& node = g.nodes[static_cast<size_t>(n)];
-      if (node.op == "GatherIdx" && node.inputs.size() == 2 && node.inputs[1] == v) {
+      if ((node.op == "GatherIdx" || node.op == "GatherElements") && node.inputs.size() == 2 &&
+          node.inputs[1] == v) {
         const Shape& table = g.values[static_cast<size_t>(node.inputs[0])].shape;
         int64_t axis = node.attrs.i("axis", 0);
         if (axis < 0) axis += static_cast<int64_t>(table.size());

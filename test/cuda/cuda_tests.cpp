@@ -333,6 +333,9 @@ std::vector<Case> cases() {
   // not), masked_fill's scalar branch, Cast between floats, integers and masks.
   for (const char* op : {"Neg", "Exp", "Sin", "Cos"}) c.push_back({op, {}, {s4}});
   for (const char* op : {"Log", "Reciprocal"}) c.push_back({op, {}, {s4}, {Fill::positive}});
+  // GatherElements along the middle axis, indices (labels in [0, 6)) longer than the axis: repeated ones add.
+  c.push_back({"GatherElements", attrs({{"axis", int64_t{1}}}), {{4, 6, 5}, {4, 9, 5}}, {Fill::uniform, Fill::labels},
+               {DType::f32, DType::i64}, {true, false}, 1, 6});
   // Tan and the inverse and hyperbolic trigonometric functions on [-1, 1] (inside Asin's, Acos's and Atanh's
   // domain; Acosh's, x > 1, is the emulation's: unary_emu_tests.cpp).
   for (const char* op : {"Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Atanh"}) c.push_back({op, {}, {s4}});

@@ -365,3 +365,16 @@ TEST_CASE("A file of a fixed batch imported at another: Reshapes that keep each 
       if (n.op == "Reshape") CHECK(g.values[n.outputs[0]].shape[0] == batch);
   }
 }
+
+TEST_CASE("T5's relative-position buckets, computed in the graph from the sequence length, fold at import",
+          "[import][fold]") {
+  // t5_relative_bias.onnx: Range, Sub, Greater, Abs, Less, Cast, Div, Log, Mul, Min and Where on constants fold;
+  // what runs is the attention and the Gather of one bias per bucket (its table a parameter).
+  const Graph g = import_onnx(data_path("t5_relative_bias.onnx"), at(2));
+  std::map<std::string, int> ops = op_counts(g);
+  for (const char* gone : {"Log", "Range", "Where", "Min", "Less", "Greater", "Abs", "Cast"}) CHECK(ops[gone] == 0);
+  CHECK(ops["Gather"] == 1);
+  int params = 0;
+  for (const Value& v : g.values) params += v.role == Role::param;
+  CHECK(params == 3);
+}

@@ -1,6 +1,7 @@
 // CUDA kernels of the data-movement ops (host side): Concat, Split, SplitGrad, Slice, SliceGrad, Transpose,
-// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, GatherIdx, GatherIdxGrad, Tile, Trilu, and the reshaping
-// copies (Flatten, Reshape, ReshapeGrad, Squeeze, Unsqueeze). Slices, permutations and tilings are strided copies;
+// Pad, PadGrad, Resize, ResizeGrad, Gather, GatherGrad, GatherIdx, GatherIdxGrad, GatherElements and its gradient,
+// Tile, Trilu, and the reshaping copies (Flatten, Reshape, ReshapeGrad, Squeeze, Unsqueeze). Slices, permutations
+// and tilings are strided copies;
 // Pad, Resize and Gather read index tables that their op folders compute (ops/common/plans.h) and that are copied
 // into the node's workspace (so they live in the arena like every other device byte). Byte-moving ops serve every
 // dtype, as on the CPU.
@@ -382,6 +383,19 @@ void run_gather_idx_grad(const CudaCall& c) {
                                    c.fout(0), c.workspace, c.workspace_bytes, c.ctx.stream));
 }
 
+void run_gather_elements(const CudaCall& c) {
+  const ops::GatherElementsSpec s = ops::gather_elements_spec(c.node.attrs, c.in_shape(0), c.in_shape(1));
+  MONET_CUDA_CHECK(gather_elements(dims_of(s.indices), contiguous_strides(s.x), s.axis, s.x[s.axis],
+                                   static_cast<const int64_t*>(c.in[1].data), c.fin(0), c.fout(0), c.ctx.stream));
+}
+
+void run_gather_elements_grad(const CudaCall& c) {
+  const ops::GatherElementsSpec s = ops::gather_elements_spec(c.node.attrs, c.out_shape(0), c.in_shape(1));
+  MONET_CUDA_CHECK(gather_elements_grad(dims_of(s.indices), contiguous_strides(s.x), s.axis, s.x[s.axis],
+                                        static_cast<const int64_t*>(c.in[1].data), c.fin(0), c.fout(0),
+                                        numel(s.x), c.ctx.stream));
+}
+
 // Inputs dY 0, indices 1; output dX (the data's shape).
 int64_t gather_idx_grad_ws(const Graph& g, const Node& n, CudaContext&) {
   const ops::GatherIdxSpec s =
@@ -434,6 +448,8 @@ void add_shape_kernels(CudaKernelTable& t) {
   t["GatherGrad"] = {run_gather_grad, gather_workspace};
   t["GatherIdx"] = {run_gather_idx};
   t["GatherIdxGrad"] = {run_gather_idx_grad, gather_idx_grad_ws};
+  t["GatherElements"] = {run_gather_elements};
+  t["GatherElementsGrad"] = {run_gather_elements_grad};
   t["Tile"] = {run_tile};
   t["Expand"] = {run_expand};
   t["Trilu"] = {run_trilu};

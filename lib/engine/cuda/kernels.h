@@ -347,6 +347,15 @@ cudaError_t gather_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, cons
 cudaError_t gather_idx(int elem_bytes, int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx,
                        const void* x, void* y, cudaStream_t stream);
 int64_t gather_idx_grad_workspace(int64_t A, int64_t K);
+// GatherElements (lib/ops/gather_elements; cuda_gather_elements_kernels.cu): y of the indices' shape `out` reads x
+// (row-major strides x_strides) at each element's coordinates, the axis' one replaced by its index (negative ones
+// count from the end; one outside [-A, A) reads 0). Grad: dx (dx_numel elements) zeroed, then each column of the
+// indices (all coordinates but the axis') adds its dy elements in the axis' order: no atomics, the CPU's sum bit for
+// bit; an index outside [-A, A) adds nothing.
+cudaError_t gather_elements(Dims out, Strides x_strides, int axis, int64_t A, const int64_t* idx, const float* x,
+                            float* y, cudaStream_t stream);
+cudaError_t gather_elements_grad(Dims out, Strides x_strides, int axis, int64_t A, const int64_t* idx,
+                                 const float* dy, float* dx, int64_t dx_numel, cudaStream_t stream);
 cudaError_t gather_idx_grad(int64_t outer, int64_t A, int64_t K, int64_t inner, const int64_t* idx, const float* dy,
                             float* dx, void* workspace, int64_t workspace_bytes, cudaStream_t stream);
 

@@ -55,6 +55,12 @@ struct GatherIdxSpec {
   int64_t outer = 1, A = 1, inner = 1, K = 1;
 };
 GatherIdxSpec gather_idx_spec(const Attrs& a, const Shape& x, const Shape& indices);
+// lib/ops/gather_elements: the data's shape, the indices' (of the same rank) and the axis (normalised).
+struct GatherElementsSpec {
+  Shape x, indices;
+  int axis = 0;
+};
+GatherElementsSpec gather_elements_spec(const Attrs& a, const Shape& x, const Shape& indices);
 
 // lib/ops/elu: Elu's and Selu's alpha and gamma (Elu: gamma 1), with the defaults of the node's op.
 struct EluScale {
