@@ -1085,6 +1085,34 @@ def t5_relative_bias():
     return torch_export(RelativeBias().train(), torch.randn(2, 6, 8), 13)
 
 
+def conv3d_net():
+    """A small video/volume network as torch exports it (opset 13): Conv3d with padding and a bias, BatchNorm3d,
+    MaxPool3d over all three dims (ceil_mode), Conv3d strided in depth, dilated in depth and grouped, a (1, 3, 3)
+    Conv3d without bias, AvgPool3d over all three dims (padded, count_include_pad=False), AdaptiveAvgPool3d(1) and a
+    Linear head. Input (N, 3, 6, 8, 8), output (N, 5)."""
+    import torch
+    from torch import nn
+
+    class Video(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv3d(3, 4, 3, padding=1)
+            self.bn = nn.BatchNorm3d(4)
+            self.pool = nn.MaxPool3d(2, ceil_mode=True)
+            self.c2 = nn.Conv3d(4, 6, 3, stride=(2, 1, 1), padding=(3, 1, 1), dilation=(2, 1, 1), groups=2)
+            self.c3 = nn.Conv3d(6, 6, (1, 3, 3), padding=(0, 1, 1), bias=False)
+            self.avg = nn.AvgPool3d(3, stride=(1, 2, 2), padding=1, count_include_pad=False)
+            self.head = nn.Linear(6, 5)
+
+        def forward(self, x):  # (N, 3, 6, 8, 8)
+            h = self.pool(torch.relu(self.bn(self.c1(x))))  # (N, 4, 3, 4, 4)
+            h = self.avg(self.c3(torch.relu(self.c2(h))))
+            return self.head(nn.functional.adaptive_avg_pool3d(h, 1).flatten(1))
+
+    torch.manual_seed(0)
+    return torch_export(Video().train(), torch.randn(2, 3, 6, 8, 8), 13)
+
+
 def trig_ops():
     """Tan, Atan, Asin, Acos, Sinh, Cosh, Asinh, Acosh and Atanh after a Linear, each inside its domain (Asin, Acos
     and Atanh of 0.9 tanh(h), Acosh of h^2 + 1.5), summed. Input (N, 6), output (N, 6)."""
@@ -1197,6 +1225,7 @@ def main():
     save(static_batch_reshape(), "static_batch_reshape.onnx")
     save(gather_torch(), "gather_torch.onnx")
     save(t5_relative_bias(), "t5_relative_bias.onnx")
+    save(conv3d_net(), "conv3d_net.onnx")
     save(logic_ops(), "logic_ops.onnx")
     save(rnn_torch(), "rnn_torch.onnx")
     save(rnn_forms_opset14(), "rnn_forms_opset14.onnx")

@@ -230,6 +230,7 @@ void Translator::convert_node(const onnx::NodeProto& n) {
   if (n.op_type() == "Einsum") return convert_einsum(n, name, where);
   if (is_spatial_1d(n)) return convert_spatial_1d(n, name, where);
   if (is_pool_nd(n)) return convert_pool_nd(n, name, where);
+  if (is_conv_3d(n)) return convert_conv_3d(n, name, where);
   if (decomposes(n)) return convert_decomposed(n, name, where);
   if (n.op_type() == "LSTM" || n.op_type() == "GRU") return convert_rnn(n, name, where);
   const OpDef* def = find_op(n.op_type());

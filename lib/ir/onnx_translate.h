@@ -97,10 +97,16 @@ class Translator {
   // height of 1 (onnx_spatial_1d.cpp).
   bool is_spatial_1d(const onnx::NodeProto& n);
   void convert_spatial_1d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  // Conv on (N, C, D, H, W) as a sum over the kernel's depth of 2-D convolutions (onnx_conv_3d.cpp).
+  bool is_conv_3d(const onnx::NodeProto& n);
+  void convert_conv_3d(const onnx::NodeProto& n, const std::string& name, const std::string& where);
   // MaxPool and AveragePool of rank 5 and above whose window spans at most two spatial dims as the 2-D op
   // (onnx_pool_nd.cpp).
   bool is_pool_nd(const onnx::NodeProto& n);
   void convert_pool_nd(const onnx::NodeProto& n, const std::string& name, const std::string& where);
+  void convert_pool_3d(const onnx::NodeProto& n, const std::string& name, const Shape& x,
+                       const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                       const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads);
   // Variadic Max and Min, a broadcasting Sum, ReduceSumSquare, ReduceL1, ReduceL2, ReduceMin, ReduceLogSumExp,
   // Celu, DepthToSpace, SpaceToDepth, Mean, Softsign, ThresholdedRelu, GlobalMaxPool and LRN as monet's own ops
   // (onnx_decompose.cpp).

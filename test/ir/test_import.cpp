@@ -318,22 +318,41 @@ TEST_CASE("Legacy CNN ops, 5-D pools of a 2-D window and an If on a known condit
   CHECK(g.values[g.outputs[0]].shape == Shape{2, 5});
 }
 
-TEST_CASE("A 5-D pool over three spatial dims and an If on a runtime condition are refused in one line", "[import]") {
+TEST_CASE("A 5-D pool over three dims with SAME padding and an If on a runtime condition are refused in one line",
+          "[import]") {
   onnx::ModelProto m;
   std::ifstream in(data_path("pool3d_torch.onnx"), std::ios::binary);
   REQUIRE(m.ParseFromIstream(&in));
   onnx::NodeProto* pool = m.mutable_graph()->mutable_node(0);  // MaxPool3d (1, 2, 2)
   REQUIRE(pool->op_type() == "MaxPool");
-  for (auto& a : *pool->mutable_attribute())
+  for (auto& a : *pool->mutable_attribute()) {
     if (a.name() == "kernel_shape") a.set_ints(0, 2);
+    if (a.name() == "pads") a.set_ints(3, 1);  // a frame of padding after the clip: still 4 frames out
+  }
   std::string bytes;
+  m.SerializeToString(&bytes);
+  // Over three dims it runs as two 2-D pools.
+  const Graph three = import_onnx_bytes(bytes, "pool.onnx", at(2));
+  std::map<std::string, int> ops = op_counts(three);
+  CHECK(ops["MaxPool"] == 2);
+  auto* same = pool->add_attribute();
+  same->set_name("auto_pad");
+  same->set_type(onnx::AttributeProto::STRING);
+  same->set_s("SAME_UPPER");
+  const auto erase = [](onnx::NodeProto* node, const std::string& attr) {
+    for (int i = 0; i < node->attribute_size(); ++i)
+      if (node->attribute(i).name() == attr) node->mutable_attribute()->DeleteSubrange(i, 1);
+  };
+  erase(pool, "pads");
   m.SerializeToString(&bytes);
   CHECK_THROWS_WITH(import_onnx_bytes(bytes, "pool.onnx", at(2)),
                     Contains("pool.onnx: node '/max/MaxPool' (MaxPool): a window over 3 spatial dims"));
   // The If's condition read from the data input: not known at import.
   REQUIRE(m.ParseFromString(bytes));
-  for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
+  pool = m.mutable_graph()->mutable_node(0);
+  for (auto& a : *pool->mutable_attribute())
     if (a.name() == "kernel_shape") a.set_ints(0, 1);
+  erase(pool, "auto_pad");
   for (auto& n : *m.mutable_graph()->mutable_node())
     if (n.op_type() == "If") {
       onnx::NodeProto cast;
@@ -377,4 +396,20 @@ TEST_CASE("T5's relative-position buckets, computed in the graph from the sequen
   int params = 0;
   for (const Value& v : g.values) params += v.role == Role::param;
   CHECK(params == 3);
+}
+
+TEST_CASE("Conv3d runs as 2-D convolutions summed over the kernel's depth, 3-D pools as two 2-D pools", "[import]") {
+  // conv3d_net.onnx: Conv3d with kernels of depth 3, 3 and 1; MaxPool3d and AvgPool3d over all three dims.
+  const Graph g = import_onnx(data_path("conv3d_net.onnx"), at(2));
+  CHECK(g.values[g.outputs[0]].shape == Shape{2, 5});
+  std::map<std::string, int> ops = op_counts(g);
+  CHECK(ops["Conv"] == 3 + 3 + 1);
+  CHECK(ops["MaxPool"] == 2);
+  CHECK(ops["AveragePool"] == 2);
+  for (const Node& n : g.nodes)
+    if (n.op == "Conv" || n.op == "MaxPool" || n.op == "AveragePool") CHECK(g.values[n.inputs[0]].shape.size() == 4);
+  // The weights stay parameters of the model's 5-D shapes.
+  int params5 = 0;
+  for (const Value& v : g.values) params5 += v.role == Role::param && v.shape.size() == 5;
+  CHECK(params5 == 3);
 }
